@@ -1,0 +1,266 @@
+//! What one benchmark run observed, request by request.
+//!
+//! This crate is the contract between the measuring loop (`servelab-client`), which fills
+//! records as responses stream in, and everything downstream (`servelab-metrics`,
+//! `servelab-outputs`, the store), which only reads them. It holds data, no logic beyond
+//! small accessors, so that every later stage is a pure function of these types.
+//!
+//! All times are nanoseconds since the run's origin (one `Instant` taken before the first
+//! arrival), so records serialize compactly and compare across requests exactly.
+
+use serde::{Deserialize, Serialize};
+
+/// Nanoseconds since the run origin.
+pub type Nanos = u64;
+
+/// One request as the client saw it, from its scheduled arrival to its last byte.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Position in the arrival schedule (0-based, warm-ups included).
+    pub index: u64,
+    /// Warm-up requests are recorded but excluded from metrics.
+    #[serde(default)]
+    pub warmup: bool,
+    /// When the schedule said this request arrives (open-loop arrival time).
+    pub scheduled_ns: Nanos,
+    /// When the request was due to be sent: the later of its arrival and the moment a
+    /// concurrency slot was freed by the request before it. Latencies are measured from here,
+    /// so the tool's own lateness counts against it instead of hiding (coordinated omission).
+    pub intended_ns: Nanos,
+    /// When the request's bytes were handed to the connection.
+    pub sent_ns: Nanos,
+    /// Prompt length in tokens as the client counted it (dataset tokenizer), if known.
+    pub prompt_tokens: Option<u64>,
+    /// Output length the client asked for (`max_tokens`), if any.
+    pub max_tokens: Option<u64>,
+    /// Token counts reported by the server's `usage` object, if it sent one.
+    pub usage: Option<Usage>,
+    /// Every SSE event that carried output (text, reasoning, or a usage-only count), in order.
+    pub chunks: Vec<Chunk>,
+    /// When the response ended (last byte, `[DONE]`, or the error), if it did.
+    pub end_ns: Option<Nanos>,
+    /// HTTP status of the response, if headers arrived.
+    pub status: Option<u16>,
+    pub outcome: Outcome,
+}
+
+/// Server-reported token accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Reasoning tokens when the server breaks them out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+}
+
+/// What kind of output a chunk carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChunkKind {
+    /// Answer text (`text` for completions, `delta.content` for chat).
+    Content,
+    /// Reasoning text (`delta.reasoning_content` / `delta.reasoning`).
+    Reasoning,
+}
+
+/// One SSE event that carried output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// When the network read that completed this event returned.
+    pub t_ns: Nanos,
+    pub kind: ChunkKind,
+    /// The text it carried (may be empty for a usage-only event).
+    pub text: String,
+    /// Tokens in this chunk. Filled during the run from `continuous_usage_stats` when the
+    /// server sends them, otherwise after the run by retokenizing the whole output (never on
+    /// the hot path). `None` until known.
+    pub tokens: Option<u32>,
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum Outcome {
+    Success,
+    Failure { kind: FailureKind, message: String },
+}
+
+/// Failure classes, so a report can say *why* requests failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The server answered with a non-2xx status.
+    HttpStatus,
+    /// No response or no progress within the timeout.
+    Timeout,
+    /// The connection could not be made.
+    Connect,
+    /// The connection was reset or closed before the response completed.
+    Reset,
+    /// The server sent an error object inside the stream.
+    StreamError,
+    /// An SSE event was not valid JSON of the expected shape, or bytes were not UTF-8.
+    Malformed,
+    /// The stream ended without `[DONE]`.
+    Incomplete,
+    /// The run was interrupted (Ctrl-C or duration end) while the request was in flight.
+    Cancelled,
+}
+
+impl FailureKind {
+    pub const ALL: [FailureKind; 8] = [
+        FailureKind::HttpStatus,
+        FailureKind::Timeout,
+        FailureKind::Connect,
+        FailureKind::Reset,
+        FailureKind::StreamError,
+        FailureKind::Malformed,
+        FailureKind::Incomplete,
+        FailureKind::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::HttpStatus => "http_status",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Connect => "connect",
+            FailureKind::Reset => "reset",
+            FailureKind::StreamError => "stream_error",
+            FailureKind::Malformed => "malformed",
+            FailureKind::Incomplete => "incomplete",
+            FailureKind::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl RequestRecord {
+    pub fn is_success(&self) -> bool {
+        matches!(self.outcome, Outcome::Success)
+    }
+
+    /// Time from intended send to the first chunk carrying any output text (reasoning or
+    /// content). A role-only or usage-only event does not count.
+    pub fn first_token_ns(&self) -> Option<Nanos> {
+        self.chunks.iter().find(|c| !c.text.is_empty()).map(|c| c.t_ns)
+    }
+
+    /// Time of the first chunk carrying answer content (after any reasoning).
+    pub fn first_content_ns(&self) -> Option<Nanos> {
+        self.chunks
+            .iter()
+            .find(|c| c.kind == ChunkKind::Content && !c.text.is_empty())
+            .map(|c| c.t_ns)
+    }
+
+    /// The whole generated text, reasoning and content, in arrival order.
+    pub fn output_text(&self) -> String {
+        self.chunks.iter().map(|c| c.text.as_str()).collect()
+    }
+
+    /// Output tokens: the server's count when it reported one, else the sum of known chunk
+    /// counts.
+    pub fn output_tokens(&self) -> Option<u64> {
+        if let Some(u) = self.usage {
+            return Some(u.completion_tokens);
+        }
+        let mut total = 0u64;
+        for c in &self.chunks {
+            total += u64::from(c.tokens?);
+        }
+        Some(total)
+    }
+}
+
+/// How the run was driven; stored with the result so any number can be traced to its setup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunInfo {
+    pub backend: String,
+    pub base_url: String,
+    pub endpoint: String,
+    pub model: String,
+    pub tokenizer: Option<String>,
+    pub dataset: String,
+    pub num_prompts: u64,
+    /// Requests per second, `None` for `inf`.
+    pub request_rate: Option<f64>,
+    pub burstiness: f64,
+    pub max_concurrency: Option<u64>,
+    pub duration_s: Option<f64>,
+    pub num_warmups: u64,
+    pub seed: u64,
+    /// True when the target was the built-in simulator started in-process.
+    pub simulated: bool,
+    /// Wall-clock start as RFC 3339 / ISO 8601 (`YYYY-MM-DDTHH:MM:SSZ`).
+    pub started_at: String,
+    pub servelab_version: String,
+    /// True when the run was interrupted and holds only part of the schedule.
+    pub interrupted: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(t: Nanos, kind: ChunkKind, text: &str, tokens: Option<u32>) -> Chunk {
+        Chunk { t_ns: t, kind, text: text.into(), tokens }
+    }
+
+    fn record(chunks: Vec<Chunk>, usage: Option<Usage>) -> RequestRecord {
+        RequestRecord {
+            index: 0,
+            warmup: false,
+            scheduled_ns: 0,
+            intended_ns: 0,
+            sent_ns: 10,
+            prompt_tokens: Some(4),
+            max_tokens: Some(3),
+            usage,
+            chunks,
+            end_ns: Some(100),
+            status: Some(200),
+            outcome: Outcome::Success,
+        }
+    }
+
+    #[test]
+    fn first_token_skips_empty_chunks_and_first_content_skips_reasoning() {
+        let r = record(
+            vec![
+                chunk(5, ChunkKind::Content, "", None),
+                chunk(20, ChunkKind::Reasoning, "hm", Some(1)),
+                chunk(30, ChunkKind::Content, " ok", Some(2)),
+            ],
+            None,
+        );
+        assert_eq!(r.first_token_ns(), Some(20));
+        assert_eq!(r.first_content_ns(), Some(30));
+        assert_eq!(r.output_text(), "hm ok");
+        assert_eq!(r.output_tokens(), Some(3));
+    }
+
+    #[test]
+    fn usage_wins_over_chunk_counts_and_unknown_counts_give_none() {
+        let usage = Usage { prompt_tokens: 4, completion_tokens: 7, reasoning_tokens: None };
+        let r = record(vec![chunk(1, ChunkKind::Content, "a", None)], Some(usage));
+        assert_eq!(r.output_tokens(), Some(7));
+        let r = record(vec![chunk(1, ChunkKind::Content, "a", None)], None);
+        assert_eq!(r.output_tokens(), None);
+    }
+
+    #[test]
+    fn record_round_trips_through_json() {
+        let mut r = record(vec![chunk(1, ChunkKind::Content, "a", Some(1))], None);
+        r.outcome = Outcome::Failure { kind: FailureKind::Reset, message: "boom".into() };
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(s.contains("\"result\":\"failure\""), "{s}");
+        let back: RequestRecord = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, r);
+    }
+}

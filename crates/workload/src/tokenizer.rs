@@ -1,0 +1,217 @@
+//! Token counting and generation: a built-in tiktoken encoding or a Hugging Face
+//! `tokenizer.json`, behind one type.
+//!
+//! Counts never include special tokens (no BOS/EOS added): servelab counts the tokens of
+//! the text it sends and receives, and says so in `docs/metrics.md`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Built-in tiktoken encodings, usable with no file and no network.
+pub const BUILTIN_ENCODINGS: [&str; 4] = ["o200k_base", "cl100k_base", "p50k_base", "r50k_base"];
+
+/// The default encoding when nothing else is asked for.
+pub const DEFAULT_ENCODING: &str = "cl100k_base";
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    #[error("cannot read tokenizer file {path}: {message}")]
+    File { path: PathBuf, message: String },
+    #[error(
+        "tokenizer '{spec}' is not a tokenizer.json path, a directory holding one, or a built-in \
+         encoding ({builtins}); to use a Hugging Face model name, make its tokenizer.json \
+         available (see --tokenizer in `servelab bench --help`)",
+        builtins = BUILTIN_ENCODINGS.join(", ")
+    )]
+    Unknown { spec: String },
+    #[error("cannot decode token ids: {0}")]
+    Decode(String),
+    #[error("{0}")]
+    Hub(String),
+}
+
+#[derive(Clone)]
+enum Inner {
+    Tiktoken(Arc<tiktoken_rs::CoreBPE>),
+    Hf(Arc<tokenizers::Tokenizer>),
+}
+
+/// A tokenizer, cheap to clone and safe to share across threads.
+#[derive(Clone)]
+pub struct Tokenizer {
+    name: String,
+    inner: Inner,
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer").field("name", &self.name).finish()
+    }
+}
+
+impl Tokenizer {
+    /// A built-in tiktoken encoding by name (`cl100k_base`, `o200k_base`, ...).
+    pub fn builtin(name: &str) -> Result<Self, TokenizerError> {
+        let bpe = match name {
+            "o200k_base" => tiktoken_rs::o200k_base(),
+            "cl100k_base" => tiktoken_rs::cl100k_base(),
+            "p50k_base" => tiktoken_rs::p50k_base(),
+            "r50k_base" | "gpt2" => tiktoken_rs::r50k_base(),
+            _ => return Err(TokenizerError::Unknown { spec: name.to_string() }),
+        }
+        .map_err(|e| TokenizerError::Decode(e.to_string()))?;
+        Ok(Self { name: name.to_string(), inner: Inner::Tiktoken(Arc::new(bpe)) })
+    }
+
+    /// A Hugging Face `tokenizer.json`, or a directory containing one.
+    pub fn from_path(path: &Path) -> Result<Self, TokenizerError> {
+        let file = if path.is_dir() { path.join("tokenizer.json") } else { path.to_path_buf() };
+        let tok = tokenizers::Tokenizer::from_file(&file)
+            .map_err(|e| TokenizerError::File { path: file.clone(), message: e.to_string() })?;
+        Ok(Self { name: path.display().to_string(), inner: Inner::Hf(Arc::new(tok)) })
+    }
+
+    /// Resolve a user's `--tokenizer` value: an existing path, a built-in encoding name, or a
+    /// Hugging Face model name found in the local cache (see [`crate::hub`]).
+    pub fn from_spec(spec: &str) -> Result<Self, TokenizerError> {
+        let path = Path::new(spec);
+        if path.exists() {
+            return Self::from_path(path);
+        }
+        if BUILTIN_ENCODINGS.contains(&spec) || spec == "gpt2" {
+            return Self::builtin(spec);
+        }
+        if let Some(file) = crate::hub::cached_tokenizer(spec) {
+            let mut tok = Self::from_path(&file)?;
+            tok.name = spec.to_string();
+            return Ok(tok);
+        }
+        if spec.contains('/') {
+            return Err(TokenizerError::Hub(crate::hub::not_cached_message(spec)));
+        }
+        Err(TokenizerError::Unknown { spec: spec.to_string() })
+    }
+
+    /// What the user asked for (path, encoding or model name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        match &self.inner {
+            Inner::Tiktoken(bpe) => bpe.encode_ordinary(text),
+            Inner::Hf(tok) => {
+                tok.encode_fast(text, false).map(|e| e.get_ids().to_vec()).unwrap_or_default()
+            }
+        }
+    }
+
+    pub fn count(&self, text: &str) -> usize {
+        self.encode(text).len()
+    }
+
+    /// Decode ids to text. Invalid UTF-8 at token boundaries is replaced, as servers do.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        match &self.inner {
+            Inner::Tiktoken(bpe) => bpe
+                .decode_bytes(ids)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .map_err(|e| TokenizerError::Decode(e.to_string())),
+            Inner::Hf(tok) => {
+                tok.decode(ids, false).map_err(|e| TokenizerError::Decode(e.to_string()))
+            }
+        }
+    }
+
+    /// Number of ids in the vocabulary (special tokens included).
+    pub fn vocab_size(&self) -> usize {
+        match &self.inner {
+            Inner::Tiktoken(bpe) => {
+                // CoreBPE does not expose its size; probe the dense id range once.
+                let mut n = 0u32;
+                while bpe.decode_bytes(&[n]).is_ok() {
+                    n += 1;
+                }
+                n as usize
+            }
+            Inner::Hf(tok) => tok.get_vocab_size(true),
+        }
+    }
+
+    /// Byte offsets in `text` at which each token of `encode(text)` ends, in order.
+    ///
+    /// Used to attribute a whole output's tokens to the SSE chunks that carried them: a token
+    /// belongs to the chunk in which its last byte arrived.
+    pub fn token_end_offsets(&self, text: &str) -> Vec<usize> {
+        match &self.inner {
+            Inner::Tiktoken(bpe) => {
+                let mut end = 0usize;
+                bpe.encode_ordinary(text)
+                    .into_iter()
+                    .map(|id| {
+                        end += bpe.decode_bytes(&[id]).map(|b| b.len()).unwrap_or(0);
+                        end.min(text.len())
+                    })
+                    .collect()
+            }
+            Inner::Hf(tok) => match tok.encode_fast(text, false) {
+                Ok(enc) => enc.get_offsets().iter().map(|&(_, e)| e).collect(),
+                Err(_) => Vec::new(),
+            },
+        }
+    }
+
+    /// Ids whose text is a single space-prefixed lowercase ASCII word that encodes back to
+    /// exactly itself. Any sequence of them re-encodes to the same ids, so text built from them
+    /// has an exact, tokenizer-independent-of-context token count. Deterministic order.
+    pub fn word_tokens(&self, max: usize) -> Vec<u32> {
+        let mut out = Vec::new();
+        let limit = self.vocab_size().min(200_000) as u32;
+        for id in 0..limit {
+            if out.len() >= max {
+                break;
+            }
+            let Ok(text) = self.decode(&[id]) else { continue };
+            let is_word = text
+                .strip_prefix(' ')
+                .is_some_and(|w| w.len() >= 2 && w.bytes().all(|b| b.is_ascii_lowercase()));
+            if !is_word {
+                continue;
+            }
+            if self.encode(&text) == [id] && self.encode(&format!("{text}{text}")) == [id, id] {
+                out.push(id);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_counts_and_round_trips() {
+        let t = Tokenizer::builtin("cl100k_base").unwrap();
+        let ids = t.encode("hello world");
+        assert_eq!(ids.len(), 2);
+        assert_eq!(t.decode(&ids).unwrap(), "hello world");
+        assert_eq!(t.token_end_offsets("hello world"), vec![5, 11]);
+    }
+
+    #[test]
+    fn word_tokens_concatenate_without_merging() {
+        let t = Tokenizer::builtin("cl100k_base").unwrap();
+        let words = t.word_tokens(500);
+        assert_eq!(words.len(), 500);
+        let seq: Vec<u32> = words.iter().copied().cycle().take(2000).collect();
+        let text = t.decode(&seq).unwrap();
+        assert_eq!(t.encode(&text), seq);
+    }
+
+    #[test]
+    fn unknown_spec_names_the_input() {
+        let err = Tokenizer::from_spec("no-such-encoding").unwrap_err().to_string();
+        assert!(err.contains("no-such-encoding"), "{err}");
+    }
+}
