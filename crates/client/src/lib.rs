@@ -1,1 +1,15 @@
-//! servelab-client
+//! Client: how requests are sent and timed.
+//!
+//! [`runner::run`] is the one measuring loop; [`sse`] frames the byte stream, [`openai`] speaks
+//! the OpenAI-compatible protocol, [`http`] holds connections, and [`tokens`] fills per-chunk
+//! token counts after the run.
+
+pub mod http;
+pub mod openai;
+pub mod runner;
+pub mod sse;
+pub mod tokens;
+
+pub use http::{Target, TargetError};
+pub use openai::{Api, BodyOptions};
+pub use runner::{run, PlannedRequest, Progress, RunConfig, RunEnd, StopReason};

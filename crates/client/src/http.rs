@@ -1,0 +1,211 @@
+//! HTTP/1.1 connections to the target, pooled without a lock on the streaming path.
+//!
+//! hyper's low-level client is used directly: one connection carries one request at a time,
+//! so a stream's timing is never shared with another's, and connections can be opened before
+//! the clock starts (`preconnect`) so TCP handshakes are not measured as server latency.
+
+use std::net::SocketAddr;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
+use http::Uri;
+use http_body_util::Full;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// Where requests go.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub addr: SocketAddr,
+    /// `host:port` for the Host header.
+    pub authority: String,
+    /// Base URL as the user gave it, without a trailing slash (for reports).
+    pub base_url: String,
+    /// Path of the generation endpoint, e.g. `/v1/completions`.
+    pub path: String,
+    /// Extra headers (`--header`, Authorization). Never logged or stored.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("invalid base URL '{0}': expected http://HOST:PORT")]
+    Url(String),
+    #[error(
+        "base URL '{0}' uses https, which this build does not support yet; \
+         benchmark the engine's plain-http port"
+    )]
+    Https(String),
+    #[error("cannot resolve '{host}': {message}")]
+    Resolve { host: String, message: String },
+    #[error("invalid header '{0}': expected NAME:VALUE")]
+    Header(String),
+}
+
+impl Target {
+    /// Resolve `base_url` once, up front, so no lookup happens while timing.
+    pub async fn resolve(base_url: &str, path: &str) -> Result<Self, TargetError> {
+        let base = base_url.trim_end_matches('/');
+        let uri: Uri = base.parse().map_err(|_| TargetError::Url(base_url.to_string()))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => return Err(TargetError::Https(base_url.to_string())),
+            _ => return Err(TargetError::Url(base_url.to_string())),
+        }
+        let host = uri.host().ok_or_else(|| TargetError::Url(base_url.to_string()))?;
+        let port = uri.port_u16().unwrap_or(80);
+        let host_for_lookup = host.trim_start_matches('[').trim_end_matches(']');
+        let addr = tokio::net::lookup_host((host_for_lookup, port))
+            .await
+            .map_err(|e| TargetError::Resolve { host: host.to_string(), message: e.to_string() })?
+            .next()
+            .ok_or_else(|| TargetError::Resolve {
+                host: host.to_string(),
+                message: "no address".into(),
+            })?;
+        // A base URL may carry a path prefix (e.g. behind a gateway); keep it.
+        let prefix = uri.path().trim_end_matches('/');
+        let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
+        Ok(Self {
+            addr,
+            authority: format!("{host}:{port}"),
+            base_url: base.to_string(),
+            path: format!("{prefix}{path}"),
+            headers: Vec::new(),
+        })
+    }
+
+    /// Add a `NAME:VALUE` header.
+    pub fn add_header(&mut self, spec: &str) -> Result<(), TargetError> {
+        let (k, v) = spec.split_once(':').ok_or_else(|| TargetError::Header(spec.to_string()))?;
+        let name = HeaderName::from_bytes(k.trim().as_bytes())
+            .map_err(|_| TargetError::Header(spec.to_string()))?;
+        let value =
+            HeaderValue::from_str(v.trim()).map_err(|_| TargetError::Header(spec.to_string()))?;
+        self.headers.push((name, value));
+        Ok(())
+    }
+
+    /// Add `Authorization: Bearer KEY`, marked sensitive so it never appears in debug output.
+    pub fn set_api_key(&mut self, key: &str) -> Result<(), TargetError> {
+        let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+            .map_err(|_| TargetError::Header("Authorization: Bearer <key>".into()))?;
+        value.set_sensitive(true);
+        self.headers.push((http::header::AUTHORIZATION, value));
+        Ok(())
+    }
+}
+
+pub type Sender = SendRequest<Full<Bytes>>;
+
+/// Open one HTTP/1.1 connection (Nagle off: SSE events are small and latency-critical).
+pub async fn connect(addr: SocketAddr) -> std::io::Result<Sender> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) =
+        http1::handshake(TokioIo::new(stream)).await.map_err(std::io::Error::other)?;
+    tokio::spawn(async move {
+        // Ends when the peer closes or the sender is dropped; errors surface on the request.
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+/// Idle keep-alive connections. The lock is taken once when a request starts and once when it
+/// ends, never per chunk.
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<Vec<Sender>>,
+}
+
+impl Pool {
+    /// An idle connection that is still open, if any.
+    pub fn take(&self) -> Option<Sender> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(s) = idle.pop() {
+            if !s.is_closed() {
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    pub fn put(&self, sender: Sender) {
+        if !sender.is_closed() {
+            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(sender);
+        }
+    }
+
+    pub fn idle(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Open `n` connections ahead of the run, a bounded number at a time.
+    pub async fn preconnect(&self, addr: SocketAddr, n: usize) -> std::io::Result<()> {
+        let mut left = n;
+        while left > 0 {
+            let batch = left.min(64);
+            let mut set = tokio::task::JoinSet::new();
+            for _ in 0..batch {
+                set.spawn(connect(addr));
+            }
+            while let Some(res) = set.join_next().await {
+                self.put(res.map_err(std::io::Error::other)??);
+            }
+            left -= batch;
+        }
+        Ok(())
+    }
+}
+
+/// A plain GET (readiness checks, `/v1/models`, `/metrics`): status and body.
+pub async fn get(target: &Target, path: &str) -> std::io::Result<(u16, Bytes)> {
+    let mut sender = connect(target.addr).await?;
+    let mut req = http::Request::get(path).header(http::header::HOST, target.authority.as_str());
+    for (k, v) in &target.headers {
+        req = req.header(k, v);
+    }
+    let req = req.body(Full::new(Bytes::new())).map_err(std::io::Error::other)?;
+    let resp = sender.send_request(req).await.map_err(std::io::Error::other)?;
+    let status = resp.status().as_u16();
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .map_err(std::io::Error::other)?
+        .to_bytes();
+    Ok((status, body))
+}
+
+/// Poll `/health`, then `/v1/models`, until one answers 200 or `timeout` passes.
+pub async fn wait_ready(target: &Target, timeout: std::time::Duration) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut last = String::from("no answer");
+    loop {
+        for path in ["/health", "/v1/models"] {
+            match get(target, path).await {
+                Ok((200, _)) => return Ok(()),
+                Ok((status, _)) => last = format!("GET {path} answered HTTP {status}"),
+                Err(e) => last = format!("GET {path}: {e}"),
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(last);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
+/// The first model id listed by `/v1/models`.
+pub async fn first_model(target: &Target) -> Result<String, String> {
+    let (status, body) = get(target, "/v1/models").await.map_err(|e| e.to_string())?;
+    if status != 200 {
+        return Err(format!("GET /v1/models answered HTTP {status}"));
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|e| format!("GET /v1/models: invalid JSON: {e}"))?;
+    v["data"][0]["id"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| "GET /v1/models listed no model; pass --model".to_string())
+}

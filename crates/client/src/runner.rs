@@ -1,0 +1,447 @@
+//! The measuring loop: one loop for every load mode.
+//!
+//! A dispatcher walks the precomputed arrival schedule. For each arrival it waits until the
+//! arrival time, then (with a concurrency cap) for a free slot, and starts the request with its
+//! *intended* send time = max(arrival, moment the slot was freed). Rate-limited open loop,
+//! closed loop (`--max-concurrency`, rate inf), and both combined are the same code.
+//! Requests are never dropped for being late; lateness is recorded (`sent_ns − intended_ns`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Method, Request};
+use http_body_util::{BodyExt, Full};
+use servelab_load::{Arrivals, Schedule, SlotReleaser, Slots};
+use servelab_records::{Chunk, FailureKind, Outcome, RequestRecord, Usage};
+use tokio::sync::{mpsc, watch};
+
+use crate::http::{connect, Pool, Target};
+use crate::openai::{parse_event, EventError};
+use crate::sse::{SseData, SseParser};
+
+/// One request, ready to send: its body was serialized before the run.
+#[derive(Debug, Clone)]
+pub struct PlannedRequest {
+    pub body: Bytes,
+    pub prompt_tokens: Option<u64>,
+    pub max_tokens: Option<u64>,
+}
+
+/// Everything the loop needs.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub target: Target,
+    /// Measured requests, in order. In duration mode they are cycled.
+    pub requests: Vec<PlannedRequest>,
+    /// Warm-up requests, run before the clock starts and recorded with `warmup: true`.
+    pub warmups: Vec<PlannedRequest>,
+    pub arrivals: Arrivals,
+    pub seed: u64,
+    pub max_concurrency: Option<usize>,
+    /// Stop issuing new requests after this long (measured phase), then drain.
+    pub duration: Option<Duration>,
+    /// A request that has not finished after this long fails with `timeout`.
+    pub request_timeout: Duration,
+    /// How long in-flight requests may finish after an interrupt before they are cancelled.
+    pub drain_timeout: Duration,
+    /// Connections to open before the clock starts.
+    pub preconnect: usize,
+}
+
+/// Live counters for a progress display. Updated with relaxed atomics, never locked.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub started: AtomicU64,
+    pub completed: AtomicU64,
+    pub failed: AtomicU64,
+    /// Output chunks received so far (tokens are only known exactly after the run).
+    pub chunks: AtomicU64,
+}
+
+/// Why issuing stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// Every planned request was issued.
+    Exhausted,
+    /// `--duration` elapsed.
+    Duration,
+    /// The user interrupted (Ctrl-C).
+    Interrupted,
+}
+
+/// What the loop reports when it returns; the records themselves went to the sink as they
+/// finished.
+#[derive(Debug, Clone, Copy)]
+pub struct RunEnd {
+    pub stop: StopReason,
+    /// The measured phase's origin, for converting record offsets back to instants.
+    pub origin: Instant,
+    pub issued: u64,
+}
+
+/// Shared state of one phase.
+struct Ctx {
+    target: Target,
+    pool: Pool,
+    origin: Instant,
+    timeout: Duration,
+    progress: Arc<Progress>,
+    sink: mpsc::UnboundedSender<RequestRecord>,
+    /// Flips to true when in-flight requests must stop now.
+    abort: watch::Receiver<bool>,
+}
+
+impl Ctx {
+    fn now_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+}
+
+/// Run warm-ups, then the measured phase. Each finished request is sent to `sink` at once, so
+/// a crash or interrupt loses nothing already measured. `interrupt` flipping to true stops
+/// issuing; requests still running `drain_timeout` later are cancelled and recorded as such.
+pub async fn run(
+    cfg: RunConfig,
+    progress: Arc<Progress>,
+    sink: mpsc::UnboundedSender<RequestRecord>,
+    interrupt: watch::Receiver<bool>,
+) -> std::io::Result<RunEnd> {
+    let pool = Pool::default();
+    let conns = cfg.preconnect.max(1).min(cfg.max_concurrency.unwrap_or(usize::MAX));
+    pool.preconnect(cfg.target.addr, conns).await?;
+    let mut pool = Some(pool);
+    if !cfg.warmups.is_empty() {
+        let warm = Phase {
+            requests: &cfg.warmups,
+            warmup: true,
+            arrivals: Arrivals::Burst,
+            duration: None,
+        };
+        let (end, p) =
+            phase(&cfg, warm, pool.take().unwrap_or_default(), &progress, &sink, &interrupt).await;
+        pool = Some(p);
+        if end.stop == StopReason::Interrupted {
+            return Ok(end);
+        }
+    }
+    let measured = Phase {
+        requests: &cfg.requests,
+        warmup: false,
+        arrivals: cfg.arrivals,
+        duration: cfg.duration,
+    };
+    let (end, _) =
+        phase(&cfg, measured, pool.unwrap_or_default(), &progress, &sink, &interrupt).await;
+    Ok(end)
+}
+
+struct Phase<'a> {
+    requests: &'a [PlannedRequest],
+    warmup: bool,
+    arrivals: Arrivals,
+    duration: Option<Duration>,
+}
+
+async fn phase(
+    cfg: &RunConfig,
+    ph: Phase<'_>,
+    pool: Pool,
+    progress: &Arc<Progress>,
+    sink: &mpsc::UnboundedSender<RequestRecord>,
+    interrupt: &watch::Receiver<bool>,
+) -> (RunEnd, Pool) {
+    let (abort_tx, abort_rx) = watch::channel(false);
+    let origin = Instant::now();
+    let ctx = Arc::new(Ctx {
+        target: cfg.target.clone(),
+        pool,
+        origin,
+        timeout: cfg.request_timeout,
+        progress: progress.clone(),
+        sink: sink.clone(),
+        abort: abort_rx,
+    });
+    let mut slots = cfg.max_concurrency.map(Slots::new);
+    let releaser = slots.as_ref().map(Slots::releaser);
+    let mut interrupt = interrupt.clone();
+    let mut tasks = tokio::task::JoinSet::new();
+    let duration_ns = ph.duration.map(|d| d.as_nanos() as u64);
+    let cycle = ph.duration.is_some();
+    let mut schedule = Schedule::new(ph.arrivals, cfg.seed);
+    let mut stop = StopReason::Exhausted;
+    let mut issued = 0u64;
+
+    let count = if cycle { usize::MAX } else { ph.requests.len() };
+    for i in 0..count {
+        let Some(planned) = ph.requests.get(i % ph.requests.len().max(1)) else { break };
+        let scheduled = schedule.next().unwrap_or(0);
+        if duration_ns.is_some_and(|d| scheduled >= d) {
+            stop = StopReason::Duration;
+            break;
+        }
+        let due = origin + Duration::from_nanos(scheduled);
+        if due > Instant::now() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(due.into()) => {}
+                _ = interrupt.wait_for(|v| *v) => { stop = StopReason::Interrupted; break; }
+            }
+        }
+        let freed = match slots.as_mut() {
+            Some(s) => tokio::select! {
+                t = s.acquire() => t,
+                _ = interrupt.wait_for(|v| *v) => { stop = StopReason::Interrupted; break; }
+            },
+            None => 0,
+        };
+        if *interrupt.borrow() {
+            stop = StopReason::Interrupted;
+            break;
+        }
+        let intended = scheduled.max(freed);
+        // Duration mode: a request whose slot freed after the end is not issued.
+        if duration_ns.is_some_and(|d| intended >= d) {
+            stop = StopReason::Duration;
+            break;
+        }
+        let record = RequestRecord {
+            index: issued,
+            warmup: ph.warmup,
+            scheduled_ns: scheduled,
+            intended_ns: intended,
+            sent_ns: 0,
+            prompt_tokens: planned.prompt_tokens,
+            max_tokens: planned.max_tokens,
+            usage: None,
+            chunks: Vec::new(),
+            end_ns: None,
+            status: None,
+            outcome: Outcome::Success,
+        };
+        tasks.spawn(one_request(ctx.clone(), planned.body.clone(), record, releaser.clone()));
+        issued += 1;
+        // Reap finished tasks so the set does not grow with the whole run.
+        while tasks.try_join_next().is_some() {}
+    }
+
+    drain(&mut tasks, stop, cfg.drain_timeout, &mut interrupt, &abort_tx).await;
+    let end = RunEnd { stop, origin, issued };
+    let pool = match Arc::try_unwrap(ctx) {
+        Ok(ctx) => ctx.pool,
+        Err(_) => Pool::default(),
+    };
+    (end, pool)
+}
+
+/// Wait for in-flight requests. After an interrupt (before or during the drain) they get
+/// `drain_timeout` to finish, then are told to abort and record what they have.
+async fn drain(
+    tasks: &mut tokio::task::JoinSet<()>,
+    stop: StopReason,
+    grace: Duration,
+    interrupt: &mut watch::Receiver<bool>,
+    abort: &watch::Sender<bool>,
+) {
+    let all_done = async { while tasks.join_next().await.is_some() {} };
+    tokio::pin!(all_done);
+    if stop != StopReason::Interrupted {
+        tokio::select! {
+            _ = &mut all_done => return,
+            _ = interrupt.wait_for(|v| *v) => {}
+        }
+    }
+    tokio::select! {
+        _ = &mut all_done => return,
+        _ = tokio::time::sleep(grace) => {}
+    }
+    let _ = abort.send(true);
+    all_done.await;
+}
+
+/// Send one request and record every chunk until the stream ends.
+async fn one_request(
+    ctx: Arc<Ctx>,
+    body: Bytes,
+    mut rec: RequestRecord,
+    slot: Option<SlotReleaser>,
+) {
+    ctx.progress.started.fetch_add(1, Ordering::Relaxed);
+    let deadline = ctx.origin + Duration::from_nanos(rec.intended_ns) + ctx.timeout;
+    let mut abort = ctx.abort.clone();
+    let outcome = tokio::select! {
+        r = tokio::time::timeout_at(deadline.into(), exchange(&ctx, body, &mut rec)) => match r {
+            Ok(outcome) => outcome,
+            Err(_) => fail(FailureKind::Timeout, format!("no complete response within {:?}", ctx.timeout)),
+        },
+        _ = abort.wait_for(|v| *v) => fail(FailureKind::Cancelled, "interrupted while in flight".into()),
+    };
+    let end = ctx.now_ns();
+    rec.end_ns = Some(end);
+    if let Some(s) = slot {
+        s.release(end);
+    }
+    let counter = if matches!(outcome, Outcome::Success) {
+        &ctx.progress.completed
+    } else {
+        &ctx.progress.failed
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    rec.outcome = outcome;
+    let _ = ctx.sink.send(rec);
+}
+
+/// The `x-request-id` sent with a request, so a server's logs (and the simulator's truth log)
+/// can be joined with servelab's records.
+pub fn request_id(rec: &RequestRecord) -> String {
+    let phase = if rec.warmup { "w" } else { "" };
+    format!("servelab-{phase}{}", rec.index)
+}
+
+fn fail(kind: FailureKind, message: String) -> Outcome {
+    Outcome::Failure { kind, message }
+}
+
+/// The HTTP exchange proper. Fills `rec` as data arrives, so a timeout or abort keeps the
+/// chunks received so far.
+async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
+    let mut sender = match ctx.pool.take() {
+        Some(s) => s,
+        None => match connect(ctx.target.addr).await {
+            Ok(s) => s,
+            Err(e) => {
+                return fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
+            }
+        },
+    };
+    let mut req = Request::builder()
+        .method(Method::POST)
+        .uri(ctx.target.path.as_str())
+        .header(http::header::HOST, ctx.target.authority.as_str())
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "text/event-stream")
+        .header("x-request-id", request_id(rec));
+    for (k, v) in &ctx.target.headers {
+        req = req.header(k, v);
+    }
+    let req = match req.body(Full::new(body)) {
+        Ok(r) => r,
+        Err(e) => return fail(FailureKind::Connect, format!("cannot build request: {e}")),
+    };
+    if sender.ready().await.is_err() {
+        // A pooled connection the server closed meanwhile: one fresh retry, before timing.
+        sender = match connect(ctx.target.addr).await {
+            Ok(s) => s,
+            Err(e) => {
+                return fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
+            }
+        };
+    }
+    rec.sent_ns = ctx.now_ns();
+    let resp = match sender.send_request(req).await {
+        Ok(r) => r,
+        Err(e) => return fail(classify_hyper(&e), format!("sending request: {e}")),
+    };
+    let status = resp.status();
+    rec.status = Some(status.as_u16());
+    let mut body = resp.into_body();
+    if !status.is_success() {
+        let bytes = match body.collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => Bytes::new(),
+        };
+        ctx.pool.put(sender);
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+        return fail(FailureKind::HttpStatus, format!("HTTP {}: {}", status.as_u16(), text.trim()));
+    }
+
+    let mut parser = SseParser::new();
+    let mut events = Vec::new();
+    let mut stream = StreamState::default();
+    loop {
+        let frame = match body.frame().await {
+            None => break,
+            Some(Ok(f)) => f,
+            Some(Err(e)) => return fail(classify_hyper(&e), format!("reading stream: {e}")),
+        };
+        let t = ctx.now_ns();
+        let Ok(data) = frame.into_data() else { continue };
+        parser.push(&data, &mut events);
+        let before = rec.chunks.len();
+        for ev in events.drain(..) {
+            if let Err(outcome) = stream.on_event(ev, t, rec) {
+                return outcome;
+            }
+        }
+        let added = (rec.chunks.len() - before) as u64;
+        ctx.progress.chunks.fetch_add(added, Ordering::Relaxed);
+        if stream.done {
+            break;
+        }
+    }
+    rec.usage = stream.usage;
+    if stream.done {
+        ctx.pool.put(sender);
+        Outcome::Success
+    } else if !parser.pending().is_empty() {
+        fail(FailureKind::Incomplete, "stream ended inside an event".into())
+    } else {
+        fail(FailureKind::Incomplete, "stream ended without data: [DONE]".into())
+    }
+}
+
+/// Per-stream parsing state.
+#[derive(Default)]
+struct StreamState {
+    usage: Option<Usage>,
+    /// Cumulative completion tokens from continuous usage, to turn totals into per-chunk counts.
+    seen_tokens: u64,
+    done: bool,
+}
+
+impl StreamState {
+    fn on_event(&mut self, ev: SseData, t: u64, rec: &mut RequestRecord) -> Result<(), Outcome> {
+        let data = match ev {
+            SseData::Text(s) => s,
+            SseData::InvalidUtf8 => {
+                return Err(fail(FailureKind::Malformed, "event data is not valid UTF-8".into()))
+            }
+        };
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let ev = parse_event(&data).map_err(|e| match e {
+            EventError::Server(m) => fail(FailureKind::StreamError, m),
+            EventError::Malformed(m) => fail(FailureKind::Malformed, m),
+        })?;
+        let mut tokens = None;
+        if let Some(u) = ev.usage {
+            // Continuous usage: the growth of completion_tokens is this chunk's token count.
+            if ev.kind.is_some() {
+                let delta = u.completion_tokens.saturating_sub(self.seen_tokens);
+                tokens = Some(u32::try_from(delta).unwrap_or(u32::MAX));
+            }
+            self.seen_tokens = self.seen_tokens.max(u.completion_tokens);
+            self.usage = Some(u);
+        }
+        if let Some(kind) = ev.kind {
+            if !ev.text.is_empty() || tokens.is_some_and(|n| n > 0) {
+                rec.chunks.push(Chunk { t_ns: t, kind, text: ev.text.into_owned(), tokens });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn classify_hyper(e: &hyper::Error) -> FailureKind {
+    if e.is_timeout() {
+        FailureKind::Timeout
+    } else if e.is_incomplete_message() || e.is_closed() || e.is_canceled() {
+        FailureKind::Reset
+    } else if e.is_parse() {
+        FailureKind::Malformed
+    } else {
+        FailureKind::Reset
+    }
+}

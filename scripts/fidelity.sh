@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Fidelity benchmark: how close servelab's TTFT and ITL are to the truth, at high concurrency.
+#
+# Starts `servelab sim serve` in its own process (TTFT 50 ms, ITL 10 ms, 100 output tokens per
+# request, truth log on), benchmarks it with `servelab bench` at each concurrency level
+# (closed loop, 3 requests per stream), then joins servelab's per-request records with the
+# simulator's truth log by request id. Prints per level: mean TTFT error (client − sim actual,
+# and client − sim intended), p99 per-token ITL (client) against the truth's p99 gap, and the
+# client's CPU time and peak RSS.
+#
+#   scripts/fidelity.sh [LEVELS...]      default: 100 1000 2000
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LEVELS=("$@"); [ ${#LEVELS[@]} -gt 0 ] || LEVELS=(100 1000 2000)
+cargo build --release -q -p servelab
+BIN=target/release/servelab
+OUT=$(mktemp -d); trap 'kill $SIM 2>/dev/null || true; rm -rf "$OUT"' EXIT
+PORT=${PORT:-18431}
+printf '%-8s %-10s %-18s %-20s %-14s %-14s %-10s %-10s\n' streams requests "ttft_err_mean_ms" "ttft_err_vs_intended" "itl_p99_ms" "truth_gap_p99" cpu_s peak_mb
+for N in "${LEVELS[@]}"; do
+  $BIN sim serve --port "$PORT" --ttft-ms 50 --itl-ms 10 --truth-log "$OUT/truth-$N.jsonl" 2>"$OUT/sim.log" &
+  SIM=$!
+  for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done
+  REQ=$((N * 3))
+  /usr/bin/time -f "%U %S %M" -o "$OUT/time-$N" \
+    $BIN bench --base-url "http://127.0.0.1:$PORT" --random-input-len 128 --random-output-len 100 \
+      --ignore-eos --num-prompts "$REQ" --max-concurrency "$N" --no-progress \
+      --save-detailed --result-dir "$OUT" --result-filename "run-$N.json" >"$OUT/report-$N.txt"
+  kill -INT $SIM; wait $SIM 2>/dev/null || true
+  python3 - "$OUT/run-$N.records.jsonl" "$OUT/truth-$N.jsonl" "$OUT/time-$N" "$N" "$REQ" <<'PY'
+import json, sys
+recs, truth, timef, n, req = sys.argv[1:]
+truth_by_id = {}
+for line in open(truth):
+    t = json.loads(line)
+    if t.get("request_id"): truth_by_id[t["request_id"]] = t
+def pct(xs, p):
+    xs = sorted(xs); k = (len(xs) - 1) * p / 100; f = int(k); c = min(f + 1, len(xs) - 1)
+    return xs[f] + (xs[c] - xs[f]) * (k - f)
+err_actual, err_intended, itl, gaps = [], [], [], []
+for line in open(recs):
+    r = json.loads(line)
+    if r["warmup"] or r["outcome"]["result"] != "success": continue
+    t = truth_by_id.get("servelab-%d" % r["index"])
+    chunks = [c for c in r["chunks"] if c["text"]]
+    if not t or not chunks or not t["chunks"]: continue
+    ttft = (chunks[0]["t_ns"] - r["intended_ns"]) / 1e6
+    err_actual.append(ttft - (t["queue_ns"] + t["chunks"][0]["actual_ns"]) / 1e6)
+    err_intended.append(ttft - (t["queue_ns"] + t["chunks"][0]["intended_ns"]) / 1e6)
+    for a, b in zip(chunks, chunks[1:]):
+        g = (b["t_ns"] - a["t_ns"]) / 1e6 / max(b.get("tokens") or 1, 1)
+        itl.extend([g] * max(b.get("tokens") or 1, 1))
+    tc = t["chunks"]
+    for a, b in zip(tc, tc[1:]):
+        gaps.append((b["actual_ns"] - a["actual_ns"]) / 1e6 / max(b["tokens"], 1))
+u, s, m = open(timef).read().split()
+mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
+print("%-8s %-10s %-18.2f %-20.2f %-14.2f %-14.2f %-10.2f %-10.0f" % (
+    n, req, mean(err_actual), mean(err_intended), pct(itl, 99), pct(gaps, 99),
+    float(u) + float(s), int(m) / 1024))
+PY
+done
