@@ -1,1 +1,113 @@
-//! servelab-metrics
+//! servelab-metrics: pure functions from per-request records to a run [`Summary`].
+//!
+//! The pipeline is `records → Collector (mergeable) → Summary`. Every definition (TTFT,
+//! TPOT, per-token ITL, throughput windows, concurrency, goodput) is written down in
+//! `docs/metrics.md`, with how `vllm bench serve`, SGLang, GuideLLM and AIPerf define it.
+//!
+//! ```
+//! use servelab_metrics::{summarize, MetricsConfig};
+//! use servelab_records::RunInfo;
+//! let s = summarize(&[], &RunInfo::default(), &MetricsConfig::default());
+//! assert_eq!(s.completed, 0);
+//! assert_eq!(s.ttft_ms.count, 0);
+//! ```
+
+mod collect;
+pub mod request;
+pub mod stats;
+mod summary;
+pub mod timeline;
+
+use serde::{Deserialize, Serialize};
+use servelab_records::{RequestRecord, RunInfo};
+
+pub use collect::{Collector, MAX_MESSAGES, MAX_MESSAGE_CHARS};
+pub use request::RequestRow;
+pub use stats::Distribution;
+pub use summary::{FailureGroup, Summary};
+
+/// One second, the default throughput window.
+pub const DEFAULT_WINDOW_NS: u64 = 1_000_000_000;
+
+/// Service-level objectives for goodput, milliseconds; each is optional.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Slo {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2el_ms: Option<f64>,
+}
+
+impl Slo {
+    /// True when the request meets every given objective (`≤`). As in vLLM, a request with
+    /// fewer than 2 output tokens has TPOT 0 for this test; one without a first token or an
+    /// end fails a TTFT or E2E objective.
+    pub fn met_by(&self, r: &RequestRow) -> bool {
+        let within = |limit: Option<f64>, v: Option<f64>| match limit {
+            None => true,
+            Some(l) => v.is_some_and(|v| v <= l),
+        };
+        within(self.ttft_ms, r.ttft_ms)
+            && within(self.tpot_ms, Some(r.tpot_ms.unwrap_or(0.0)))
+            && within(self.e2el_ms, r.e2el_ms)
+    }
+}
+
+/// What to compute.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricsConfig {
+    /// Percentiles for every distribution, in print order.
+    pub percentiles: Vec<f64>,
+    /// Goodput objectives; `None` reports no goodput.
+    pub goodput: Option<Slo>,
+    /// Throughput window width, nanoseconds.
+    pub window_ns: u64,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            percentiles: vec![50.0, 90.0, 95.0, 99.0],
+            goodput: None,
+            window_ns: DEFAULT_WINDOW_NS,
+        }
+    }
+}
+
+/// A [`MetricsConfig`] value that cannot give meaningful numbers.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("percentile {0} is outside [0, 100]: give percentiles such as 50,90,99 or 99.9")]
+    Percentile(f64),
+    #[error("goodput SLO {name}:{value} must be a finite number of milliseconds >= 0")]
+    Slo { name: &'static str, value: f64 },
+    #[error("throughput window must be longer than 0 ns (the default is 1 s)")]
+    Window,
+}
+
+impl MetricsConfig {
+    /// Checks the configuration; the CLI calls this before a run so a typo fails early.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(p) = self.percentiles.iter().find(|p| !(0.0..=100.0).contains(*p)) {
+            return Err(ConfigError::Percentile(*p));
+        }
+        if let Some(slo) = &self.goodput {
+            for (name, v) in [("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms), ("e2el", slo.e2el_ms)] {
+                if let Some(value) = v.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                    return Err(ConfigError::Slo { name, value });
+                }
+            }
+        }
+        if self.window_ns == 0 {
+            return Err(ConfigError::Window);
+        }
+        Ok(())
+    }
+}
+
+/// Summarizes a run: warm-ups excluded, failures counted by kind.
+pub fn summarize(records: &[RequestRecord], info: &RunInfo, cfg: &MetricsConfig) -> Summary {
+    Collector::from_records(records).finish(info, cfg)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,100 @@
+//! The result of a run: immutable data that every renderer only formats.
+
+use serde::{Deserialize, Serialize};
+use servelab_records::{FailureKind, RunInfo};
+
+use crate::request::RequestRow;
+use crate::stats::Distribution;
+use crate::Slo;
+
+/// Failed requests of one kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailureGroup {
+    pub kind: FailureKind,
+    pub count: u64,
+    /// The first few distinct messages, in arrival order (each cut to a few hundred chars).
+    pub messages: Vec<String>,
+}
+
+/// Everything a run measured. Latency distributions are in milliseconds, durations in
+/// seconds, throughputs per second of [`Summary::duration_s`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// How the run was driven.
+    pub info: RunInfo,
+    /// Percentiles every distribution reports, in order (e.g. `[50, 90, 95, 99]`).
+    pub percentiles: Vec<f64>,
+    /// The goodput objectives, if any were given.
+    pub slo: Option<Slo>,
+    /// Width of the throughput windows, nanoseconds.
+    pub window_ns: u64,
+
+    /// Measured requests that succeeded / failed (warm-ups excluded).
+    pub completed: u64,
+    pub failed: u64,
+    /// First intended send to last response end, seconds.
+    pub duration_s: f64,
+
+    /// Prompt tokens of completed requests (server usage, else client count).
+    pub total_input_tokens: u64,
+    /// Output tokens of completed requests (server usage, else sum of chunk counts).
+    pub total_output_tokens: u64,
+    /// Sum of per-chunk token counts of completed requests, when all are known.
+    pub retokenized_output_tokens: Option<u64>,
+
+    pub request_throughput: f64,
+    /// Completed requests meeting every SLO, per second; `None` without SLOs.
+    pub request_goodput: Option<f64>,
+    pub input_throughput: f64,
+    pub output_throughput: f64,
+    pub total_token_throughput: f64,
+    /// Most output tokens in one window, divided by the window length (tokens/s).
+    pub peak_output_throughput: f64,
+    /// Output tokens per window from the first intended send (for charts).
+    pub output_tokens_per_window: Vec<u64>,
+    /// Most requests in flight at once (exact sweep line over `[sent, end)`).
+    pub peak_concurrency: u64,
+    /// Time-weighted mean of requests in flight over the duration.
+    pub mean_concurrency: f64,
+
+    pub ttft_ms: Distribution,
+    pub tpot_ms: Distribution,
+    /// Per-token inter-token latency: a chunk of k tokens after a gap g gives k samples g/k.
+    pub itl_ms: Distribution,
+    /// Per-chunk gaps, as vLLM and SGLang report ITL.
+    pub itl_chunk_ms: Distribution,
+    pub e2el_ms: Distribution,
+    /// Time to first answer content, only when some response carried reasoning text.
+    pub ttfc_ms: Option<Distribution>,
+    /// Sent minus intended send, every measured request.
+    pub schedule_lag_ms: Distribution,
+    /// Intended send minus scheduled arrival, every measured request.
+    pub client_queue_ms: Distribution,
+
+    /// Failed requests by kind, in [`FailureKind::ALL`] order.
+    pub failures: Vec<FailureGroup>,
+    /// Things the reader must know to trust the numbers.
+    pub warnings: Vec<String>,
+    /// Every measured request, by index.
+    pub requests: Vec<RequestRow>,
+}
+
+impl Summary {
+    /// The named latency distributions in report order, with their labels, for renderers
+    /// that list them all.
+    pub fn distributions(&self) -> Vec<(&'static str, &Distribution)> {
+        let mut v = vec![
+            ("ttft", &self.ttft_ms),
+            ("tpot", &self.tpot_ms),
+            ("itl", &self.itl_ms),
+            ("e2el", &self.e2el_ms),
+            ("itl_chunk", &self.itl_chunk_ms),
+        ];
+        if let Some(d) = &self.ttfc_ms {
+            v.push(("ttfc", d));
+        }
+        v.push(("schedule_lag", &self.schedule_lag_ms));
+        v.push(("client_queue", &self.client_queue_ms));
+        v
+    }
+}

@@ -1,0 +1,135 @@
+//! CSV: one row per request, and a one-row run summary for spreadsheets that collect runs.
+
+use servelab_metrics::{RequestRow, Summary};
+
+use crate::fmt::pct_word;
+
+/// Quotes a field when it holds a comma, quote or line break (RFC 4180).
+pub fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+fn line(out: &mut String, cells: &[String]) {
+    let cells: Vec<String> = cells.iter().map(|c| field(c)).collect();
+    out.push_str(&cells.join(","));
+    out.push('\n');
+}
+
+/// Per-request columns; times in milliseconds since the run origin, full precision.
+pub const REQUEST_COLUMNS: [&str; 19] = [
+    "index",
+    "outcome",
+    "status",
+    "scheduled_ms",
+    "intended_ms",
+    "sent_ms",
+    "first_token_ms",
+    "end_ms",
+    "ttft_ms",
+    "ttfc_ms",
+    "tpot_ms",
+    "e2el_ms",
+    "schedule_lag_ms",
+    "client_queue_ms",
+    "prompt_tokens",
+    "output_tokens",
+    "retokenized_tokens",
+    "chunks",
+    "error",
+];
+
+fn request_cells(r: &RequestRow) -> Vec<String> {
+    vec![
+        r.index.to_string(),
+        r.outcome.clone(),
+        opt(r.status),
+        r.scheduled_ms.to_string(),
+        r.intended_ms.to_string(),
+        r.sent_ms.to_string(),
+        opt(r.first_token_ms),
+        opt(r.end_ms),
+        opt(r.ttft_ms),
+        opt(r.ttfc_ms),
+        opt(r.tpot_ms),
+        opt(r.e2el_ms),
+        r.schedule_lag_ms.to_string(),
+        r.client_queue_ms.to_string(),
+        opt(r.prompt_tokens),
+        opt(r.output_tokens),
+        opt(r.retokenized_tokens),
+        r.chunks.to_string(),
+        r.error.clone().unwrap_or_default(),
+    ]
+}
+
+/// One header line, then one line per measured request.
+pub fn render_csv(s: &Summary) -> String {
+    let mut out = String::new();
+    line(&mut out, &REQUEST_COLUMNS.map(String::from));
+    for r in &s.requests {
+        line(&mut out, &request_cells(r));
+    }
+    out
+}
+
+/// One header line and one line for the run: setup, counts, throughputs, then
+/// mean/median/std/pN of TTFT, TPOT, ITL and E2EL.
+pub fn render_csv_summary(s: &Summary) -> String {
+    let i = &s.info;
+    let mut cols: Vec<(String, String)> = vec![
+        ("started_at".into(), i.started_at.clone()),
+        ("backend".into(), i.backend.clone()),
+        ("model".into(), i.model.clone()),
+        ("dataset".into(), i.dataset.clone()),
+        ("num_prompts".into(), i.num_prompts.to_string()),
+        ("request_rate".into(), i.request_rate.map_or("inf".into(), |r| r.to_string())),
+        ("max_concurrency".into(), opt(i.max_concurrency)),
+        ("completed".into(), s.completed.to_string()),
+        ("failed".into(), s.failed.to_string()),
+        ("duration_s".into(), s.duration_s.to_string()),
+        ("total_input_tokens".into(), s.total_input_tokens.to_string()),
+        ("total_output_tokens".into(), s.total_output_tokens.to_string()),
+        ("retokenized_output_tokens".into(), opt(s.retokenized_output_tokens)),
+        ("request_throughput".into(), s.request_throughput.to_string()),
+        ("request_goodput".into(), opt(s.request_goodput)),
+        ("output_throughput".into(), s.output_throughput.to_string()),
+        ("peak_output_throughput".into(), s.peak_output_throughput.to_string()),
+        ("total_token_throughput".into(), s.total_token_throughput.to_string()),
+        ("peak_concurrency".into(), s.peak_concurrency.to_string()),
+        ("mean_concurrency".into(), s.mean_concurrency.to_string()),
+    ];
+    for (name, d) in
+        [("ttft", &s.ttft_ms), ("tpot", &s.tpot_ms), ("itl", &s.itl_ms), ("e2el", &s.e2el_ms)]
+    {
+        cols.push((format!("mean_{name}_ms"), d.mean.to_string()));
+        cols.push((format!("median_{name}_ms"), d.median.to_string()));
+        cols.push((format!("std_{name}_ms"), d.std.to_string()));
+        for (p, v) in &d.percentiles {
+            cols.push((format!("p{}_{name}_ms", pct_word(*p)), v.to_string()));
+        }
+    }
+    let mut out = String::new();
+    line(&mut out, &cols.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>());
+    line(&mut out, &cols.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_quoted_only_when_needed() {
+        assert_eq!(field("plain"), "plain");
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"hi\"\n"), "\"say \"\"hi\"\"\n\"");
+    }
+}

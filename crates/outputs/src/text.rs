@@ -1,0 +1,114 @@
+//! The terminal summary: vLLM's block byte for byte, then servelab's own sections.
+
+use servelab_metrics::{Distribution, Summary};
+
+use crate::fmt::{f2, kv, pct_word, rule};
+
+/// One latency section as vLLM prints it: rule, Mean, Median, one line per percentile.
+fn section(out: &mut String, header: &str, name: &str, d: &Distribution) {
+    rule(out, header, '-');
+    kv(out, &format!("Mean {name} (ms):"), f2(d.mean));
+    kv(out, &format!("Median {name} (ms):"), f2(d.median));
+    for (p, v) in &d.percentiles {
+        kv(out, &format!("P{} {name} (ms):", pct_word(*p)), f2(*v));
+    }
+}
+
+/// The `vllm bench serve` result block (labels, order and padding as vLLM's), with the E2E
+/// section always printed after ITL.
+pub fn vllm_block(s: &Summary) -> String {
+    let mut out = String::new();
+    rule(&mut out, " Serving Benchmark Result ", '=');
+    kv(&mut out, "Successful requests:", s.completed);
+    kv(&mut out, "Failed requests:", s.failed);
+    if let Some(c) = s.info.max_concurrency {
+        kv(&mut out, "Maximum request concurrency:", c);
+    }
+    if let Some(r) = s.info.request_rate {
+        kv(&mut out, "Request rate configured (RPS):", f2(r));
+    }
+    kv(&mut out, "Benchmark duration (s):", f2(s.duration_s));
+    kv(&mut out, "Total input tokens:", s.total_input_tokens);
+    kv(&mut out, "Total generated tokens:", s.total_output_tokens);
+    kv(&mut out, "Request throughput (req/s):", f2(s.request_throughput));
+    if let Some(g) = s.request_goodput {
+        kv(&mut out, "Request goodput (req/s):", f2(g));
+    }
+    kv(&mut out, "Output token throughput (tok/s):", f2(s.output_throughput));
+    kv(&mut out, "Peak output token throughput (tok/s):", f2(s.peak_output_throughput));
+    kv(&mut out, "Peak concurrent requests:", f2(s.peak_concurrency as f64));
+    kv(&mut out, "Total token throughput (tok/s):", f2(s.total_token_throughput));
+    section(&mut out, "Time to First Token", "TTFT", &s.ttft_ms);
+    section(&mut out, "Time per Output Token (excl. 1st token)", "TPOT", &s.tpot_ms);
+    section(&mut out, "Inter-token Latency", "ITL", &s.itl_ms);
+    section(&mut out, "End-to-end Latency", "E2EL", &s.e2el_ms);
+    out.push_str(&"=".repeat(50));
+    out.push('\n');
+    out
+}
+
+/// servelab's sections, printed after vLLM's closing rule.
+pub fn servelab_block(s: &Summary) -> String {
+    let mut out = String::new();
+    rule(&mut out, " servelab ", '=');
+    match s.retokenized_output_tokens {
+        Some(n) => kv(&mut out, "Total generated tokens (retokenized):", n),
+        None => kv(&mut out, "Total generated tokens (retokenized):", "unknown"),
+    }
+    kv(&mut out, "Input token throughput (tok/s):", f2(s.input_throughput));
+    kv(&mut out, "Mean concurrent requests:", f2(s.mean_concurrency));
+    section(&mut out, "Inter-chunk Latency (peers' ITL)", "ITL per chunk", &s.itl_chunk_ms);
+    if let Some(d) = &s.ttfc_ms {
+        section(&mut out, "Time to First Content (after reasoning)", "TTFC", d);
+    }
+    section(&mut out, "Schedule Lag (sent - intended)", "schedule lag", &s.schedule_lag_ms);
+    section(&mut out, "Client Queue (intended - scheduled)", "client queue", &s.client_queue_ms);
+    if !s.failures.is_empty() {
+        rule(&mut out, "Failures", '-');
+        for f in &s.failures {
+            kv(&mut out, &format!("{}:", f.kind), f.count);
+            for m in &f.messages {
+                out.push_str(&format!("  {}\n", one_line(m)));
+            }
+        }
+    }
+    let notes = notes(s);
+    if !notes.is_empty() {
+        rule(&mut out, "Warnings", '-');
+        for n in notes {
+            out.push_str(&format!("! {n}\n"));
+        }
+    }
+    out.push_str(&"=".repeat(50));
+    out.push('\n');
+    out
+}
+
+/// Warnings plus a note for each distribution printed as 0.00 because it had no sample.
+pub fn notes(s: &Summary) -> Vec<String> {
+    let mut v: Vec<String> = s
+        .distributions()
+        .into_iter()
+        .filter(|(_, d)| d.is_empty())
+        .map(|(name, _)| format!("no {name} samples: its 0.00 values are placeholders"))
+        .collect();
+    v.extend(s.warnings.iter().map(|w| one_line(w)));
+    v
+}
+
+/// Messages may carry newlines (HTTP bodies); a report line must not.
+fn one_line(m: &str) -> String {
+    m.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The whole terminal summary: vLLM's block, then servelab's.
+pub fn render_text(s: &Summary) -> String {
+    let mut out = vllm_block(s);
+    out.push_str(&servelab_block(s));
+    out
+}
+
+/// The same as [`render_text`], under the module's name (`text::render`).
+pub fn render(s: &Summary) -> String {
+    render_text(s)
+}

@@ -1,0 +1,332 @@
+//! Renderer tests: vLLM's reference block byte for byte, snapshots of every renderer on a
+//! fixed summary, and the JSON checked against the shipped schema.
+
+use servelab_metrics::{summarize, Distribution, MetricsConfig, Slo, Summary};
+use servelab_outputs::*;
+use servelab_records::{Chunk, ChunkKind, FailureKind, Outcome, RequestRecord, RunInfo, Usage};
+
+const MS: u64 = 1_000_000;
+
+fn chunk(t_ms: u64, kind: ChunkKind, text: &str, tokens: u32) -> Chunk {
+    Chunk { t_ns: t_ms * MS, kind, text: text.into(), tokens: Some(tokens) }
+}
+
+fn record(index: u64, intended_ms: u64, end_ms: u64, chunks: Vec<Chunk>) -> RequestRecord {
+    RequestRecord {
+        index,
+        warmup: false,
+        scheduled_ns: intended_ms * MS,
+        intended_ns: intended_ms * MS,
+        sent_ns: intended_ms * MS + 250_000,
+        prompt_tokens: Some(32),
+        max_tokens: Some(8),
+        usage: None,
+        chunks,
+        end_ns: Some(end_ms * MS),
+        status: Some(200),
+        outcome: Outcome::Success,
+    }
+}
+
+fn info() -> RunInfo {
+    RunInfo {
+        backend: "openai-chat".into(),
+        base_url: "http://127.0.0.1:8000".into(),
+        endpoint: "/v1/chat/completions".into(),
+        model: "sim/tiny".into(),
+        tokenizer: None,
+        dataset: "random".into(),
+        num_prompts: 5,
+        request_rate: Some(4.0),
+        burstiness: 1.0,
+        max_concurrency: Some(3),
+        duration_s: None,
+        num_warmups: 1,
+        seed: 7,
+        simulated: true,
+        started_at: "2026-11-21T12:00:00Z".into(),
+        servelab_version: "0.1.0".into(),
+        interrupted: false,
+    }
+}
+
+fn fixture_records() -> Vec<RequestRecord> {
+    fixture_parts().0
+}
+
+/// Hand-made run: a warm-up, three completed requests (one with multi-token chunks, one with
+/// reasoning, one whose usage disagrees with its chunk counts) and two failures.
+fn fixture() -> Summary {
+    let (records, cfg) = fixture_parts();
+    summarize(&records, &info(), &cfg)
+}
+
+fn fixture_parts() -> (Vec<RequestRecord>, MetricsConfig) {
+    use ChunkKind::{Content, Reasoning};
+    let mut warm = record(0, 0, 900, vec![chunk(500, Content, "w", 1)]);
+    warm.warmup = true;
+    let a = record(
+        1,
+        0,
+        420,
+        vec![
+            chunk(120, Content, "Hello", 1),
+            chunk(220, Content, " big world", 3),
+            chunk(420, Content, "!", 1),
+        ],
+    );
+    let mut b = record(
+        2,
+        250,
+        1_250,
+        vec![
+            chunk(450, Reasoning, "hmm", 2),
+            chunk(850, Content, "ok", 1),
+            chunk(1_250, Content, ".", 1),
+        ],
+    );
+    b.scheduled_ns = 200 * MS;
+    b.usage = Some(Usage { prompt_tokens: 40, completion_tokens: 5, reasoning_tokens: Some(2) });
+    let c =
+        record(3, 500, 1_600, vec![chunk(700, Content, "a", 1), chunk(1_600, Content, "bc", 2)]);
+    let mut d = record(4, 750, 1_000, vec![]);
+    d.outcome = Outcome::Failure {
+        kind: FailureKind::HttpStatus,
+        message: "HTTP 503: {\"error\": \"overloaded, retry\"}\nsecond line".into(),
+    };
+    d.status = Some(503);
+    let mut e = record(5, 1_000, 2_000, vec![chunk(1_300, Content, "x", 1)]);
+    e.outcome =
+        Outcome::Failure { kind: FailureKind::Timeout, message: "no byte for 0.7 s".into() };
+    let cfg = MetricsConfig {
+        percentiles: vec![50.0, 90.0, 99.0],
+        goodput: Some(Slo { ttft_ms: Some(250.0), tpot_ms: Some(300.0), e2el_ms: None }),
+        window_ns: 1_000_000_000,
+    };
+    (vec![warm, a, b, c, d, e], cfg)
+}
+
+fn dist(mean: f64, median: f64, p99: f64) -> Distribution {
+    Distribution {
+        count: 1,
+        mean,
+        median,
+        std: 0.0,
+        min: mean,
+        max: mean,
+        percentiles: vec![(99.0, p99)],
+    }
+}
+
+/// The summary behind shared/reference/summary-vllm-bench-serve.txt (first block).
+fn reference_summary() -> Summary {
+    let cfg = MetricsConfig { percentiles: vec![99.0], ..MetricsConfig::default() };
+    let mut s = summarize(&[], &RunInfo::default(), &cfg);
+    s.completed = 1;
+    s.failed = 0;
+    s.duration_s = 6.684;
+    s.total_input_tokens = 1024;
+    s.total_output_tokens = 128;
+    s.request_throughput = 1.0 / 6.684;
+    s.output_throughput = 128.0 / 6.684;
+    s.peak_output_throughput = 20.0;
+    s.peak_concurrency = 1;
+    s.total_token_throughput = 172.39;
+    s.ttft_ms = dist(83.91, 83.91, 83.91);
+    s.tpot_ms = dist(51.95, 51.95, 51.95);
+    s.itl_ms = dist(51.95, 51.75, 55.0);
+    s.e2el_ms = dist(6_681.6, 6_681.6, 6_681.6);
+    s
+}
+
+const REFERENCE: &str = "\
+============ Serving Benchmark Result ============
+Successful requests:                     1         
+Failed requests:                         0         
+Benchmark duration (s):                  6.68      
+Total input tokens:                      1024      
+Total generated tokens:                  128       
+Request throughput (req/s):              0.15      
+Output token throughput (tok/s):         19.15     
+Peak output token throughput (tok/s):    20.00     
+Peak concurrent requests:                1.00      
+Total token throughput (tok/s):          172.39    
+---------------Time to First Token----------------
+Mean TTFT (ms):                          83.91     
+Median TTFT (ms):                        83.91     
+P99 TTFT (ms):                           83.91     
+-----Time per Output Token (excl. 1st token)------
+Mean TPOT (ms):                          51.95     
+Median TPOT (ms):                        51.95     
+P99 TPOT (ms):                           51.95     
+---------------Inter-token Latency----------------
+Mean ITL (ms):                           51.95     
+Median ITL (ms):                         51.75     
+P99 ITL (ms):                            55.00     
+";
+
+#[test]
+fn vllm_block_matches_the_reference_byte_for_byte() {
+    // The reference file, when present, must agree with the copy above.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/reference/summary-vllm-bench-serve.txt"
+    );
+    if let Ok(file) = std::fs::read_to_string(path) {
+        assert!(file.starts_with(REFERENCE), "reference file changed");
+    }
+    let block = vllm_block(&reference_summary());
+    // vLLM prints E2EL only when selected; servelab always prints it after ITL.
+    let e2el = "\
+----------------End-to-end Latency----------------
+Mean E2EL (ms):                          6681.60   
+Median E2EL (ms):                        6681.60   
+P99 E2EL (ms):                           6681.60   
+==================================================
+";
+    assert_eq!(block, format!("{REFERENCE}{e2el}"));
+}
+
+#[test]
+fn optional_vllm_lines_appear_in_vllm_order() {
+    let s = fixture();
+    let text = vllm_block(&s);
+    let labels: Vec<&str> = text.lines().map(|l| l.split(':').next().unwrap_or("")).collect();
+    let pos = |l: &str| labels.iter().position(|x| *x == l).unwrap_or(usize::MAX);
+    assert!(pos("Failed requests") < pos("Maximum request concurrency"));
+    assert!(pos("Maximum request concurrency") < pos("Request rate configured (RPS)"));
+    assert!(pos("Request rate configured (RPS)") < pos("Benchmark duration (s)"));
+    assert!(pos("Request throughput (req/s)") < pos("Request goodput (req/s)"));
+    assert!(pos("Request goodput (req/s)") < pos("Output token throughput (tok/s)"));
+    assert!(text.contains("P90 TTFT (ms):"));
+    assert!(!text.contains("NaN"));
+}
+
+#[test]
+fn text_snapshot() {
+    insta::assert_snapshot!("text", render_text(&fixture()));
+}
+
+#[test]
+fn empty_run_prints_zeros_and_says_so() {
+    let s = summarize(&[], &RunInfo::default(), &MetricsConfig::default());
+    let text = render_text(&s);
+    assert!(!text.contains("NaN") && !text.contains("inf"));
+    assert!(text.contains("no ttft samples: its 0.00 values are placeholders"));
+    insta::assert_snapshot!("text_empty", text);
+}
+
+#[test]
+fn json_snapshot_and_compact_line() {
+    let s = fixture();
+    let value = result_value(&s, true);
+    assert_eq!(render_json(&s, true), format!("{value}\n"));
+    insta::assert_snapshot!("json_detailed", serde_json::to_string_pretty(&value).unwrap());
+}
+
+#[test]
+fn json_keys_match_vllm() {
+    let v = result_value(&fixture(), false);
+    let obj = v.as_object().unwrap();
+    for key in [
+        "date",
+        "backend",
+        "model_id",
+        "tokenizer_id",
+        "num_prompts",
+        "request_rate",
+        "burstiness",
+        "max_concurrency",
+        "duration",
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "request_goodput",
+        "output_throughput",
+        "total_token_throughput",
+        "max_output_tokens_per_s",
+        "max_concurrent_requests",
+        "mean_ttft_ms",
+        "median_ttft_ms",
+        "std_ttft_ms",
+        "p50_ttft_ms",
+        "p90_ttft_ms",
+        "p99_ttft_ms",
+        "mean_tpot_ms",
+        "p99_tpot_ms",
+        "mean_itl_ms",
+        "p99_itl_ms",
+        "mean_e2el_ms",
+        "p99_e2el_ms",
+        "latencies",
+        "queue_times",
+    ] {
+        assert!(obj.contains_key(key), "missing {key}");
+    }
+    assert!(!obj.contains_key("ttfts"), "per-request arrays only when detailed");
+    assert_eq!(obj["date"], "20261121-120000");
+    assert_eq!(obj["request_rate"], 4.0);
+    assert_eq!(obj["servelab"]["schema_version"], 1);
+}
+
+#[test]
+fn jsonl_snapshot_has_one_line_per_request() {
+    let out = render_jsonl_records(&fixture());
+    assert_eq!(out.lines().count(), 5);
+    for line in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(v["index"].is_u64());
+    }
+    insta::assert_snapshot!("jsonl", out);
+}
+
+#[test]
+fn csv_snapshots() {
+    let s = fixture();
+    let per_request = render_csv(&s);
+    assert_eq!(per_request.lines().next().unwrap(), REQUEST_COLUMNS.join(","));
+    insta::assert_snapshot!("csv", per_request);
+    let summary = render_csv_summary(&s);
+    let rows: Vec<&str> = summary.lines().collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].split(',').count(), rows[1].split(',').count());
+    insta::assert_snapshot!("csv_summary", summary);
+}
+
+#[test]
+fn markdown_snapshots() {
+    let s = fixture();
+    insta::assert_snapshot!("markdown", markdown_summary(&s));
+    insta::assert_snapshot!("latency_plain", latency_table(&s).to_plain());
+}
+
+#[test]
+fn rendered_json_validates_against_the_shipped_schema() {
+    let schema_text = include_str!("../../../docs/schema/servelab-result-v1.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(schema_text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let empty = summarize(&[], &RunInfo::default(), &MetricsConfig::default());
+    let with_texts: serde_json::Value =
+        serde_json::from_str(&json::render(&fixture(), &fixture_records(), true)).unwrap();
+    assert_eq!(
+        with_texts["generated_texts"],
+        serde_json::json!(["Hello big world!", "hmmok.", "abc", "", "x"])
+    );
+    let cases = [
+        with_texts,
+        result_value(&fixture(), true),
+        result_value(&fixture(), false),
+        result_value(&empty, false),
+        result_value(&reference_summary(), true),
+    ];
+    for (i, doc) in cases.iter().enumerate() {
+        let errors: Vec<String> = validator.iter_errors(doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "case {i}: {errors:#?}");
+    }
+    // The schema is strict: a renamed key must fail.
+    let mut bad = cases[2].clone();
+    bad.as_object_mut().unwrap().insert("mean_ttft".into(), 1.0.into());
+    assert!(!validator.is_valid(&bad));
+}
