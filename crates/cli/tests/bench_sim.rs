@@ -1,0 +1,273 @@
+//! End-to-end: `servelab bench` against the simulator started in-process on 127.0.0.1:0.
+//!
+//! Measured values are checked against the timing the simulator was told to produce and
+//! against its truth log (when it actually sent each chunk).
+//!
+//! Tolerances: on loopback a chunk reaches the client tens of microseconds after the server
+//! sends it, but this suite runs on a shared 2-core CI machine while other tests run, where a
+//! thread can be descheduled for several milliseconds. Lower bounds are tight (a measurement
+//! can never be *faster* than the truth), upper bounds allow `SLACK_MS` of scheduling noise.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use clap::Parser;
+use servelab::bench::{self, BenchOutcome};
+use servelab::cli::{Cli, Command};
+use servelab::settings::BenchSettings;
+use servelab_client::runner::request_id;
+use servelab_client::StopReason;
+use servelab_records::{FailureKind, Outcome, RequestRecord};
+use servelab_sim::{SimConfig, SimHandle, TruthRecord};
+use tokio::sync::watch;
+
+/// Scheduling noise allowed on a loaded 2-core machine, per measurement.
+const SLACK_MS: f64 = 15.0;
+
+fn settings(url: &str, extra: &[&str]) -> BenchSettings {
+    let mut args = vec!["servelab", "bench", "--base-url", url, "--no-progress", "--ignore-eos"];
+    args.extend_from_slice(extra);
+    let cli = Cli::try_parse_from(args).expect("valid args");
+    let Command::Bench(a) = cli.command else { unreachable!("bench subcommand") };
+    BenchSettings::from_args(*a, None).expect("valid settings")
+}
+
+async fn bench(sim: &SimHandle, extra: &[&str]) -> BenchOutcome {
+    let s = settings(&sim.base_url(), extra);
+    let (_tx, rx) = watch::channel(false);
+    tokio::time::timeout(Duration::from_secs(60), bench::run(&s, rx))
+        .await
+        .expect("bench finished within 60 s")
+        .expect("bench succeeded")
+}
+
+async fn sim(cfg: SimConfig) -> SimHandle {
+    servelab_sim::start(cfg.with_port(0)).await.expect("sim starts")
+}
+
+fn truth_by_id(sim: &SimHandle) -> HashMap<String, TruthRecord> {
+    sim.truth().into_iter().filter_map(|t| Some((t.request_id.clone()?, t))).collect()
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn measured(out: &BenchOutcome) -> Vec<&RequestRecord> {
+    out.records.iter().filter(|r| !r.warmup).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_timing_matches_the_truth_log() {
+    let sim = sim(SimConfig::fixed(50.0, 10.0)).await;
+    let out = bench(
+        &sim,
+        &["--num-prompts", "16", "--random-input-len", "64", "--random-output-len", "20", "--max-concurrency", "4"],
+    )
+    .await;
+    let truth = truth_by_id(&sim);
+    assert_eq!(out.summary.completed, 16);
+    assert_eq!(out.summary.total_output_tokens, 16 * 20);
+    for r in measured(&out) {
+        let t = &truth[&request_id(r)];
+        // Client TTFT starts at the intended send, the truth at the server's receipt: the client
+        // can only see the first chunk after the server sent it.
+        let client_ttft = ms(r.first_token_ns().unwrap() - r.intended_ns);
+        let server_first = ms(t.chunks[0].actual_ns);
+        assert!(client_ttft >= server_first, "{client_ttft} < {server_first}");
+        assert!(client_ttft - server_first < SLACK_MS, "client {client_ttft} vs server {server_first}");
+        // Every later chunk: client gap vs server gap.
+        let client_last = ms(r.chunks.last().unwrap().t_ns - r.chunks[0].t_ns);
+        let server_last = ms(t.chunks.last().unwrap().actual_ns - t.chunks[0].actual_ns);
+        assert!((client_last - server_last).abs() < SLACK_MS, "{client_last} vs {server_last}");
+    }
+    let s = &out.summary;
+    assert!(s.ttft_ms.mean >= 50.0 && s.ttft_ms.mean < 50.0 + SLACK_MS, "ttft {}", s.ttft_ms.mean);
+    assert!((s.tpot_ms.mean - 10.0).abs() < 1.0, "tpot {}", s.tpot_ms.mean);
+    assert!((s.itl_ms.median - 10.0).abs() < 1.0, "itl {}", s.itl_ms.median);
+    assert_eq!(s.peak_concurrency, 4);
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_token_chunks_keep_per_token_itl_and_peak_counts_tokens() {
+    let sim = sim(SimConfig::fixed(20.0, 10.0).with_tokens_per_chunk(4, 4)).await;
+    let out = bench(
+        &sim,
+        &["--num-prompts", "8", "--random-input-len", "32", "--random-output-len", "121", "--max-concurrency", "8"],
+    )
+    .await;
+    let s = &out.summary;
+    assert_eq!(s.completed, 8);
+    // 121 tokens = 1 + 30 chunks of 4: chunks arrive every 40 ms carrying 4 tokens each.
+    for r in measured(&out) {
+        assert_eq!(r.chunks.len(), 31, "{:?}", r.chunks.iter().map(|c| c.tokens).collect::<Vec<_>>());
+        assert!(r.chunks[1..].iter().all(|c| c.tokens == Some(4)));
+    }
+    // Per-token ITL is 10 ms: neither 0 (peers' artefact) nor 40 (the chunk gap).
+    assert!((s.itl_ms.median - 10.0).abs() < 1.0, "itl {}", s.itl_ms.median);
+    assert!((s.itl_chunk_ms.median - 40.0).abs() < 4.0, "chunk itl {}", s.itl_chunk_ms.median);
+    assert!((s.tpot_ms.mean - 10.0).abs() < 1.5, "tpot {}", s.tpot_ms.mean);
+    // 8 streams × 100 tok/s = 800 tok/s in a full window; counting chunks would give ~200.
+    assert!(
+        s.peak_output_throughput > 600.0 && s.peak_output_throughput <= 900.0,
+        "peak {}",
+        s.peak_output_throughput
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn constant_rate_follows_the_schedule() {
+    let sim = sim(SimConfig::fixed(5.0, 1.0)).await;
+    let out = bench(
+        &sim,
+        &["--num-prompts", "10", "--random-input-len", "16", "--random-output-len", "4", "--request-rate", "20", "--burstiness", "inf"],
+    )
+    .await;
+    let recs = measured(&out);
+    for (i, r) in recs.iter().enumerate() {
+        assert_eq!(r.scheduled_ns, i as u64 * 50_000_000);
+        assert_eq!(r.intended_ns, r.scheduled_ns, "no concurrency cap, no queue");
+        assert!(ms(r.sent_ns - r.intended_ns) < SLACK_MS, "lag {}", ms(r.sent_ns - r.intended_ns));
+    }
+    assert!(out.summary.duration_s > 0.45 && out.summary.duration_s < 0.7, "{}", out.summary.duration_s);
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_concurrency_is_a_closed_loop_measured_from_freed_slots() {
+    let sim = sim(SimConfig::fixed(10.0, 2.0)).await;
+    let out = bench(
+        &sim,
+        &["--num-prompts", "9", "--random-input-len", "16", "--random-output-len", "10", "--max-concurrency", "3", "--num-warmups", "2"],
+    )
+    .await;
+    assert_eq!(out.summary.completed, 9, "warm-ups are not counted");
+    assert_eq!(out.records.iter().filter(|r| r.warmup).count(), 2);
+    assert_eq!(out.summary.peak_concurrency, 3);
+    let recs = measured(&out);
+    let ends: Vec<u64> = recs.iter().filter_map(|r| r.end_ns).collect();
+    for r in &recs[3..] {
+        // Each later request is due exactly when an earlier one ended.
+        assert!(ends.contains(&r.intended_ns), "intended {} not an end time", r.intended_ns);
+        assert!(r.intended_ns > r.scheduled_ns);
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duration_mode_stops_issuing_and_drains() {
+    let sim = sim(SimConfig::fixed(5.0, 5.0)).await;
+    let out = bench(
+        &sim,
+        &["--num-prompts", "3", "--random-input-len", "16", "--random-output-len", "20", "--request-rate", "20", "--burstiness", "inf", "--duration", "0.5"],
+    )
+    .await;
+    assert_eq!(out.stop, StopReason::Duration);
+    let recs = measured(&out);
+    assert_eq!(recs.len(), 10, "arrivals at 0, 50, ..., 450 ms");
+    assert!(recs.iter().all(|r| r.is_success()), "in-flight requests drain");
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_backend_with_reasoning_reports_time_to_first_content() {
+    let sim = sim(SimConfig::fixed(20.0, 5.0).with_reasoning_tokens(10)).await;
+    let out = bench(
+        &sim,
+        &["--backend", "openai-chat", "--num-prompts", "4", "--random-input-len", "16", "--random-output-len", "30"],
+    )
+    .await;
+    let s = &out.summary;
+    assert_eq!(s.completed, 4);
+    assert_eq!(s.total_output_tokens, 4 * 30);
+    let ttfc = s.ttfc_ms.as_ref().expect("reasoning run reports TTFC");
+    // Content starts 10 tokens (50 ms) after the first reasoning token.
+    assert!((ttfc.mean - s.ttft_ms.mean - 50.0).abs() < 5.0, "ttfc {} ttft {}", ttfc.mean, s.ttft_ms.mean);
+    sim.shutdown().await;
+}
+
+async fn fault_run(kind: &str, extra: &[&str]) -> BenchOutcome {
+    let sim = sim(SimConfig::fixed(5.0, 2.0)).await;
+    let header = format!("x-servelab-fault:{kind}");
+    let mut args = vec!["--num-prompts", "3", "--random-input-len", "16", "--random-output-len", "12", "--header", &header];
+    args.extend_from_slice(extra);
+    let out = bench(&sim, &args).await;
+    sim.shutdown().await;
+    out
+}
+
+fn failure_kinds(out: &BenchOutcome) -> Vec<Option<FailureKind>> {
+    measured(out)
+        .iter()
+        .map(|r| match &r.outcome {
+            Outcome::Success => None,
+            Outcome::Failure { kind, .. } => Some(*kind),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_fault_kind_is_classified() {
+    let cases: [(&str, &[&str], Option<FailureKind>); 9] = [
+        ("rate-limit", &[], Some(FailureKind::HttpStatus)),
+        ("server-error", &[], Some(FailureKind::HttpStatus)),
+        ("unavailable", &[], Some(FailureKind::HttpStatus)),
+        ("reset-before", &[], Some(FailureKind::Reset)),
+        ("reset-mid", &[], Some(FailureKind::Reset)),
+        ("stall=3", &["--request-timeout", "0.5"], Some(FailureKind::Timeout)),
+        ("malformed", &[], Some(FailureKind::Malformed)),
+        ("stream-error", &[], Some(FailureKind::StreamError)),
+        ("no-done", &[], Some(FailureKind::Incomplete)),
+    ];
+    for (kind, extra, expected) in cases {
+        let out = fault_run(kind, extra).await;
+        assert_eq!(failure_kinds(&out), vec![expected; 3], "fault {kind}");
+        assert_eq!(out.summary.failed, 3, "fault {kind}");
+        let group = out.summary.failures.first().expect("failure listed");
+        assert!(!group.messages.is_empty(), "fault {kind} keeps a message");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survivable_faults_still_measure_exactly() {
+    // No usage chunk: output tokens come from retokenizing, which matches exactly.
+    let out = fault_run("no-usage", &[]).await;
+    assert_eq!(failure_kinds(&out), vec![None; 3]);
+    assert!(measured(&out).iter().all(|r| r.usage.is_none()));
+    assert_eq!(out.summary.total_output_tokens, 3 * 12);
+    // A UTF-8 character split across two network writes arrives whole.
+    let out = fault_run("split-utf8", &[]).await;
+    assert_eq!(failure_kinds(&out), vec![None; 3]);
+    assert!(measured(&out).iter().all(|r| r.output_text().chars().any(|c| c.len_utf8() > 1)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupt_keeps_a_partial_result() {
+    let sim = sim(SimConfig::fixed(10.0, 20.0)).await;
+    let s = settings(
+        &sim.base_url(),
+        &["--num-prompts", "20", "--random-input-len", "16", "--random-output-len", "100", "--max-concurrency", "2", "--drain-timeout", "0.2"],
+    );
+    let (tx, rx) = watch::channel(false);
+    let run = tokio::spawn(async move { bench::run(&s, rx).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tx.send(true).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
+    assert_eq!(out.stop, StopReason::Interrupted);
+    let kinds = failure_kinds(&out);
+    assert_eq!(kinds.len(), 2, "two in flight, none issued after the interrupt");
+    assert!(kinds.iter().all(|k| *k == Some(FailureKind::Cancelled)));
+    assert!(measured(&out).iter().all(|r| !r.chunks.is_empty()), "partial chunks kept");
+    assert!(out.summary.warnings.iter().any(|w| w.contains("interrupted")));
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_server_is_a_clear_runtime_error() {
+    let s = settings("http://127.0.0.1:9", &["--ready-timeout", "0.3", "--num-prompts", "1"]);
+    let (_tx, rx) = watch::channel(false);
+    let err = bench::run(&s, rx).await.unwrap_err().to_string();
+    assert!(err.contains("http://127.0.0.1:9 did not become ready"), "{err}");
+}

@@ -1,0 +1,80 @@
+//! The `servelab` binary as a user runs it: exit codes, messages, files.
+
+use std::process::Command;
+
+fn servelab(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_servelab")).args(args).output().expect("binary runs")
+}
+
+#[test]
+fn bench_with_no_target_runs_the_simulator_and_saves_a_valid_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = servelab(&[
+        "bench",
+        "--num-prompts",
+        "20",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "16",
+        "--ignore-eos",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert!(stderr.contains("benchmarking the built-in simulator"), "{stderr}");
+    assert!(stdout.starts_with("============ Serving Benchmark Result ============\n"), "{stdout}");
+    assert!(stdout.contains("Successful requests:                     20        \n"), "{stdout}");
+    assert!(stdout.contains("Total generated tokens:                  320       \n"), "{stdout}");
+
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let schema_path =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/schema/servelab-result-v1.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(schema_path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&result).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "real output violates the schema: {errors:?}");
+    assert_eq!(result["completed"], 20);
+    assert_eq!(result["total_output_tokens"], 320);
+
+    let lines = std::fs::read_to_string(dir.path().join("r.records.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 20, "one record per request, written as they finish");
+}
+
+#[test]
+fn usage_errors_exit_2_and_name_the_flag() {
+    let out = servelab(&["bench", "--request-rate", "fast"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--request-rate: expected a positive number or 'inf' (got 'fast')"), "{stderr}");
+
+    let out = servelab(&["bench", "--dataset-name", "sharegpt"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--dataset-path"));
+
+    let out = servelab(&["bench", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn missing_dataset_file_is_named() {
+    let out = servelab(&["bench", "--dataset-name", "jsonl", "--dataset-path", "/nonexistent/d.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("/nonexistent/d.jsonl"), "{stderr}");
+}
+
+#[test]
+fn help_exits_0() {
+    let out = servelab(&["bench", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--max-concurrency"));
+}
