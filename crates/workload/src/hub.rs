@@ -1,22 +1,116 @@
-//! Hugging Face model names: find a model's `tokenizer.json` in the local caches.
+//! Hugging Face model names: find a model's `tokenizer.json` in the local cache, or download it
+//! once into that cache.
+//!
+//! The cache layout is the one `huggingface_hub` uses, so files are shared with Python tools:
+//! `{hub cache}/models--{org}--{name}/snapshots/{revision}/tokenizer.json`, with
+//! `refs/main` holding the revision. The file is written in place (no blob symlinks), as
+//! `huggingface_hub` itself does where symlinks are unavailable.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::tokenizer::TokenizerError;
+
+/// The public Hub, used when `HF_ENDPOINT` is not set.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+
+/// Largest `tokenizer.json` accepted (big multilingual vocabularies are ~30 MB).
+const MAX_TOKENIZER_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Where and how to reach the Hub: normally read from the environment ([`HubConfig::from_env`]);
+/// tests build one directly so they never touch process-wide variables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubConfig {
+    /// Base URL, without a trailing slash (`HF_ENDPOINT`).
+    pub endpoint: String,
+    /// The hub cache directory holding `models--*` folders.
+    pub cache_dir: PathBuf,
+    /// Bearer token for gated or private models (`HF_TOKEN`).
+    pub token: Option<String>,
+    /// Never touch the network (`HF_HUB_OFFLINE=1`).
+    pub offline: bool,
+    /// Limit for establishing the connection.
+    pub connect_timeout: Duration,
+    /// Limit for the whole download.
+    pub total_timeout: Duration,
+}
+
+impl HubConfig {
+    /// The configuration the Hugging Face tools would use in this environment, if a cache
+    /// directory can be placed at all (it needs `HF_HUB_CACHE`, `HF_HOME` or `HOME`).
+    pub fn from_env() -> Option<Self> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Some(Self {
+            endpoint: var("HF_ENDPOINT")
+                .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
+                .trim_end_matches('/')
+                .to_string(),
+            cache_dir: hub_cache_dir()?,
+            token: var("HF_TOKEN"),
+            offline: var("HF_HUB_OFFLINE").is_some_and(|v| is_truthy(&v)),
+            connect_timeout: Duration::from_secs(10),
+            total_timeout: Duration::from_secs(120),
+        })
+    }
+}
+
+/// `huggingface_hub`'s reading of a boolean environment variable.
+fn is_truthy(value: &str) -> bool {
+    matches!(value.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
+}
+
+/// The hub cache directory: `HF_HUB_CACHE`, else `HF_HOME/hub`, else
+/// `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`.
+pub fn hub_cache_dir() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = var("HF_HUB_CACHE") {
+        return Some(dir);
+    }
+    let hf_home = var("HF_HOME")
+        .or_else(|| var("XDG_CACHE_HOME").map(|c| c.join("huggingface")))
+        .or_else(|| var("HOME").map(|h| h.join(".cache/huggingface")))?;
+    Some(hf_home.join("hub"))
+}
+
+/// Whether `spec` has the shape of a Hub model id (`org/name`, ASCII letters, digits, `-`,
+/// `_`, `.`), which also makes it safe to use in a URL and a cache folder name.
+pub fn is_model_name(spec: &str) -> bool {
+    let part_ok = |p: &str| {
+        !p.is_empty()
+            && !p.starts_with('.')
+            && p.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    };
+    matches!(spec.split_once('/'), Some((org, name)) if part_ok(org) && part_ok(name))
+}
+
+/// The cache folder of one model.
+fn model_dir(cache_dir: &Path, model: &str) -> PathBuf {
+    cache_dir.join(format!("models--{}", model.replace('/', "--")))
+}
 
 /// The cached `tokenizer.json` for `model` (`org/name`), if any cache holds it.
 pub fn cached_tokenizer(model: &str) -> Option<PathBuf> {
-    let hf_home = std::env::var_os("HF_HOME").map(PathBuf::from).or_else(|| {
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/huggingface"))
-    })?;
-    let snapshots =
-        hf_home.join("hub").join(format!("models--{}", model.replace('/', "--"))).join("snapshots");
-    let mut found = None;
-    for entry in std::fs::read_dir(snapshots).ok()?.flatten() {
-        let file = entry.path().join("tokenizer.json");
-        if file.is_file() {
-            found = Some(file);
+    cached_tokenizer_in(&hub_cache_dir()?, model)
+}
+
+/// The cached `tokenizer.json` for `model` under `cache_dir`: the snapshot that `refs/main`
+/// names if it holds one, else the last snapshot in name order that does.
+pub fn cached_tokenizer_in(cache_dir: &Path, model: &str) -> Option<PathBuf> {
+    let dir = model_dir(cache_dir, model);
+    if let Ok(rev) = std::fs::read_to_string(dir.join("refs/main")) {
+        let file = dir.join("snapshots").join(rev.trim()).join("tokenizer.json");
+        if !rev.trim().is_empty() && file.is_file() {
+            return Some(file);
         }
     }
-    found
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir.join("snapshots"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join("tokenizer.json"))
+        .filter(|f| f.is_file())
+        .collect();
+    found.sort();
+    found.pop()
 }
 
 /// The message for a model name that no cache holds.
@@ -24,4 +118,149 @@ pub fn not_cached_message(model: &str) -> String {
     format!(
         "tokenizer for model '{model}' is not cached; pass a tokenizer.json path with --tokenizer"
     )
+}
+
+/// The advice that ends every download error.
+const ADVICE: &str = "pass a local file with --tokenizer path/to/tokenizer.json";
+
+fn hub_error(model: &str, why: impl std::fmt::Display) -> TokenizerError {
+    TokenizerError::Hub(format!("cannot get the tokenizer for model '{model}': {why}; {ADVICE}"))
+}
+
+/// Download `model`'s `tokenizer.json` into the cache the environment names (see
+/// [`HubConfig::from_env`]) and return its path. Returns the cached file without any network
+/// access when one exists.
+pub fn download_tokenizer(model: &str) -> Result<PathBuf, TokenizerError> {
+    let config = HubConfig::from_env().ok_or_else(|| {
+        hub_error(model, "no cache directory (set HF_HOME, HF_HUB_CACHE or HOME)")
+    })?;
+    download_tokenizer_with(&config, model)
+}
+
+/// [`download_tokenizer`] with an explicit configuration.
+pub fn download_tokenizer_with(config: &HubConfig, model: &str) -> Result<PathBuf, TokenizerError> {
+    if !is_model_name(model) {
+        return Err(hub_error(model, "not a Hugging Face model id of the form org/name"));
+    }
+    if let Some(file) = cached_tokenizer_in(&config.cache_dir, model) {
+        return Ok(file);
+    }
+    if config.offline {
+        return Err(hub_error(model, "it is not cached and HF_HUB_OFFLINE is set"));
+    }
+    let (body, revision) = fetch(config, model)?;
+    // Refuse to cache an error page or a truncated file: it would be "found" forever after.
+    tokenizers::Tokenizer::from_bytes(&body).map_err(|e| {
+        hub_error(model, format!("{} did not return a valid tokenizer.json: {e}", config.endpoint))
+    })?;
+    store(&config.cache_dir, model, &revision, &body)
+        .map_err(|e| hub_error(model, format!("cannot write to the cache: {e}")))
+}
+
+/// The URL of a model's `tokenizer.json` on the main branch.
+pub fn tokenizer_url(endpoint: &str, model: &str) -> String {
+    format!("{}/{model}/resolve/main/tokenizer.json", endpoint.trim_end_matches('/'))
+}
+
+/// GET the file; returns its bytes and the revision the Hub reported (`main` when none).
+fn fetch(config: &HubConfig, model: &str) -> Result<(Vec<u8>, String), TokenizerError> {
+    let url = tokenizer_url(&config.endpoint, model);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_connect(Some(config.connect_timeout))
+        .timeout_global(Some(config.total_timeout))
+        .build()
+        .into();
+    let mut request = agent.get(&url);
+    if let Some(token) = &config.token {
+        request = request.header("Authorization", &format!("Bearer {token}"));
+    }
+    let mut response = request.call().map_err(|e| match e {
+        ureq::Error::StatusCode(401 | 403) => {
+            hub_error(model, format!("{url} refused access (gated or private model? set HF_TOKEN)"))
+        }
+        ureq::Error::StatusCode(404) => hub_error(model, format!("{url} was not found")),
+        ureq::Error::StatusCode(code) => hub_error(model, format!("{url} answered HTTP {code}")),
+        other => hub_error(model, format!("cannot reach {}: {other}", config.endpoint)),
+    })?;
+    let revision = response
+        .headers()
+        .get("x-repo-commit")
+        .and_then(|v| v.to_str().ok())
+        .filter(|r| is_safe_revision(r))
+        .unwrap_or("main")
+        .to_string();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(MAX_TOKENIZER_BYTES)
+        .read_to_vec()
+        .map_err(|e| hub_error(model, format!("download from {url} failed: {e}")))?;
+    Ok((body, revision))
+}
+
+/// A revision usable as a folder name: a commit hash, in practice.
+fn is_safe_revision(rev: &str) -> bool {
+    !rev.is_empty() && rev.len() <= 64 && rev.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// Write the file into the cache layout; the rename makes a half-written file never visible.
+fn store(cache_dir: &Path, model: &str, revision: &str, body: &[u8]) -> std::io::Result<PathBuf> {
+    let dir = model_dir(cache_dir, model);
+    let snapshot = dir.join("snapshots").join(revision);
+    std::fs::create_dir_all(&snapshot)?;
+    std::fs::create_dir_all(dir.join("refs"))?;
+    let file = snapshot.join("tokenizer.json");
+    let partial = snapshot.join(format!("tokenizer.json.{}.partial", std::process::id()));
+    std::fs::write(&partial, body)?;
+    std::fs::rename(&partial, &file)?;
+    std::fs::write(dir.join("refs/main"), revision)?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_names_are_org_slash_name() {
+        assert!(is_model_name("HuggingFaceTB/SmolLM2-135M-Instruct"));
+        assert!(is_model_name("org/name.v1_2"));
+        assert!(!is_model_name("gpt2"));
+        assert!(!is_model_name("a/b/c"));
+        assert!(!is_model_name("../etc"));
+        assert!(!is_model_name("org/.."));
+        assert!(!is_model_name("org/na me"));
+        assert!(!is_model_name("/abs"));
+    }
+
+    #[test]
+    fn url_follows_resolve_main() {
+        assert_eq!(
+            tokenizer_url("http://127.0.0.1:9/", "org/m"),
+            "http://127.0.0.1:9/org/m/resolve/main/tokenizer.json"
+        );
+    }
+
+    #[test]
+    fn truthy_values() {
+        assert!(is_truthy("1") && is_truthy("TRUE") && is_truthy(" yes"));
+        assert!(!is_truthy("0") && !is_truthy("false") && !is_truthy(""));
+    }
+
+    #[test]
+    fn cache_prefers_refs_main() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = model_dir(dir.path(), "org/m");
+        for rev in ["aaa", "zzz"] {
+            std::fs::create_dir_all(m.join("snapshots").join(rev)).unwrap();
+            std::fs::write(m.join("snapshots").join(rev).join("tokenizer.json"), "{}").unwrap();
+        }
+        let found = cached_tokenizer_in(dir.path(), "org/m").unwrap();
+        assert!(found.ends_with("snapshots/zzz/tokenizer.json"), "{found:?}");
+        std::fs::create_dir_all(m.join("refs")).unwrap();
+        std::fs::write(m.join("refs/main"), "aaa\n").unwrap();
+        let found = cached_tokenizer_in(dir.path(), "org/m").unwrap();
+        assert!(found.ends_with("snapshots/aaa/tokenizer.json"), "{found:?}");
+        assert_eq!(cached_tokenizer_in(dir.path(), "org/other"), None);
+    }
 }

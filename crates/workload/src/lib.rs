@@ -1,7 +1,82 @@
 //! Workload: what to send. Tokenizers and datasets, turned into a list of prompts with exact
 //! token lengths.
+//!
+//! [`load`] is the entry point: a [`DatasetSpec`], a prompt count, a [`Tokenizer`] and a seed
+//! give the same prompts every time. `docs/datasets.md` describes each dataset and how it
+//! differs from `vllm bench serve`.
 
+mod error;
 pub mod hub;
+mod jsonl;
+mod prompt;
+mod random;
+mod sharegpt;
+mod synth;
 pub mod tokenizer;
+mod wordcount;
 
+use std::path::PathBuf;
+
+pub use error::DatasetError;
+pub use prompt::{ChatMessage, Prompt, PromptBody};
 pub use tokenizer::{Tokenizer, TokenizerError};
+
+/// Which prompts to generate or read.
+#[derive(Debug, Clone)]
+pub enum DatasetSpec {
+    /// Random text; input length drawn in `[input_len·(1−r), input_len·(1+r)]`, including a
+    /// shared prefix of `prefix_len` tokens; output length drawn the same way.
+    Random { input_len: u64, output_len: u64, range_ratio: f64, prefix_len: u64 },
+    /// A ShareGPT JSON file; `output_len` overrides the second turn's length.
+    ShareGpt { path: PathBuf, output_len: Option<u64> },
+    /// One `{"prompt"}` or `{"messages"}` request per line.
+    Jsonl { path: PathBuf },
+    /// `num_prefixes` shared prefixes, used round-robin, each followed by a unique suffix.
+    Prefix { num_prefixes: u64, prefix_len: u64, suffix_len: u64, output_len: u64 },
+}
+
+/// The prompts of `spec`: exactly `num_prompts` of them, deterministic for a given `seed`.
+pub fn load(
+    spec: &DatasetSpec,
+    num_prompts: usize,
+    tokenizer: &Tokenizer,
+    seed: u64,
+) -> Result<Vec<Prompt>, DatasetError> {
+    match spec {
+        &DatasetSpec::Random { input_len, output_len, range_ratio, prefix_len } => {
+            let params = random::RandomParams { input_len, output_len, range_ratio, prefix_len };
+            random::random(&params, num_prompts, tokenizer, seed)
+        }
+        DatasetSpec::ShareGpt { path, output_len } => {
+            sharegpt::load(path, *output_len, num_prompts, tokenizer, seed)
+        }
+        DatasetSpec::Jsonl { path } => jsonl::load(path, num_prompts, tokenizer),
+        &DatasetSpec::Prefix { num_prefixes, prefix_len, suffix_len, output_len } => {
+            let params = random::PrefixParams { num_prefixes, prefix_len, suffix_len, output_len };
+            random::prefix(&params, num_prompts, tokenizer, seed)
+        }
+    }
+}
+
+/// Repeat `items` in order until there are `n` (callers guarantee `items` is non-empty
+/// when `n > 0`).
+fn cycle<T: Clone>(items: Vec<T>, n: usize) -> Vec<T> {
+    if items.len() >= n || items.is_empty() {
+        let mut items = items;
+        items.truncate(n);
+        return items;
+    }
+    items.iter().cycle().take(n).cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cycle_repeats_in_order() {
+        assert_eq!(cycle(vec![1, 2, 3], 7), vec![1, 2, 3, 1, 2, 3, 1]);
+        assert_eq!(cycle(vec![1, 2, 3], 2), vec![1, 2]);
+        assert_eq!(cycle(Vec::<u8>::new(), 2), Vec::<u8>::new());
+    }
+}

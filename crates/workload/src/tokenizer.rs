@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::wordcount::WordCounter;
+
 /// Built-in tiktoken encodings, usable with no file and no network.
 pub const BUILTIN_ENCODINGS: [&str; 4] = ["o200k_base", "cl100k_base", "p50k_base", "r50k_base"];
 
@@ -41,6 +43,8 @@ enum Inner {
 pub struct Tokenizer {
     name: String,
     inner: Inner,
+    /// Word-level memo for counting, when the tokenizer's pre-tokenizer allows it.
+    words: Option<Arc<WordCounter>>,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -60,7 +64,9 @@ impl Tokenizer {
             _ => return Err(TokenizerError::Unknown { spec: name.to_string() }),
         }
         .map_err(|e| TokenizerError::Decode(e.to_string()))?;
-        Ok(Self { name: name.to_string(), inner: Inner::Tiktoken(Arc::new(bpe)) })
+        // Every built-in split pattern (GPT-2's, cl100k's, o200k's) cuts where the word memo does.
+        let words = Some(Arc::new(WordCounter::without_added_tokens()));
+        Ok(Self { name: name.to_string(), inner: Inner::Tiktoken(Arc::new(bpe)), words })
     }
 
     /// A Hugging Face `tokenizer.json`, or a directory containing one.
@@ -68,7 +74,8 @@ impl Tokenizer {
         let file = if path.is_dir() { path.join("tokenizer.json") } else { path.to_path_buf() };
         let tok = tokenizers::Tokenizer::from_file(&file)
             .map_err(|e| TokenizerError::File { path: file.clone(), message: e.to_string() })?;
-        Ok(Self { name: path.display().to_string(), inner: Inner::Hf(Arc::new(tok)) })
+        let words = WordCounter::for_tokenizer(&tok).map(Arc::new);
+        Ok(Self { name: path.display().to_string(), inner: Inner::Hf(Arc::new(tok)), words })
     }
 
     /// Resolve a user's `--tokenizer` value: an existing path, a built-in encoding name, or a
@@ -86,8 +93,12 @@ impl Tokenizer {
             tok.name = spec.to_string();
             return Ok(tok);
         }
-        if spec.contains('/') {
-            return Err(TokenizerError::Hub(crate::hub::not_cached_message(spec)));
+        if crate::hub::is_model_name(spec) {
+            // Not cached: fetch it once into the standard cache (or explain how to avoid that).
+            let file = crate::hub::download_tokenizer(spec)?;
+            let mut tok = Self::from_path(&file)?;
+            tok.name = spec.to_string();
+            return Ok(tok);
         }
         Err(TokenizerError::Unknown { spec: spec.to_string() })
     }
@@ -106,8 +117,28 @@ impl Tokenizer {
         }
     }
 
+    /// Number of tokens of `text` (no special tokens added), as `encode(text).len()`.
     pub fn count(&self, text: &str) -> usize {
-        self.encode(text).len()
+        match &self.inner {
+            Inner::Hf(tok) => match &self.words {
+                Some(words) => words.count(text, |t| self.hf_encode_len(tok, t)),
+                None => self.hf_encode_len(tok, text),
+            },
+            Inner::Tiktoken(bpe) => match &self.words {
+                Some(words) => words.count(text, |t| bpe.encode_ordinary(t).len()),
+                None => bpe.encode_ordinary(text).len(),
+            },
+        }
+    }
+
+    /// Whether [`Self::count`] counts word by word, so that text cut before a space followed by
+    /// an ASCII letter (after a non-space) tokenizes as its two halves would.
+    pub(crate) fn counts_by_word(&self) -> bool {
+        self.words.is_some()
+    }
+
+    fn hf_encode_len(&self, tok: &tokenizers::Tokenizer, text: &str) -> usize {
+        tok.encode_fast(text, false).map(|e| e.len()).unwrap_or_default()
     }
 
     /// Decode ids to text. Invalid UTF-8 at token boundaries is replaced, as servers do.
@@ -136,6 +167,61 @@ impl Tokenizer {
             }
             Inner::Hf(tok) => tok.get_vocab_size(true),
         }
+    }
+
+    /// Ids of special tokens (BOS, EOS, chat markers): never drawn for synthetic text.
+    ///
+    /// tiktoken's specials live above the dense id range that [`Self::vocab_size`] probes, so
+    /// none are reported for built-in encodings.
+    pub fn special_ids(&self) -> Vec<u32> {
+        match &self.inner {
+            Inner::Tiktoken(_) => Vec::new(),
+            Inner::Hf(tok) => {
+                let mut ids: Vec<u32> = tok
+                    .get_added_tokens_decoder()
+                    .into_iter()
+                    .filter(|(_, t)| t.special)
+                    .map(|(id, _)| id)
+                    .collect();
+                ids.sort_unstable();
+                ids
+            }
+        }
+    }
+
+    /// Ids that synthetic prompts may be drawn from, ascending; never special tokens.
+    ///
+    /// Preferred: tokens that decode to a space and ASCII letters (`" table"`). Each is its own
+    /// pre-tokenized piece, so random sequences of them re-encode almost unchanged and hit the
+    /// tokenizer's word cache: the exact-length search then takes one or two encodes. At most
+    /// the 8,000 lowest such ids are used. Text of arbitrary tokens glues into long unique
+    /// pieces whose BPE is several times slower, and partial UTF-8 bytes never re-encode to
+    /// themselves. Vocabularies with fewer than 1,000 such tokens fall back to printable ASCII
+    /// tokens, then to every token with valid text.
+    pub fn sampleable_ids(&self) -> Vec<u32> {
+        const ENOUGH: usize = 1000;
+        const MAX_POOL: usize = 8000;
+        let special = self.special_ids();
+        let candidates: Vec<(u32, String)> = (0..self.vocab_size() as u32)
+            .filter(|id| special.binary_search(id).is_err())
+            .filter_map(|id| self.decode(&[id]).ok().map(|t| (id, t)))
+            .filter(|(_, t)| !t.is_empty() && !t.contains('\u{FFFD}'))
+            .collect();
+        let word = |t: &str| {
+            t.strip_prefix(' ')
+                .is_some_and(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphabetic()))
+        };
+        let printable = |t: &str| t.bytes().all(|b| b == b' ' || b.is_ascii_graphic());
+        for keep in [&word as &dyn Fn(&str) -> bool, &printable] {
+            let ids: Vec<u32> =
+                candidates.iter().filter(|(_, t)| keep(t)).map(|&(id, _)| id).collect();
+            if ids.len() >= ENOUGH {
+                // Lowest ids first (BPE merges are frequency ordered): the commonest pieces,
+                // and few enough to stay in the tokenizer's 10,000-word cache.
+                return ids.into_iter().take(MAX_POOL).collect();
+            }
+        }
+        candidates.into_iter().map(|(id, _)| id).collect()
     }
 
     /// Byte offsets in `text` at which each token of `encode(text)` ends, in order.

@@ -1,0 +1,80 @@
+//! The one error type of dataset loading. Every message names the input (file, line, column,
+//! field or parameter) and says what was expected, so the user can fix it without reading code.
+
+use std::path::PathBuf;
+
+use crate::tokenizer::TokenizerError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error("dataset file {} does not exist; check --dataset-path", path.display())]
+    NotFound { path: PathBuf },
+    #[error("cannot read dataset file {}: {message}", path.display())]
+    Read { path: PathBuf, message: String },
+    #[error("{}: the dataset is empty; expected {expected}", path.display())]
+    Empty { path: PathBuf, expected: &'static str },
+    /// The text is not JSON at this position.
+    #[error("{}:{line}:{column}: invalid JSON: {message}", path.display())]
+    Json { path: PathBuf, line: usize, column: usize, message: String },
+    /// Valid JSON of the wrong shape: `field` is a JSON path (`prompt`, `messages[1].role`,
+    /// `[3].conversations[0].value`).
+    #[error("{}:{line}{}: field \"{field}\" {problem}", path.display(), column.map(|c| format!(":{c}")).unwrap_or_default())]
+    Field { path: PathBuf, line: usize, column: Option<usize>, field: String, problem: String },
+    /// A line or entry that is neither of the accepted shapes.
+    #[error("{}:{line}: {problem}", path.display())]
+    Shape { path: PathBuf, line: usize, problem: String },
+    #[error(
+        "{}: no conversation has at least 2 turns in \"conversations\"; expected a ShareGPT JSON \
+         array of {{\"conversations\": [{{\"from\": \"human\", \"value\": ...}}, {{\"from\": \"gpt\", \
+         \"value\": ...}}]}}",
+        path.display()
+    )]
+    NoConversations { path: PathBuf },
+    #[error(
+        "{}: none of the {candidates} conversations passes the length filters (prompt and output \
+         at least 4 tokens; prompt at most 1024 and prompt + output at most 2048 tokens unless an \
+         output length is fixed) under tokenizer {tokenizer}",
+        path.display()
+    )]
+    NoneUsable { path: PathBuf, candidates: usize, tokenizer: String },
+    /// A generation parameter that cannot be honoured.
+    #[error("invalid dataset parameter: {0}")]
+    Spec(String),
+    #[error(
+        "could not build a prompt of exactly {target} tokens with tokenizer {tokenizer} after \
+         {rounds} attempts; try another --seed or tokenizer"
+    )]
+    ExactLength { target: usize, tokenizer: String, rounds: usize },
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+}
+
+impl DatasetError {
+    /// The error for a file that cannot be read, telling a missing file apart.
+    pub(crate) fn read(path: &std::path::Path, err: &std::io::Error) -> Self {
+        match err.kind() {
+            std::io::ErrorKind::NotFound => Self::NotFound { path: path.to_path_buf() },
+            _ => Self::Read { path: path.to_path_buf(), message: err.to_string() },
+        }
+    }
+}
+
+/// serde_json's message without its trailing " at line L column C" (we print the position
+/// ourselves, in `file:line:column` form).
+pub(crate) fn serde_message(err: &serde_json::Error) -> String {
+    let text = err.to_string();
+    let suffix = format!(" at line {} column {}", err.line(), err.column());
+    text.strip_suffix(&suffix).unwrap_or(&text).to_string()
+}
+
+/// Read a whole dataset file as UTF-8.
+pub(crate) fn read_text(path: &std::path::Path) -> Result<String, DatasetError> {
+    let bytes = std::fs::read(path).map_err(|e| DatasetError::read(path, &e))?;
+    String::from_utf8(bytes).map_err(|e| DatasetError::Read {
+        path: path.to_path_buf(),
+        message: format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })
+}
