@@ -36,12 +36,11 @@ pub(crate) fn draw_lengths(
     let (out_lo, out_hi) = length_bounds(p.output_len, p.range_ratio);
     // As vLLM: never ask for 0 output tokens.
     let (out_lo, out_hi) = (out_lo.max(1), out_hi.max(1));
-    if in_lo < p.prefix_len.max(1) {
+    if in_lo.saturating_add(p.prefix_len) < 1 {
         return Err(DatasetError::Spec(format!(
-            "the shortest drawn input ({in_lo} tokens = floor(input_len {} × (1 − range_ratio {}))) \
-             must be at least 1 and hold the {} prefix tokens; raise input_len or lower \
-             prefix_len / range_ratio",
-            p.input_len, p.range_ratio, p.prefix_len
+            "the shortest prompt (prefix_len {} + floor(input_len {} × (1 − range_ratio {}))) \
+             must have at least 1 token; raise input_len",
+            p.prefix_len, p.input_len, p.range_ratio
         )));
     }
     let mut rng = item_rng(seed, PREFIX_STREAM + 1);
@@ -50,7 +49,8 @@ pub(crate) fn draw_lengths(
     Ok(inputs.into_iter().zip(outputs).collect())
 }
 
-/// `num` prompts whose drawn input length includes a shared prefix of `prefix_len` tokens.
+/// `num` prompts: a shared prefix of `prefix_len` tokens followed by a drawn number of
+/// random tokens, so a prompt has `prefix_len + drawn` tokens, as in `vllm bench serve`.
 pub(crate) fn random(
     p: &RandomParams,
     num: usize,
@@ -70,10 +70,11 @@ pub(crate) fn random(
         .par_iter()
         .enumerate()
         .map(|(i, &(input, output))| {
-            let text = synth.text(&mut item_rng(seed, i as u64), &prefix, to_usize(input)?)?;
+            let total = input.saturating_add(p.prefix_len);
+            let text = synth.text(&mut item_rng(seed, i as u64), &prefix, to_usize(total)?)?;
             Ok(Prompt {
                 body: PromptBody::Text(text),
-                prompt_tokens: input,
+                prompt_tokens: total,
                 output_tokens: Some(output),
             })
         })

@@ -106,7 +106,7 @@ const LENGTHS_SEED_42: &[(u64, Option<u64>)] =
     &[(77, Some(9)), (114, Some(10)), (54, Some(7)), (147, Some(12)), (90, Some(15))];
 
 #[test]
-fn random_prefix_is_shared_and_counted_in_the_total() {
+fn random_prefix_is_shared_and_added_to_the_drawn_length() {
     for tok in [cl100k(), smollm2()] {
         let prompts = load(&random(200, 16, 0.2, 64), 30, &tok, 9).unwrap();
         let first = text(&prompts[0]);
@@ -117,7 +117,8 @@ fn random_prefix_is_shared_and_counted_in_the_total() {
             assert!(text(p).starts_with(&prefix_text), "{}", tok.name());
             // The prefix's tokens are the same in every prompt (what a prefix cache needs).
             assert_eq!(tok.encode(text(p))[..64], prefix_ids[..]);
-            assert!((160..=240).contains(&p.prompt_tokens));
+            // As vLLM: prefix_len + a length drawn in [200·0.8, 200·1.2].
+            assert!((64 + 160..=64 + 240).contains(&p.prompt_tokens));
         }
         assert_counts_exact(&tok, &prompts);
     }
@@ -128,9 +129,10 @@ fn random_rejects_impossible_parameters() {
     let tok = cl100k();
     let err = load(&random(100, 10, 1.0, 0), 1, &tok, 0).unwrap_err().to_string();
     assert_eq!(err, "invalid dataset parameter: range_ratio must be in [0, 1), got 1");
-    let err = load(&random(100, 10, 0.5, 60), 1, &tok, 0).unwrap_err().to_string();
-    assert!(err.contains("shortest drawn input (50 tokens") && err.contains("60 prefix"), "{err}");
-    assert!(load(&random(0, 10, 0.0, 0), 1, &tok, 0).is_err());
+    let long_prefix = load(&random(100, 10, 0.5, 60), 1, &tok, 0).unwrap()[0].prompt_tokens;
+    assert!((60 + 50..=60 + 150).contains(&long_prefix), "{long_prefix}");
+    let err = load(&random(0, 10, 0.0, 0), 1, &tok, 0).unwrap_err().to_string();
+    assert!(err.contains("shortest prompt") && err.contains("at least 1 token"), "{err}");
     assert_eq!(load(&random(10, 10, 0.0, 0), 0, &tok, 0).unwrap(), vec![]);
     let err = load(&random(u64::MAX, 10, 0.0, 0), 1, &tok, 0).unwrap_err().to_string();
     assert!(err.contains("too long"), "{err}");
