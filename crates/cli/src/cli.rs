@@ -18,6 +18,15 @@ pub struct Cli {
 pub enum Command {
     /// Benchmark an OpenAI-compatible endpoint (or, with no target, the built-in simulator).
     Bench(Box<BenchArgs>),
+    /// Run a grid of loads (concurrency or request rate) × scenarios, as tables and charts.
+    Sweep(Box<crate::sweep_cmd::SweepArgs>),
+    /// List, show, export, import or delete stored runs.
+    #[command(subcommand)]
+    Runs(crate::store_cmd::RunsCommand),
+    /// Compare runs side by side, with deltas against the first.
+    Compare(Box<crate::store_cmd::CompareArgs>),
+    /// Write a self-contained HTML report (and a Markdown twin) for runs or sweeps.
+    Report(Box<crate::store_cmd::ReportArgs>),
     /// The simulated OpenAI-compatible engine.
     #[command(subcommand)]
     Sim(SimCommand),

@@ -7,6 +7,8 @@ pub mod cli;
 pub mod exit;
 pub mod progress;
 pub mod settings;
+pub mod store_cmd;
+pub mod sweep_cmd;
 pub mod time;
 
 use std::io::Write;
@@ -48,6 +50,10 @@ async fn dispatch(cli: cli::Cli) -> Result<ExitStatus, Failure> {
             servelab_sim::serve(*args).await.map_err(Failure::runtime)?;
             Ok(ExitStatus::Success)
         }
+        cli::Command::Sweep(args) => sweep_cmd::run(*args, interrupt_on_ctrl_c()).await,
+        cli::Command::Runs(cmd) => store_cmd::runs(cmd).await,
+        cli::Command::Compare(args) => store_cmd::compare(*args).await,
+        cli::Command::Report(args) => store_cmd::report(*args).await,
         cli::Command::Bench(args) => {
             let api_key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty());
             let settings = settings::BenchSettings::from_args(*args, api_key).map_err(Failure::usage)?;
