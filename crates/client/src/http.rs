@@ -15,6 +15,8 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use crate::timed_io::{ReadStamp, TimedStream};
+
 /// Where requests go.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -98,31 +100,42 @@ impl Target {
     }
 }
 
-pub type Sender = SendRequest<Full<Bytes>>;
+/// One HTTP/1.1 connection: the request handle and the stamp of its latest socket read.
+pub struct Conn {
+    pub sender: SendRequest<Full<Bytes>>,
+    pub reads: ReadStamp,
+}
+
+impl Conn {
+    fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+}
 
 /// Open one HTTP/1.1 connection (Nagle off: SSE events are small and latency-critical).
-pub async fn connect(addr: SocketAddr) -> std::io::Result<Sender> {
+pub async fn connect(addr: SocketAddr) -> std::io::Result<Conn> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
+    let (stream, reads) = TimedStream::new(stream);
     let (sender, conn) =
         http1::handshake(TokioIo::new(stream)).await.map_err(std::io::Error::other)?;
     tokio::spawn(async move {
         // Ends when the peer closes or the sender is dropped; errors surface on the request.
         let _ = conn.await;
     });
-    Ok(sender)
+    Ok(Conn { sender, reads })
 }
 
 /// Idle keep-alive connections. The lock is taken once when a request starts and once when it
 /// ends, never per chunk.
 #[derive(Default)]
 pub struct Pool {
-    idle: Mutex<Vec<Sender>>,
+    idle: Mutex<Vec<Conn>>,
 }
 
 impl Pool {
     /// An idle connection that is still open, if any.
-    pub fn take(&self) -> Option<Sender> {
+    pub fn take(&self) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some(s) = idle.pop() {
             if !s.is_closed() {
@@ -132,9 +145,9 @@ impl Pool {
         None
     }
 
-    pub fn put(&self, sender: Sender) {
-        if !sender.is_closed() {
-            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(sender);
+    pub fn put(&self, conn: Conn) {
+        if !conn.is_closed() {
+            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
         }
     }
 
@@ -162,7 +175,7 @@ impl Pool {
 
 /// A plain GET (readiness checks, `/v1/models`, `/metrics`): status and body.
 pub async fn get(target: &Target, path: &str) -> std::io::Result<(u16, Bytes)> {
-    let mut sender = connect(target.addr).await?;
+    let mut sender = connect(target.addr).await?.sender;
     let mut req = http::Request::get(path).header(http::header::HOST, target.authority.as_str());
     for (k, v) in &target.headers {
         req = req.header(k, v);

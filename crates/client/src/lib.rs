@@ -8,6 +8,7 @@ pub mod http;
 pub mod openai;
 pub mod runner;
 pub mod sse;
+pub mod timed_io;
 pub mod tokens;
 
 pub use http::{Target, TargetError};

@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, watch};
 use crate::http::{connect, Pool, Target};
 use crate::openai::{parse_event, EventError};
 use crate::sse::{SseData, SseParser};
+use crate::timed_io::{since_epoch, ReadStamp};
 
 /// One request, ready to send: its body was serialized before the run.
 #[derive(Debug, Clone)]
@@ -86,6 +87,8 @@ struct Ctx {
     target: Target,
     pool: Pool,
     origin: Instant,
+    /// `origin` in read-stamp time (ns since the process epoch).
+    origin_epoch_ns: u64,
     timeout: Duration,
     progress: Arc<Progress>,
     sink: mpsc::UnboundedSender<RequestRecord>,
@@ -96,6 +99,16 @@ struct Ctx {
 impl Ctx {
     fn now_ns(&self) -> u64 {
         self.origin.elapsed().as_nanos() as u64
+    }
+
+    /// When the read that completed the current frame returned, in run time; `now` if the
+    /// connection has no stamp. Never later than now, never earlier than `floor`.
+    fn read_ns(&self, reads: &ReadStamp, floor: u64) -> u64 {
+        let now = self.now_ns();
+        match reads.last() {
+            Some(t) => t.saturating_sub(self.origin_epoch_ns).clamp(floor, now.max(floor)),
+            None => now,
+        }
     }
 }
 
@@ -158,6 +171,7 @@ async fn phase(
         target: cfg.target.clone(),
         pool,
         origin,
+        origin_epoch_ns: since_epoch(origin),
         timeout: cfg.request_timeout,
         progress: progress.clone(),
         sink: sink.clone(),
@@ -305,10 +319,10 @@ fn fail(kind: FailureKind, message: String) -> Outcome {
 /// The HTTP exchange proper. Fills `rec` as data arrives, so a timeout or abort keeps the
 /// chunks received so far.
 async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
-    let mut sender = match ctx.pool.take() {
-        Some(s) => s,
+    let mut conn = match ctx.pool.take() {
+        Some(c) => c,
         None => match connect(ctx.target.addr).await {
-            Ok(s) => s,
+            Ok(c) => c,
             Err(e) => {
                 return fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
             }
@@ -328,17 +342,17 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
         Ok(r) => r,
         Err(e) => return fail(FailureKind::Connect, format!("cannot build request: {e}")),
     };
-    if sender.ready().await.is_err() {
+    if conn.sender.ready().await.is_err() {
         // A pooled connection the server closed meanwhile: one fresh retry, before timing.
-        sender = match connect(ctx.target.addr).await {
-            Ok(s) => s,
+        conn = match connect(ctx.target.addr).await {
+            Ok(c) => c,
             Err(e) => {
                 return fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
             }
         };
     }
     rec.sent_ns = ctx.now_ns();
-    let resp = match sender.send_request(req).await {
+    let resp = match conn.sender.send_request(req).await {
         Ok(r) => r,
         Err(e) => return fail(classify_hyper(&e), format!("sending request: {e}")),
     };
@@ -350,7 +364,7 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
             Ok(b) => b.to_bytes(),
             Err(_) => Bytes::new(),
         };
-        ctx.pool.put(sender);
+        ctx.pool.put(conn);
         let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
         return fail(FailureKind::HttpStatus, format!("HTTP {}: {}", status.as_u16(), text.trim()));
     }
@@ -364,7 +378,8 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
             Some(Ok(f)) => f,
             Some(Err(e)) => return fail(classify_hyper(&e), format!("reading stream: {e}")),
         };
-        let t = ctx.now_ns();
+        // Stamped at the socket read that completed this frame, not when this task woke.
+        let t = ctx.read_ns(&conn.reads, rec.chunks.last().map_or(rec.sent_ns, |c| c.t_ns));
         let Ok(data) = frame.into_data() else { continue };
         parser.push(&data, &mut events);
         let before = rec.chunks.len();
@@ -381,7 +396,7 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
     }
     rec.usage = stream.usage;
     if stream.done {
-        ctx.pool.put(sender);
+        ctx.pool.put(conn);
         Outcome::Success
     } else if !parser.pending().is_empty() {
         fail(FailureKind::Incomplete, "stream ended inside an event".into())
