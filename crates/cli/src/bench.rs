@@ -2,9 +2,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use servelab_client::openai::request_body;
 use servelab_client::{http, BodyOptions, PlannedRequest, Progress, RunConfig, StopReason, Target};
@@ -28,16 +26,19 @@ pub struct BenchOutcome {
 
 /// Run one benchmark as the settings say. Messages go to stderr; the report is returned for
 /// the caller to print.
-pub async fn run(s: &BenchSettings, interrupt: watch::Receiver<bool>) -> Result<BenchOutcome, Failure> {
+pub async fn run(
+    s: &BenchSettings,
+    interrupt: watch::Receiver<bool>,
+) -> Result<BenchOutcome, Failure> {
     // 1. Target: the user's, or the built-in simulator started here.
     let mut sim = None;
     let base_url = match &s.target {
         TargetSpec::Url(u) => u.clone(),
         TargetSpec::Simulator => {
             let cfg = servelab_sim::SimConfig { port: 0, ..servelab_sim::SimConfig::default() };
-            let handle = servelab_sim::start(cfg)
-                .await
-                .map_err(|e| Failure::runtime(format!("cannot start the built-in simulator: {e}")))?;
+            let handle = servelab_sim::start(cfg).await.map_err(|e| {
+                Failure::runtime(format!("cannot start the built-in simulator: {e}"))
+            })?;
             let url = handle.base_url();
             eprintln!(
                 "No --base-url given: benchmarking the built-in simulator at {url} \
@@ -125,13 +126,15 @@ async fn bench_target(
 
     // 3. Run, streaming records to the collector (and to disk) as they finish.
     let result_path = result_path(s, &info);
-    let detail_path = if s.save_detailed {
-        Some(result_path.with_extension("records.jsonl"))
-    } else {
-        None
-    };
+    let detail_path =
+        if s.save_detailed { Some(result_path.with_extension("records.jsonl")) } else { None };
     let (tx, rx) = mpsc::unbounded_channel();
-    let collector = tokio::spawn(collect(rx, detail_path.clone()));
+    // store: the run is recorded as `running` before the first request is sent.
+    let recorder = crate::store_cmd::begin_recording(&s.store, &info);
+    // Disk and SQLite writes run on a blocking-pool thread, never on the runtime's workers
+    // that are timing streams.
+    let detail = detail_path.clone();
+    let collector = tokio::task::spawn_blocking(move || collect(rx, detail, recorder));
     let progress = Arc::new(Progress::default());
     let total = if s.duration.is_some() { None } else { Some(requests.len() as u64) };
     let display = crate::progress::spawn(progress.clone(), total, s.progress);
@@ -151,7 +154,7 @@ async fn bench_target(
         .await
         .map_err(|e| Failure::runtime(format!("cannot connect to {base_url}: {e}")))?;
     display.finish().await;
-    let mut records = collector
+    let (mut records, recorder) = collector
         .await
         .map_err(|e| Failure::runtime(format!("record collector failed: {e}")))?
         .map_err(|e| Failure::runtime(format!("cannot write per-request records: {e}")))?;
@@ -195,7 +198,9 @@ async fn bench_target(
     if let Some(p) = detail_path {
         eprintln!("Saved per-request records to {}", p.display());
     }
-    let _ = progress.completed.load(Ordering::Relaxed);
+    // store: final records (with token counts), summary and status.
+    let interrupted = end.stop == StopReason::Interrupted;
+    crate::store_cmd::finish_recording(recorder, &records, &summary, interrupted);
     Ok(BenchOutcome { summary, records, result_path: saved, stop: end.stop })
 }
 
@@ -205,14 +210,19 @@ struct ResolvedTokenizer {
     estimate_note: Option<String>,
 }
 
-fn resolve_tokenizer(s: &BenchSettings, model: &str, simulated: bool) -> Result<ResolvedTokenizer, Failure> {
+fn resolve_tokenizer(
+    s: &BenchSettings,
+    model: &str,
+    simulated: bool,
+) -> Result<ResolvedTokenizer, Failure> {
     if let Some(spec) = &s.tokenizer {
         let tokenizer = Tokenizer::from_spec(spec).map_err(Failure::usage)?;
         return Ok(ResolvedTokenizer { tokenizer, estimate_note: None });
     }
     if simulated {
         // The simulator's default tokenizer: counts are exact.
-        let tokenizer = Tokenizer::builtin(servelab_workload::tokenizer::DEFAULT_ENCODING).map_err(Failure::runtime)?;
+        let tokenizer = Tokenizer::builtin(servelab_workload::tokenizer::DEFAULT_ENCODING)
+            .map_err(Failure::runtime)?;
         return Ok(ResolvedTokenizer { tokenizer, estimate_note: None });
     }
     if model.contains('/') {
@@ -231,11 +241,13 @@ fn resolve_tokenizer(s: &BenchSettings, model: &str, simulated: bool) -> Result<
     Ok(ResolvedTokenizer { tokenizer, estimate_note: Some(note) })
 }
 
-/// Receive records as requests finish; append each to the detail file at once.
-async fn collect(
+/// Receive records as requests finish; append each to the detail file at once, and to the
+/// results store in batches. Blocking: runs on its own thread.
+fn collect(
     mut rx: mpsc::UnboundedReceiver<RequestRecord>,
     detail: Option<PathBuf>,
-) -> std::io::Result<Vec<RequestRecord>> {
+    mut recorder: servelab_store::Recorder,
+) -> std::io::Result<(Vec<RequestRecord>, servelab_store::Recorder)> {
     let mut file = match &detail {
         Some(p) => {
             if let Some(dir) = p.parent() {
@@ -246,17 +258,19 @@ async fn collect(
         None => None,
     };
     let mut records = Vec::new();
-    while let Some(r) = rx.recv().await {
+    while let Some(r) = rx.blocking_recv() {
         if let Some(f) = file.as_mut() {
             serde_json::to_writer(&mut *f, &r)?;
             f.write_all(b"\n")?;
             // Flushed per record: a crash or kill loses at most the request in flight.
             f.flush()?;
         }
+        recorder.push(&r);
         records.push(r);
     }
+    recorder.flush();
     records.sort_by_key(|r| (r.warmup as u8 ^ 1, r.index));
-    Ok(records)
+    Ok((records, recorder))
 }
 
 /// vLLM's default file name: `{backend}-{rate}qps-{model}-{YYYYmmdd-HHMMSS}.json`.
@@ -279,10 +293,6 @@ fn write_file(path: &PathBuf, bytes: &[u8]) -> Result<(), Failure> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Failure::runtime(format!("cannot create {}: {e}", dir.display())))?;
     }
-    std::fs::write(path, bytes).map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))
-}
-
-/// Small helper so `Duration` displays stay consistent in messages.
-pub fn secs(d: Duration) -> String {
-    format!("{:.1} s", d.as_secs_f64())
+    std::fs::write(path, bytes)
+        .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))
 }

@@ -178,4 +178,19 @@ pub struct BenchArgs {
     /// No progress bar.
     #[arg(long, alias = "disable-tqdm", help_heading = "Output")]
     pub no_progress: bool,
+
+    // --- results store (docs/store.md)
+    /// Results store to record this run in (default: $XDG_DATA_HOME/servelab/servelab.db,
+    /// else ~/.local/share/servelab/servelab.db).
+    #[arg(long, env = "SERVELAB_DB", value_name = "PATH", help_heading = "Store")]
+    pub db: Option<PathBuf>,
+    /// Name for this run in the store (`servelab compare LABEL ...`).
+    #[arg(long, help_heading = "Store")]
+    pub label: Option<String>,
+    /// Tag the stored run, KEY=VALUE (repeatable), e.g. `--tag gpu=h100 --tag engine=vllm`.
+    #[arg(long = "tag", value_name = "KEY=VALUE", help_heading = "Store")]
+    pub tags: Vec<String>,
+    /// Do not record this run in the results store.
+    #[arg(long, help_heading = "Store")]
+    pub no_store: bool,
 }

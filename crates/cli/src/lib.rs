@@ -56,7 +56,8 @@ async fn dispatch(cli: cli::Cli) -> Result<ExitStatus, Failure> {
         cli::Command::Report(args) => store_cmd::report(*args).await,
         cli::Command::Bench(args) => {
             let api_key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty());
-            let settings = settings::BenchSettings::from_args(*args, api_key).map_err(Failure::usage)?;
+            let settings =
+                settings::BenchSettings::from_args(*args, api_key).map_err(Failure::usage)?;
             let interrupt = interrupt_on_ctrl_c();
             let out = bench::run(&settings, interrupt).await?;
             let text = servelab_outputs::text::render(&out.summary);

@@ -41,14 +41,18 @@ pub fn spawn(progress: Arc<Progress>, total: Option<u64>, enabled: bool) -> Disp
                 _ = &mut rx => true,
             };
             let line = status(&progress, start.elapsed());
-            let finished = progress.completed.load(Ordering::Relaxed) + progress.failed.load(Ordering::Relaxed);
+            let finished = progress.completed.load(Ordering::Relaxed)
+                + progress.failed.load(Ordering::Relaxed);
             match &bar {
                 Some(b) => {
                     b.set_position(finished);
                     b.set_message(line);
                 }
                 None if !done && last_plain.elapsed() >= period => {
-                    eprintln!("progress: {finished}{} {line}", total.map_or(String::new(), |t| format!("/{t}")));
+                    eprintln!(
+                        "progress: {finished}{} {line}",
+                        total.map_or(String::new(), |t| format!("/{t}"))
+                    );
                     last_plain = Instant::now();
                 }
                 None => {}

@@ -65,13 +65,17 @@ pub struct BenchSettings {
     pub result_dir: PathBuf,
     pub result_filename: Option<String>,
     pub progress: bool,
+    /// Where and how the run is recorded in the results store (`--db`, `--label`, `--tag`).
+    pub store: crate::store_cmd::StoreSettings,
 }
 
 impl BenchSettings {
     pub fn from_args(a: BenchArgs, api_key: Option<String>) -> Result<Self, SettingsError> {
         let target = match (&a.base_url, &a.host, a.port) {
             (Some(url), None, None) => TargetSpec::Url(url.clone()),
-            (Some(_), _, _) => return Err(bad("--base-url", "give either --base-url or --host/--port, not both")),
+            (Some(_), _, _) => {
+                return Err(bad("--base-url", "give either --base-url or --host/--port, not both"))
+            }
             (None, None, None) => TargetSpec::Simulator,
             (None, host, port) => TargetSpec::Url(format!(
                 "http://{}:{}",
@@ -88,13 +92,19 @@ impl BenchSettings {
             None => Map::new(),
             Some(s) => match serde_json::from_str::<Value>(s) {
                 Ok(Value::Object(m)) => m,
-                Ok(_) => return Err(bad("--extra-body", "must be a JSON object, e.g. '{\"temperature\":0}'")),
+                Ok(_) => {
+                    return Err(bad(
+                        "--extra-body",
+                        "must be a JSON object, e.g. '{\"temperature\":0}'",
+                    ))
+                }
                 Err(e) => return Err(bad("--extra-body", format!("invalid JSON: {e}"))),
             },
         };
         let request_rate = parse_rate(&a.request_rate)?;
         let burstiness = parse_positive_or_inf("--burstiness", &a.burstiness)?;
-        let arrivals = Arrivals::new(request_rate, burstiness).map_err(|e| bad("--request-rate", e.to_string()))?;
+        let arrivals = Arrivals::new(request_rate, burstiness)
+            .map_err(|e| bad("--request-rate", e.to_string()))?;
         if a.num_prompts == 0 {
             return Err(bad("--num-prompts", "must be at least 1"));
         }
@@ -104,7 +114,12 @@ impl BenchSettings {
         let duration = match a.duration {
             None => None,
             Some(d) if d > 0.0 && d.is_finite() => Some(Duration::from_secs_f64(d)),
-            Some(d) => return Err(bad("--duration", format!("must be a positive number of seconds (got {d})"))),
+            Some(d) => {
+                return Err(bad(
+                    "--duration",
+                    format!("must be a positive number of seconds (got {d})"),
+                ))
+            }
         };
         let (dataset, dataset_label) = dataset_spec(&a)?;
         Ok(Self {
@@ -139,6 +154,7 @@ impl BenchSettings {
             result_dir: a.result_dir.clone(),
             result_filename: a.result_filename.clone(),
             progress: !a.no_progress,
+            store: crate::store_cmd::StoreSettings::from_args(&a).map_err(|m| bad("--tag", m))?,
         })
     }
 }
@@ -221,19 +237,23 @@ pub fn parse_goodput(items: &[String]) -> Result<Option<Slo>, SettingsError> {
     }
     let mut slo = Slo::default();
     for item in items.iter().flat_map(|s| s.split([',', ' '])).filter(|s| !s.is_empty()) {
-        let (k, v) = item
-            .split_once(':')
-            .ok_or_else(|| bad("--goodput", format!("'{item}' is not METRIC:MS (e.g. ttft:500)")))?;
-        let ms: f64 = v
-            .parse()
-            .ok()
-            .filter(|x: &f64| *x > 0.0 && x.is_finite())
-            .ok_or_else(|| bad("--goodput", format!("'{v}' in '{item}' is not a positive number of ms")))?;
+        let (k, v) = item.split_once(':').ok_or_else(|| {
+            bad("--goodput", format!("'{item}' is not METRIC:MS (e.g. ttft:500)"))
+        })?;
+        let ms: f64 =
+            v.parse().ok().filter(|x: &f64| *x > 0.0 && x.is_finite()).ok_or_else(|| {
+                bad("--goodput", format!("'{v}' in '{item}' is not a positive number of ms"))
+            })?;
         match k {
             "ttft" => slo.ttft_ms = Some(ms),
             "tpot" => slo.tpot_ms = Some(ms),
             "e2el" => slo.e2el_ms = Some(ms),
-            _ => return Err(bad("--goodput", format!("unknown metric '{k}': use ttft, tpot or e2el"))),
+            _ => {
+                return Err(bad(
+                    "--goodput",
+                    format!("unknown metric '{k}': use ttft, tpot or e2el"),
+                ))
+            }
         }
     }
     Ok(Some(slo))
@@ -243,11 +263,9 @@ pub fn parse_goodput(items: &[String]) -> Result<Option<Slo>, SettingsError> {
 pub fn parse_percentiles(s: &str) -> Result<Vec<f64>, SettingsError> {
     s.split(',')
         .map(|p| {
-            p.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|v| *v > 0.0 && *v <= 100.0)
-                .ok_or_else(|| bad("--metric-percentiles", format!("'{p}' is not a percentile in (0, 100]")))
+            p.trim().parse::<f64>().ok().filter(|v| *v > 0.0 && *v <= 100.0).ok_or_else(|| {
+                bad("--metric-percentiles", format!("'{p}' is not a percentile in (0, 100]"))
+            })
         })
         .collect()
 }

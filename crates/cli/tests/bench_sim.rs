@@ -25,7 +25,9 @@ use tokio::sync::watch;
 const SLACK_MS: f64 = 15.0;
 
 fn settings(url: &str, extra: &[&str]) -> BenchSettings {
-    let mut args = vec!["servelab", "bench", "--base-url", url, "--no-progress", "--ignore-eos"];
+    // --no-store: tests never write to the user's results store.
+    let mut args =
+        vec!["servelab", "bench", "--base-url", url, "--no-progress", "--ignore-eos", "--no-store"];
     args.extend_from_slice(extra);
     let cli = Cli::try_parse_from(args).expect("valid args");
     let Command::Bench(a) = cli.command else { unreachable!("bench subcommand") };
@@ -62,7 +64,16 @@ async fn fixed_timing_matches_the_truth_log() {
     let sim = sim(SimConfig::fixed(50.0, 10.0)).await;
     let out = bench(
         &sim,
-        &["--num-prompts", "16", "--random-input-len", "64", "--random-output-len", "20", "--max-concurrency", "4"],
+        &[
+            "--num-prompts",
+            "16",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "20",
+            "--max-concurrency",
+            "4",
+        ],
     )
     .await;
     let truth = truth_by_id(&sim);
@@ -75,7 +86,10 @@ async fn fixed_timing_matches_the_truth_log() {
         let client_ttft = ms(r.first_token_ns().unwrap() - r.intended_ns);
         let server_first = ms(t.chunks[0].actual_ns);
         assert!(client_ttft >= server_first, "{client_ttft} < {server_first}");
-        assert!(client_ttft - server_first < SLACK_MS, "client {client_ttft} vs server {server_first}");
+        assert!(
+            client_ttft - server_first < SLACK_MS,
+            "client {client_ttft} vs server {server_first}"
+        );
         // Every later chunk: client gap vs server gap.
         let client_last = ms(r.chunks.last().unwrap().t_ns - r.chunks[0].t_ns);
         let server_last = ms(t.chunks.last().unwrap().actual_ns - t.chunks[0].actual_ns);
@@ -94,14 +108,28 @@ async fn multi_token_chunks_keep_per_token_itl_and_peak_counts_tokens() {
     let sim = sim(SimConfig::fixed(20.0, 10.0).with_tokens_per_chunk(4, 4)).await;
     let out = bench(
         &sim,
-        &["--num-prompts", "8", "--random-input-len", "32", "--random-output-len", "121", "--max-concurrency", "8"],
+        &[
+            "--num-prompts",
+            "8",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "121",
+            "--max-concurrency",
+            "8",
+        ],
     )
     .await;
     let s = &out.summary;
     assert_eq!(s.completed, 8);
     // 121 tokens = 1 + 30 chunks of 4: chunks arrive every 40 ms carrying 4 tokens each.
     for r in measured(&out) {
-        assert_eq!(r.chunks.len(), 31, "{:?}", r.chunks.iter().map(|c| c.tokens).collect::<Vec<_>>());
+        assert_eq!(
+            r.chunks.len(),
+            31,
+            "{:?}",
+            r.chunks.iter().map(|c| c.tokens).collect::<Vec<_>>()
+        );
         assert!(r.chunks[1..].iter().all(|c| c.tokens == Some(4)));
     }
     // Per-token ITL is 10 ms: neither 0 (peers' artefact) nor 40 (the chunk gap).
@@ -122,16 +150,36 @@ async fn constant_rate_follows_the_schedule() {
     let sim = sim(SimConfig::fixed(5.0, 1.0)).await;
     let out = bench(
         &sim,
-        &["--num-prompts", "10", "--random-input-len", "16", "--random-output-len", "4", "--request-rate", "20", "--burstiness", "inf"],
+        &[
+            "--num-prompts",
+            "10",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "4",
+            "--request-rate",
+            "20",
+            "--burstiness",
+            "inf",
+        ],
     )
     .await;
     let recs = measured(&out);
+    let mut lags = Vec::new();
     for (i, r) in recs.iter().enumerate() {
         assert_eq!(r.scheduled_ns, i as u64 * 50_000_000);
         assert_eq!(r.intended_ns, r.scheduled_ns, "no concurrency cap, no queue");
-        assert!(ms(r.sent_ns - r.intended_ns) < SLACK_MS, "lag {}", ms(r.sent_ns - r.intended_ns));
+        lags.push(ms(r.sent_ns - r.intended_ns));
     }
-    assert!(out.summary.duration_s > 0.45 && out.summary.duration_s < 0.7, "{}", out.summary.duration_s);
+    // Typically ~0.1 ms; a descheduled thread on a loaded CI box can make one send late, so
+    // the median carries the claim and the maximum only rules out a broken pacer.
+    lags.sort_by(f64::total_cmp);
+    assert!(lags[lags.len() / 2] < SLACK_MS && lags[lags.len() - 1] < 100.0, "lags {lags:?}");
+    assert!(
+        out.summary.duration_s > 0.45 && out.summary.duration_s < 0.7,
+        "{}",
+        out.summary.duration_s
+    );
     sim.shutdown().await;
 }
 
@@ -140,7 +188,18 @@ async fn max_concurrency_is_a_closed_loop_measured_from_freed_slots() {
     let sim = sim(SimConfig::fixed(10.0, 2.0)).await;
     let out = bench(
         &sim,
-        &["--num-prompts", "9", "--random-input-len", "16", "--random-output-len", "10", "--max-concurrency", "3", "--num-warmups", "2"],
+        &[
+            "--num-prompts",
+            "9",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "10",
+            "--max-concurrency",
+            "3",
+            "--num-warmups",
+            "2",
+        ],
     )
     .await;
     assert_eq!(out.summary.completed, 9, "warm-ups are not counted");
@@ -161,7 +220,20 @@ async fn duration_mode_stops_issuing_and_drains() {
     let sim = sim(SimConfig::fixed(5.0, 5.0)).await;
     let out = bench(
         &sim,
-        &["--num-prompts", "3", "--random-input-len", "16", "--random-output-len", "20", "--request-rate", "20", "--burstiness", "inf", "--duration", "0.5"],
+        &[
+            "--num-prompts",
+            "3",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "20",
+            "--request-rate",
+            "20",
+            "--burstiness",
+            "inf",
+            "--duration",
+            "0.5",
+        ],
     )
     .await;
     assert_eq!(out.stop, StopReason::Duration);
@@ -176,7 +248,16 @@ async fn chat_backend_with_reasoning_reports_time_to_first_content() {
     let sim = sim(SimConfig::fixed(20.0, 5.0).with_reasoning_tokens(10)).await;
     let out = bench(
         &sim,
-        &["--backend", "openai-chat", "--num-prompts", "4", "--random-input-len", "16", "--random-output-len", "30"],
+        &[
+            "--backend",
+            "openai-chat",
+            "--num-prompts",
+            "4",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "30",
+        ],
     )
     .await;
     let s = &out.summary;
@@ -184,14 +265,28 @@ async fn chat_backend_with_reasoning_reports_time_to_first_content() {
     assert_eq!(s.total_output_tokens, 4 * 30);
     let ttfc = s.ttfc_ms.as_ref().expect("reasoning run reports TTFC");
     // Content starts 10 tokens (50 ms) after the first reasoning token.
-    assert!((ttfc.mean - s.ttft_ms.mean - 50.0).abs() < 5.0, "ttfc {} ttft {}", ttfc.mean, s.ttft_ms.mean);
+    assert!(
+        (ttfc.mean - s.ttft_ms.mean - 50.0).abs() < 5.0,
+        "ttfc {} ttft {}",
+        ttfc.mean,
+        s.ttft_ms.mean
+    );
     sim.shutdown().await;
 }
 
 async fn fault_run(kind: &str, extra: &[&str]) -> BenchOutcome {
     let sim = sim(SimConfig::fixed(5.0, 2.0)).await;
     let header = format!("x-servelab-fault:{kind}");
-    let mut args = vec!["--num-prompts", "3", "--random-input-len", "16", "--random-output-len", "12", "--header", &header];
+    let mut args = vec![
+        "--num-prompts",
+        "3",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "12",
+        "--header",
+        &header,
+    ];
     args.extend_from_slice(extra);
     let out = bench(&sim, &args).await;
     sim.shutdown().await;
@@ -248,7 +343,18 @@ async fn interrupt_keeps_a_partial_result() {
     let sim = sim(SimConfig::fixed(10.0, 20.0)).await;
     let s = settings(
         &sim.base_url(),
-        &["--num-prompts", "20", "--random-input-len", "16", "--random-output-len", "100", "--max-concurrency", "2", "--drain-timeout", "0.2"],
+        &[
+            "--num-prompts",
+            "20",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "100",
+            "--max-concurrency",
+            "2",
+            "--drain-timeout",
+            "0.2",
+        ],
     );
     let (tx, rx) = watch::channel(false);
     let run = tokio::spawn(async move { bench::run(&s, rx).await });

@@ -24,6 +24,7 @@ fn bench_with_no_target_runs_the_simulator_and_saves_a_valid_result() {
         dir.path().to_str().unwrap(),
         "--result-filename",
         "r.json",
+        "--no-store",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -54,7 +55,10 @@ fn usage_errors_exit_2_and_name_the_flag() {
     let out = servelab(&["bench", "--request-rate", "fast"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--request-rate: expected a positive number or 'inf' (got 'fast')"), "{stderr}");
+    assert!(
+        stderr.contains("--request-rate: expected a positive number or 'inf' (got 'fast')"),
+        "{stderr}"
+    );
 
     let out = servelab(&["bench", "--dataset-name", "sharegpt"]);
     assert_eq!(out.status.code(), Some(2));
@@ -66,7 +70,8 @@ fn usage_errors_exit_2_and_name_the_flag() {
 
 #[test]
 fn missing_dataset_file_is_named() {
-    let out = servelab(&["bench", "--dataset-name", "jsonl", "--dataset-path", "/nonexistent/d.jsonl"]);
+    let out =
+        servelab(&["bench", "--dataset-name", "jsonl", "--dataset-path", "/nonexistent/d.jsonl"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("/nonexistent/d.jsonl"), "{stderr}");

@@ -1,0 +1,133 @@
+//! Recording benches in the results store, driven as library calls against the simulator.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use servelab::bench;
+use servelab::cli::{Cli, Command};
+use servelab::settings::BenchSettings;
+use servelab_client::StopReason;
+use servelab_sim::SimConfig;
+use servelab_store::{Filter, RunStatus, Store};
+use tokio::sync::watch;
+
+fn settings(url: &str, db: &Path, extra: &[&str]) -> BenchSettings {
+    let mut args = vec!["servelab", "bench", "--base-url", url, "--no-progress", "--ignore-eos"];
+    let db = db.to_str().unwrap().to_string();
+    args.extend_from_slice(&["--db", &db]);
+    args.extend_from_slice(extra);
+    let cli = Cli::try_parse_from(args).expect("valid args");
+    let Command::Bench(a) = cli.command else { unreachable!("bench subcommand") };
+    BenchSettings::from_args(*a, None).expect("valid settings")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bench_is_running_in_the_store_while_it_runs_then_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let sim = servelab_sim::start(SimConfig::fixed(20.0, 20.0).with_port(0)).await.unwrap();
+    let s = settings(
+        &sim.base_url(),
+        &db,
+        &[
+            "--num-prompts",
+            "12",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "20",
+            "--max-concurrency",
+            "2",
+            "--label",
+            "live",
+            "--tag",
+            "gpu=none",
+        ],
+    );
+    let (_tx, rx) = watch::channel(false);
+    let run = tokio::spawn(async move { bench::run(&s, rx).await });
+
+    // 12 requests × ~0.4 s at concurrency 2 ≈ 2.4 s: poll until the run shows as running
+    // with some records already stored.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen_running_with_records = false;
+    while Instant::now() < deadline && !run.is_finished() {
+        if let Ok(store) = Store::open(&db) {
+            if let Some(r) = store.list(&Filter::default()).unwrap().first() {
+                if r.status == RunStatus::Running && store.record_count(r.id).unwrap() > 0 {
+                    seen_running_with_records = true;
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap();
+    assert!(seen_running_with_records, "records are appended while the bench runs");
+    let store = Store::open(&db).unwrap();
+    let rows = store.list(&Filter::default()).unwrap();
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(r.status, RunStatus::Complete);
+    assert_eq!(r.label.as_deref(), Some("live"));
+    assert_eq!(r.tags, vec![("gpu".to_string(), "none".to_string())]);
+    assert_eq!(r.headline.completed, Some(12));
+    let stored = store.run(r.id).unwrap();
+    assert_eq!(stored.summary.as_ref(), Some(&out.summary), "the exact summary is stored");
+    assert_eq!(store.records(r.id).unwrap(), out.records, "final records, with token counts");
+    assert!(!stored.config.host.is_empty());
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_bench_is_stored_as_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let sim = servelab_sim::start(SimConfig::fixed(10.0, 20.0).with_port(0)).await.unwrap();
+    let s = settings(
+        &sim.base_url(),
+        &db,
+        &[
+            "--num-prompts",
+            "20",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "100",
+            "--max-concurrency",
+            "2",
+            "--drain-timeout",
+            "0.2",
+        ],
+    );
+    let (tx, rx) = watch::channel(false);
+    let run = tokio::spawn(async move { bench::run(&s, rx).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tx.send(true).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
+    assert_eq!(out.stop, StopReason::Interrupted);
+    let store = Store::open(&db).unwrap();
+    let r = &store.list(&Filter::default()).unwrap()[0];
+    assert_eq!(r.status, RunStatus::Interrupted);
+    assert_eq!(store.record_count(r.id).unwrap(), out.records.len() as u64);
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_store_does_not_cost_the_benchmark() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let sim = servelab_sim::start(SimConfig::fixed(5.0, 1.0).with_port(0)).await.unwrap();
+    let s = settings(
+        &sim.base_url(),
+        &file.join("s.db"),
+        &["--num-prompts", "5", "--random-input-len", "8", "--random-output-len", "4"],
+    );
+    let (_tx, rx) = watch::channel(false);
+    let out =
+        tokio::time::timeout(Duration::from_secs(30), bench::run(&s, rx)).await.unwrap().unwrap();
+    assert_eq!(out.summary.completed, 5);
+    sim.shutdown().await;
+}

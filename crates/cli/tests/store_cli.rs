@@ -1,0 +1,228 @@
+//! `servelab bench | runs | compare | report` as a user runs them, on a store in a tempdir.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn servelab(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_servelab"))
+        .args(args)
+        .env("SERVELAB_DB", db)
+        .output()
+        .expect("binary runs")
+}
+
+fn ok(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn bench(db: &Path, label: &str, conc: &str) -> Output {
+    servelab(
+        db,
+        &[
+            "bench",
+            "--num-prompts",
+            "16",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "8",
+            "--ignore-eos",
+            "--no-progress",
+            "--max-concurrency",
+            conc,
+            "--label",
+            label,
+            "--tag",
+            "suite=cli",
+        ],
+    )
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/../store/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn bench_records_then_runs_compare_and_report_read_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store/servelab.db");
+    let a = bench(&db, "narrow", "2");
+    ok(&a);
+    assert!(String::from_utf8_lossy(&a.stderr).contains("Recorded as run #1"));
+    ok(&bench(&db, "wide", "8"));
+
+    let list = ok(&servelab(&db, &["runs", "list", "--tag", "suite=cli"]));
+    assert!(list.contains("narrow") && list.contains("wide"), "{list}");
+    assert_eq!(list.matches("complete").count(), 2, "{list}");
+    let only = ok(&servelab(&db, &["runs", "list", "--label", "wide", "--format", "json"]));
+    let rows: serde_json::Value = serde_json::from_str(&only).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 1);
+    assert_eq!(rows[0]["headline"]["completed"], 16);
+
+    let show = ok(&servelab(&db, &["runs", "show", "1"]));
+    assert!(show.contains("run #1  narrow  complete"), "{show}");
+    assert!(show.contains("Serving Benchmark Result"), "{show}");
+
+    let out = dir.path().join("r1.json");
+    ok(&servelab(&db, &["runs", "export", "narrow", "-o", out.to_str().unwrap()]));
+    let exported: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(exported["completed"], 16);
+    assert_eq!(exported["max_concurrency"], 2);
+    assert!(exported["servelab"]["distributions"]["ttft"].is_object());
+
+    let cmp = ok(&servelab(&db, &["compare", "narrow", "wide"]));
+    assert!(cmp.contains("narrow (baseline)"), "{cmp}");
+    assert!(cmp.contains("TTFT p99 (ms)"), "{cmp}");
+    assert!(cmp.contains("per-request samples (1000 resamples, seed 0)"), "{cmp}");
+    let json = ok(&servelab(&db, &["compare", "1", "2", "--format", "json"]));
+    let c: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(c["subjects"].as_array().unwrap().len(), 2);
+    // The exported file compares too (as headline numbers).
+    let md =
+        ok(&servelab(&db, &["compare", out.to_str().unwrap(), "wide", "--format", "markdown"]));
+    assert!(md.starts_with("| Metric"), "{md}");
+
+    let html = dir.path().join("rep/report.html");
+    ok(&servelab(
+        &db,
+        &["report", "narrow", "wide", "-o", html.to_str().unwrap(), "--title", "cli test"],
+    ));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<title>cli test</title>"));
+    assert_eq!(page.matches("<svg ").count(), 4);
+    assert!(!page.contains("<script"), "no scripts");
+    assert!(!page.contains("http://") || !page.contains("src=\"http"), "nothing fetched");
+    let md = std::fs::read_to_string(dir.path().join("rep/report.md")).unwrap();
+    assert!(md.contains("## Summary") && md.contains("Best throughput: wide"), "{md}");
+
+    ok(&servelab(&db, &["runs", "delete", "narrow"]));
+    let list = ok(&servelab(&db, &["runs", "list"]));
+    assert!(!list.contains("narrow"), "{list}");
+}
+
+#[test]
+fn imports_mark_what_is_missing_and_compare_with_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let imp = servelab(
+        &db,
+        &[
+            "runs",
+            "import",
+            &fixture("vllm.json"),
+            &fixture("sglang.jsonl"),
+            &fixture("guidellm.json"),
+            "--tag",
+            "lab=x",
+        ],
+    );
+    ok(&imp);
+    let err = String::from_utf8_lossy(&imp.stderr);
+    assert_eq!(err.matches("Imported").count(), 5, "{err}");
+    assert!(err.contains("(sglang) as run #2; missing: failed"), "{err}");
+    let list = ok(&servelab(&db, &["runs", "list", "--tag", "lab=x", "--model", "Qwen/Qwen3-8B"]));
+    assert_eq!(list.lines().count(), 3, "header, rule, one run: {list}");
+    let show = ok(&servelab(&db, &["runs", "show", "2"]));
+    assert!(show.contains("not in the imported file: failed, records"), "{show}");
+    let cmp = ok(&servelab(&db, &["compare", "1", "4"]));
+    assert!(cmp.contains("no noise estimate"), "{cmp}");
+    let bad = servelab(&db, &["runs", "import", &fixture("v1.sql")]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("v1.sql: line 1"));
+}
+
+#[test]
+fn usage_errors_name_the_flag_or_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let out = servelab(&db, &["runs", "list", "--since", "yesterday"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--since: expected a date YYYY-MM-DD"));
+    let out = servelab(&db, &["compare", "nope", "nada"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no run 'nope'"));
+    let out = servelab(&db, &["bench", "--tag", "novalue", "--num-prompts", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--tag: expected KEY=VALUE (got 'novalue')")
+    );
+}
+
+#[test]
+fn two_benches_at_once_both_land_in_one_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let spawn = |label: &str| {
+        Command::new(env!("CARGO_BIN_EXE_servelab"))
+            .args([
+                "bench",
+                "--num-prompts",
+                "30",
+                "--random-input-len",
+                "16",
+                "--random-output-len",
+                "8",
+                "--ignore-eos",
+                "--no-progress",
+                "--max-concurrency",
+                "4",
+                "--label",
+                label,
+            ])
+            .env("SERVELAB_DB", &db)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn("p1"), spawn("p2"));
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("warning: results store"));
+    }
+    let json = ok(&servelab(&db, &["runs", "list", "--format", "json"]));
+    let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r["status"] == "complete" && r["headline"]["completed"] == 30));
+}
+
+#[test]
+fn a_run_that_never_finished_is_shown_incomplete_and_summarized_from_its_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    ok(&bench(&db, "done", "4"));
+    {
+        // What a killed bench leaves: the run begun and its records, no summary.
+        let mut store = servelab_store::Store::open(&db).unwrap();
+        let done = store.run(1).unwrap();
+        let run = servelab_store::NewRun {
+            label: Some("killed".into()),
+            kind: servelab_store::RunKind::Bench,
+            config: done.config.clone(),
+            tags: Vec::new(),
+        };
+        let id = store.begin_run(&run).unwrap();
+        let records = store.records(1).unwrap();
+        store.append_records(id, &records[..10]).unwrap();
+    }
+    let list = ok(&servelab(&db, &["runs", "list"]));
+    assert!(
+        list.contains("incomplete") && list.contains("still running, or the bench stopped"),
+        "{list}"
+    );
+    let show = ok(&servelab(&db, &["runs", "show", "killed"]));
+    assert!(
+        show.contains("never finished: this summary is recomputed from the 10 records"),
+        "{show}"
+    );
+    let json = ok(&servelab(&db, &["runs", "export", "killed"]));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["completed"], 10);
+    let cmp = ok(&servelab(&db, &["compare", "done", "killed"]));
+    assert!(cmp.contains("killed"), "{cmp}");
+}

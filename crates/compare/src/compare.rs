@@ -1,0 +1,223 @@
+//! Side-by-side comparison against a baseline (the first subject), with a noise verdict per
+//! metric.
+//!
+//! Noise: with 2+ repeated runs on both sides, the bootstrap is over the repeats' values
+//! (run-to-run noise, any metric). Otherwise latency metrics bootstrap over per-request
+//! samples (request-to-request noise within a run); run-level metrics (throughputs, success
+//! rate) of single runs have no noise estimate and say so.
+
+use serde::Serialize;
+
+use crate::bootstrap::{diff_interval, pooled, Interval};
+use crate::data::Subject;
+use crate::load::Load;
+use crate::metric::{Metric, Stat};
+
+/// Comparison settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CompareOptions {
+    /// Runs below this success rate (a fraction) are rejected: shown, never the winner.
+    pub min_success_rate: f64,
+    /// Bootstrap replicates.
+    pub resamples: usize,
+    pub seed: u64,
+    /// Confidence level of the intervals.
+    pub level: f64,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions { min_success_rate: 0.99, resamples: 1000, seed: 0, level: 0.95 }
+    }
+}
+
+/// How the noise of a difference was estimated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Noise {
+    /// Bootstrap over repeated runs (counts of the baseline's and this subject's runs).
+    Repeats { baseline: usize, this: usize },
+    /// Bootstrap over per-request samples.
+    Requests { baseline: usize, this: usize },
+    /// No estimate: single runs of a run-level metric, or runs without records.
+    Unknown,
+}
+
+/// What the difference means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Better,
+    Worse,
+    /// The interval includes 0: not distinguishable from noise.
+    WithinNoise,
+    /// No noise estimate.
+    Unknown,
+}
+
+/// A subject's difference from the baseline on one metric.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Delta {
+    pub abs: f64,
+    /// Relative to the baseline, percent; `None` when the baseline is 0.
+    pub pct: Option<f64>,
+    pub interval: Option<Interval>,
+    pub noise: Noise,
+    pub verdict: Verdict,
+}
+
+/// One metric across subjects.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricRow {
+    pub metric: Metric,
+    pub values: Vec<Option<f64>>,
+    /// `None` for the baseline and where either value is missing.
+    pub deltas: Vec<Option<Delta>>,
+    /// Index of the best non-rejected subject, if any has the metric.
+    pub best: Option<usize>,
+}
+
+/// A subject's header facts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SubjectInfo {
+    pub name: String,
+    pub load: Load,
+    pub runs: usize,
+    pub success_rate: Option<f64>,
+    pub rejected: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub subjects: Vec<SubjectInfo>,
+    pub rows: Vec<MetricRow>,
+    pub options: CompareOptions,
+}
+
+/// Rejected: the success rate is known and below the minimum.
+pub fn rejected(success_rate: Option<f64>, min: f64) -> bool {
+    success_rate.is_some_and(|s| s < min)
+}
+
+/// The verdict of a difference interval for a metric's direction.
+pub fn verdict(metric: Metric, interval: Option<Interval>) -> Verdict {
+    match interval {
+        None => Verdict::Unknown,
+        Some(i) if !i.excludes_zero() => Verdict::WithinNoise,
+        Some(i) => {
+            let up = i.lo > 0.0;
+            if up == metric.higher_is_better() {
+                Verdict::Better
+            } else {
+                Verdict::Worse
+            }
+        }
+    }
+}
+
+/// The values of a metric as 1-value units per repeated run.
+fn repeat_units(s: &Subject, metric: Metric) -> Vec<Vec<f64>> {
+    s.runs.iter().filter_map(|r| metric.headline(&r.headline)).map(|v| vec![v]).collect()
+}
+
+/// Noise interval of `this − base` for one metric, and how it was estimated.
+fn noise(
+    base: &Subject,
+    this: &Subject,
+    metric: Metric,
+    o: &CompareOptions,
+    seed: u64,
+) -> (Option<Interval>, Noise) {
+    let (ra, rb) = (repeat_units(base, metric), repeat_units(this, metric));
+    if ra.len() >= 2 && rb.len() >= 2 {
+        let i = diff_interval(&ra, &rb, Stat::Mean, o.resamples, seed, o.level);
+        return (i, Noise::Repeats { baseline: ra.len(), this: rb.len() });
+    }
+    if let Some((sample, stat)) = metric.sample() {
+        if let (Some(ua), Some(ub)) = (base.units(sample), this.units(sample)) {
+            if let Some(i) = diff_interval(&ua, &ub, stat, o.resamples, seed, o.level) {
+                return (Some(i), Noise::Requests { baseline: ua.len(), this: ub.len() });
+            }
+        }
+    }
+    (None, Noise::Unknown)
+}
+
+/// The value shown for a subject: mean over repeats of the headline value. With per-request
+/// samples the headline is what the run's summary computed from them.
+fn value(s: &Subject, metric: Metric) -> Option<f64> {
+    if metric == Metric::SuccessRate {
+        return s.success_rate().map(|r| r * 100.0);
+    }
+    s.value(|h| metric.headline(h))
+}
+
+/// Index of the best value among non-rejected subjects; ties keep the earlier.
+pub fn best_index(metric: Metric, values: &[Option<f64>], rejected: &[bool]) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, v) in values.iter().enumerate() {
+        let Some(v) = *v else { continue };
+        if rejected.get(i).copied().unwrap_or(false) {
+            continue;
+        }
+        if best.is_none_or(|(_, b)| metric.better(v, b)) {
+            best = Some((i, v));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// Compare subjects against the first.
+pub fn compare(subjects: &[Subject], o: &CompareOptions) -> Comparison {
+    let infos: Vec<SubjectInfo> = subjects
+        .iter()
+        .map(|s| {
+            let sr = s.success_rate();
+            SubjectInfo {
+                name: s.name.clone(),
+                load: s.load(),
+                runs: s.runs.len(),
+                success_rate: sr,
+                rejected: rejected(sr, o.min_success_rate),
+            }
+        })
+        .collect();
+    let rejected: Vec<bool> = infos.iter().map(|i| i.rejected).collect();
+    let rows = Metric::ALL
+        .iter()
+        .enumerate()
+        .map(|(mi, &metric)| {
+            let values: Vec<Option<f64>> = subjects.iter().map(|s| value(s, metric)).collect();
+            let deltas = subjects
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let (Some(base), Some(v)) = (values[0], values[i]) else { return None };
+                    if i == 0 {
+                        return None;
+                    }
+                    // A distinct, fixed seed per (metric, subject): reproducible, independent.
+                    let seed = o.seed ^ ((mi as u64) << 32) ^ i as u64;
+                    let (interval, noise) = noise(&subjects[0], s, metric, o, seed);
+                    let abs = v - base;
+                    Some(Delta {
+                        abs,
+                        pct: (base != 0.0).then(|| abs / base * 100.0),
+                        interval,
+                        noise,
+                        verdict: verdict(metric, interval),
+                    })
+                })
+                .collect();
+            let best = best_index(metric, &values, &rejected);
+            MetricRow { metric, values, deltas, best }
+        })
+        .collect();
+    Comparison { subjects: infos, rows, options: *o }
+}
+
+/// A subject's latency statistic recomputed from its pooled samples (for checks and charts).
+pub fn sample_stat(s: &Subject, metric: Metric) -> Option<f64> {
+    let (sample, stat) = metric.sample()?;
+    pooled(&s.units(sample)?, stat)
+}

@@ -1,0 +1,147 @@
+//! What a comparison reads about a run: headline numbers, per-request samples when the run
+//! has records, its load, and (for reports) the full summary and records.
+
+use servelab_metrics::request::itl_per_token_ms;
+use servelab_metrics::{RequestRow, Summary};
+use servelab_records::{RequestRecord, RunInfo};
+use servelab_store::{Headline, RunConfig};
+
+use crate::load::Load;
+use crate::metric::Sample;
+
+/// Per-request samples of one run, one unit per successful measured request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Samples {
+    pub ttft: Vec<Vec<f64>>,
+    pub tpot: Vec<Vec<f64>>,
+    pub e2el: Vec<Vec<f64>>,
+    /// The per-token inter-token gaps of each request.
+    pub itl: Vec<Vec<f64>>,
+}
+
+impl Samples {
+    /// From summary rows (TTFT, TPOT, E2E) and the records (per-token ITL, as the summary
+    /// computes it). Without records, ITL falls back to the rows' per-chunk gaps.
+    pub fn new(rows: &[RequestRow], records: &[RequestRecord]) -> Samples {
+        let ok: Vec<&RequestRow> = rows.iter().filter(|r| r.is_success()).collect();
+        let one = |f: fn(&RequestRow) -> Option<f64>| -> Vec<Vec<f64>> {
+            ok.iter().filter_map(|r| f(r)).map(|v| vec![v]).collect()
+        };
+        let measured: Vec<&RequestRecord> =
+            records.iter().filter(|r| !r.warmup && r.is_success()).collect();
+        let itl = if measured.is_empty() {
+            ok.iter().map(|r| r.itl_chunk_ms.clone()).filter(|g| !g.is_empty()).collect()
+        } else {
+            measured.iter().map(|r| itl_per_token_ms(r)).filter(|g| !g.is_empty()).collect()
+        };
+        Samples {
+            ttft: one(|r| r.ttft_ms),
+            tpot: one(|r| r.tpot_ms),
+            e2el: one(|r| r.e2el_ms),
+            itl,
+        }
+    }
+
+    pub fn get(&self, s: Sample) -> &[Vec<f64>] {
+        match s {
+            Sample::Ttft => &self.ttft,
+            Sample::Tpot => &self.tpot,
+            Sample::Itl => &self.itl,
+            Sample::E2el => &self.e2el,
+        }
+    }
+}
+
+/// One stored (or imported, or file) run, ready to compare.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunData {
+    /// Display name: the label, else `#id`, else the file name.
+    pub name: String,
+    pub id: Option<i64>,
+    pub status: String,
+    pub load: Load,
+    pub headline: Headline,
+    pub samples: Option<Samples>,
+    pub config: Option<RunConfig>,
+    pub tags: Vec<(String, String)>,
+    pub summary: Option<Summary>,
+    pub records: Vec<RequestRecord>,
+}
+
+impl RunData {
+    /// A run servelab measured: everything comes from its summary (and records).
+    pub fn from_summary(name: &str, summary: Summary, records: Vec<RequestRecord>) -> RunData {
+        let samples = Some(Samples::new(&summary.requests, &records));
+        RunData {
+            name: name.to_string(),
+            id: None,
+            status: if summary.info.interrupted { "interrupted" } else { "complete" }.into(),
+            load: Load::of(&summary.info),
+            headline: Headline::from_summary(&summary),
+            samples,
+            config: None,
+            tags: Vec::new(),
+            summary: Some(summary),
+            records,
+        }
+    }
+
+    /// A run known only by its headline numbers (an import).
+    pub fn from_headline(name: &str, info: &RunInfo, headline: Headline) -> RunData {
+        RunData {
+            name: name.to_string(),
+            id: None,
+            status: "complete".into(),
+            load: Load::of(info),
+            headline,
+            samples: None,
+            config: None,
+            tags: Vec::new(),
+            summary: None,
+            records: Vec::new(),
+        }
+    }
+}
+
+/// Runs of one configuration at one load: a single run, or repeats of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subject {
+    pub name: String,
+    pub runs: Vec<RunData>,
+}
+
+impl Subject {
+    pub fn single(run: RunData) -> Subject {
+        Subject { name: run.name.clone(), runs: vec![run] }
+    }
+
+    pub fn load(&self) -> Load {
+        self.runs.first().map(|r| r.load).unwrap_or_default()
+    }
+
+    /// Mean over the repeats that have the metric; `None` when none has it.
+    pub fn value(&self, f: impl Fn(&Headline) -> Option<f64>) -> Option<f64> {
+        let vals: Vec<f64> = self.runs.iter().filter_map(|r| f(&r.headline)).collect();
+        (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+    }
+
+    /// Success rate over all repeats: completed / (completed + failed), pooled.
+    pub fn success_rate(&self) -> Option<f64> {
+        let mut c = 0u64;
+        let mut f = 0u64;
+        for r in &self.runs {
+            c += r.headline.completed?;
+            f += r.headline.failed?;
+        }
+        (c + f > 0).then(|| c as f64 / (c + f) as f64)
+    }
+
+    /// The per-request units of every repeat, pooled; `None` unless every repeat has them.
+    pub fn units(&self, s: Sample) -> Option<Vec<Vec<f64>>> {
+        let mut all = Vec::new();
+        for r in &self.runs {
+            all.extend(r.samples.as_ref()?.get(s).iter().cloned());
+        }
+        Some(all)
+    }
+}

@@ -1,0 +1,32 @@
+//! servelab-compare: comparisons of stored runs with noise bands, rankings per load level,
+//! a rule-based written summary, and report rendering (Markdown and self-contained HTML).
+//!
+//! | module | what |
+//! |---|---|
+//! | [`load`] | load levels (concurrency / rate) |
+//! | [`metric`] | the compared metrics, their direction and samples |
+//! | [`bootstrap`] | seeded bootstrap confidence intervals (pure) |
+//! | [`data`] | [`RunData`], [`Subject`]: what a comparison reads |
+//! | [`compare`] | [`compare()`]: deltas against a baseline with noise verdicts |
+//! | [`rank`] | series, rankings per metric per load level |
+//! | [`narrative`] | the written summary rules |
+//! | [`render`] | the comparison as plain text, Markdown, JSON |
+//! | [`report`] | the report: Markdown and HTML with inline SVG charts |
+
+pub mod bootstrap;
+pub mod compare;
+pub mod data;
+pub mod load;
+pub mod metric;
+pub mod narrative;
+pub mod rank;
+pub mod render;
+pub mod report;
+pub mod svg;
+
+pub use compare::{compare, CompareOptions, Comparison, Delta, MetricRow, Noise, Verdict};
+pub use data::{RunData, Samples, Subject};
+pub use load::Load;
+pub use metric::Metric;
+pub use narrative::{written_summary, Finding};
+pub use rank::{group, rankings, LevelRanking, Series};

@@ -1,0 +1,151 @@
+//! Rankings per metric at each load level, over series of runs (a label's runs at one or
+//! more loads).
+
+use serde::Serialize;
+
+use crate::compare::{rejected, CompareOptions};
+use crate::data::{RunData, Subject};
+use crate::load::Load;
+use crate::metric::Metric;
+
+/// A named set of runs, one [`Subject`] per load level, lightest load first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<Subject>,
+}
+
+impl Series {
+    /// The point at `load`, if the series has one.
+    pub fn at(&self, load: &Load) -> Option<&Subject> {
+        self.points.iter().find(|p| p.load().to_string() == load.to_string())
+    }
+}
+
+/// Group runs into series by name (first appearance order), and within a series into
+/// subjects by load (runs of one name at one load are repeats).
+pub fn group(runs: Vec<RunData>) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for run in runs {
+        let si = match out.iter().position(|s| s.name == run.name) {
+            Some(i) => i,
+            None => {
+                out.push(Series { name: run.name.clone(), points: Vec::new() });
+                out.len() - 1
+            }
+        };
+        let key = run.load.to_string();
+        let series = &mut out[si];
+        match series.points.iter_mut().find(|p| p.load().to_string() == key) {
+            Some(p) => p.runs.push(run),
+            None => series.points.push(Subject::single(run)),
+        }
+    }
+    for s in &mut out {
+        s.points.sort_by(|a, b| a.load().cmp_intensity(&b.load()));
+    }
+    out
+}
+
+/// Every load level of any series, lightest first.
+pub fn levels(series: &[Series]) -> Vec<Load> {
+    let mut v: Vec<Load> = Vec::new();
+    for p in series.iter().flat_map(|s| &s.points) {
+        if !v.iter().any(|l| l.to_string() == p.load().to_string()) {
+            v.push(p.load());
+        }
+    }
+    v.sort_by(|a, b| a.cmp_intensity(b));
+    v
+}
+
+/// One series' place in a ranking.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankEntry {
+    pub name: String,
+    pub value: f64,
+    /// 1-based; equal values share a rank (1, 1, 3).
+    pub rank: usize,
+}
+
+/// The ranking of one metric at one load level.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LevelRanking {
+    pub load: Load,
+    pub metric: Metric,
+    /// Best first; rejected series and series without the metric are left out.
+    pub entries: Vec<RankEntry>,
+}
+
+/// Rank `(name, value)` pairs for a metric's direction: best first, ties share a rank, and
+/// equal values keep their input order.
+pub fn rank_values(metric: Metric, values: &[(String, f64)]) -> Vec<RankEntry> {
+    let mut v: Vec<(String, f64)> = values.to_vec();
+    v.sort_by(|a, b| {
+        let o = a.1.total_cmp(&b.1);
+        if metric.higher_is_better() {
+            o.reverse()
+        } else {
+            o
+        }
+    });
+    let mut out: Vec<RankEntry> = Vec::with_capacity(v.len());
+    for (i, (name, value)) in v.into_iter().enumerate() {
+        let rank = match out.last() {
+            Some(prev) if prev.value == value => prev.rank,
+            _ => i + 1,
+        };
+        out.push(RankEntry { name, value, rank });
+    }
+    out
+}
+
+/// Rankings of every metric at every load level.
+pub fn rankings(series: &[Series], o: &CompareOptions) -> Vec<LevelRanking> {
+    let mut out = Vec::new();
+    for load in levels(series) {
+        for metric in Metric::ALL {
+            let values: Vec<(String, f64)> = series
+                .iter()
+                .filter_map(|s| {
+                    let p = s.at(&load)?;
+                    if rejected(p.success_rate(), o.min_success_rate) {
+                        return None;
+                    }
+                    Some((s.name.clone(), point_value(p, metric)?))
+                })
+                .collect();
+            out.push(LevelRanking { load, metric, entries: rank_values(metric, &values) });
+        }
+    }
+    out
+}
+
+/// A point's value of a metric (success rate in percent).
+pub fn point_value(p: &Subject, metric: Metric) -> Option<f64> {
+    if metric == Metric::SuccessRate {
+        return p.success_rate().map(|s| s * 100.0);
+    }
+    p.value(|h| metric.headline(h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(v: &[(&str, f64)]) -> Vec<(String, f64)> {
+        v.iter().map(|(n, x)| (n.to_string(), *x)).collect()
+    }
+
+    #[test]
+    fn ranks_follow_direction_and_ties_share() {
+        let r = rank_values(
+            Metric::OutputThroughput,
+            &pairs(&[("a", 10.0), ("b", 30.0), ("c", 30.0), ("d", 5.0)]),
+        );
+        let got: Vec<(&str, usize)> = r.iter().map(|e| (e.name.as_str(), e.rank)).collect();
+        assert_eq!(got, vec![("b", 1), ("c", 1), ("a", 3), ("d", 4)]);
+        let r = rank_values(Metric::TtftP99, &pairs(&[("a", 10.0), ("b", 30.0)]));
+        assert_eq!(r[0].name, "a");
+    }
+}

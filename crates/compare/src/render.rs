@@ -1,0 +1,117 @@
+//! The comparison as text: one [`Table`] (servelab-outputs' writer) for the terminal and
+//! Markdown, plus notes; or JSON.
+
+use servelab_outputs::Table;
+
+use crate::compare::{Comparison, Delta, Noise, Verdict};
+
+/// A number with two decimals, `-` when missing.
+pub fn num(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{x:.2}"))
+}
+
+/// `+1.23 (+4.5%) better`.
+pub fn delta_cell(d: Option<&Delta>) -> String {
+    let Some(d) = d else { return "-".into() };
+    let pct = d.pct.map(|p| format!(" ({p:+.1}%)")).unwrap_or_default();
+    let word = match d.verdict {
+        Verdict::Better => "better",
+        Verdict::Worse => "worse",
+        Verdict::WithinNoise => "within noise",
+        Verdict::Unknown => "no noise estimate",
+    };
+    format!("{:+.2}{pct} {word}", d.abs)
+}
+
+/// Metric rows × (baseline, then value and delta for each other subject). The best value
+/// of each metric is marked `*`.
+pub fn comparison_table(c: &Comparison) -> Table {
+    let mut headers = vec!["Metric".to_string()];
+    for (i, s) in c.subjects.iter().enumerate() {
+        if i == 0 {
+            headers.push(format!("{} (baseline)", s.name));
+        } else {
+            headers.push(s.name.clone());
+            headers.push(format!("Δ {}", s.name));
+        }
+    }
+    let mut t = Table::new(headers);
+    for row in &c.rows {
+        let mut cells = vec![row.metric.label().to_string()];
+        for (i, v) in row.values.iter().enumerate() {
+            let star = if row.best == Some(i) && c.subjects.len() > 1 { " *" } else { "" };
+            cells.push(format!("{}{star}", num(*v)));
+            if i > 0 {
+                cells.push(delta_cell(row.deltas[i].as_ref()));
+            }
+        }
+        t.push(cells);
+    }
+    t
+}
+
+/// What each subject is, which are rejected, and how noise was judged.
+pub fn notes(c: &Comparison) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in &c.subjects {
+        let sr = s.success_rate.map_or("unknown".into(), |r| format!("{:.1}%", r * 100.0));
+        let runs = if s.runs > 1 { format!(", {} repeated runs", s.runs) } else { String::new() };
+        let rej = if s.rejected {
+            format!(
+                " - REJECTED: below the minimum success rate {:.1}%, never the winner",
+                c.options.min_success_rate * 100.0
+            )
+        } else {
+            String::new()
+        };
+        out.push(format!("{}: load {}{runs}, success rate {sr}{rej}", s.name, s.load));
+    }
+    let loads: Vec<String> = c.subjects.iter().map(|s| s.load.to_string()).collect();
+    if loads.windows(2).any(|w| w[0] != w[1]) {
+        out.push("warning: the runs were driven at different loads; differences include the load's effect".into());
+    }
+    let uses = |f: fn(&Noise) -> bool| {
+        c.rows.iter().flat_map(|r| r.deltas.iter().flatten()).any(|d| f(&d.noise))
+    };
+    let level = c.options.level * 100.0;
+    let how = format!("{} resamples, seed {}", c.options.resamples, c.options.seed);
+    if uses(|n| matches!(n, Noise::Repeats { .. })) {
+        out.push(format!("noise: {level:.0}% bootstrap interval over repeated runs ({how})"));
+    }
+    if uses(|n| matches!(n, Noise::Requests { .. })) {
+        out.push(format!("noise: {level:.0}% bootstrap interval over per-request samples ({how})"));
+    }
+    if uses(|n| matches!(n, Noise::Unknown)) {
+        out.push("no noise estimate: a run-level metric of single runs (repeat runs under one label to get one), or a run without per-request records".into());
+    }
+    out.push("* best value among runs that are not rejected".into());
+    out
+}
+
+/// Terminal output.
+pub fn render_plain(c: &Comparison) -> String {
+    let mut out = comparison_table(c).to_plain();
+    out.push('\n');
+    for n in notes(c) {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    out
+}
+
+/// Markdown output.
+pub fn render_markdown(c: &Comparison) -> String {
+    let mut out = comparison_table(c).to_markdown();
+    out.push('\n');
+    for n in notes(c) {
+        out.push_str(&format!("- {}\n", n.replace('*', "\\*")));
+    }
+    out
+}
+
+/// JSON output (every value, delta, interval and verdict).
+pub fn render_json(c: &Comparison) -> String {
+    let mut s = serde_json::to_string_pretty(c).unwrap_or_default();
+    s.push('\n');
+    s
+}

@@ -1,0 +1,134 @@
+//! The report: a Markdown snapshot, and the HTML rendered by headless Chromium when present.
+
+use std::path::Path;
+use std::process::Command;
+
+use servelab_compare::report::{build, html, markdown};
+use servelab_compare::{CompareOptions, RunData};
+use servelab_metrics::{summarize, MetricsConfig};
+use servelab_records::{Chunk, ChunkKind, Outcome, RequestRecord, RunInfo, Usage};
+
+/// `n` requests, `conc` at a time, TTFT `ttft + (i % 5)` ms, then `tokens` tokens `itl` apart.
+fn records(n: u64, conc: u64, ttft: u64, itl: u64, tokens: u64) -> Vec<RequestRecord> {
+    let ms = 1_000_000u64;
+    let dur = ttft + 4 + itl * (tokens - 1);
+    (0..n)
+        .map(|i| {
+            let start = (i / conc) * (dur + 1) * ms;
+            let first = start + (ttft + i % 5) * ms;
+            RequestRecord {
+                index: i,
+                warmup: false,
+                scheduled_ns: 0,
+                intended_ns: start,
+                sent_ns: start,
+                prompt_tokens: Some(32),
+                max_tokens: Some(tokens),
+                usage: Some(Usage {
+                    prompt_tokens: 32,
+                    completion_tokens: tokens,
+                    reasoning_tokens: None,
+                }),
+                chunks: (0..tokens)
+                    .map(|k| Chunk {
+                        t_ns: first + k * itl * ms,
+                        kind: ChunkKind::Content,
+                        text: "t".into(),
+                        tokens: Some(1),
+                    })
+                    .collect(),
+                end_ns: Some(first + (tokens - 1) * itl * ms),
+                status: Some(200),
+                outcome: Outcome::Success,
+            }
+        })
+        .collect()
+}
+
+fn run(name: &str, conc: u64, ttft: u64, itl: u64) -> RunData {
+    let info = RunInfo {
+        backend: "openai".into(),
+        base_url: "http://127.0.0.1:8000".into(),
+        endpoint: "/v1/completions".into(),
+        model: "sim".into(),
+        dataset: "random(32:16)".into(),
+        num_prompts: 40,
+        burstiness: 1.0,
+        max_concurrency: Some(conc),
+        started_at: "2026-11-21T10:00:00Z".into(),
+        servelab_version: "0.1.0".into(),
+        ..RunInfo::default()
+    };
+    let recs = records(40, conc, ttft, itl, 16);
+    let s = summarize(&recs, &info, &MetricsConfig::default());
+    RunData::from_summary(name, s, recs)
+}
+
+fn sample_report() -> servelab_compare::report::Report {
+    let runs = vec![
+        run("engine-a", 1, 40, 10),
+        run("engine-a", 4, 70, 14),
+        run("engine-b", 1, 30, 12),
+        run("engine-b", 4, 50, 12),
+    ];
+    build("Engine A vs B", runs, &CompareOptions::default())
+}
+
+#[test]
+fn markdown_report_snapshot() {
+    insta::assert_snapshot!(markdown(&sample_report()));
+}
+
+#[test]
+fn html_is_self_contained_with_four_charts() {
+    let page = html(&sample_report());
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert_eq!(page.matches("<svg xmlns=\"http://www.w3.org/2000/svg\"").count(), 4);
+    assert!(!page.contains("<script"));
+    assert!(!page.contains("<link"));
+    assert!(!page.contains("src="), "nothing loaded from anywhere");
+    assert!(page.contains("Best throughput: engine-b"), "written summary present");
+}
+
+/// Renders the report in headless Chromium (no network) and checks that the charts are in
+/// the DOM, then takes a screenshot. Skipped, with a message, when Chromium is absent.
+#[test]
+fn html_renders_in_headless_chromium() {
+    let chromium = Path::new("/usr/bin/chromium");
+    if !chromium.exists() {
+        eprintln!("SKIPPED html_renders_in_headless_chromium: /usr/bin/chromium not found (apt-get install -y chromium)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.html");
+    std::fs::write(&file, html(&sample_report())).unwrap();
+    let url = format!("file://{}", file.display());
+    let profile = dir.path().join("profile");
+    let base = |extra: &[&str]| {
+        let mut c = Command::new(chromium);
+        c.args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            &format!("--user-data-dir={}", profile.display()),
+        ]);
+        c.args(extra);
+        c.arg(&url);
+        c.output().expect("chromium runs")
+    };
+    let dom = base(&["--dump-dom", "--virtual-time-budget=2000"]);
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert_eq!(dom.matches("<svg").count(), 4, "four charts in the DOM");
+    assert!(dom.matches("class=\"series\"").count() >= 8, "two lines per chart");
+    assert!(dom.contains("Best throughput"));
+    let shot = dir.path().join("shot.png");
+    let out = base(&["--window-size=1200,2000", &format!("--screenshot={}", shot.display())]);
+    assert!(shot.exists(), "screenshot written: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::metadata(&shot).unwrap().len() > 10_000, "a real picture, not a blank page");
+    if let Ok(keep) = std::env::var("SERVELAB_KEEP_SCREENSHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+}

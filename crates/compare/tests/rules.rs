@@ -1,0 +1,176 @@
+//! Comparisons, rankings and the written-summary rules on small hand-made runs.
+
+use servelab_compare::narrative::{
+    rule_best_balance, rule_best_latency, rule_best_throughput, rule_rejected,
+    rule_worst_degradation,
+};
+use servelab_compare::render::{delta_cell, render_plain};
+use servelab_compare::{
+    compare, group, rankings, CompareOptions, Load, Metric, RunData, Samples, Subject, Verdict,
+};
+use servelab_store::Headline;
+
+fn run(
+    name: &str,
+    conc: u64,
+    out_tps: f64,
+    ttft: f64,
+    ttft_p99: f64,
+    completed: u64,
+    failed: u64,
+) -> RunData {
+    RunData {
+        name: name.into(),
+        id: None,
+        status: "complete".into(),
+        load: Load { concurrency: Some(conc), rate: None },
+        headline: Headline {
+            output_throughput: Some(out_tps),
+            ttft_mean_ms: Some(ttft),
+            ttft_p99_ms: Some(ttft_p99),
+            tpot_mean_ms: Some(10.0),
+            completed: Some(completed),
+            failed: Some(failed),
+            ..Headline::default()
+        },
+        samples: None,
+        config: None,
+        tags: Vec::new(),
+        summary: None,
+        records: Vec::new(),
+    }
+}
+
+fn with_ttft(mut r: RunData, ttfts: &[f64]) -> RunData {
+    r.samples =
+        Some(Samples { ttft: ttfts.iter().map(|t| vec![*t]).collect(), ..Samples::default() });
+    r
+}
+
+fn opts() -> CompareOptions {
+    CompareOptions::default()
+}
+
+#[test]
+fn deltas_are_against_the_baseline_and_noise_comes_from_requests() {
+    let a = with_ttft(run("a", 4, 100.0, 50.0, 60.0, 100, 0), &[49.0, 50.0, 51.0, 50.0]);
+    let b = with_ttft(run("b", 4, 120.0, 40.0, 45.0, 100, 0), &[39.0, 40.0, 41.0, 40.0]);
+    let c = compare(&[Subject::single(a), Subject::single(b)], &opts());
+    let row = |m: Metric| c.rows.iter().find(|r| r.metric == m).unwrap();
+    let thr = row(Metric::OutputThroughput);
+    let d = thr.deltas[1].unwrap();
+    assert_eq!((d.abs, d.pct), (20.0, Some(20.0)));
+    assert_eq!(d.verdict, Verdict::Unknown, "single runs: no noise for throughput");
+    assert_eq!(thr.best, Some(1));
+    let ttft = row(Metric::TtftMean).deltas[1].unwrap();
+    assert_eq!(ttft.abs, -10.0);
+    assert_eq!(ttft.verdict, Verdict::Better);
+    assert_eq!(delta_cell(Some(&ttft)), "-10.00 (-20.0%) better");
+    assert_eq!(row(Metric::TtftMean).best, Some(1));
+    assert!(row(Metric::ItlMean).deltas[1].is_none(), "missing on both sides");
+}
+
+#[test]
+fn repeated_runs_give_run_to_run_noise_for_throughput() {
+    let a = Subject {
+        name: "a".into(),
+        runs: vec![run("a", 4, 100.0, 50.0, 60.0, 10, 0), run("a", 4, 102.0, 50.0, 60.0, 10, 0)],
+    };
+    let b = Subject {
+        name: "b".into(),
+        runs: vec![run("b", 4, 101.0, 50.0, 60.0, 10, 0), run("b", 4, 99.0, 50.0, 60.0, 10, 0)],
+    };
+    let c = compare(&[a, b], &opts());
+    let thr = c.rows.iter().find(|r| r.metric == Metric::OutputThroughput).unwrap();
+    assert_eq!(thr.values, vec![Some(101.0), Some(100.0)]);
+    let d = thr.deltas[1].unwrap();
+    assert_eq!(d.verdict, Verdict::WithinNoise);
+    assert_eq!(d.noise, servelab_compare::Noise::Repeats { baseline: 2, this: 2 });
+}
+
+#[test]
+fn a_rejected_run_is_never_the_winner() {
+    let a = run("a", 4, 100.0, 50.0, 60.0, 100, 0);
+    let b = run("b", 4, 500.0, 10.0, 12.0, 90, 10);
+    let c = compare(&[Subject::single(a), Subject::single(b)], &opts());
+    assert!(c.subjects[1].rejected);
+    assert!(c.rows.iter().all(|r| r.best != Some(1)));
+    let text = render_plain(&c);
+    assert!(text.contains("b: load c=4, success rate 90.0% - REJECTED"), "{text}");
+    let lenient = CompareOptions { min_success_rate: 0.8, ..opts() };
+    let c = compare(
+        &[
+            Subject::single(run("a", 4, 100.0, 50.0, 60.0, 100, 0)),
+            Subject::single(run("b", 4, 500.0, 10.0, 12.0, 90, 10)),
+        ],
+        &lenient,
+    );
+    assert!(!c.subjects[1].rejected);
+}
+
+fn sweep() -> Vec<servelab_compare::Series> {
+    group(vec![
+        run("fast", 1, 100.0, 20.0, 25.0, 50, 0),
+        run("fast", 8, 400.0, 60.0, 200.0, 50, 0),
+        run("big", 1, 90.0, 30.0, 35.0, 50, 0),
+        run("big", 8, 600.0, 50.0, 70.0, 50, 0),
+        run("flaky", 1, 900.0, 5.0, 6.0, 40, 10),
+    ])
+}
+
+#[test]
+fn rankings_per_level_exclude_rejected_points() {
+    let s = sweep();
+    assert_eq!(s.len(), 3);
+    assert_eq!(s[0].points.len(), 2);
+    let r = rankings(&s, &opts());
+    let at1 = r
+        .iter()
+        .find(|l| l.load.concurrency == Some(1) && l.metric == Metric::OutputThroughput)
+        .unwrap();
+    let names: Vec<&str> = at1.entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, vec!["fast", "big"], "flaky is rejected");
+    let at8 =
+        r.iter().find(|l| l.load.concurrency == Some(8) && l.metric == Metric::TtftP99).unwrap();
+    assert_eq!(at8.entries[0].name, "big");
+}
+
+#[test]
+fn each_rule_says_what_the_numbers_say() {
+    let s = sweep();
+    let o = opts();
+    assert_eq!(
+        rule_rejected(&s, &o)[0].text,
+        "flaky at c=1 is excluded: success rate 80.0% is below 99.0%."
+    );
+    assert_eq!(
+        rule_best_throughput(&s, &o).unwrap().text,
+        "Best throughput: big with 600.0 output tok/s at c=8."
+    );
+    assert_eq!(
+        rule_best_latency(&s, &o).unwrap().text,
+        "Best single-request latency: fast, mean TTFT 20.0 ms, mean TPOT 10.00 ms at c=1, its lightest load."
+    );
+    // fast: c=1 ranks (1 + 1), c=8 ranks (2 + 2) → 3.0; big: (2 + 2), (1 + 1) → 3.0; tie
+    // goes to the higher peak throughput.
+    assert_eq!(
+        rule_best_balance(&s, &o).unwrap().text,
+        "Best balance: big (mean rank 3.0 in output throughput plus p99 TTFT, over 2 load levels)."
+    );
+    assert_eq!(
+        rule_worst_degradation(&s, &o).unwrap().text,
+        "Worst degradation under load: fast, p99 TTFT grows 8.0x from 25.0 ms at c=1 to 200.0 ms at c=8."
+    );
+}
+
+#[test]
+fn rules_that_lack_inputs_say_nothing() {
+    let one = group(vec![run("solo", 4, 100.0, 20.0, 25.0, 10, 0)]);
+    let o = opts();
+    assert!(rule_best_balance(&one, &o).is_none(), "needs two series");
+    assert!(rule_worst_degradation(&one, &o).is_none(), "needs two load levels");
+    assert!(rule_rejected(&one, &o).is_empty());
+    assert!(rule_best_throughput(&one, &o).is_some());
+    let all_bad = group(vec![run("bad", 4, 100.0, 20.0, 25.0, 1, 1)]);
+    assert!(rule_best_throughput(&all_bad, &o).is_none());
+}

@@ -1,0 +1,370 @@
+//! Importers: result files of other tools (and servelab's own `--save-result` JSON) become
+//! stored runs with headline metrics. What a file does not have stays `None` and is named in
+//! [`ImportedRun::missing`]; nothing is estimated.
+//!
+//! | source | shape read |
+//! |---|---|
+//! | `vllm bench serve --save-result` | one JSON object: `completed`, `request_throughput`, `mean_ttft_ms`, `p99_ttft_ms`, ... (JSON lines from `--append-result` too) |
+//! | SGLang `bench_serving --output-file` | JSON lines: `completed`, `mean_ttft_ms`, `mean_e2e_latency_ms`, `p99_itl_ms`, ... |
+//! | GuideLLM JSON report | `{"benchmarks": [{"metrics": {"time_to_first_token_ms": {"successful": {...}}, ...}}]}`, one run per benchmark |
+
+use std::path::Path;
+
+use serde_json::Value;
+use servelab_records::RunInfo;
+
+use crate::model::{host_name, Headline, RunConfig};
+
+/// The tool a file came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceTool {
+    Vllm,
+    Sglang,
+    Guidellm,
+    /// A servelab `--save-result` file (vLLM's keys plus a `servelab` object).
+    Servelab,
+}
+
+impl SourceTool {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceTool::Vllm => "vllm",
+            SourceTool::Sglang => "sglang",
+            SourceTool::Guidellm => "guidellm",
+            SourceTool::Servelab => "servelab-file",
+        }
+    }
+}
+
+/// One run read from a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportedRun {
+    pub source: SourceTool,
+    pub label: Option<String>,
+    pub config: RunConfig,
+    pub tags: Vec<(String, String)>,
+    pub headline: Headline,
+    /// Headline metrics the file did not have, then `records` (imports carry no
+    /// per-request records).
+    pub missing: Vec<String>,
+    /// The part of the file this run came from, kept verbatim.
+    pub raw: Value,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: {message}; expected a vllm bench serve --save-result JSON, SGLang bench_serving JSONL or a GuideLLM JSON report")]
+    Format { path: String, message: String },
+}
+
+/// Read every run in the file at `path`.
+pub fn import_file(path: &Path) -> Result<Vec<ImportedRun>, ImportError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ImportError::Read { path: name.clone(), source })?;
+    parse_result_text(&text, &name)
+}
+
+/// Read every run in a file's text; `name` is used in errors and as the default label.
+pub fn parse_result_text(text: &str, name: &str) -> Result<Vec<ImportedRun>, ImportError> {
+    let bad = |message: String| ImportError::Format { path: name.to_string(), message };
+    let label = Path::new(name).file_stem().map(|s| s.to_string_lossy().into_owned());
+    if let Ok(Value::Object(_)) = serde_json::from_str::<Value>(text) {
+        let v: Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        if let Some(benchmarks) = v.get("benchmarks").and_then(Value::as_array) {
+            let runs: Vec<ImportedRun> =
+                benchmarks.iter().map(|b| guidellm(&v, b, label.clone())).collect();
+            if runs.is_empty() {
+                return Err(bad("the GuideLLM report has no benchmarks".into()));
+            }
+            return Ok(runs);
+        }
+        return Ok(vec![one_object(v, label)]);
+    }
+    let mut runs = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        match serde_json::from_str::<Value>(line) {
+            Ok(v @ Value::Object(_)) => runs.push(one_object(v, label.clone())),
+            Ok(_) => return Err(bad(format!("line {} is not a JSON object", i + 1))),
+            Err(e) => return Err(bad(format!("line {}: {e}", i + 1))),
+        }
+    }
+    if runs.is_empty() {
+        return Err(bad("the file is empty".into()));
+    }
+    Ok(runs)
+}
+
+/// A flat vLLM/servelab or SGLang result object.
+fn one_object(v: Value, label: Option<String>) -> ImportedRun {
+    let is_sglang = v.get("mean_e2e_latency_ms").is_some() && v.get("mean_e2el_ms").is_none();
+    if is_sglang {
+        sglang(v, label)
+    } else {
+        vllm(v, label)
+    }
+}
+
+fn f(v: &Value, key: &str) -> Option<f64> {
+    v.get(key).and_then(Value::as_f64)
+}
+
+fn u(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(|x| x.as_u64().or_else(|| x.as_f64().map(|f| f.max(0.0) as u64)))
+}
+
+fn s(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+/// `"inf"` or a number.
+fn rate(v: &Value, key: &str) -> Option<f64> {
+    f(v, key).filter(|r| r.is_finite())
+}
+
+/// vLLM's `YYYYmmdd-HHMMSS` as RFC 3339; anything else unchanged.
+pub fn rfc3339_from_vllm(date: &str) -> String {
+    let b = date.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    if b.len() == 15 && digits(0..8) && b[8] == b'-' && digits(9..15) {
+        format!(
+            "{}-{}-{}T{}:{}:{}Z",
+            &date[0..4],
+            &date[4..6],
+            &date[6..8],
+            &date[9..11],
+            &date[11..13],
+            &date[13..15]
+        )
+    } else {
+        date.to_string()
+    }
+}
+
+/// The names of headline metrics that are `None`, then `records`.
+pub fn missing(h: &Headline) -> Vec<String> {
+    let named = [
+        ("request_throughput", h.request_throughput.is_none()),
+        ("output_throughput", h.output_throughput.is_none()),
+        ("total_token_throughput", h.total_token_throughput.is_none()),
+        ("ttft_mean_ms", h.ttft_mean_ms.is_none()),
+        ("ttft_p99_ms", h.ttft_p99_ms.is_none()),
+        ("tpot_mean_ms", h.tpot_mean_ms.is_none()),
+        ("tpot_p99_ms", h.tpot_p99_ms.is_none()),
+        ("itl_mean_ms", h.itl_mean_ms.is_none()),
+        ("itl_p99_ms", h.itl_p99_ms.is_none()),
+        ("e2el_mean_ms", h.e2el_mean_ms.is_none()),
+        ("e2el_p99_ms", h.e2el_p99_ms.is_none()),
+        ("completed", h.completed.is_none()),
+        ("failed", h.failed.is_none()),
+        ("duration_s", h.duration_s.is_none()),
+    ];
+    let mut out: Vec<String> =
+        named.iter().filter(|(_, m)| *m).map(|(n, _)| n.to_string()).collect();
+    out.push("records".into());
+    out
+}
+
+fn finish(
+    source: SourceTool,
+    label: Option<String>,
+    info: RunInfo,
+    headline: Headline,
+    raw: Value,
+) -> ImportedRun {
+    let config = RunConfig { info, host: host_name(), engine: None, engine_flags: None };
+    let tags = vec![("source".to_string(), source.as_str().to_string())];
+    ImportedRun { source, label, config, tags, missing: missing(&headline), headline, raw }
+}
+
+fn vllm(v: Value, label: Option<String>) -> ImportedRun {
+    let source = if v.get("servelab").is_some() { SourceTool::Servelab } else { SourceTool::Vllm };
+    let run = v.get("servelab").and_then(|s| s.get("run"));
+    let info = match run.and_then(|r| serde_json::from_value::<RunInfo>(r.clone()).ok()) {
+        Some(info) => info,
+        None => RunInfo {
+            backend: s(&v, "backend").unwrap_or_default(),
+            model: s(&v, "model_id").unwrap_or_default(),
+            tokenizer: s(&v, "tokenizer_id"),
+            num_prompts: u(&v, "num_prompts").unwrap_or(0),
+            request_rate: rate(&v, "request_rate"),
+            burstiness: f(&v, "burstiness").unwrap_or(1.0),
+            max_concurrency: u(&v, "max_concurrency"),
+            started_at: s(&v, "date").map(|d| rfc3339_from_vllm(&d)).unwrap_or_default(),
+            servelab_version: String::new(),
+            ..RunInfo::default()
+        },
+    };
+    let completed = u(&v, "completed");
+    // Older vLLM files have no `failed`; `num_prompts − completed` is what failed then.
+    let failed = u(&v, "failed").or_else(|| Some(u(&v, "num_prompts")?.saturating_sub(completed?)));
+    let headline = Headline {
+        request_throughput: f(&v, "request_throughput"),
+        output_throughput: f(&v, "output_throughput"),
+        total_token_throughput: f(&v, "total_token_throughput"),
+        ttft_mean_ms: f(&v, "mean_ttft_ms"),
+        ttft_p99_ms: f(&v, "p99_ttft_ms"),
+        tpot_mean_ms: f(&v, "mean_tpot_ms"),
+        tpot_p99_ms: f(&v, "p99_tpot_ms"),
+        itl_mean_ms: f(&v, "mean_itl_ms"),
+        itl_p99_ms: f(&v, "p99_itl_ms"),
+        e2el_mean_ms: f(&v, "mean_e2el_ms"),
+        e2el_p99_ms: f(&v, "p99_e2el_ms"),
+        completed,
+        failed,
+        duration_s: f(&v, "duration"),
+    };
+    let label = s(&v, "label").or(label);
+    finish(source, label, info, headline, v)
+}
+
+fn sglang(v: Value, label: Option<String>) -> ImportedRun {
+    let info = RunInfo {
+        backend: s(&v, "backend").unwrap_or_default(),
+        model: s(&v, "model_id").or_else(|| s(&v, "model")).unwrap_or_default(),
+        dataset: s(&v, "dataset_name").unwrap_or_default(),
+        request_rate: rate(&v, "request_rate"),
+        max_concurrency: u(&v, "max_concurrency"),
+        ..RunInfo::default()
+    };
+    let total = f(&v, "total_throughput")
+        .or_else(|| Some(f(&v, "input_throughput")? + f(&v, "output_throughput")?));
+    let headline = Headline {
+        request_throughput: f(&v, "request_throughput"),
+        output_throughput: f(&v, "output_throughput"),
+        total_token_throughput: total,
+        ttft_mean_ms: f(&v, "mean_ttft_ms"),
+        ttft_p99_ms: f(&v, "p99_ttft_ms"),
+        tpot_mean_ms: f(&v, "mean_tpot_ms"),
+        tpot_p99_ms: f(&v, "p99_tpot_ms"),
+        itl_mean_ms: f(&v, "mean_itl_ms"),
+        itl_p99_ms: f(&v, "p99_itl_ms"),
+        e2el_mean_ms: f(&v, "mean_e2e_latency_ms"),
+        e2el_p99_ms: f(&v, "p99_e2e_latency_ms"),
+        completed: u(&v, "completed"),
+        // bench_serving counts only successes; failures are not in its output.
+        failed: None,
+        duration_s: f(&v, "duration"),
+    };
+    finish(SourceTool::Sglang, label, info, headline, v)
+}
+
+/// `metrics.<name>.successful` of a GuideLLM benchmark.
+fn successful<'a>(b: &'a Value, name: &str) -> Option<&'a Value> {
+    b.get("metrics")?.get(name)?.get("successful")
+}
+
+/// A distribution's p99: `percentiles.p99` (GuideLLM ≥ 0.3) or a flat `p99`.
+fn dist_p99(d: &Value) -> Option<f64> {
+    d.get("percentiles").and_then(|p| f(p, "p99")).or_else(|| f(d, "p99"))
+}
+
+/// The first string found at any of these paths.
+fn first_str(v: &Value, paths: &[&[&str]]) -> Option<String> {
+    paths.iter().find_map(|p| {
+        let mut cur = v;
+        for k in *p {
+            cur = cur.get(*k)?;
+        }
+        cur.as_str().map(str::to_string)
+    })
+}
+
+fn first_f64(v: &Value, paths: &[&[&str]]) -> Option<f64> {
+    paths.iter().find_map(|p| {
+        let mut cur = v;
+        for k in *p {
+            cur = cur.get(*k)?;
+        }
+        cur.as_f64()
+    })
+}
+
+fn guidellm(report: &Value, b: &Value, label: Option<String>) -> ImportedRun {
+    let mean = |name: &str| successful(b, name).and_then(|d| f(d, "mean"));
+    let p99 = |name: &str| successful(b, name).and_then(dist_p99);
+    let totals = b.get("metrics").and_then(|m| m.get("request_totals"));
+    let completed = totals.and_then(|t| u(t, "successful"));
+    let failed = totals.and_then(|t| Some(u(t, "errored")? + u(t, "incomplete").unwrap_or(0)));
+    let start = first_f64(b, &[&["start_time"]]);
+    let end = first_f64(b, &[&["end_time"]]);
+    let duration = first_f64(b, &[&["duration"]]).or_else(|| Some(end? - start?));
+    // Request latency is in seconds in GuideLLM reports.
+    let secs_to_ms = |x: Option<f64>| x.map(|s| s * 1e3);
+    let headline = Headline {
+        request_throughput: mean("requests_per_second"),
+        output_throughput: mean("output_tokens_per_second"),
+        total_token_throughput: mean("tokens_per_second"),
+        ttft_mean_ms: mean("time_to_first_token_ms"),
+        ttft_p99_ms: p99("time_to_first_token_ms"),
+        tpot_mean_ms: mean("time_per_output_token_ms"),
+        tpot_p99_ms: p99("time_per_output_token_ms"),
+        itl_mean_ms: mean("inter_token_latency_ms"),
+        itl_p99_ms: p99("inter_token_latency_ms"),
+        e2el_mean_ms: secs_to_ms(mean("request_latency")),
+        e2el_p99_ms: secs_to_ms(p99("request_latency")),
+        completed,
+        failed,
+        duration_s: duration,
+    };
+    let strategy = [&["config", "strategy"][..], &["args", "strategy"][..], &["strategy"][..]]
+        .iter()
+        .find_map(|p| {
+            let mut cur = b;
+            for k in *p {
+                cur = cur.get(*k)?;
+            }
+            Some(cur)
+        });
+    let streams = strategy.and_then(|st| u(st, "streams"));
+    let rate =
+        strategy.and_then(|st| f(st, "rate")).or_else(|| first_f64(b, &[&["config", "rate"]]));
+    let model = first_str(
+        b,
+        &[&["worker", "backend_model"], &["config", "model"], &["args", "model"], &["model"]],
+    )
+    .or_else(|| first_str(report, &[&["args", "model"], &["config", "model"]]))
+    .unwrap_or_default();
+    let info = RunInfo {
+        backend: "guidellm".into(),
+        base_url: first_str(b, &[&["worker", "backend_target"], &["config", "target"]])
+            .unwrap_or_default(),
+        model,
+        request_rate: rate.filter(|r| r.is_finite()),
+        max_concurrency: streams,
+        started_at: String::new(),
+        ..RunInfo::default()
+    };
+    finish(SourceTool::Guidellm, label, info, headline, b.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vllm_dates_become_rfc3339() {
+        assert_eq!(rfc3339_from_vllm("20261121-114912"), "2026-11-21T11:49:12Z");
+        assert_eq!(rfc3339_from_vllm("yesterday"), "yesterday");
+    }
+
+    #[test]
+    fn missing_names_every_none_then_records() {
+        let h = Headline { request_throughput: Some(1.0), ..Headline::default() };
+        let m = missing(&h);
+        assert_eq!(m.len(), 14);
+        assert_eq!(m[0], "output_throughput");
+        assert_eq!(m.last().map(String::as_str), Some("records"));
+    }
+
+    #[test]
+    fn garbage_is_a_format_error_naming_the_file() {
+        let e = parse_result_text("not json", "x.json").unwrap_err();
+        assert!(e.to_string().starts_with("x.json: line 1"), "{e}");
+        let e = parse_result_text("[1,2]", "y.json").unwrap_err();
+        assert!(e.to_string().contains("not a JSON object"), "{e}");
+    }
+}

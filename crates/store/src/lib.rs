@@ -1,0 +1,27 @@
+//! servelab-store: the results store. Every bench is recorded in one SQLite file so results
+//! last: runs (configuration and status), tags, the summary with indexed headline metrics,
+//! and the per-request records. Runs from other tools are imported (headline metrics only).
+//!
+//! | module | what |
+//! |---|---|
+//! | [`paths`] | where the store lives by default |
+//! | [`schema`] | versioned migrations (`PRAGMA user_version`) |
+//! | [`model`] | the stored types: run rows, configuration, headline metrics, filters |
+//! | [`store`] | [`Store`]: open, begin/append/finish, list, show, delete |
+//! | [`recorder`] | [`Recorder`]: the bench's store writer that warns instead of failing |
+//! | [`import`] | vLLM, SGLang and GuideLLM result files → [`ImportedRun`]s |
+
+pub mod import;
+pub mod model;
+pub mod paths;
+pub mod recorder;
+pub mod schema;
+pub mod store;
+
+pub use import::{import_file, parse_result_text, ImportError, ImportedRun, SourceTool};
+pub use model::{
+    Filter, Headline, NewRun, RunConfig, RunId, RunKind, RunRow, RunStatus, StoredRun,
+};
+pub use paths::{default_db_path, resolve_db_path};
+pub use recorder::Recorder;
+pub use store::{Store, StoreError};

@@ -1,0 +1,250 @@
+//! The stored types. Plain data; [`crate::Store`] reads and writes them.
+
+use serde::{Deserialize, Serialize};
+use servelab_metrics::{Distribution, Summary};
+use servelab_records::RunInfo;
+
+/// A run's id in the store.
+pub type RunId = i64;
+
+/// What produced a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunKind {
+    Bench,
+    SweepPoint,
+}
+
+impl RunKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Bench => "bench",
+            RunKind::SweepPoint => "sweep-point",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunKind> {
+        match s {
+            "bench" => Some(RunKind::Bench),
+            "sweep-point" => Some(RunKind::SweepPoint),
+            _ => None,
+        }
+    }
+}
+
+/// Where a run is in its life. `Running` after the process is gone means it crashed or was
+/// killed: the run is incomplete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    Running,
+    Complete,
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        match s {
+            "running" => Some(RunStatus::Running),
+            "complete" => Some(RunStatus::Complete),
+            "interrupted" => Some(RunStatus::Interrupted),
+            _ => None,
+        }
+    }
+}
+
+/// The full configuration of a run: how it was driven ([`RunInfo`]: target, model, dataset,
+/// load, seed, tool version) plus where it ran and what engine it measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunConfig {
+    pub info: RunInfo,
+    /// Host name of the machine that ran the client.
+    pub host: String,
+    /// Engine label (the `engine` tag, e.g. `vllm-0.11`), if given.
+    pub engine: Option<String>,
+    /// Engine flags (the `engine_flags` tag), if given.
+    pub engine_flags: Option<String>,
+}
+
+impl RunConfig {
+    /// The configuration of a run driven by `info`, with engine details taken from the tags
+    /// `engine` and `engine_flags` when present.
+    pub fn new(info: RunInfo, tags: &[(String, String)]) -> RunConfig {
+        let tag = |k: &str| tags.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        RunConfig {
+            info,
+            host: host_name(),
+            engine: tag("engine"),
+            engine_flags: tag("engine_flags"),
+        }
+    }
+}
+
+/// This machine's host name, or `""` when it cannot be read.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// A run about to start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub label: Option<String>,
+    pub kind: RunKind,
+    pub config: RunConfig,
+    pub tags: Vec<(String, String)>,
+}
+
+/// The metrics every run has a column for, so lists and comparisons need no JSON parsing and
+/// imported runs (which have no per-request data) compare with native ones. `None` means the
+/// source did not have it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Headline {
+    pub request_throughput: Option<f64>,
+    pub output_throughput: Option<f64>,
+    pub total_token_throughput: Option<f64>,
+    pub ttft_mean_ms: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_mean_ms: Option<f64>,
+    pub tpot_p99_ms: Option<f64>,
+    pub itl_mean_ms: Option<f64>,
+    pub itl_p99_ms: Option<f64>,
+    pub e2el_mean_ms: Option<f64>,
+    pub e2el_p99_ms: Option<f64>,
+    pub completed: Option<u64>,
+    pub failed: Option<u64>,
+    pub duration_s: Option<f64>,
+}
+
+/// The 99th percentile of a distribution, if it was computed; `None` for an empty sample.
+pub fn p99(d: &Distribution) -> Option<f64> {
+    if d.count == 0 {
+        return None;
+    }
+    d.percentiles.iter().find(|(p, _)| (*p - 99.0).abs() < 1e-9).map(|(_, v)| *v)
+}
+
+/// The mean of a distribution, `None` for an empty sample.
+pub fn mean(d: &Distribution) -> Option<f64> {
+    (d.count > 0).then_some(d.mean)
+}
+
+impl Headline {
+    /// The headline numbers of a servelab summary.
+    pub fn from_summary(s: &Summary) -> Headline {
+        Headline {
+            request_throughput: Some(s.request_throughput),
+            output_throughput: Some(s.output_throughput),
+            total_token_throughput: Some(s.total_token_throughput),
+            ttft_mean_ms: mean(&s.ttft_ms),
+            ttft_p99_ms: p99(&s.ttft_ms),
+            tpot_mean_ms: mean(&s.tpot_ms),
+            tpot_p99_ms: p99(&s.tpot_ms),
+            itl_mean_ms: mean(&s.itl_ms),
+            itl_p99_ms: p99(&s.itl_ms),
+            e2el_mean_ms: mean(&s.e2el_ms),
+            e2el_p99_ms: p99(&s.e2el_ms),
+            completed: Some(s.completed),
+            failed: Some(s.failed),
+            duration_s: Some(s.duration_s),
+        }
+    }
+
+    /// Completed / (completed + failed), when both are known and not both zero.
+    pub fn success_rate(&self) -> Option<f64> {
+        let (c, f) = (self.completed?, self.failed?);
+        (c + f > 0).then(|| c as f64 / (c + f) as f64)
+    }
+}
+
+/// One run as listed: everything but the big JSON blobs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunRow {
+    pub id: RunId,
+    pub label: Option<String>,
+    pub kind: RunKind,
+    pub status: RunStatus,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub model: String,
+    /// `servelab`, or the tool an imported run came from (`vllm`, `sglang`, `guidellm`).
+    pub source: String,
+    pub tags: Vec<(String, String)>,
+    pub headline: Headline,
+    /// What an imported run's file did not have (headline names, `records`, `summary`).
+    pub missing: Vec<String>,
+}
+
+/// One run with its configuration and summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredRun {
+    pub row: RunRow,
+    pub config: RunConfig,
+    /// The full summary, for runs servelab measured and finished.
+    pub summary: Option<Summary>,
+    /// The original file of an imported run.
+    pub raw: Option<serde_json::Value>,
+}
+
+/// Which runs to list. Every given criterion must hold.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filter {
+    /// Every `key=value` must be a tag of the run.
+    pub tags: Vec<(String, String)>,
+    pub model: Option<String>,
+    pub label: Option<String>,
+    /// Runs started at or after this date (`YYYY-MM-DD` or RFC 3339 prefix, compared as text).
+    pub since: Option<String>,
+}
+
+/// Parse `KEY=VALUE`; the key must be non-empty.
+pub fn parse_tag(s: &str) -> Option<(String, String)> {
+    let (k, v) = s.split_once('=')?;
+    let k = k.trim();
+    (!k.is_empty()).then(|| (k.to_string(), v.trim().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_parse_and_reject_empty_keys() {
+        assert_eq!(parse_tag("gpu=h100"), Some(("gpu".into(), "h100".into())));
+        assert_eq!(parse_tag("flags=a=b"), Some(("flags".into(), "a=b".into())));
+        assert_eq!(parse_tag("=x"), None);
+        assert_eq!(parse_tag("novalue"), None);
+    }
+
+    #[test]
+    fn success_rate_needs_both_counts() {
+        let h = Headline { completed: Some(99), failed: Some(1), ..Headline::default() };
+        assert_eq!(h.success_rate(), Some(0.99));
+        assert_eq!(Headline::default().success_rate(), None);
+        let z = Headline { completed: Some(0), failed: Some(0), ..Headline::default() };
+        assert_eq!(z.success_rate(), None);
+    }
+
+    #[test]
+    fn p99_found_only_when_computed() {
+        let d = Distribution {
+            count: 3,
+            percentiles: vec![(50.0, 1.0), (99.0, 7.0)],
+            ..Default::default()
+        };
+        assert_eq!(p99(&d), Some(7.0));
+        let d = Distribution { count: 3, percentiles: vec![(50.0, 1.0)], ..Default::default() };
+        assert_eq!(p99(&d), None);
+    }
+}

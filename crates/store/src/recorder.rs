@@ -1,0 +1,130 @@
+//! [`Recorder`]: how a bench writes to the store. A store problem must never cost the
+//! benchmark itself, so every failure is a warning on stderr and the recorder turns itself
+//! off; the bench goes on and still prints and saves its result.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use servelab_metrics::Summary;
+use servelab_records::RequestRecord;
+
+use crate::model::{NewRun, RunId, RunStatus};
+use crate::store::Store;
+
+/// Records are written when this many are waiting...
+pub const BATCH_RECORDS: usize = 256;
+/// ...or when the oldest waiting one is this old, so a crash loses at most this much.
+pub const BATCH_AGE: Duration = Duration::from_millis(500);
+
+/// Writes one run to the store, or does nothing when the store is off or has failed.
+#[derive(Debug)]
+pub struct Recorder {
+    store: Option<Store>,
+    id: Option<RunId>,
+    pending: Vec<RequestRecord>,
+    oldest: Option<Instant>,
+    warnings: Vec<String>,
+}
+
+impl Recorder {
+    /// A recorder that records nothing (`--no-store`).
+    pub fn disabled() -> Recorder {
+        Recorder { store: None, id: None, pending: Vec::new(), oldest: None, warnings: Vec::new() }
+    }
+
+    /// Open the store at `path` and begin `run` as `running`. On failure, warns and returns a
+    /// disabled recorder.
+    pub fn begin(path: &Path, run: &NewRun) -> Recorder {
+        match Store::open(path) {
+            Ok(store) => Recorder::begin_in(store, run),
+            Err(e) => {
+                let mut r = Recorder::disabled();
+                r.warn(format!("{e}; this run is not recorded"));
+                r
+            }
+        }
+    }
+
+    /// Begin `run` in an open store.
+    pub fn begin_in(mut store: Store, run: &NewRun) -> Recorder {
+        let mut r = Recorder::disabled();
+        match store.begin_run(run) {
+            Ok(id) => {
+                r.store = Some(store);
+                r.id = Some(id);
+            }
+            Err(e) => r.warn(format!("{e}; this run is not recorded")),
+        }
+        r
+    }
+
+    /// The run's id, while recording.
+    pub fn run_id(&self) -> Option<RunId> {
+        self.id.filter(|_| self.store.is_some())
+    }
+
+    /// Warnings so far (each was also printed).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    fn warn(&mut self, msg: String) {
+        eprintln!("warning: results store: {msg}");
+        self.warnings.push(msg);
+    }
+
+    /// Queue one record; writes a batch when enough are waiting or the oldest is old enough.
+    pub fn push(&mut self, record: &RequestRecord) {
+        if self.store.is_none() {
+            return;
+        }
+        self.pending.push(record.clone());
+        let oldest = *self.oldest.get_or_insert_with(Instant::now);
+        if self.pending.len() >= BATCH_RECORDS || oldest.elapsed() >= BATCH_AGE {
+            self.flush();
+        }
+    }
+
+    /// Write every waiting record now.
+    pub fn flush(&mut self) {
+        self.oldest = None;
+        if self.pending.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.pending);
+        let (Some(store), Some(id)) = (self.store.as_mut(), self.id) else { return };
+        if let Err(e) = store.append_records(id, &batch) {
+            self.fail(format!("cannot append records: {e}; recording stops, the bench goes on"));
+        }
+    }
+
+    fn fail(&mut self, msg: String) {
+        self.store = None;
+        self.warn(msg);
+    }
+
+    /// Write the final records (replacing those appended during the run: token counts are
+    /// attributed after the clock stops), then the summary and final status. Returns the run
+    /// id when the whole run was recorded.
+    pub fn finish(
+        mut self,
+        records: &[RequestRecord],
+        summary: &Summary,
+        status: RunStatus,
+    ) -> Option<RunId> {
+        self.pending.clear();
+        let (Some(store), Some(id)) = (self.store.as_mut(), self.id) else { return None };
+        if let Err(e) = store.append_records(id, records) {
+            self.fail(format!("cannot store the final records: {e}"));
+            return None;
+        }
+        let (Some(store), Some(id)) = (self.store.as_mut(), self.id) else { return None };
+        match store.finish_run(id, summary, status) {
+            Ok(()) => Some(id),
+            Err(e) => {
+                self.fail(format!("cannot store the summary: {e}"));
+                None
+            }
+        }
+    }
+}

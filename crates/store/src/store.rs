@@ -1,0 +1,451 @@
+//! [`Store`]: one SQLite file in WAL mode, so a reader never blocks the bench writing and two
+//! benches writing at once wait for each other (busy timeout) instead of failing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use servelab_metrics::Summary;
+use servelab_records::RequestRecord;
+
+use crate::import::ImportedRun;
+use crate::model::{
+    Filter, Headline, NewRun, RunConfig, RunId, RunKind, RunRow, RunStatus, StoredRun,
+};
+use crate::schema::{self, SchemaError};
+
+/// How long a writer waits for another to release the lock before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Store errors name the file and say what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the results store {path}: {source} (pass --db PATH or set SERVELAB_DB to use another file)")]
+    Open { path: PathBuf, source: rusqlite::Error },
+    #[error("cannot create the folder of the results store {path}: {source}")]
+    CreateDir { path: PathBuf, source: std::io::Error },
+    #[error("results store {path}: {source}")]
+    Schema { path: PathBuf, source: SchemaError },
+    #[error("results store {path}: {source}")]
+    Sql { path: PathBuf, source: rusqlite::Error },
+    #[error("results store {path}: stored {what} of run {id} is not valid JSON ({source}); the store may have been edited by hand")]
+    Corrupt { path: PathBuf, id: RunId, what: &'static str, source: serde_json::Error },
+    #[error("no run '{0}' in the store (see `servelab runs list`)")]
+    NoSuchRun(String),
+}
+
+/// An open results store.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+const RUN_COLUMNS: &str = "r.id, r.label, r.kind, r.status, r.started_at, r.finished_at, r.model, \
+     r.source, r.missing_json, s.request_throughput, s.output_throughput, \
+     s.total_token_throughput, s.ttft_mean_ms, s.ttft_p99_ms, s.tpot_mean_ms, s.tpot_p99_ms, \
+     s.itl_mean_ms, s.itl_p99_ms, s.e2el_mean_ms, s.e2el_p99_ms, s.completed, s.failed, \
+     s.duration_s";
+
+impl Store {
+    /// Open (creating it and its folder if needed) and migrate the store at `path`.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| StoreError::CreateDir { path: dir.to_path_buf(), source })?;
+        }
+        let conn = Connection::open(path)
+            .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
+        Store::setup(conn, path.to_path_buf())
+    }
+
+    /// A private in-memory store (tests, dry runs).
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory()
+            .map_err(|source| StoreError::Open { path: path.clone(), source })?;
+        Store::setup(conn, path)
+    }
+
+    fn setup(mut conn: Connection, path: PathBuf) -> Result<Store, StoreError> {
+        let sql = |source| StoreError::Sql { path: path.clone(), source };
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+        // WAL: readers never block the writer; NORMAL sync is durable at each checkpoint
+        // and never corrupts on a crash, which is what a results log needs.
+        conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(())).map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
+        schema::migrate(&mut conn)
+            .map_err(|source| StoreError::Schema { path: path.clone(), source })?;
+        Ok(Store { conn, path })
+    }
+
+    /// The file this store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version on disk.
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        schema::version(&self.conn)
+            .map_err(|source| StoreError::Schema { path: self.path.clone(), source })
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sql { path: self.path.clone(), source }
+    }
+
+    /// Record a run as `running`, with its configuration and tags; before the first request.
+    pub fn begin_run(&mut self, run: &NewRun) -> Result<RunId, StoreError> {
+        let config = serde_json::to_string(&run.config).unwrap_or_else(|_| "{}".into());
+        let id = self.insert_run(run, RunStatus::Running, &config, "servelab", None, &[])?;
+        Ok(id)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn insert_run(
+        &mut self,
+        run: &NewRun,
+        status: RunStatus,
+        config: &str,
+        source: &str,
+        raw: Option<&str>,
+        missing: &[String],
+    ) -> Result<RunId, StoreError> {
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sql { path: path.clone(), source };
+        let tx = self.conn.transaction().map_err(sql)?;
+        tx.execute(
+            "INSERT INTO runs (label, kind, status, started_at, model, config_json, source, \
+             raw_json, missing_json) VALUES (?1, ?2, ?3, \
+             COALESCE(NULLIF(?4, ''), strftime('%Y-%m-%dT%H:%M:%SZ', 'now')), ?5, ?6, ?7, ?8, ?9)",
+            params![
+                run.label,
+                run.kind.as_str(),
+                status.as_str(),
+                run.config.info.started_at,
+                run.config.info.model,
+                config,
+                source,
+                raw,
+                serde_json::to_string(missing).unwrap_or_else(|_| "[]".into()),
+            ],
+        )
+        .map_err(sql)?;
+        let id = tx.last_insert_rowid();
+        for (k, v) in &run.tags {
+            tx.execute(
+                "INSERT OR REPLACE INTO tags (run_id, key, value) VALUES (?1, ?2, ?3)",
+                params![id, k, v],
+            )
+            .map_err(sql)?;
+        }
+        tx.commit().map_err(sql)?;
+        Ok(id)
+    }
+
+    /// Append (or replace) per-request records of a run, in one transaction.
+    pub fn append_records(
+        &mut self,
+        id: RunId,
+        records: &[RequestRecord],
+    ) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sql { path: path.clone(), source };
+        let tx = self.conn.transaction().map_err(sql)?;
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO records (run_id, idx, warmup, record_json) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(sql)?;
+            for r in records {
+                let json = serde_json::to_string(r).unwrap_or_else(|_| "{}".into());
+                stmt.execute(params![id, r.index as i64, r.warmup, json]).map_err(sql)?;
+            }
+        }
+        tx.commit().map_err(sql)
+    }
+
+    /// Store the summary and its headline columns and set the final status.
+    pub fn finish_run(
+        &mut self,
+        id: RunId,
+        summary: &Summary,
+        status: RunStatus,
+    ) -> Result<(), StoreError> {
+        let json = serde_json::to_string(summary).unwrap_or_else(|_| "null".into());
+        let path = self.path.clone();
+        let sql = |source| StoreError::Sql { path: path.clone(), source };
+        let tx = self.conn.transaction().map_err(sql)?;
+        write_headline(&tx, id, Some(&json), &Headline::from_summary(summary)).map_err(sql)?;
+        let n = tx
+            .execute(
+                "UPDATE runs SET status = ?2, finished_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now') \
+                 WHERE id = ?1",
+                params![id, status.as_str()],
+            )
+            .map_err(sql)?;
+        if n == 0 {
+            return Err(StoreError::NoSuchRun(id.to_string()));
+        }
+        tx.commit().map_err(sql)
+    }
+
+    /// Store a run read from another tool's file: complete, with its headline metrics, the
+    /// original file, and the list of what it lacked.
+    pub fn import_run(&mut self, imported: &ImportedRun) -> Result<RunId, StoreError> {
+        let run = NewRun {
+            label: imported.label.clone(),
+            kind: RunKind::Bench,
+            config: imported.config.clone(),
+            tags: imported.tags.clone(),
+        };
+        let config = serde_json::to_string(&imported.config).unwrap_or_else(|_| "{}".into());
+        let raw = imported.raw.to_string();
+        let id = self.insert_run(
+            &run,
+            RunStatus::Complete,
+            &config,
+            imported.source.as_str(),
+            Some(&raw),
+            &imported.missing,
+        )?;
+        write_headline(&self.conn, id, None, &imported.headline).map_err(|e| self.sql(e))?;
+        self.conn
+            .execute("UPDATE runs SET finished_at = started_at WHERE id = ?1", params![id])
+            .map_err(|e| self.sql(e))?;
+        Ok(id)
+    }
+
+    /// Runs matching the filter, newest first.
+    pub fn list(&self, filter: &Filter) -> Result<Vec<RunRow>, StoreError> {
+        let mut sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN summaries s ON s.run_id = r.id WHERE 1=1"
+        );
+        let mut args: Vec<String> = Vec::new();
+        if let Some(m) = &filter.model {
+            args.push(m.clone());
+            sql.push_str(&format!(" AND r.model = ?{}", args.len()));
+        }
+        if let Some(l) = &filter.label {
+            args.push(l.clone());
+            sql.push_str(&format!(" AND r.label = ?{}", args.len()));
+        }
+        if let Some(s) = &filter.since {
+            args.push(s.clone());
+            sql.push_str(&format!(" AND r.started_at >= ?{}", args.len()));
+        }
+        for (k, v) in &filter.tags {
+            args.push(k.clone());
+            args.push(v.clone());
+            sql.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_id = r.id AND t.key = ?{} AND t.value = ?{})",
+                args.len() - 1,
+                args.len()
+            ));
+        }
+        sql.push_str(" ORDER BY r.started_at DESC, r.id DESC");
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(args.iter()), read_row)
+            .map_err(|e| self.sql(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.sql(e))?;
+        drop(stmt);
+        rows.into_iter().map(|r| self.with_tags(r)).collect()
+    }
+
+    fn with_tags(&self, mut row: RunRow) -> Result<RunRow, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT key, value FROM tags WHERE run_id = ?1 ORDER BY key")
+            .map_err(|e| self.sql(e))?;
+        row.tags = stmt
+            .query_map(params![row.id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(|e| self.sql(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.sql(e))?;
+        Ok(row)
+    }
+
+    /// One run with its configuration, summary and (for imports) original file.
+    pub fn run(&self, id: RunId) -> Result<StoredRun, StoreError> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS}, r.config_json, s.summary_json, r.raw_json FROM runs r \
+             LEFT JOIN summaries s ON s.run_id = r.id WHERE r.id = ?1"
+        );
+        let found = self
+            .conn
+            .query_row(&sql, params![id], |r| {
+                let row = read_row(r)?;
+                let config: String = r.get(23)?;
+                let summary: Option<String> = r.get(24)?;
+                let raw: Option<String> = r.get(25)?;
+                Ok((row, config, summary, raw))
+            })
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        let Some((row, config, summary, raw)) = found else {
+            return Err(StoreError::NoSuchRun(id.to_string()));
+        };
+        let corrupt =
+            |what, source| StoreError::Corrupt { path: self.path.clone(), id, what, source };
+        let config: RunConfig =
+            serde_json::from_str(&config).map_err(|e| corrupt("configuration", e))?;
+        let summary = match summary {
+            Some(s) => serde_json::from_str(&s).map_err(|e| corrupt("summary", e))?,
+            None => None,
+        };
+        let raw = match raw {
+            Some(s) => Some(serde_json::from_str(&s).map_err(|e| corrupt("imported file", e))?),
+            None => None,
+        };
+        Ok(StoredRun { row: self.with_tags(row)?, config, summary, raw })
+    }
+
+    /// A run's per-request records, warm-ups first, by index.
+    pub fn records(&self, id: RunId) -> Result<Vec<RequestRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT record_json FROM records WHERE run_id = ?1 ORDER BY warmup DESC, idx")
+            .map_err(|e| self.sql(e))?;
+        let texts = stmt
+            .query_map(params![id], |r| r.get::<_, String>(0))
+            .map_err(|e| self.sql(e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.sql(e))?;
+        texts
+            .iter()
+            .map(|t| {
+                serde_json::from_str(t).map_err(|source| StoreError::Corrupt {
+                    path: self.path.clone(),
+                    id,
+                    what: "record",
+                    source,
+                })
+            })
+            .collect()
+    }
+
+    /// Number of stored records of a run.
+    pub fn record_count(&self, id: RunId) -> Result<u64, StoreError> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM records WHERE run_id = ?1", params![id], |r| r.get(0))
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Delete a run and everything stored with it; false when there was no such run.
+    pub fn delete(&mut self, id: RunId) -> Result<bool, StoreError> {
+        let n = self
+            .conn
+            .execute("DELETE FROM runs WHERE id = ?1", params![id])
+            .map_err(|e| self.sql(e))?;
+        Ok(n > 0)
+    }
+
+    /// The runs a user means by `spec`: a run id (`12`, `#12`), else every run with that
+    /// label, oldest first (repeated runs of one configuration share a label).
+    pub fn resolve(&self, spec: &str) -> Result<Vec<RunId>, StoreError> {
+        if let Ok(id) = spec.trim_start_matches('#').parse::<RunId>() {
+            let exists: Option<i64> = self
+                .conn
+                .query_row("SELECT id FROM runs WHERE id = ?1", params![id], |r| r.get(0))
+                .optional()
+                .map_err(|e| self.sql(e))?;
+            if let Some(id) = exists {
+                return Ok(vec![id]);
+            }
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id FROM runs WHERE label = ?1 ORDER BY started_at, id")
+            .map_err(|e| self.sql(e))?;
+        let ids = stmt
+            .query_map(params![spec], |r| r.get(0))
+            .map_err(|e| self.sql(e))?
+            .collect::<Result<Vec<RunId>, _>>()
+            .map_err(|e| self.sql(e))?;
+        if ids.is_empty() {
+            return Err(StoreError::NoSuchRun(spec.to_string()));
+        }
+        Ok(ids)
+    }
+}
+
+fn write_headline(
+    conn: &Connection,
+    id: RunId,
+    json: Option<&str>,
+    h: &Headline,
+) -> Result<(), rusqlite::Error> {
+    conn.execute(
+        "INSERT OR REPLACE INTO summaries (run_id, summary_json, request_throughput, \
+         output_throughput, total_token_throughput, ttft_mean_ms, ttft_p99_ms, tpot_mean_ms, \
+         tpot_p99_ms, itl_mean_ms, itl_p99_ms, e2el_mean_ms, e2el_p99_ms, completed, failed, \
+         duration_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        params![
+            id,
+            json,
+            h.request_throughput,
+            h.output_throughput,
+            h.total_token_throughput,
+            h.ttft_mean_ms,
+            h.ttft_p99_ms,
+            h.tpot_mean_ms,
+            h.tpot_p99_ms,
+            h.itl_mean_ms,
+            h.itl_p99_ms,
+            h.e2el_mean_ms,
+            h.e2el_p99_ms,
+            h.completed.map(|c| c as i64),
+            h.failed.map(|c| c as i64),
+            h.duration_s,
+        ],
+    )?;
+    Ok(())
+}
+
+fn read_row(r: &Row<'_>) -> Result<RunRow, rusqlite::Error> {
+    let kind: String = r.get(2)?;
+    let status: String = r.get(3)?;
+    let missing: String = r.get(8)?;
+    let count = |i: usize| -> Result<Option<u64>, rusqlite::Error> {
+        Ok(r.get::<_, Option<i64>>(i)?.map(|v| v.max(0) as u64))
+    };
+    Ok(RunRow {
+        id: r.get(0)?,
+        label: r.get(1)?,
+        // The CHECK constraints admit only known values; a hand-edited store falls back.
+        kind: RunKind::parse(&kind).unwrap_or(RunKind::Bench),
+        status: RunStatus::parse(&status).unwrap_or(RunStatus::Running),
+        started_at: r.get(4)?,
+        finished_at: r.get(5)?,
+        model: r.get(6)?,
+        source: r.get(7)?,
+        tags: Vec::new(),
+        missing: serde_json::from_str(&missing).unwrap_or_default(),
+        headline: Headline {
+            request_throughput: r.get(9)?,
+            output_throughput: r.get(10)?,
+            total_token_throughput: r.get(11)?,
+            ttft_mean_ms: r.get(12)?,
+            ttft_p99_ms: r.get(13)?,
+            tpot_mean_ms: r.get(14)?,
+            tpot_p99_ms: r.get(15)?,
+            itl_mean_ms: r.get(16)?,
+            itl_p99_ms: r.get(17)?,
+            e2el_mean_ms: r.get(18)?,
+            e2el_p99_ms: r.get(19)?,
+            completed: count(20)?,
+            failed: count(21)?,
+            duration_s: r.get(22)?,
+        },
+    })
+}
