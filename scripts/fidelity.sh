@@ -15,7 +15,7 @@ LEVELS=("$@"); [ ${#LEVELS[@]} -gt 0 ] || LEVELS=(100 1000 2000)
 cargo build --release -q -p servelab
 BIN=target/release/servelab
 OUT=$(mktemp -d); trap 'kill $SIM 2>/dev/null || true; rm -rf "$OUT"' EXIT
-PORT=${PORT:-18431}
+PORT=${PORT:-$(python3 -c "import socket;s=socket.socket();s.bind((\"127.0.0.1\",0));print(s.getsockname()[1])")}
 printf '%-8s %-10s %-18s %-20s %-14s %-14s %-10s %-10s\n' streams requests "ttft_err_mean_ms" "ttft_err_vs_intended" "itl_p99_ms" "truth_gap_p99" cpu_s peak_mb
 for N in "${LEVELS[@]}"; do
   $BIN sim serve --port "$PORT" --ttft-ms 50 --itl-ms 10 --truth-log "$OUT/truth-$N.jsonl" 2>"$OUT/sim.log" &
@@ -24,7 +24,7 @@ for N in "${LEVELS[@]}"; do
   REQ=$((N * 3))
   /usr/bin/time -f "%U %S %M" -o "$OUT/time-$N" \
     $BIN bench --base-url "http://127.0.0.1:$PORT" --random-input-len 128 --random-output-len 100 \
-      --ignore-eos --num-prompts "$REQ" --max-concurrency "$N" --no-progress \
+      --ignore-eos --tokenizer cl100k_base --num-prompts "$REQ" --max-concurrency "$N" --no-progress --no-store \
       --save-detailed --result-dir "$OUT" --result-filename "run-$N.json" >"$OUT/report-$N.txt"
   kill -INT $SIM; wait $SIM 2>/dev/null || true
   python3 - "$OUT/run-$N.records.jsonl" "$OUT/truth-$N.jsonl" "$OUT/time-$N" "$N" "$REQ" <<'PY'
@@ -45,8 +45,8 @@ for line in open(recs):
     chunks = [c for c in r["chunks"] if c["text"]]
     if not t or not chunks or not t["chunks"]: continue
     ttft = (chunks[0]["t_ns"] - r["intended_ns"]) / 1e6
-    err_actual.append(ttft - (t["queue_ns"] + t["chunks"][0]["actual_ns"]) / 1e6)
-    err_intended.append(ttft - (t["queue_ns"] + t["chunks"][0]["intended_ns"]) / 1e6)
+    err_actual.append(ttft - t["chunks"][0]["actual_ns"] / 1e6)
+    err_intended.append(ttft - t["chunks"][0]["intended_ns"] / 1e6)
     for a, b in zip(chunks, chunks[1:]):
         g = (b["t_ns"] - a["t_ns"]) / 1e6 / max(b.get("tokens") or 1, 1)
         itl.extend([g] * max(b.get("tokens") or 1, 1))
