@@ -1,1 +1,128 @@
-//! servelab-sim
+//! servelab-sim: a simulated OpenAI-compatible LLM engine with exactly controlled timing and a
+//! ground-truth log of when every chunk was sent.
+//!
+//! Start one with [`start`] (tests, examples) or [`serve`] (the CLI). See docs/sim.md.
+
+pub mod api;
+pub mod body;
+pub mod config;
+pub mod engine;
+pub mod fault;
+pub mod metrics;
+pub mod model;
+pub mod server;
+mod sys;
+pub mod timer;
+pub mod truth;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use config::{ChunkSize, SimArgs, SimConfig, TimingKind};
+pub use fault::Fault;
+pub use model::{
+    EngineModel, EngineState, FixedModel, Jitter, JitterDist, PerTokenModel, RequestShape,
+};
+pub use truth::{TruthChunk, TruthRecord};
+
+use engine::Engine;
+
+/// Why the sim could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("invalid sim configuration: {0}")]
+    Config(String),
+    #[error("cannot bind {addr}: {message} (is the port in use? try --port 0)")]
+    Bind { addr: String, message: String },
+    #[error("sim I/O error: {0}")]
+    Io(String),
+}
+
+/// A running sim.
+#[derive(Debug)]
+pub struct SimHandle {
+    addr: SocketAddr,
+    engine: Arc<Engine>,
+    stop: watch::Sender<bool>,
+    accept: JoinHandle<()>,
+}
+
+impl SimHandle {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://HOST:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// All finished requests so far.
+    pub fn truth(&self) -> Vec<TruthRecord> {
+        self.engine.truth.snapshot()
+    }
+
+    /// Stop accepting, abort open streams, flush the truth log.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.accept.await;
+        let truth = self.engine.truth.clone();
+        let _ = tokio::task::spawn_blocking(move || truth.close()).await;
+    }
+}
+
+/// Start a sim on `config.host:config.port` (port 0 picks a free one). Also raises the soft
+/// RLIMIT_NOFILE to the hard limit.
+pub async fn start(config: SimConfig) -> Result<SimHandle, SimError> {
+    // Thousands of streams need thousands of sockets; failure only lowers the ceiling.
+    let _ = sys::raise_nofile_limit();
+    let addr = format!("{}:{}", config.host, config.port);
+    let engine = tokio::task::spawn_blocking(move || Engine::new(config))
+        .await
+        .map_err(|e| SimError::Io(format!("engine setup task failed: {e}")))??;
+    let engine = Arc::new(engine);
+    let listener = bind(&addr)
+        .await
+        .map_err(|e| SimError::Bind { addr: addr.clone(), message: e.to_string() })?;
+    let local = listener.local_addr().map_err(|e| SimError::Io(e.to_string()))?;
+    let (stop, rx) = watch::channel(false);
+    let accept = tokio::spawn(server::accept_loop(engine.clone(), listener, rx));
+    Ok(SimHandle { addr: local, engine, stop, accept })
+}
+
+/// Listen backlog: thousands of clients connecting at once must not hit SYN drops (which
+/// cost them a 1 s retransmit and skew any benchmark's start).
+const LISTEN_BACKLOG: u32 = 4096;
+
+async fn bind(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address resolved");
+    for a in tokio::net::lookup_host(addr).await? {
+        let sock = if a.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+        sock.set_reuseaddr(true)?;
+        match sock.bind(a).and_then(|()| sock.listen(LISTEN_BACKLOG)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// Run the sim for the CLI: start, announce on stderr, serve until Ctrl-C, shut down.
+pub async fn serve(args: SimArgs) -> Result<(), SimError> {
+    let config = args.into_config()?;
+    let handle = start(config).await?;
+    eprintln!("servelab sim listening on {}", handle.base_url());
+    let _ = tokio::signal::ctrl_c().await;
+    handle.shutdown().await;
+    Ok(())
+}
+
+/// Raise the soft open-file limit to the hard limit (also done by [`serve`]); returns the new
+/// soft limit. Useful for load drivers that open thousands of sockets.
+pub fn raise_nofile_limit() -> std::io::Result<u64> {
+    sys::raise_nofile_limit()
+}

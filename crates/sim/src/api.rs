@@ -1,0 +1,568 @@
+//! The OpenAI/vLLM wire format: request parsing and validation, error bodies, and the JSON of
+//! every response and SSE event. Pure functions; no I/O.
+//!
+//! Chat prompt template (documented in docs/sim.md): each message becomes
+//! `<|{role}|>\n{content}\n`, followed by `<|assistant|>\n`; prompt_tokens is the token count of
+//! that text with the configured tokenizer (no special tokens).
+
+use std::fmt::Write;
+
+use serde::Deserialize;
+use servelab_workload::Tokenizer;
+
+/// Which OpenAI endpoint a request came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Completions,
+    Chat,
+}
+
+impl Endpoint {
+    /// Name used in truth records.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Endpoint::Completions => "completions",
+            Endpoint::Chat => "chat",
+        }
+    }
+}
+
+/// An error answered with vLLM's body shape:
+/// `{"error":{"message":..,"type":..,"param":..,"code":<status>}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    pub kind: &'static str,
+    pub message: String,
+    pub param: Option<&'static str>,
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>, param: Option<&'static str>) -> Self {
+        Self { status: 400, kind: "BadRequestError", message: message.into(), param }
+    }
+
+    pub fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
+        Self { status, kind, message: message.into(), param: None }
+    }
+
+    /// The JSON body (no trailing newline).
+    pub fn body(&self) -> String {
+        // Built by hand to keep vLLM's field order.
+        format!(
+            "{{\"error\":{{\"message\":{},\"type\":\"{}\",\"param\":{},\"code\":{}}}}}",
+            json_str(&self.message),
+            self.kind,
+            self.param.map_or("null".to_string(), json_str),
+            self.status
+        )
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+    continuous_usage_stats: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Prompt {
+    Text(String),
+    Texts(Vec<String>),
+    Ids(Vec<u32>),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Deserialize)]
+struct Part {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    role: String,
+    content: Option<Content>,
+}
+
+/// Fields common to both endpoints, plus each endpoint's input.
+#[derive(Deserialize)]
+struct RawRequest {
+    model: Option<String>,
+    prompt: Option<Prompt>,
+    messages: Option<Vec<Message>>,
+    max_tokens: Option<i64>,
+    max_completion_tokens: Option<i64>,
+    min_tokens: Option<i64>,
+    ignore_eos: Option<bool>,
+    n: Option<i64>,
+    stream: Option<bool>,
+    /// Kept raw: vLLM only rejects a non-empty object without `stream` (Python truthiness).
+    stream_options: Option<serde_json::Value>,
+}
+
+/// A validated generation request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenRequest {
+    pub endpoint: Endpoint,
+    pub stream: bool,
+    pub include_usage: bool,
+    /// Cumulative usage on every event (only with include_usage, like vLLM).
+    pub continuous_usage: bool,
+    pub prompt_tokens: u64,
+    pub max_tokens: u64,
+    pub min_tokens: u64,
+    pub ignore_eos: bool,
+}
+
+/// vLLM's default `max_tokens` for /v1/completions.
+pub const COMPLETIONS_DEFAULT_MAX_TOKENS: u64 = 16;
+
+/// The chat template text of `messages` (see the module docs).
+fn chat_prompt(messages: &[Message]) -> Result<String, ApiError> {
+    let mut s = String::new();
+    for (i, m) in messages.iter().enumerate() {
+        let _ = writeln!(s, "<|{}|>", m.role);
+        match &m.content {
+            None => {}
+            Some(Content::Text(t)) => s.push_str(t),
+            Some(Content::Parts(parts)) => {
+                for p in parts {
+                    match (p.kind.as_str(), &p.text) {
+                        ("text", Some(t)) => s.push_str(t),
+                        _ => {
+                            return Err(ApiError::bad_request(
+                                format!(
+                                    "messages[{i}]: content part of type '{}' is not supported \
+                                     (only {{\"type\":\"text\",\"text\":..}})",
+                                    p.kind
+                                ),
+                                Some("messages"),
+                            ))
+                        }
+                    }
+                }
+            }
+        }
+        s.push('\n');
+    }
+    s.push_str("<|assistant|>\n");
+    Ok(s)
+}
+
+fn prompt_tokens(raw: &RawRequest, endpoint: Endpoint, tok: &Tokenizer) -> Result<u64, ApiError> {
+    let n = match endpoint {
+        Endpoint::Completions => match &raw.prompt {
+            None => return Err(ApiError::bad_request("'prompt' is required", Some("prompt"))),
+            Some(Prompt::Text(t)) => tok.count(t),
+            Some(Prompt::Texts(v)) if v.len() == 1 => tok.count(&v[0]),
+            Some(Prompt::Texts(v)) if v.is_empty() => {
+                return Err(ApiError::bad_request("'prompt' must not be empty", Some("prompt")))
+            }
+            Some(Prompt::Texts(_)) => {
+                return Err(ApiError::bad_request(
+                    "batched prompts are not supported by servelab-sim: send one prompt",
+                    Some("prompt"),
+                ))
+            }
+            Some(Prompt::Ids(ids)) => ids.len(),
+        },
+        Endpoint::Chat => match &raw.messages {
+            None => return Err(ApiError::bad_request("'messages' is required", Some("messages"))),
+            Some(m) => tok.count(&chat_prompt(m)?),
+        },
+    };
+    Ok(n as u64)
+}
+
+/// Parse and validate a request body like vLLM would.
+pub fn parse_request(
+    endpoint: Endpoint,
+    body: &[u8],
+    served_model: &str,
+    max_model_len: u64,
+    tok: &Tokenizer,
+) -> Result<GenRequest, ApiError> {
+    let raw: RawRequest = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}"), None))?;
+    if let Some(m) = &raw.model {
+        if m != served_model {
+            return Err(ApiError {
+                status: 404,
+                kind: "NotFoundError",
+                message: format!("The model `{m}` does not exist."),
+                param: Some("model"),
+            });
+        }
+    }
+    if let Some(n) = raw.n {
+        if n != 1 {
+            return Err(ApiError::bad_request(
+                format!("n = {n} is not supported by servelab-sim: only n = 1"),
+                Some("n"),
+            ));
+        }
+    }
+    let prompt_tokens = prompt_tokens(&raw, endpoint, tok)?;
+    if prompt_tokens > max_model_len {
+        return Err(ApiError::bad_request(
+            format!(
+                "This model's maximum context length is {max_model_len} tokens. However, your \
+                 request has {prompt_tokens} input tokens. Please reduce the length of the input."
+            ),
+            None,
+        ));
+    }
+    let asked = match endpoint {
+        Endpoint::Chat => raw.max_completion_tokens.or(raw.max_tokens),
+        Endpoint::Completions => raw.max_tokens,
+    };
+    let max_tokens = match asked {
+        Some(m) if m < 1 => {
+            return Err(ApiError::bad_request(
+                format!("max_tokens must be at least 1, got {m}."),
+                Some("max_tokens"),
+            ))
+        }
+        Some(m) => m as u64,
+        None => match endpoint {
+            Endpoint::Completions => COMPLETIONS_DEFAULT_MAX_TOKENS,
+            Endpoint::Chat => (max_model_len - prompt_tokens).max(1),
+        },
+    };
+    if prompt_tokens.saturating_add(max_tokens) > max_model_len {
+        return Err(ApiError::bad_request(
+            format!(
+                "This model's maximum context length is {max_model_len} tokens. However, you \
+                 requested {} tokens ({prompt_tokens} in the messages, {max_tokens} in the \
+                 completion). Please reduce the length of the messages or completion.",
+                prompt_tokens.saturating_add(max_tokens)
+            ),
+            Some("max_tokens"),
+        ));
+    }
+    let min_tokens = match raw.min_tokens {
+        None => 0,
+        Some(m) if m < 0 => {
+            return Err(ApiError::bad_request(
+                format!("min_tokens must be greater than or equal to 0, got {m}."),
+                Some("min_tokens"),
+            ))
+        }
+        Some(m) if m as u64 > max_tokens => {
+            return Err(ApiError::bad_request(
+                format!(
+                    "min_tokens must be less than or equal to max_tokens={max_tokens}, got {m}."
+                ),
+                Some("min_tokens"),
+            ))
+        }
+        Some(m) => m as u64,
+    };
+    let opts: StreamOptions = match raw.stream_options {
+        None | Some(serde_json::Value::Null) => StreamOptions::default(),
+        Some(v) => {
+            let non_empty = v.as_object().is_some_and(|m| !m.is_empty());
+            if non_empty && !raw.stream.unwrap_or(false) {
+                return Err(ApiError::bad_request(
+                    "Stream options can only be defined when `stream=True`.",
+                    Some("stream_options"),
+                ));
+            }
+            serde_json::from_value(v).map_err(|e| {
+                ApiError::bad_request(
+                    format!("invalid stream_options: {e}"),
+                    Some("stream_options"),
+                )
+            })?
+        }
+    };
+    let include_usage = opts.include_usage.unwrap_or(false);
+    Ok(GenRequest {
+        endpoint,
+        stream: raw.stream.unwrap_or(false),
+        include_usage,
+        continuous_usage: include_usage && opts.continuous_usage_stats.unwrap_or(false),
+        prompt_tokens,
+        max_tokens,
+        min_tokens,
+        ignore_eos: raw.ignore_eos.unwrap_or(false),
+    })
+}
+
+/// Renders the JSON of one response: ids and names are fixed per request.
+#[derive(Debug, Clone)]
+pub struct Render {
+    pub endpoint: Endpoint,
+    pub id: String,
+    pub created: u64,
+    /// The model name, already a JSON string literal.
+    pub model_json: String,
+    pub prompt_tokens: u64,
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
+}
+
+impl Render {
+    pub fn new(
+        endpoint: Endpoint,
+        seq: u64,
+        seed: u64,
+        created: u64,
+        model: &str,
+        prompt: u64,
+    ) -> Self {
+        let prefix = match endpoint {
+            Endpoint::Completions => "cmpl",
+            Endpoint::Chat => "chatcmpl",
+        };
+        Self {
+            endpoint,
+            id: format!("{prefix}-{seed:016x}{seq:016x}"),
+            created,
+            model_json: json_str(model),
+            prompt_tokens: prompt,
+        }
+    }
+
+    fn usage(&self, completion: u64) -> String {
+        format!(
+            "{{\"prompt_tokens\":{},\"total_tokens\":{},\"completion_tokens\":{completion}}}",
+            self.prompt_tokens,
+            self.prompt_tokens + completion
+        )
+    }
+
+    fn head(&self, out: &mut String) {
+        let object = match self.endpoint {
+            Endpoint::Completions => "text_completion",
+            Endpoint::Chat => "chat.completion.chunk",
+        };
+        let _ = write!(
+            out,
+            "data: {{\"id\":\"{}\",\"object\":\"{object}\",\"created\":{},\"model\":{},",
+            self.id, self.created, self.model_json
+        );
+    }
+
+    fn tail(&self, out: &mut String, usage: Option<u64>) {
+        if let Some(c) = usage {
+            let _ = write!(out, ",\"usage\":{}", self.usage(c));
+        }
+        out.push_str("}\n\n");
+    }
+
+    /// The chat role event (`delta: {"role":"assistant","content":""}`), carrying no tokens.
+    pub fn role_event(&self, out: &mut String, usage: Option<u64>) {
+        self.head(out);
+        out.push_str(
+            "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\
+             \"logprobs\":null,\"finish_reason\":null}]",
+        );
+        self.tail(out, usage);
+    }
+
+    /// One token-carrying event. `reasoning` puts chat text in `delta.reasoning_content`.
+    pub fn token_event(
+        &self,
+        out: &mut String,
+        text: &str,
+        reasoning: bool,
+        finish: Option<&str>,
+        usage: Option<u64>,
+    ) {
+        self.head(out);
+        let finish = finish.map_or("null".to_string(), |f| format!("\"{f}\""));
+        let text = json_str(text);
+        match self.endpoint {
+            Endpoint::Completions => {
+                let _ = write!(
+                    out,
+                    "\"choices\":[{{\"index\":0,\"text\":{text},\"logprobs\":null,\
+                     \"finish_reason\":{finish},\"stop_reason\":null}}]"
+                );
+            }
+            Endpoint::Chat => {
+                let field = if reasoning { "reasoning_content" } else { "content" };
+                let _ = write!(
+                    out,
+                    "\"choices\":[{{\"index\":0,\"delta\":{{\"{field}\":{text}}},\
+                     \"logprobs\":null,\"finish_reason\":{finish}}}]"
+                );
+            }
+        }
+        self.tail(out, usage);
+    }
+
+    /// The final usage event: `"choices":[]` and `usage`.
+    pub fn usage_event(&self, out: &mut String, completion: u64) {
+        self.head(out);
+        out.push_str("\"choices\":[]");
+        self.tail(out, Some(completion));
+    }
+
+    /// The whole non-streaming response body.
+    pub fn full_response(
+        &self,
+        reasoning: &str,
+        content: &str,
+        finish: &str,
+        completion: u64,
+    ) -> String {
+        let usage = self.usage(completion);
+        match self.endpoint {
+            Endpoint::Completions => format!(
+                "{{\"id\":\"{}\",\"object\":\"text_completion\",\"created\":{},\"model\":{},\
+                 \"choices\":[{{\"index\":0,\"text\":{},\"logprobs\":null,\
+                 \"finish_reason\":\"{finish}\",\"stop_reason\":null,\"prompt_logprobs\":null}}],\
+                 \"usage\":{usage}}}",
+                self.id,
+                self.created,
+                self.model_json,
+                json_str(&format!("{reasoning}{content}")),
+            ),
+            Endpoint::Chat => {
+                let r = if reasoning.is_empty() { "null".to_string() } else { json_str(reasoning) };
+                format!(
+                    "{{\"id\":\"{}\",\"object\":\"chat.completion\",\"created\":{},\"model\":{},\
+                     \"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\
+                     \"reasoning_content\":{r},\"content\":{},\"tool_calls\":[]}},\
+                     \"logprobs\":null,\"finish_reason\":\"{finish}\",\"stop_reason\":null}}],\
+                     \"usage\":{usage}}}",
+                    self.id,
+                    self.created,
+                    self.model_json,
+                    json_str(content),
+                )
+            }
+        }
+    }
+}
+
+/// The error object vLLM sends inside a stream, then `[DONE]`.
+pub fn stream_error_events(out: &mut String) {
+    let e = ApiError::new(500, "InternalServerError", "servelab-sim injected stream error");
+    let _ = write!(out, "data: {}\n\ndata: [DONE]\n\n", e.body());
+}
+
+/// The `/v1/models` body.
+pub fn models_body(model: &str, created: u64, max_model_len: u64) -> String {
+    serde_json::json!({
+        "object": "list",
+        "data": [{
+            "id": model,
+            "object": "model",
+            "created": created,
+            "owned_by": "servelab",
+            "root": model,
+            "parent": null,
+            "max_model_len": max_model_len,
+            "permission": [],
+        }],
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tok() -> Tokenizer {
+        Tokenizer::from_spec("cl100k_base").unwrap()
+    }
+
+    fn parse(ep: Endpoint, body: &str) -> Result<GenRequest, ApiError> {
+        parse_request(ep, body.as_bytes(), "m", 100, &tok())
+    }
+
+    #[test]
+    fn completions_defaults_like_vllm() {
+        let r = parse(Endpoint::Completions, r#"{"prompt":"hello world"}"#).unwrap();
+        assert_eq!(r.prompt_tokens, 2);
+        assert_eq!(r.max_tokens, 16);
+        assert!(!r.stream && !r.include_usage && !r.continuous_usage);
+        let r = parse(Endpoint::Completions, r#"{"prompt":[1,2,3],"max_tokens":5}"#).unwrap();
+        assert_eq!((r.prompt_tokens, r.max_tokens), (3, 5));
+        let r = parse(Endpoint::Completions, r#"{"prompt":["hello world"]}"#).unwrap();
+        assert_eq!(r.prompt_tokens, 2);
+    }
+
+    #[test]
+    fn chat_counts_the_template_and_prefers_max_completion_tokens() {
+        let body = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],
+            "max_tokens":3,"max_completion_tokens":4,"stream":true,
+            "stream_options":{"include_usage":true,"continuous_usage_stats":true}}"#;
+        let r = parse(Endpoint::Chat, body).unwrap();
+        assert_eq!(r.prompt_tokens, tok().count("<|user|>\nhi\n<|assistant|>\n") as u64);
+        assert_eq!(r.max_tokens, 4);
+        assert!(r.stream && r.include_usage && r.continuous_usage);
+        let r = parse(Endpoint::Chat, r#"{"messages":[{"role":"user","content":"hi"}]}"#).unwrap();
+        assert_eq!(r.max_tokens, 100 - r.prompt_tokens);
+    }
+
+    #[test]
+    fn rejections_match_vllm_statuses() {
+        let e = parse(Endpoint::Completions, "{not json").unwrap_err();
+        assert_eq!((e.status, e.kind), (400, "BadRequestError"));
+        let e = parse(Endpoint::Completions, r#"{"prompt":"x","model":"other"}"#).unwrap_err();
+        assert_eq!((e.status, e.kind), (404, "NotFoundError"));
+        let e = parse(Endpoint::Completions, r#"{"prompt":"x","n":2}"#).unwrap_err();
+        assert_eq!(e.status, 400);
+        let e = parse(Endpoint::Completions, r#"{"prompt":"x","max_tokens":1000}"#).unwrap_err();
+        assert_eq!(e.param, Some("max_tokens"));
+        let e = parse(Endpoint::Completions, r#"{"prompt":"x","max_tokens":"3"}"#).unwrap_err();
+        assert_eq!(e.status, 400);
+        let e = parse(Endpoint::Completions, r#"{"prompt":"x","max_tokens":0}"#).unwrap_err();
+        assert_eq!(e.status, 400);
+        let e = parse(Endpoint::Completions, r#"{"prompt":"x","max_tokens":2,"min_tokens":3}"#)
+            .unwrap_err();
+        assert_eq!(e.param, Some("min_tokens"));
+        let body = r#"{"prompt":"x","stream_options":{"include_usage":true}}"#;
+        let e = parse(Endpoint::Completions, body).unwrap_err();
+        assert_eq!(e.param, Some("stream_options"));
+        assert!(parse(Endpoint::Completions, r#"{"prompt":"x","stream_options":{}}"#).is_ok());
+        let body = r#"{"prompt":"x","stream":true,"stream_options":{"include_usage":"y"}}"#;
+        assert_eq!(parse(Endpoint::Completions, body).unwrap_err().status, 400);
+        let e = parse(Endpoint::Chat, r#"{"messages":"x"}"#).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert_eq!(
+            e.body(),
+            format!(
+                r#"{{"error":{{"message":{},"type":"BadRequestError","param":null,"code":400}}}}"#,
+                json_str(&e.message)
+            )
+        );
+    }
+
+    #[test]
+    fn events_have_vllm_fields() {
+        let r = Render::new(Endpoint::Completions, 1, 0, 7, "m", 2);
+        let mut s = String::new();
+        r.token_event(&mut s, " hi", false, Some("length"), Some(1));
+        assert_eq!(
+            s,
+            "data: {\"id\":\"cmpl-00000000000000000000000000000001\",\"object\":\"text_completion\",\
+             \"created\":7,\"model\":\"m\",\"choices\":[{\"index\":0,\"text\":\" hi\",\
+             \"logprobs\":null,\"finish_reason\":\"length\",\"stop_reason\":null}],\
+             \"usage\":{\"prompt_tokens\":2,\"total_tokens\":3,\"completion_tokens\":1}}\n\n"
+        );
+        let r = Render::new(Endpoint::Chat, 1, 0, 7, "m", 2);
+        let mut s = String::new();
+        r.token_event(&mut s, " a", true, None, None);
+        let v: serde_json::Value =
+            serde_json::from_str(s.trim_start_matches("data: ").trim()).unwrap();
+        assert_eq!(v["object"], "chat.completion.chunk");
+        assert_eq!(v["choices"][0]["delta"]["reasoning_content"], " a");
+        assert!(v.get("usage").is_none());
+    }
+}

@@ -1,0 +1,348 @@
+//! CLI options ([`SimArgs`]) and the validated configuration ([`SimConfig`]).
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::fault::{parse_fault_rate, Fault};
+use crate::model::{EngineModel, FixedModel, Jitter, JitterDist, PerTokenModel};
+use crate::SimError;
+
+/// Which built-in [`EngineModel`] times the requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TimingKind {
+    /// Constant `--ttft-ms` and `--itl-ms`.
+    Fixed,
+    /// TTFT = `--overhead-ms` + prompt tokens × `--prefill-us-per-token`; ITL `--itl-ms`.
+    PerToken,
+}
+
+/// CLI options of `servelab sim serve`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to bind (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Model name served by /v1/models and required (when given) in requests.
+    #[arg(long = "served-model-name", alias = "model", default_value = "servelab-sim")]
+    pub model: String,
+    /// Tokenizer: a built-in encoding (cl100k_base, ...) or a tokenizer.json path.
+    #[arg(long, default_value = "cl100k_base")]
+    pub tokenizer: String,
+    /// Prompt + max_tokens beyond this are rejected with 400, like vLLM.
+    #[arg(long, default_value_t = 32768)]
+    pub max_model_len: u64,
+    /// Timing model.
+    #[arg(long, value_enum, default_value_t = TimingKind::Fixed)]
+    pub timing: TimingKind,
+    /// Time to first token (fixed timing), from getting a decode slot.
+    #[arg(long, default_value_t = 50.0)]
+    pub ttft_ms: f64,
+    /// Inter-token latency.
+    #[arg(long, default_value_t = 10.0)]
+    pub itl_ms: f64,
+    /// Jitter scale per token (0 = none); see --jitter-dist.
+    #[arg(long, default_value_t = 0.0)]
+    pub jitter_ms: f64,
+    /// Jitter distribution: normal/uniform are zero-mean and resampled when they would make a
+    /// negative gap; exponential is a non-negative extra delay with mean --jitter-ms.
+    #[arg(long, value_enum, default_value_t = JitterDist::Normal)]
+    pub jitter_dist: JitterDist,
+    /// Fixed part of TTFT (per-token timing).
+    #[arg(long, default_value_t = 20.0)]
+    pub overhead_ms: f64,
+    /// Prefill time per prompt token (per-token timing).
+    #[arg(long, default_value_t = 100.0)]
+    pub prefill_us_per_token: f64,
+    /// Tokens per SSE event: K, or A-B drawn uniformly per event (seeded).
+    #[arg(long, default_value = "1")]
+    pub tokens_per_chunk: String,
+    /// At most N requests decode at once; the rest wait in a FIFO queue.
+    #[arg(long)]
+    pub max_num_seqs: Option<usize>,
+    /// Mean of the seeded natural output length (simulated EOS), in tokens.
+    #[arg(long, default_value_t = 256.0)]
+    pub eos_mean_tokens: f64,
+    /// The first N output tokens are reasoning (chat: `delta.reasoning_content`).
+    #[arg(long, default_value_t = 0)]
+    pub reasoning_tokens: u64,
+    /// Inject a fault at random: KIND[=ARG]=P, repeatable (e.g. rate-limit=0.05).
+    #[arg(long)]
+    pub fault_rate: Vec<String>,
+    /// /health and all requests answer 503 for the first S seconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub startup_secs: f64,
+    /// Append one JSON line per finished request (the ground truth) to this file.
+    #[arg(long)]
+    pub truth_log: Option<PathBuf>,
+    /// Seed of every random choice (output text, lengths, jitter, faults).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Tokens per SSE event: uniform in `min..=max` (equal for a fixed K).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkSize {
+    pub min: u32,
+    pub max: u32,
+}
+
+impl FromStr for ChunkSize {
+    type Err = SimError;
+
+    fn from_str(s: &str) -> Result<Self, SimError> {
+        let bad = || {
+            SimError::Config(format!(
+                "--tokens-per-chunk '{s}': expected K or A-B with 1 <= A <= B"
+            ))
+        };
+        let (a, b) = match s.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<u32>(), b.trim().parse::<u32>()),
+            None => (s.trim().parse::<u32>(), s.trim().parse::<u32>()),
+        };
+        match (a, b) {
+            (Ok(min), Ok(max)) if min >= 1 && min <= max => Ok(ChunkSize { min, max }),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// Validated configuration of one simulated engine.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub host: String,
+    pub port: u16,
+    /// Served model name.
+    pub model: String,
+    /// Tokenizer spec for `Tokenizer::from_spec`.
+    pub tokenizer: String,
+    pub max_model_len: u64,
+    /// The timing decision.
+    pub engine_model: Arc<dyn EngineModel>,
+    pub jitter: Jitter,
+    pub tokens_per_chunk: ChunkSize,
+    /// `None`: no capacity limit.
+    pub max_num_seqs: Option<usize>,
+    pub eos_mean_tokens: f64,
+    pub reasoning_tokens: u64,
+    pub fault_rates: Vec<(Fault, f64)>,
+    pub startup: Duration,
+    pub truth_log: Option<PathBuf>,
+    pub seed: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self::fixed(50.0, 10.0)
+    }
+}
+
+/// Milliseconds (user input) to a Duration, rejecting negative or non-finite values.
+fn ms(name: &str, v: f64) -> Result<Duration, SimError> {
+    if (0.0..1e9).contains(&v) {
+        Ok(Duration::from_secs_f64(v / 1e3))
+    } else {
+        Err(SimError::Config(format!("{name} = {v}: expected a non-negative number")))
+    }
+}
+
+impl SimConfig {
+    /// Fixed timing: TTFT and ITL in milliseconds, everything else default. Negative or
+    /// non-finite values are treated as 0.
+    pub fn fixed(ttft_ms: f64, itl_ms: f64) -> Self {
+        let d = |v: f64| ms("", v).unwrap_or(Duration::ZERO);
+        Self {
+            host: "127.0.0.1".to_string(),
+            port: 0,
+            model: "servelab-sim".to_string(),
+            tokenizer: servelab_workload::tokenizer::DEFAULT_ENCODING.to_string(),
+            max_model_len: 32768,
+            engine_model: Arc::new(FixedModel { ttft: d(ttft_ms), itl: d(itl_ms) }),
+            jitter: Jitter::NONE,
+            tokens_per_chunk: ChunkSize { min: 1, max: 1 },
+            max_num_seqs: None,
+            eos_mean_tokens: 256.0,
+            reasoning_tokens: 0,
+            fault_rates: Vec::new(),
+            startup: Duration::ZERO,
+            truth_log: None,
+            seed: 0,
+        }
+    }
+
+    pub fn with_port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+    pub fn with_model(mut self, model: &str) -> Self {
+        self.model = model.to_string();
+        self
+    }
+    pub fn with_tokenizer(mut self, spec: &str) -> Self {
+        self.tokenizer = spec.to_string();
+        self
+    }
+    pub fn with_engine_model(mut self, m: Arc<dyn EngineModel>) -> Self {
+        self.engine_model = m;
+        self
+    }
+    pub fn with_jitter(mut self, dist: JitterDist, scale_ms: f64) -> Self {
+        self.jitter = Jitter { dist, scale: ms("", scale_ms).unwrap_or(Duration::ZERO) };
+        self
+    }
+    pub fn with_tokens_per_chunk(mut self, min: u32, max: u32) -> Self {
+        self.tokens_per_chunk = ChunkSize { min: min.max(1), max: max.max(min.max(1)) };
+        self
+    }
+    pub fn with_max_num_seqs(mut self, n: usize) -> Self {
+        self.max_num_seqs = Some(n.max(1));
+        self
+    }
+    pub fn with_eos_mean_tokens(mut self, mean: f64) -> Self {
+        self.eos_mean_tokens = mean;
+        self
+    }
+    pub fn with_reasoning_tokens(mut self, n: u64) -> Self {
+        self.reasoning_tokens = n;
+        self
+    }
+    pub fn with_fault_rate(mut self, fault: Fault, p: f64) -> Self {
+        self.fault_rates.push((fault, p));
+        self
+    }
+    pub fn with_startup_secs(mut self, secs: f64) -> Self {
+        self.startup = Duration::from_secs_f64(secs.clamp(0.0, 1e6));
+        self
+    }
+    pub fn with_truth_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.truth_log = Some(path.into());
+        self
+    }
+    pub fn with_max_model_len(mut self, n: u64) -> Self {
+        self.max_model_len = n;
+        self
+    }
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+}
+
+impl SimArgs {
+    /// Validate the options into a configuration; errors name the bad option.
+    pub fn into_config(self) -> Result<SimConfig, SimError> {
+        let itl = ms("--itl-ms", self.itl_ms)?;
+        let engine_model: Arc<dyn EngineModel> = match self.timing {
+            TimingKind::Fixed => Arc::new(FixedModel { ttft: ms("--ttft-ms", self.ttft_ms)?, itl }),
+            TimingKind::PerToken => Arc::new(PerTokenModel {
+                overhead: ms("--overhead-ms", self.overhead_ms)?,
+                prefill_per_token: ms("--prefill-us-per-token", self.prefill_us_per_token)? / 1000,
+                itl,
+            }),
+        };
+        if !(self.eos_mean_tokens.is_finite() && self.eos_mean_tokens >= 1.0) {
+            return Err(SimError::Config(format!(
+                "--eos-mean-tokens = {}: expected a number >= 1",
+                self.eos_mean_tokens
+            )));
+        }
+        if self.max_num_seqs == Some(0) {
+            return Err(SimError::Config("--max-num-seqs must be at least 1".to_string()));
+        }
+        if !(self.startup_secs.is_finite() && self.startup_secs >= 0.0) {
+            return Err(SimError::Config(format!(
+                "--startup-secs = {}: expected a non-negative number",
+                self.startup_secs
+            )));
+        }
+        let fault_rates = self
+            .fault_rate
+            .iter()
+            .map(|s| {
+                parse_fault_rate(s).map_err(|e| SimError::Config(format!("--fault-rate: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SimConfig {
+            host: self.host,
+            port: self.port,
+            model: self.model,
+            tokenizer: self.tokenizer,
+            max_model_len: self.max_model_len,
+            engine_model,
+            jitter: Jitter { dist: self.jitter_dist, scale: ms("--jitter-ms", self.jitter_ms)? },
+            tokens_per_chunk: self.tokens_per_chunk.parse()?,
+            max_num_seqs: self.max_num_seqs,
+            eos_mean_tokens: self.eos_mean_tokens,
+            reasoning_tokens: self.reasoning_tokens,
+            fault_rates,
+            startup: Duration::from_secs_f64(self.startup_secs),
+            truth_log: self.truth_log,
+            seed: self.seed,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<SimConfig, SimError> {
+        let mut v = vec!["sim"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v).map_err(|e| SimError::Config(e.to_string()))?.sim.into_config()
+    }
+
+    #[test]
+    fn chunk_sizes_parse() {
+        assert_eq!("4".parse::<ChunkSize>().ok(), Some(ChunkSize { min: 4, max: 4 }));
+        assert_eq!("2-5".parse::<ChunkSize>().ok(), Some(ChunkSize { min: 2, max: 5 }));
+        assert!("0".parse::<ChunkSize>().is_err());
+        assert!("5-2".parse::<ChunkSize>().is_err());
+        assert!("x".parse::<ChunkSize>().is_err());
+    }
+
+    #[test]
+    fn cli_defaults_and_options() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.port, 8000);
+        assert_eq!(c.model, "servelab-sim");
+        assert_eq!(c.max_num_seqs, None);
+        let c = parse(&[
+            "--timing",
+            "per-token",
+            "--fault-rate",
+            "rate-limit=0.5",
+            "--fault-rate",
+            "stall=2=0.1",
+            "--tokens-per-chunk",
+            "2-3",
+            "--max-num-seqs",
+            "4",
+        ])
+        .unwrap();
+        assert_eq!(c.fault_rates, vec![(Fault::RateLimit, 0.5), (Fault::Stall { secs: 2.0 }, 0.1)]);
+        assert_eq!(c.tokens_per_chunk, ChunkSize { min: 2, max: 3 });
+        assert_eq!(c.max_num_seqs, Some(4));
+    }
+
+    #[test]
+    fn cli_errors_name_the_option() {
+        let e = parse(&["--itl-ms=-1"]).unwrap_err().to_string();
+        assert!(e.contains("--itl-ms"), "{e}");
+        let e = parse(&["--fault-rate", "nope=0.1"]).unwrap_err().to_string();
+        assert!(e.contains("nope"), "{e}");
+        let e = parse(&["--max-num-seqs", "0"]).unwrap_err().to_string();
+        assert!(e.contains("--max-num-seqs"), "{e}");
+    }
+}

@@ -1,0 +1,363 @@
+//! The simulated engine: shared state, decode slots, and the per-request generation plan
+//! (how many tokens, which words, when each SSE event is due).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Exp};
+use servelab_workload::Tokenizer;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::api::GenRequest;
+use crate::metrics::Metrics;
+use crate::model::{EngineState, RequestShape, TokenClock};
+use crate::timer::PreciseTimer;
+use crate::truth::{TruthChunk, TruthRecord, TruthSink};
+use crate::{SimConfig, SimError};
+
+/// Word pool size: plenty of variety, cheap to build once.
+const WORD_POOL: usize = 2000;
+
+/// Everything requests share.
+#[derive(Debug)]
+pub struct Engine {
+    pub cfg: SimConfig,
+    pub tokenizer: Tokenizer,
+    /// Pre-decoded single-token words (each starts with a space), never decoded per chunk.
+    pub words: Vec<String>,
+    pub timer: PreciseTimer,
+    pub metrics: Metrics,
+    pub truth: Arc<TruthSink>,
+    /// Decode slots (`--max-num-seqs`); FIFO because tokio's semaphore is fair.
+    pub slots: Option<Arc<Semaphore>>,
+    pub next_seq: AtomicU64,
+    pub started: Instant,
+    /// Unix seconds at start, for `created` fields.
+    pub created: u64,
+}
+
+impl Engine {
+    /// Load the tokenizer and word pool and start the timer and truth writer (blocking).
+    pub fn new(cfg: SimConfig) -> Result<Self, SimError> {
+        let tokenizer = Tokenizer::from_spec(&cfg.tokenizer)
+            .map_err(|e| SimError::Config(format!("--tokenizer: {e}")))?;
+        let words: Vec<String> = tokenizer
+            .word_tokens(WORD_POOL)
+            .into_iter()
+            .filter_map(|id| tokenizer.decode(&[id]).ok())
+            .collect();
+        if words.is_empty() {
+            return Err(SimError::Config(format!(
+                "--tokenizer {}: no single-token words found to generate text from",
+                cfg.tokenizer
+            )));
+        }
+        let truth = TruthSink::new(cfg.truth_log.as_deref()).map_err(|e| {
+            SimError::Io(format!("cannot create truth log {:?}: {e}", cfg.truth_log))
+        })?;
+        let timer =
+            PreciseTimer::start().map_err(|e| SimError::Io(format!("timer thread: {e}")))?;
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Ok(Self {
+            slots: cfg.max_num_seqs.map(|n| Arc::new(Semaphore::new(n))),
+            cfg,
+            tokenizer,
+            words,
+            timer,
+            metrics: Metrics::default(),
+            truth,
+            next_seq: AtomicU64::new(0),
+            started: Instant::now(),
+            created,
+        })
+    }
+
+    pub fn starting_up(&self) -> bool {
+        self.started.elapsed() < self.cfg.startup
+    }
+
+    pub fn state(&self) -> EngineState {
+        EngineState {
+            running: self.metrics.running.load(Relaxed),
+            waiting: self.metrics.waiting.load(Relaxed),
+        }
+    }
+
+    /// The seeded RNG of request `seq` (splitmix-style mixing so nearby seqs differ).
+    pub fn request_rng(&self, seq: u64) -> SmallRng {
+        let mut z = self.cfg.seed ^ seq.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        SmallRng::seed_from_u64(z ^ (z >> 31))
+    }
+}
+
+/// Marks a request as waiting for a slot; undone on drop.
+#[derive(Debug)]
+pub struct Waiting(Arc<Engine>);
+
+impl Waiting {
+    pub fn new(engine: &Arc<Engine>) -> Self {
+        engine.metrics.waiting.fetch_add(1, Relaxed);
+        Self(engine.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.metrics.waiting.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A held decode slot; counts as running until dropped.
+#[derive(Debug)]
+pub struct Slot {
+    engine: Arc<Engine>,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Slot {
+    pub fn new(engine: &Arc<Engine>, permit: Option<OwnedSemaphorePermit>) -> Self {
+        engine.metrics.running.fetch_add(1, Relaxed);
+        Self { engine: engine.clone(), _permit: permit }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.engine.metrics.running.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Output length and finish reason: the seeded natural length (EOS) is used unless
+/// `ignore_eos` or it reaches `max_tokens`; never below `min_tokens`.
+pub fn output_length(req: &GenRequest, natural: u64) -> (u64, &'static str) {
+    if req.ignore_eos {
+        return (req.max_tokens, "length");
+    }
+    let n = natural.max(req.min_tokens).max(1);
+    if n >= req.max_tokens {
+        (req.max_tokens, "length")
+    } else {
+        (n, "stop")
+    }
+}
+
+/// A natural output length: exponential with the given mean, at least 1 token.
+pub fn natural_length(mean: f64, rng: &mut impl Rng) -> u64 {
+    let v = Exp::new(1.0 / mean.max(1.0)).map(|d| d.sample(rng)).unwrap_or(mean);
+    (v.ceil() as u64).max(1)
+}
+
+/// One planned SSE event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub tokens: u32,
+    /// Due time, ns after the request arrived.
+    pub due_ns: u64,
+    pub text: String,
+    /// Chat: these tokens are reasoning.
+    pub reasoning: bool,
+    /// Tokens carried by all events so far, this one included.
+    pub cumulative: u64,
+    pub last: bool,
+}
+
+/// The generation of one request: yields its events in order.
+#[derive(Debug)]
+pub struct Generation {
+    pub rng: SmallRng,
+    pub total: u64,
+    pub finish: &'static str,
+    pub shape: RequestShape,
+    pub reasoning: u64,
+    sent: u64,
+    clock: Option<TokenClock>,
+}
+
+impl Generation {
+    pub fn new(
+        rng: SmallRng,
+        req: &GenRequest,
+        total: u64,
+        finish: &'static str,
+        reasoning: u64,
+    ) -> Self {
+        Self {
+            rng,
+            total,
+            finish,
+            shape: RequestShape { prompt_tokens: req.prompt_tokens, output_tokens: total },
+            reasoning: reasoning.min(total),
+            sent: 0,
+            clock: None,
+        }
+    }
+
+    /// Tokens planned so far.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// The request got its slot `slot_ns` after arrival: start the clock.
+    pub fn start(&mut self, engine: &Engine, slot_ns: u64) {
+        let ttft = engine.cfg.engine_model.ttft(&self.shape, &engine.state());
+        self.clock = Some(TokenClock::new(slot_ns, ttft));
+    }
+
+    /// Delay every later token (the `stall` fault).
+    pub fn stall(&mut self, d: Duration) {
+        if let Some(c) = self.clock.as_mut() {
+            c.shift(d);
+        }
+    }
+
+    /// The next event, or `None` when all tokens are planned (or the clock is not started).
+    pub fn next_event(&mut self, engine: &Engine) -> Option<Event> {
+        let clock = self.clock.as_mut()?;
+        if self.sent >= self.total {
+            return None;
+        }
+        let cs = engine.cfg.tokens_per_chunk;
+        // Config fields are public: never trust min <= max here (an empty range panics).
+        let lo = cs.min.max(1);
+        let mut k = self.rng.random_range(lo..=cs.max.max(lo)) as u64;
+        k = k.min(self.total - self.sent);
+        // An event never mixes reasoning and content.
+        let reasoning = self.sent < self.reasoning;
+        if reasoning {
+            k = k.min(self.reasoning - self.sent);
+        }
+        let state = engine.state();
+        let mut due = 0;
+        let mut text = String::with_capacity(8 * k as usize);
+        for _ in 0..k {
+            let itl = engine.cfg.engine_model.itl(&self.shape, &state, clock.index() + 1);
+            due = clock.next(&engine.cfg.jitter, itl, &mut self.rng);
+            let w = &engine.words[self.rng.random_range(0..engine.words.len())];
+            text.push_str(w);
+        }
+        self.sent += k;
+        Some(Event {
+            tokens: k as u32,
+            due_ns: due,
+            text,
+            reasoning,
+            cumulative: self.sent,
+            last: self.sent >= self.total,
+        })
+    }
+}
+
+/// Fields of the truth record known at arrival.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    pub seq: u64,
+    pub request_id: Option<String>,
+    pub received: Instant,
+}
+
+impl Arrival {
+    /// ns since the request was received.
+    pub fn now_ns(&self) -> u64 {
+        self.received.elapsed().as_nanos() as u64
+    }
+
+    /// The instant `offset_ns` after arrival (saturating far in the future, never panicking).
+    pub fn at(&self, offset_ns: u64) -> Instant {
+        let far = Duration::from_secs(100 * 365 * 86_400);
+        let d = Duration::from_nanos(offset_ns).min(far);
+        self.received.checked_add(d).unwrap_or(self.received)
+    }
+}
+
+/// Record a finished request: truth plus the latency histograms.
+#[allow(clippy::too_many_arguments)]
+pub fn finish(
+    engine: &Engine,
+    arrival: &Arrival,
+    endpoint: &str,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    queue_ns: u64,
+    chunks: Vec<TruthChunk>,
+    outcome: &str,
+) {
+    if let (Some(first), Some(last)) = (chunks.first(), chunks.last()) {
+        engine.metrics.ttft.observe_ns(first.actual_ns.saturating_sub(queue_ns));
+        engine.metrics.e2e.observe_ns(last.actual_ns);
+    }
+    engine.truth.push(TruthRecord {
+        request_id: arrival.request_id.clone(),
+        seq: arrival.seq,
+        endpoint: endpoint.to_string(),
+        prompt_tokens,
+        completion_tokens,
+        queue_ns,
+        chunks,
+        outcome: outcome.to_string(),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Endpoint;
+
+    fn req(max: u64, min: u64, ignore_eos: bool) -> GenRequest {
+        GenRequest {
+            endpoint: Endpoint::Completions,
+            stream: true,
+            include_usage: false,
+            continuous_usage: false,
+            prompt_tokens: 1,
+            max_tokens: max,
+            min_tokens: min,
+            ignore_eos,
+        }
+    }
+
+    #[test]
+    fn output_length_rules() {
+        assert_eq!(output_length(&req(10, 0, true), 3), (10, "length"));
+        assert_eq!(output_length(&req(10, 0, false), 3), (3, "stop"));
+        assert_eq!(output_length(&req(10, 5, false), 3), (5, "stop"));
+        assert_eq!(output_length(&req(10, 0, false), 50), (10, "length"));
+        assert_eq!(output_length(&req(10, 10, false), 3), (10, "length"));
+    }
+
+    #[test]
+    fn natural_length_has_the_right_mean() {
+        let mut r = SmallRng::seed_from_u64(1);
+        let n = 20_000;
+        let mean = (0..n).map(|_| natural_length(256.0, &mut r)).sum::<u64>() as f64 / n as f64;
+        assert!((mean - 256.5).abs() < 10.0, "{mean}");
+    }
+
+    #[test]
+    fn events_chunk_and_split_reasoning() {
+        let cfg = SimConfig::fixed(50.0, 10.0).with_tokens_per_chunk(3, 3);
+        let engine = Engine::new(cfg).unwrap();
+        let r = req(8, 0, true);
+        let mut g = Generation::new(SmallRng::seed_from_u64(0), &r, 8, "length", 2);
+        assert!(g.next_event(&engine).is_none(), "not started");
+        g.start(&engine, 1_000);
+        let evs: Vec<Event> = std::iter::from_fn(|| g.next_event(&engine)).collect();
+        let shape: Vec<(u32, u64, bool, bool)> =
+            evs.iter().map(|e| (e.tokens, e.due_ns, e.reasoning, e.last)).collect();
+        assert_eq!(
+            shape,
+            vec![
+                (2, 60_001_000, true, false),
+                (3, 90_001_000, false, false),
+                (3, 120_001_000, false, true),
+            ]
+        );
+        let text: String = evs.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(engine.tokenizer.count(&text), 8);
+    }
+}

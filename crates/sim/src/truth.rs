@@ -1,0 +1,169 @@
+//! The ground truth: one record per finished request, kept in memory and optionally appended
+//! as JSON lines by a background writer thread (the stream path only sends on a channel).
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use serde::{Deserialize, Serialize};
+
+/// What the server really did for one request.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct TruthRecord {
+    /// Value of the request's `x-request-id` header, if sent.
+    pub request_id: Option<String>,
+    /// Order of arrival at the server.
+    pub seq: u64,
+    /// "completions" | "chat".
+    pub endpoint: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Time waiting for a `--max-num-seqs` slot.
+    pub queue_ns: u64,
+    /// Every SSE event that carried tokens (one chunk for a non-streaming response).
+    pub chunks: Vec<TruthChunk>,
+    /// "ok" | the fault kind applied | "bad-request" | "aborted" (client or shutdown).
+    pub outcome: String,
+}
+
+/// One token-carrying event: offsets in ns from the moment the request (headers + body) was
+/// received; `actual_ns` is when the body frame was handed to hyper.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TruthChunk {
+    pub tokens: u32,
+    pub intended_ns: u64,
+    pub actual_ns: u64,
+}
+
+enum Msg {
+    Record(TruthRecord),
+    Flush(mpsc::SyncSender<()>),
+}
+
+/// In-memory list plus the optional file writer.
+pub struct TruthSink {
+    memory: Mutex<Vec<TruthRecord>>,
+    tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for TruthSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TruthSink").finish_non_exhaustive()
+    }
+}
+
+impl TruthSink {
+    /// A sink; with `path`, records are also appended there (file created or truncated).
+    pub fn new(path: Option<&Path>) -> std::io::Result<Arc<Self>> {
+        let (tx, thread) = match path {
+            None => (None, None),
+            Some(p) => {
+                let file = std::fs::File::create(p)?;
+                let (tx, rx) = mpsc::channel();
+                let t = std::thread::Builder::new()
+                    .name("servelab-sim-truth".into())
+                    .spawn(move || write_loop(file, rx))?;
+                (Some(tx), Some(t))
+            }
+        };
+        Ok(Arc::new(Self {
+            memory: Mutex::new(Vec::new()),
+            tx: Mutex::new(tx),
+            thread: Mutex::new(thread),
+        }))
+    }
+
+    pub fn push(&self, rec: TruthRecord) {
+        if let Some(tx) = self.tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            let _ = tx.send(Msg::Record(rec.clone()));
+        }
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).push(rec);
+    }
+
+    pub fn snapshot(&self) -> Vec<TruthRecord> {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Wait until every record pushed so far is written to the file.
+    pub fn flush(&self) {
+        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(tx) = tx {
+            let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+            if tx.send(Msg::Flush(ack_tx)).is_ok() {
+                let _ = ack_rx.recv();
+            }
+        }
+    }
+
+    /// Flush and stop the writer thread.
+    pub fn close(&self) {
+        self.flush();
+        self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Buffered writes; flushed whenever the channel runs dry, so the file lags by at most the
+/// records in flight.
+fn write_loop(file: std::fs::File, rx: mpsc::Receiver<Msg>) {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+    while let Ok(mut msg) = rx.recv() {
+        loop {
+            match msg {
+                Msg::Record(r) => {
+                    if serde_json::to_writer(&mut out, &r).is_ok() {
+                        let _ = out.write_all(b"\n");
+                    }
+                }
+                Msg::Flush(ack) => {
+                    let _ = out.flush();
+                    let _ = ack.send(());
+                }
+            }
+            match rx.try_recv() {
+                Ok(m) => msg = m,
+                Err(_) => break,
+            }
+        }
+        let _ = out.flush();
+    }
+    let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(seq: u64) -> TruthRecord {
+        TruthRecord {
+            request_id: Some(format!("servelab-{seq}")),
+            seq,
+            endpoint: "chat".into(),
+            prompt_tokens: 3,
+            completion_tokens: 2,
+            queue_ns: 0,
+            chunks: vec![TruthChunk { tokens: 2, intended_ns: 10, actual_ns: 12 }],
+            outcome: "ok".into(),
+        }
+    }
+
+    #[test]
+    fn writes_json_lines_and_keeps_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("truth.jsonl");
+        let sink = TruthSink::new(Some(&path)).unwrap();
+        sink.push(rec(0));
+        sink.push(rec(1));
+        sink.close();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let back: Vec<TruthRecord> =
+            text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(back, vec![rec(0), rec(1)]);
+        assert_eq!(sink.snapshot().len(), 2);
+    }
+}
