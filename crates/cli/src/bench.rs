@@ -61,6 +61,8 @@ async fn bench_target(
     simulated: bool,
     interrupt: watch::Receiver<bool>,
 ) -> Result<BenchOutcome, Failure> {
+    // Thousands of streams need thousands of sockets; most systems start with 1,024.
+    let _ = servelab_sim::raise_nofile_limit();
     let mut target = Target::resolve(base_url, &s.endpoint).await.map_err(Failure::usage)?;
     for h in &s.headers {
         target.add_header(h).map_err(Failure::usage)?;

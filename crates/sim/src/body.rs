@@ -16,8 +16,8 @@ use tokio::sync::{AcquireError, OwnedSemaphorePermit};
 use crate::api::{stream_error_events, Endpoint, GenRequest, Render};
 use crate::engine::{finish, Arrival, Engine, Generation, Slot, Waiting};
 use crate::fault::Fault;
-use crate::timer::Sleep;
 use crate::truth::TruthChunk;
+use servelab_timer::Sleep;
 
 type Acquire =
     Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send + Sync>>;

@@ -14,9 +14,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::api::GenRequest;
 use crate::metrics::Metrics;
 use crate::model::{EngineState, RequestShape, TokenClock};
-use crate::timer::PreciseTimer;
 use crate::truth::{TruthChunk, TruthRecord, TruthSink};
 use crate::{SimConfig, SimError};
+use servelab_timer::PreciseTimer;
 
 /// Word pool size: plenty of variety, cheap to build once.
 const WORD_POOL: usize = 2000;
@@ -225,7 +225,10 @@ impl Generation {
         let cs = engine.cfg.tokens_per_chunk;
         // Config fields are public: never trust min <= max here (an empty range panics).
         let lo = cs.min.max(1);
-        let mut k = self.rng.random_range(lo..=cs.max.max(lo)) as u64;
+        // Prefill yields one token; decode steps (multi-step scheduling, speculative decoding)
+        // then yield K at a time. So the first event carries one token, as engines send it.
+        let mut k =
+            if self.sent == 0 { 1 } else { self.rng.random_range(lo..=cs.max.max(lo)) as u64 };
         k = k.min(self.total - self.sent);
         // An event never mixes reasoning and content.
         let reasoning = self.sent < self.reasoning;
@@ -352,7 +355,8 @@ mod tests {
         assert_eq!(
             shape,
             vec![
-                (2, 60_001_000, true, false),
+                (1, 50_001_000, true, false),
+                (1, 60_001_000, true, false),
                 (3, 90_001_000, false, false),
                 (3, 120_001_000, false, true),
             ]

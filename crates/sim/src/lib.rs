@@ -12,7 +12,6 @@ pub mod metrics;
 pub mod model;
 pub mod server;
 mod sys;
-pub mod timer;
 pub mod truth;
 
 use std::net::SocketAddr;

@@ -1,4 +1,4 @@
-//! The two OS calls that need `unsafe`: each is one small function.
+//! The OS call that needs `unsafe`, in one small function.
 
 /// Raise the soft RLIMIT_NOFILE to the hard limit so one process can hold thousands of
 /// sockets. Returns the new soft limit.
@@ -18,19 +18,4 @@ pub fn raise_nofile_limit() -> std::io::Result<u64> {
     }
     #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 on every platform
     Ok(lim.rlim_cur as u64)
-}
-
-/// Set the calling thread's timer slack to 1 ns, so its timed waits wake on time instead of
-/// being coalesced up to the default 50 µs later (Linux only; a no-op elsewhere).
-#[allow(unsafe_code)]
-pub fn set_thread_timer_slack_1ns() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches no memory of ours.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) == 0 }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        false
-    }
 }

@@ -160,16 +160,20 @@ async fn k_tokens_per_chunk_every_k_itl() {
         "stream_options":{"include_usage":true}}"#;
     let seen = post(sim.addr(), "/v1/completions", body).await;
     let tok = servelab_workload::Tokenizer::from_spec("cl100k_base").unwrap();
+    // The prefill token comes alone, then decode steps of 4: 1 + 4 × 4 + 3 = 20.
+    let sizes = [1u32, 4, 4, 4, 4, 3];
     let events = seen.events();
-    assert_eq!(events.len(), 5 + 2);
-    for e in &events[..5] {
-        assert_eq!(tok.count(parse(e)["choices"][0]["text"].as_str().unwrap()), 4);
+    assert_eq!(events.len(), sizes.len() + 2);
+    for (e, &k) in events.iter().zip(&sizes) {
+        assert_eq!(tok.count(parse(e)["choices"][0]["text"].as_str().unwrap()), k as usize);
     }
     let t = &sim.truth()[0];
-    assert_eq!(t.chunks.iter().map(|c| c.tokens).collect::<Vec<_>>(), vec![4; 5]);
-    // Event j is due when its last token is: TTFT + (4j + 3) × ITL.
-    for (j, c) in t.chunks.iter().enumerate() {
-        assert_eq!(c.intended_ns - t.queue_ns, 10_000_000 + (4 * j as u64 + 3) * 5_000_000);
+    assert_eq!(t.chunks.iter().map(|c| c.tokens).collect::<Vec<_>>(), sizes);
+    // An event is due when its last token is: TTFT + (index of that token) × ITL.
+    let mut cumulative = 0u64;
+    for (c, &k) in t.chunks.iter().zip(&sizes) {
+        cumulative += u64::from(k);
+        assert_eq!(c.intended_ns - t.queue_ns, 10_000_000 + (cumulative - 1) * 5_000_000);
     }
     // Client side: the frames carrying tokens arrive about 4 × ITL = 20 ms apart.
     let token_frames: Vec<_> =
