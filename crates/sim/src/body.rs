@@ -84,6 +84,8 @@ pub struct SseBody {
     phase: Phase,
     pending: Option<Due>,
     queue_ns: u64,
+    /// Whether the request had to wait for a `--max-num-seqs` slot.
+    waited: bool,
     chunks: Vec<TruthChunk>,
     last_actual_ns: Option<u64>,
     fault_fired: bool,
@@ -106,6 +108,7 @@ impl SseBody {
             phase,
             pending: None,
             queue_ns: 0,
+            waited: false,
             chunks: Vec::new(),
             last_actual_ns: None,
             fault_fired: false,
@@ -246,7 +249,10 @@ impl Body for SseBody {
                     let permit = match acquire.as_mut() {
                         None => None,
                         Some(fut) => match fut.as_mut().poll(cx) {
-                            Poll::Pending => return Poll::Pending,
+                            Poll::Pending => {
+                                this.waited = true;
+                                return Poll::Pending;
+                            }
                             Poll::Ready(p) => p.ok(),
                         },
                     };
@@ -254,7 +260,10 @@ impl Body for SseBody {
                     let engine = this.job.engine.clone();
                     this.slot = Some(Slot::new(&engine, permit));
                     engine.metrics.prompt_tokens.fetch_add(this.job.req.prompt_tokens, Relaxed);
-                    this.queue_ns = this.job.arrival.now_ns();
+                    // The clock starts at receipt unless the request really waited for a slot:
+                    // parsing and tokenizing the prompt happen inside the TTFT budget, as in an
+                    // engine, instead of silently extending it.
+                    this.queue_ns = if this.waited { this.job.arrival.now_ns() } else { 0 };
                     this.job.gen.start(&engine, this.queue_ns);
                     this.phase = Phase::Run;
                 }

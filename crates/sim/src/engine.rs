@@ -18,6 +18,8 @@ use crate::truth::{TruthChunk, TruthRecord, TruthSink};
 use crate::{SimConfig, SimError};
 use servelab_timer::PreciseTimer;
 
+use crate::parse_pool::ParsePool;
+
 /// Word pool size: plenty of variety, cheap to build once.
 const WORD_POOL: usize = 2000;
 
@@ -29,6 +31,8 @@ pub struct Engine {
     /// Pre-decoded single-token words (each starts with a space), never decoded per chunk.
     pub words: Vec<String>,
     pub timer: PreciseTimer,
+    /// Threads that parse and tokenize requests off the async workers.
+    pub parse_pool: ParsePool,
     pub metrics: Metrics,
     pub truth: Arc<TruthSink>,
     /// Decode slots (`--max-num-seqs`); FIFO because tokio's semaphore is fair.
@@ -60,6 +64,8 @@ impl Engine {
         })?;
         let timer =
             PreciseTimer::start().map_err(|e| SimError::Io(format!("timer thread: {e}")))?;
+        let parse_pool =
+            ParsePool::start().map_err(|e| SimError::Io(format!("parse threads: {e}")))?;
         let created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -69,6 +75,7 @@ impl Engine {
             tokenizer,
             words,
             timer,
+            parse_pool,
             metrics: Metrics::default(),
             truth,
             next_seq: AtomicU64::new(0),

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod fault;
 pub mod metrics;
 pub mod model;
+pub mod parse_pool;
 pub mod server;
 mod sys;
 pub mod truth;

@@ -236,16 +236,24 @@ async fn generate(
         let e = ApiError::new(503, "ServiceUnavailableError", "The server is starting up");
         return reject(e, "unavailable");
     }
-    let parsed = api::parse_request(
-        endpoint,
-        &body,
-        &engine.cfg.model,
-        engine.cfg.max_model_len,
-        &engine.tokenizer,
-    );
+    // Parsing and tokenizing a long prompt costs CPU; on the runtime's workers it would hold up
+    // reading *other* requests, whose receipt (the truth's time zero) would then be late
+    // without the truth showing it. On the parse threads it overlaps the TTFT budget instead.
+    let parse_engine = engine.clone();
+    let parsed = engine
+        .parse_pool
+        .run(move || {
+            let e = &parse_engine;
+            api::parse_request(endpoint, &body, &e.cfg.model, e.cfg.max_model_len, &e.tokenizer)
+        })
+        .await;
     let gen_req = match parsed {
-        Ok(r) => r,
-        Err(e) => return reject(e, "bad-request"),
+        Some(Ok(r)) => r,
+        Some(Err(e)) => return reject(e, "bad-request"),
+        None => {
+            let e = ApiError::new(503, "ServiceUnavailableError", "The server is shutting down");
+            return reject(e, "unavailable");
+        }
     };
     let mut rng = engine.request_rng(seq);
     let rate_fault = draw_fault(&engine.cfg.fault_rates, &mut rng);
@@ -337,16 +345,20 @@ impl Drop for AbortGuard {
 /// A non-streaming response: sent whole when its last token is due.
 async fn complete(mut job: Job) -> Result<Resp, io::Error> {
     let engine = job.engine.clone();
-    let permit = match &engine.slots {
-        Some(sem) => {
-            let _waiting = Waiting::new(&engine);
-            sem.clone().acquire_owned().await.ok()
-        }
-        None => None,
+    // As for streams: the clock starts at receipt unless the request waited for a slot.
+    let (permit, waited) = match &engine.slots {
+        Some(sem) => match sem.clone().try_acquire_owned() {
+            Ok(p) => (Some(p), false),
+            Err(_) => {
+                let _waiting = Waiting::new(&engine);
+                (sem.clone().acquire_owned().await.ok(), true)
+            }
+        },
+        None => (None, false),
     };
     let slot = Slot::new(&engine, permit);
     engine.metrics.prompt_tokens.fetch_add(job.req.prompt_tokens, Relaxed);
-    let queue_ns = job.arrival.now_ns();
+    let queue_ns = if waited { job.arrival.now_ns() } else { 0 };
     job.gen.start(&engine, queue_ns);
     let point = job.fault_point();
     let (mut reasoning, mut content) = (String::new(), String::new());
