@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 CONVERSATIONS="${1:-12000}"
 PROMPTS="${2:-10000}"
-TOKENIZER="crates/workload/tests/fixtures/smollm2-tokenizer.json"
+TOKENIZER="testdata/smollm2-tokenizer.json"
 
 cargo build --release -q -p servelab-workload --example dataset_load
 BIN="$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/release/examples/dataset_load"

@@ -242,8 +242,8 @@ async fn startup_window_answers_503() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hf_tokenizer_usage_is_exact() {
-    // tests/fixtures/smollm2-tokenizer.json is a copy of /work/shared/tokenizers/smollm2/tokenizer.json.
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/smollm2-tokenizer.json");
+    // testdata/smollm2-tokenizer.json: see testdata/README.md for its source.
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/smollm2-tokenizer.json");
     let sim = start(fast().with_tokenizer(path)).await.unwrap();
     let body = r#"{"prompt":"The quick brown fox","max_tokens":40,"ignore_eos":true,"stream":true,
         "stream_options":{"include_usage":true}}"#;

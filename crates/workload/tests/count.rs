@@ -5,7 +5,7 @@ use std::path::Path;
 use servelab_workload::Tokenizer;
 
 fn smollm2() -> Tokenizer {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smollm2-tokenizer.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/smollm2-tokenizer.json");
     Tokenizer::from_path(&path).unwrap()
 }
 

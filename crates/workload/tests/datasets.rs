@@ -7,7 +7,7 @@ use servelab_workload::{
 };
 
 fn smollm2() -> Tokenizer {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smollm2-tokenizer.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/smollm2-tokenizer.json");
     Tokenizer::from_path(&path).unwrap()
 }
 

@@ -46,6 +46,6 @@ pub fn serve(status: &'static str, body: Vec<u8>, max_requests: usize) -> Server
 
 pub fn fixture_tokenizer() -> Vec<u8> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/smollm2-tokenizer.json");
+        .join("../../testdata/smollm2-tokenizer.json");
     std::fs::read(path).unwrap()
 }
