@@ -27,6 +27,9 @@ pub enum Command {
     Compare(Box<crate::store_cmd::CompareArgs>),
     /// Write a self-contained HTML report (and a Markdown twin) for runs or sweeps.
     Report(Box<crate::store_cmd::ReportArgs>),
+    /// Launch engine configurations, benchmark each, keep what helps, recommend a command.
+    #[command(subcommand)]
+    Lab(crate::lab_cmd::LabCommand),
     /// The simulated OpenAI-compatible engine.
     #[command(subcommand)]
     Sim(SimCommand),

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod cli;
 pub mod exit;
+pub mod lab_cmd;
 pub mod progress;
 pub mod settings;
 pub mod store_cmd;
@@ -54,6 +55,7 @@ async fn dispatch(cli: cli::Cli) -> Result<ExitStatus, Failure> {
         cli::Command::Runs(cmd) => store_cmd::runs(cmd).await,
         cli::Command::Compare(args) => store_cmd::compare(*args).await,
         cli::Command::Report(args) => store_cmd::report(*args).await,
+        cli::Command::Lab(cmd) => lab_cmd::run(cmd, interrupt_on_ctrl_c()).await,
         cli::Command::Bench(args) => {
             let api_key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty());
             let settings =
