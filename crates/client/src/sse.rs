@@ -29,6 +29,20 @@ impl SseParser {
     /// Feed bytes from one network read; append each completed event's data to `out`.
     /// Events with no `data` field (comments such as `: ping`, bare `event:` lines) are skipped.
     pub fn push(&mut self, bytes: &[u8], out: &mut Vec<SseData>) {
+        if self.buf.is_empty() {
+            // Common case: the read starts at an event boundary. Scan it in place and keep
+            // only an incomplete tail, instead of copying every byte through the buffer.
+            let mut start = 0;
+            while let Some((end, next)) = find_boundary(bytes, start) {
+                if let Some(data) = event_data(&bytes[start..end]) {
+                    out.push(data);
+                }
+                start = next;
+            }
+            self.buf.extend_from_slice(&bytes[start..]);
+            self.scan_from = self.buf.len().saturating_sub(3);
+            return;
+        }
         self.buf.extend_from_slice(bytes);
         let mut start = 0;
         while let Some((end, next)) = find_boundary(&self.buf, start.max(self.scan_from)) {
@@ -122,6 +136,17 @@ mod tests {
             let out = feed(&[&stream[..cut], &stream[cut..]]);
             assert_eq!(out, vec![text("{\"t\":\"h\u{e9}llo \u{1F600}\"}"), text("x")], "cut {cut}");
         }
+    }
+
+    #[test]
+    fn byte_by_byte_and_whole_give_the_same_events() {
+        let stream = b"data: a\n\n: c\n\ndata: b\r\n\r\ndata: x\ndata: y\n\ndata: [DONE]\n\n";
+        let whole = feed(&[stream]);
+        let pieces: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(feed(&pieces), whole);
+        let threes: Vec<&[u8]> = stream.chunks(3).collect();
+        assert_eq!(feed(&threes), whole);
+        assert_eq!(whole, vec![text("a"), text("b"), text("x\ny"), text("[DONE]")]);
     }
 
     #[test]
