@@ -14,7 +14,7 @@ use servelab_client::http::{self, Target};
 use servelab_metrics::Summary;
 use servelab_sweep::drain::{wait_drained, Drain};
 use servelab_sweep::grid::{parse_concurrency_list, parse_rate_list, parse_scenario};
-use servelab_sweep::render::{column_percentiles, parse_columns, DEFAULT_COLUMNS};
+use servelab_sweep::render::{column_percentiles, parse_columns, Column, DEFAULT_COLUMNS};
 use servelab_sweep::run::write_outputs;
 use servelab_sweep::{
     parse_slo, run_sweep, DatasetChoice, KneeRule, Load, PointRunner, PointSpec, PromptPolicy,
@@ -72,7 +72,7 @@ pub struct SweepArgs {
     /// A rate search stops when its bracket is narrower than this fraction.
     #[arg(long, default_value_t = 0.1, help_heading = "Sweep")]
     pub slo_resolution: f64,
-    /// At most this many extra runs per scenario for the SLO search.
+    /// At most this many probe runs per scenario for the SLO search (plus one confirming run).
     #[arg(long, default_value_t = 6, help_heading = "Sweep")]
     pub slo_max_probes: usize,
     /// Knee: throughput must still rise by more than this percentage per doubling of load.
@@ -224,6 +224,14 @@ fn positive(flag: &str, v: f64) -> Result<f64, Failure> {
     }
 }
 
+fn non_negative(flag: &str, v: f64) -> Result<f64, Failure> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(Failure::usage(format!("{flag}: must be a number >= 0 (got {v})")))
+    }
+}
+
 fn secs(flag: &str, v: f64) -> Result<Duration, Failure> {
     if v.is_finite() && v >= 0.0 {
         Ok(Duration::from_secs_f64(v))
@@ -259,25 +267,32 @@ fn scenarios(a: &SweepArgs) -> Result<Vec<Scenario>, Failure> {
     Ok(out)
 }
 
+/// The swept levels: `--concurrency`, else a `--request-rate` other than `inf` (a list or a
+/// single rate), else the default concurrency grid. A single rate beside `--concurrency`
+/// applies to every concurrency level.
+fn grid_loads(concurrency: Option<&str>, rate: &str) -> Result<Vec<Load>, Failure> {
+    let rate_given = rate.trim() != "inf";
+    match (concurrency, rate_given) {
+        (Some(_), true) if rate.contains(',') => Err(Failure::usage(
+            "--concurrency with a --request-rate list: sweep one axis at a time",
+        )),
+        (Some(c), _) => parse_concurrency_list(c).map_err(Failure::usage),
+        (None, true) => parse_rate_list(rate).map_err(Failure::usage),
+        (None, false) => parse_concurrency_list(DEFAULT_CONCURRENCY).map_err(Failure::usage),
+    }
+}
+
+/// What the flags resolve to before anything runs.
+struct Prepared {
+    plan: SweepPlan,
+    base: BenchSettings,
+    columns: Vec<Column>,
+    sim_slots: Option<usize>,
+}
+
 /// Turn flags into a plan, the base bench settings and the runner's options.
-fn plan(
-    mut a: SweepArgs,
-    api_key: Option<String>,
-) -> Result<(SweepPlan, BenchSettings, Vec<servelab_sweep::render::Column>, Option<usize>), Failure>
-{
-    let rate_list = (a.bench.request_rate.contains(',')
-        || (a.concurrency.is_none() && a.bench.request_rate.trim() != "inf"))
-        .then(|| a.bench.request_rate.clone());
-    let loads = match (&a.concurrency, &rate_list) {
-        (Some(_), Some(_)) if a.bench.request_rate.contains(',') => {
-            return Err(Failure::usage(
-                "--concurrency and a --request-rate list: sweep one axis at a time",
-            ))
-        }
-        (Some(c), _) => parse_concurrency_list(c).map_err(Failure::usage)?,
-        (None, Some(r)) => parse_rate_list(r).map_err(Failure::usage)?,
-        (None, None) => parse_concurrency_list(DEFAULT_CONCURRENCY).map_err(Failure::usage)?,
-    };
+fn plan(mut a: SweepArgs, api_key: Option<String>) -> Result<Prepared, Failure> {
+    let loads = grid_loads(a.concurrency.as_deref(), &a.bench.request_rate)?;
     if matches!(loads.first(), Some(Load::Rate(_))) {
         // Each point sets its own rate; the base settings take the default.
         a.bench.request_rate = "inf".into();
@@ -344,7 +359,8 @@ fn plan(
         base_seed: base.seed,
         fresh_prompts: !a.same_prompts,
         knee: KneeRule {
-            min_gain_per_doubling: a.knee_min_gain_pct / 100.0,
+            min_gain_per_doubling: non_negative("--knee-min-gain-pct", a.knee_min_gain_pct)?
+                / 100.0,
             max_ttft_factor: positive("--knee-max-ttft-factor", a.knee_max_ttft_factor)?,
         },
         slo,
@@ -354,7 +370,7 @@ fn plan(
         resume,
         warnings,
     };
-    Ok((plan, base, columns, a.sim_max_num_seqs))
+    Ok(Prepared { plan, base, columns, sim_slots: a.sim_max_num_seqs })
 }
 
 pub async fn run(args: SweepArgs, interrupt: watch::Receiver<bool>) -> Result<ExitStatus, Failure> {
@@ -362,7 +378,7 @@ pub async fn run(args: SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
     let drain_timeout = secs("--drain-timeout-secs", args.drain_timeout_secs)?;
     let dataset_path = args.bench.dataset_path.clone();
     let api_key = std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty());
-    let (plan, mut base, columns, sim_slots) = plan(args, api_key)?;
+    let Prepared { plan, mut base, columns, sim_slots } = plan(args, api_key)?;
 
     // One simulator for the whole sweep (not one per point), so the drain check sees it.
     let mut sim = None;
@@ -421,4 +437,22 @@ pub async fn run(args: SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
         return Ok(ExitStatus::ThresholdFailed);
     }
     Ok(ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_axis_at_a_time() {
+        let c = |v: &[usize]| v.iter().map(|&n| Load::Concurrency(n)).collect::<Vec<_>>();
+        assert_eq!(grid_loads(Some("4,1"), "inf").unwrap(), c(&[1, 4]));
+        assert_eq!(grid_loads(Some("2"), "5").unwrap(), c(&[2]));
+        assert_eq!(grid_loads(None, "inf").unwrap(), c(&[1, 2, 4, 8, 16, 32, 64]));
+        assert_eq!(grid_loads(None, "2,1").unwrap(), vec![Load::Rate(1.0), Load::Rate(2.0)]);
+        assert_eq!(grid_loads(None, "3").unwrap(), vec![Load::Rate(3.0)]);
+        let e = grid_loads(Some("1"), "1,2").unwrap_err().to_string();
+        assert_eq!(e, "--concurrency with a --request-rate list: sweep one axis at a time");
+        assert!(grid_loads(None, "1,inf").is_err());
+    }
 }

@@ -90,6 +90,7 @@ async fn grid_table_knee_slo_and_charts() {
     let r = read_sweep(dir.path());
     let s = &r.scenarios[0];
     assert_eq!(s.dataset, "random(64:20)");
+    assert!(s.points.iter().all(|p| p.summary.requests.is_empty()));
 
     // One table row per grid point, equal to the stored per-point results.
     let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
@@ -99,6 +100,8 @@ async fn grid_table_knee_slo_and_charts() {
         let p = read_point(dir.path(), c);
         let m = &p.summary;
         assert_eq!(p.summary.completed as usize, p.num_prompts);
+        // Per-request rows live in the point files; sweep.json leaves them out.
+        assert_eq!(p.summary.requests.len(), p.num_prompts);
         let p99 = |d: &servelab_metrics::Distribution| num(d.percentile(99.0).unwrap());
         let expect = vec![
             c.to_string(),
@@ -185,5 +188,44 @@ async fn unmet_slo_exits_1_and_bad_input_exits_2() {
     assert!(e.to_string().contains("is not ISL:OSL"), "{e}");
     let e = sweep(&sim.base_url(), dir.path(), &["--suite", "classic"]).await.unwrap_err();
     assert!(e.to_string().contains("needs --dataset-path"), "{e}");
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_keeps_partial_results_and_resume_finishes() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    let url = sim.base_url();
+    // 40 prompts one at a time: ~4.6 s, interrupted after 0.4 s.
+    let grid = ["--concurrency", "1,2", "--min-prompts", "40", "--max-prompts", "40"];
+    let parse = |extra: &[&str]| {
+        let mut args = vec!["servelab", "sweep", "--base-url", &url, "--no-progress"];
+        args.extend(["--no-store", "--scenario", "64:20", "--settle-secs", "0"]);
+        args.extend_from_slice(&grid);
+        args.extend_from_slice(extra);
+        let Command::Sweep(a) = Cli::try_parse_from(args).expect("valid args").command else {
+            unreachable!("sweep subcommand")
+        };
+        *a
+    };
+    let (tx, rx) = watch::channel(false);
+    let run = tokio::spawn(servelab::sweep_cmd::run(parse(&["--output-dir", &path]), rx));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    tx.send(true).unwrap();
+    let e = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap_err();
+    assert!(e.to_string().contains(&format!("--resume {path}")), "{e}");
+    let partial = read_point(dir.path(), 1);
+    assert!(!partial.complete);
+    assert!(partial.summary.info.interrupted);
+
+    let (_tx, rx) = watch::channel(false);
+    let resumed = servelab::sweep_cmd::run(parse(&["--resume", &path]), rx);
+    let status = tokio::time::timeout(Duration::from_secs(60), resumed).await.unwrap().unwrap();
+    assert_eq!(status, ExitStatus::Success);
+    let done = read_point(dir.path(), 1);
+    assert!(done.complete);
+    assert_eq!(done.summary.completed, 40);
+    assert_eq!(read_sweep(dir.path()).scenarios[0].points.len(), 2);
     sim.shutdown().await;
 }

@@ -1,0 +1,330 @@
+//! The sweep grid: load levels (concurrency or request rate), scenarios, and how many prompts
+//! and which seed each point gets.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{invalid, SweepError};
+
+/// Which load axis a sweep varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Axis {
+    /// Closed loop: at most N requests in flight (`--max-concurrency N`).
+    Concurrency,
+    /// Open loop: requests arrive at N per second.
+    Rate,
+}
+
+impl Axis {
+    /// Axis title with unit, for tables and charts.
+    pub fn title(self) -> &'static str {
+        match self {
+            Axis::Concurrency => "Concurrency",
+            Axis::Rate => "Request Rate (req/s)",
+        }
+    }
+}
+
+/// One load level.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Load {
+    Concurrency(usize),
+    /// Requests per second, finite and positive.
+    Rate(f64),
+}
+
+impl Load {
+    pub fn axis(self) -> Axis {
+        match self {
+            Load::Concurrency(_) => Axis::Concurrency,
+            Load::Rate(_) => Axis::Rate,
+        }
+    }
+
+    /// The level as a number (for sorting, charts and the search).
+    pub fn value(self) -> f64 {
+        match self {
+            Load::Concurrency(c) => c as f64,
+            Load::Rate(r) => r,
+        }
+    }
+
+    /// The level as printed in tables: `4`, `2.5`.
+    pub fn label(self) -> String {
+        match self {
+            Load::Concurrency(c) => c.to_string(),
+            Load::Rate(r) => format!("{r}"),
+        }
+    }
+
+    /// File name stem of this level's result: `concurrency-4`, `rate-2.5`.
+    pub fn file_stem(self) -> String {
+        match self {
+            Load::Concurrency(c) => format!("concurrency-{c}"),
+            Load::Rate(r) => format!("rate-{r}"),
+        }
+    }
+
+    /// The level on `axis` nearest to `v` (concurrency rounds down, never below 1).
+    pub fn on_axis(axis: Axis, v: f64) -> Load {
+        match axis {
+            Axis::Concurrency => Load::Concurrency((v.floor() as usize).max(1)),
+            Axis::Rate => Load::Rate(v),
+        }
+    }
+}
+
+/// `1,2,4,8` → concurrency levels (sorted, deduplicated, each ≥ 1).
+pub fn parse_concurrency_list(s: &str) -> Result<Vec<Load>, SweepError> {
+    let mut v = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        match item.parse::<usize>() {
+            Ok(c) if c >= 1 => v.push(c),
+            _ => {
+                return Err(invalid(
+                    "--concurrency",
+                    format!("'{item}' is not a whole number >= 1 (expected e.g. 1,2,4,8)"),
+                ))
+            }
+        }
+    }
+    if v.is_empty() {
+        return Err(invalid("--concurrency", "give at least one level, e.g. 1,2,4,8"));
+    }
+    v.sort_unstable();
+    v.dedup();
+    Ok(v.into_iter().map(Load::Concurrency).collect())
+}
+
+/// `0.5,1,2` → request-rate levels (sorted, deduplicated, finite and positive).
+pub fn parse_rate_list(s: &str) -> Result<Vec<Load>, SweepError> {
+    let mut v: Vec<f64> = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        match item.parse::<f64>() {
+            Ok(r) if r > 0.0 && r.is_finite() => v.push(r),
+            _ => {
+                return Err(invalid(
+                    "--request-rate",
+                    format!(
+                        "'{item}' is not a positive number of requests per second; a rate sweep \
+                         takes finite rates, e.g. 1,2,4 (sweep --concurrency for closed loop)"
+                    ),
+                ))
+            }
+        }
+    }
+    if v.is_empty() {
+        return Err(invalid("--request-rate", "give at least one rate, e.g. 1,2,4"));
+    }
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    Ok(v.into_iter().map(Load::Rate).collect())
+}
+
+/// What each point of a scenario sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum DatasetChoice {
+    /// The dataset options given to the command (`--dataset-name`, ...).
+    FromArgs,
+    /// Random prompts with exactly these token lengths (ignore_eos is forced on).
+    Random { input_len: u64, output_len: u64 },
+    /// ShareGPT conversations; `path` defaults to `--dataset-path`.
+    Sharegpt {
+        #[serde(default)]
+        path: Option<PathBuf>,
+        #[serde(default)]
+        output_len: Option<u64>,
+    },
+    /// One request per JSON line; `path` defaults to `--dataset-path`.
+    Jsonl {
+        #[serde(default)]
+        path: Option<PathBuf>,
+    },
+}
+
+impl DatasetChoice {
+    /// True when every point reads the same file, so prompts repeat across points.
+    pub fn is_file(&self) -> bool {
+        matches!(self, DatasetChoice::Sharegpt { .. } | DatasetChoice::Jsonl { .. })
+    }
+}
+
+/// `3000:150` → a random scenario named `3000x150` with those input:output lengths.
+pub fn parse_scenario(s: &str) -> Result<Scenario, SweepError> {
+    let bad = || {
+        invalid(
+            "--scenario",
+            format!("'{s}' is not ISL:OSL (input and output tokens, e.g. 3000:150)"),
+        )
+    };
+    let (i, o) = s.split_once(':').ok_or_else(bad)?;
+    let input_len: u64 = i.trim().parse().map_err(|_| bad())?;
+    let output_len: u64 = o.trim().parse().map_err(|_| bad())?;
+    if input_len == 0 || output_len == 0 {
+        return Err(bad());
+    }
+    Ok(Scenario::new(
+        format!("{input_len}x{output_len}"),
+        DatasetChoice::Random { input_len, output_len },
+    ))
+}
+
+/// How many prompts a point sends.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PromptPolicy {
+    /// A fixed count for every point; `None` scales with the load.
+    pub fixed: Option<usize>,
+    /// Prompts per unit of load (per concurrent request, or per req/s).
+    pub per_load: f64,
+    pub min: usize,
+    pub max: usize,
+}
+
+impl Default for PromptPolicy {
+    fn default() -> Self {
+        Self { fixed: None, per_load: 5.0, min: 10, max: 2000 }
+    }
+}
+
+impl PromptPolicy {
+    /// `clamp(ceil(per_load × load), min, max)`, or the fixed count; always ≥ 1.
+    pub fn prompts_for(&self, load: Load) -> usize {
+        if let Some(n) = self.fixed {
+            return n.max(1);
+        }
+        let scaled = (self.per_load * load.value()).ceil();
+        let scaled = if scaled.is_finite() && scaled > 0.0 { scaled as usize } else { 1 };
+        scaled.clamp(self.min.max(1), self.max.max(self.min).max(1))
+    }
+}
+
+/// A named workload swept over load levels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scenario {
+    pub name: String,
+    pub dataset: DatasetChoice,
+    /// Levels; `None` uses the command's grid.
+    pub loads: Option<Vec<Load>>,
+    /// A fixed prompt count per point; `None` uses the command's policy.
+    pub num_prompts: Option<usize>,
+    /// Prompts per unit of load; `None` uses the command's `--prompts-per-concurrency`.
+    pub prompts_per_load: Option<f64>,
+    /// Concurrency cap for rate sweeps; `None` uses the command's `--max-concurrency`.
+    pub max_concurrency: Option<usize>,
+}
+
+impl Scenario {
+    pub fn new(name: impl Into<String>, dataset: DatasetChoice) -> Self {
+        Self {
+            name: name.into(),
+            dataset,
+            loads: None,
+            num_prompts: None,
+            prompts_per_load: None,
+            max_concurrency: None,
+        }
+    }
+}
+
+impl Scenario {
+    /// The command's prompt policy with this scenario's overrides applied.
+    pub fn prompt_policy(&self, base: PromptPolicy) -> PromptPolicy {
+        PromptPolicy {
+            fixed: self.num_prompts.or(base.fixed),
+            per_load: self.prompts_per_load.unwrap_or(base.per_load),
+            ..base
+        }
+    }
+}
+
+/// A scenario name made safe as a file name: `[A-Za-z0-9._-]`, anything else becomes `_`.
+pub fn file_safe(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        format!("_{s}")
+    } else {
+        s
+    }
+}
+
+/// The seed of one point: the base seed mixed with the scenario, level and role (FNV-1a),
+/// so every point draws fresh prompts and a resumed sweep draws the same ones again.
+pub fn point_seed(base: u64, scenario: &str, load: Load, role: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let key = format!("{scenario}/{}/{role}", load.file_stem());
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    base ^ h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrency_lists_sort_and_reject_zero() {
+        let v = parse_concurrency_list("8, 1,2,2").unwrap();
+        assert_eq!(v, vec![Load::Concurrency(1), Load::Concurrency(2), Load::Concurrency(8)]);
+        let e = parse_concurrency_list("1,0").unwrap_err().to_string();
+        assert_eq!(e, "--concurrency: '0' is not a whole number >= 1 (expected e.g. 1,2,4,8)");
+        assert!(parse_concurrency_list(" , ").is_err());
+    }
+
+    #[test]
+    fn rate_lists_take_finite_positive_rates() {
+        assert_eq!(parse_rate_list("2,0.5").unwrap(), vec![Load::Rate(0.5), Load::Rate(2.0)]);
+        assert!(parse_rate_list("inf").is_err());
+        assert!(parse_rate_list("-1").is_err());
+    }
+
+    #[test]
+    fn scenarios_are_isl_osl() {
+        let s = parse_scenario("3000:150").unwrap();
+        assert_eq!(s.name, "3000x150");
+        assert_eq!(s.dataset, DatasetChoice::Random { input_len: 3000, output_len: 150 });
+        let e = parse_scenario("3000").unwrap_err().to_string();
+        assert_eq!(e, "--scenario: '3000' is not ISL:OSL (input and output tokens, e.g. 3000:150)");
+        assert!(parse_scenario("0:10").is_err());
+        assert!(parse_scenario("a:b").is_err());
+    }
+
+    #[test]
+    fn prompts_scale_with_load_and_clamp() {
+        let p = PromptPolicy { fixed: None, per_load: 5.0, min: 10, max: 100 };
+        assert_eq!(p.prompts_for(Load::Concurrency(1)), 10);
+        assert_eq!(p.prompts_for(Load::Concurrency(4)), 20);
+        assert_eq!(p.prompts_for(Load::Concurrency(64)), 100);
+        assert_eq!(p.prompts_for(Load::Rate(2.5)), 13);
+        let f = PromptPolicy { fixed: Some(7), ..p };
+        assert_eq!(f.prompts_for(Load::Concurrency(64)), 7);
+    }
+
+    #[test]
+    fn labels_and_stems() {
+        assert_eq!(Load::Concurrency(4).file_stem(), "concurrency-4");
+        assert_eq!(Load::Rate(2.5).file_stem(), "rate-2.5");
+        assert_eq!(Load::Rate(3.0).label(), "3");
+        assert_eq!(Load::on_axis(Axis::Concurrency, 5.7), Load::Concurrency(5));
+        assert_eq!(file_safe("chat/long 1"), "chat_long_1");
+        assert_eq!(file_safe(".."), "_..");
+    }
+
+    #[test]
+    fn seeds_differ_per_point_and_repeat_per_key() {
+        let a = point_seed(0, "s", Load::Concurrency(1), "grid");
+        let b = point_seed(0, "s", Load::Concurrency(2), "grid");
+        let c = point_seed(0, "s", Load::Concurrency(1), "confirm");
+        assert_ne!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a, point_seed(0, "s", Load::Concurrency(1), "grid"));
+    }
+}

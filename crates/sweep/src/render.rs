@@ -1,0 +1,325 @@
+//! Pure renderers from results to text: the per-scenario Markdown table, CSV, and the whole
+//! `summary.md`.
+
+use servelab_metrics::Summary;
+use servelab_outputs::csv::field;
+use servelab_outputs::markdown::{Align, Table};
+
+use crate::error::{invalid, SweepError};
+use crate::grid::Axis;
+use crate::result::{PointResult, ScenarioResult, SweepResult};
+use crate::slo::{metric_of, parse_key, stat_of, SloMetric, SloStat};
+
+/// One column of the sweep table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Column {
+    /// The load level (concurrency or request rate).
+    Load,
+    RequestThroughput,
+    OutputThroughput,
+    TotalThroughput,
+    /// A latency statistic, e.g. P99 TTFT.
+    Latency(SloMetric, SloStat),
+    PeakConcurrency,
+    Completed,
+    Failed,
+    /// Why the point ran: grid, probe or confirm.
+    Role,
+}
+
+/// The table's default columns, those of the classic sweep report.
+pub const DEFAULT_COLUMNS: &str =
+    "load,request_throughput,output_throughput,e2el_mean,e2el_p99,ttft_mean,ttft_p99,tpot_mean,tpot_p99";
+
+/// `load,output_throughput,ttft_p99,...` → columns. Latencies are `METRIC_STAT` with METRIC
+/// in ttft, tpot, itl, e2el and STAT in mean, median, pNN.
+pub fn parse_columns(s: &str) -> Result<Vec<Column>, SweepError> {
+    let mut out = Vec::new();
+    for key in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        let c = match key {
+            "load" | "concurrency" | "request_rate" => Column::Load,
+            "request_throughput" => Column::RequestThroughput,
+            "output_throughput" => Column::OutputThroughput,
+            "total_throughput" => Column::TotalThroughput,
+            "peak_concurrency" => Column::PeakConcurrency,
+            "completed" => Column::Completed,
+            "failed" => Column::Failed,
+            "run" | "role" => Column::Role,
+            other => match parse_key(other) {
+                Some((m, st)) => Column::Latency(m, st),
+                None => {
+                    return Err(invalid(
+                        "--columns",
+                        format!(
+                            "unknown column '{other}': use load, request_throughput, \
+                             output_throughput, total_throughput, peak_concurrency, completed, \
+                             failed, or a latency like ttft_p99, tpot_mean, e2el_median, itl_p90"
+                        ),
+                    ))
+                }
+            },
+        };
+        out.push(c);
+    }
+    if out.is_empty() {
+        return Err(invalid("--columns", "give at least one column"));
+    }
+    Ok(out)
+}
+
+/// Percentiles the columns need the summaries to carry.
+pub fn column_percentiles(cols: &[Column]) -> Vec<f64> {
+    cols.iter()
+        .filter_map(|c| match c {
+            Column::Latency(_, SloStat::P(p)) => Some(*p),
+            _ => None,
+        })
+        .collect()
+}
+
+fn metric_name(m: SloMetric) -> &'static str {
+    match m {
+        SloMetric::Ttft => "TTFT",
+        SloMetric::Tpot => "TPOT",
+        SloMetric::Itl => "ITL",
+        SloMetric::E2el => "E2E Latency",
+    }
+}
+
+/// A statistic's name in headers: `Mean`, `Median`, `P99`.
+pub fn stat_name(s: SloStat) -> String {
+    match s {
+        SloStat::Mean => "Mean".into(),
+        SloStat::Median => "Median".into(),
+        SloStat::P(p) => format!("P{}", servelab_outputs::fmt::pct_word(p)),
+    }
+}
+
+impl Column {
+    /// The header, with its unit.
+    pub fn header(self, axis: Axis) -> String {
+        match self {
+            Column::Load => axis.title().to_string(),
+            Column::RequestThroughput => "Request Throughput (req/s)".into(),
+            Column::OutputThroughput => "Output Token Throughput (tok/s)".into(),
+            Column::TotalThroughput => "Total Token Throughput (tok/s)".into(),
+            Column::Latency(m, s) => format!("{} {} (ms)", stat_name(s), metric_name(m)),
+            Column::PeakConcurrency => "Peak Concurrency".into(),
+            Column::Completed => "Completed".into(),
+            Column::Failed => "Failed".into(),
+            Column::Role => "Run".into(),
+        }
+    }
+
+    /// The cell of one point.
+    pub fn cell(self, p: &PointResult) -> String {
+        let s = &p.summary;
+        match self {
+            Column::Load => p.load.label(),
+            Column::RequestThroughput => num(s.request_throughput),
+            Column::OutputThroughput => num(s.output_throughput),
+            Column::TotalThroughput => num(s.total_token_throughput),
+            Column::Latency(m, st) => latency(s, m, st).map_or_else(|| "-".to_string(), num),
+            Column::PeakConcurrency => s.peak_concurrency.to_string(),
+            Column::Completed => s.completed.to_string(),
+            Column::Failed => s.failed.to_string(),
+            Column::Role => p.role.as_str().to_string(),
+        }
+    }
+}
+
+fn latency(s: &Summary, m: SloMetric, st: SloStat) -> Option<f64> {
+    stat_of(metric_of(s, m), st)
+}
+
+/// A number as Python's `round(v, 2)` prints it: at most two decimals, at least one
+/// (`20.2`, `0.27`, `3.0`); non-finite values print as `-`.
+pub fn num(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    let s = format!("{v:.2}");
+    let s = s.trim_end_matches('0');
+    if s.ends_with('.') {
+        format!("{s}0")
+    } else {
+        s.to_string()
+    }
+}
+
+/// The scenario's table: one row per point, centred columns.
+pub fn markdown_table(points: &[PointResult], axis: Axis, cols: &[Column]) -> String {
+    let mut t = Table::new(cols.iter().map(|c| c.header(axis)));
+    t = t.with_align(&vec![Align::Center; cols.len()]);
+    for p in points {
+        t.push(cols.iter().map(|c| c.cell(p)));
+    }
+    t.to_markdown()
+}
+
+const CSV_LATENCIES: [SloMetric; 4] =
+    [SloMetric::Ttft, SloMetric::Tpot, SloMetric::Itl, SloMetric::E2el];
+
+/// Every point (grid, probes, confirming runs) as CSV, full precision, one header line.
+pub fn csv(points: &[PointResult]) -> String {
+    let mut head: Vec<String> = [
+        "scenario",
+        "load_kind",
+        "load",
+        "role",
+        "num_prompts",
+        "seed",
+        "completed",
+        "failed",
+        "duration_s",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "peak_concurrency",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let stats = [SloStat::Mean, SloStat::Median, SloStat::P(99.0)];
+    for m in CSV_LATENCIES {
+        for st in stats {
+            let key = match st {
+                SloStat::Mean => "mean".to_string(),
+                SloStat::Median => "median".to_string(),
+                SloStat::P(p) => format!("p{}", servelab_outputs::fmt::pct_word(p)),
+            };
+            head.push(format!("{}_{key}_ms", metric_key(m)));
+        }
+    }
+    let mut out = head.join(",");
+    out.push('\n');
+    for p in points {
+        let s = &p.summary;
+        let kind = match p.load.axis() {
+            Axis::Concurrency => "concurrency",
+            Axis::Rate => "rate",
+        };
+        let mut row = vec![
+            field(&p.scenario),
+            kind.to_string(),
+            p.load.label(),
+            p.role.as_str().to_string(),
+            p.num_prompts.to_string(),
+            p.seed.to_string(),
+            s.completed.to_string(),
+            s.failed.to_string(),
+            s.duration_s.to_string(),
+            s.request_throughput.to_string(),
+            s.output_throughput.to_string(),
+            s.total_token_throughput.to_string(),
+            s.peak_concurrency.to_string(),
+        ];
+        for m in CSV_LATENCIES {
+            for st in stats {
+                row.push(latency(s, m, st).map_or(String::new(), |v| v.to_string()));
+            }
+        }
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+fn metric_key(m: SloMetric) -> &'static str {
+    match m {
+        SloMetric::Ttft => "ttft",
+        SloMetric::Tpot => "tpot",
+        SloMetric::Itl => "itl",
+        SloMetric::E2el => "e2el",
+    }
+}
+
+/// The sentence about saturation.
+pub fn knee_sentence(s: &ScenarioResult) -> String {
+    let unit = match s.axis {
+        Axis::Concurrency => "concurrency",
+        Axis::Rate => "request rate",
+    };
+    match &s.knee {
+        None => "Saturation: no points measured.".into(),
+        Some(k) => match (&k.reason, s.points.len()) {
+            (_, 1) => format!("Saturation: one level measured ({unit} {}); no curve.", k.load),
+            (Some(r), _) => format!(
+                "Saturation: the curve bends at {unit} {} (the highest load that still gains \
+                 throughput with TTFT in bounds): {r}.",
+                k.load
+            ),
+            (None, _) => format!(
+                "Saturation: not reached; throughput still rises at the highest {unit} measured \
+                 ({}). Extend the grid to find the knee.",
+                k.load
+            ),
+        },
+    }
+}
+
+/// `summary.md`: per scenario, the table, the knee, the SLO verdict and the charts.
+pub fn summary_markdown(r: &SweepResult, cols: &[Column]) -> String {
+    let mut out = String::from("# servelab sweep\n\n");
+    if r.interrupted {
+        out.push_str("**Interrupted**: some points were not run; rerun with `--resume`.\n\n");
+    }
+    for s in &r.scenarios {
+        out.push_str(&format!("## {}\n\nDataset: `{}`\n\n", s.name, s.dataset));
+        out.push_str(&markdown_table(&s.points, s.axis, cols));
+        out.push('\n');
+        out.push_str(&knee_sentence(s));
+        out.push('\n');
+        if let Some(o) = &s.slo {
+            out.push_str(&format!("\nSLO: {}\n", o.verdict));
+            if !s.probes.is_empty() {
+                out.push_str("\nSLO search runs:\n\n");
+                let with_role: Vec<Column> =
+                    std::iter::once(Column::Role).chain(cols.iter().copied()).collect();
+                out.push_str(&markdown_table(&s.probes, s.axis, &with_role));
+            }
+        }
+        let stem = crate::grid::file_safe(&s.name);
+        out.push_str(&format!(
+            "\n![throughput](charts/{stem}-throughput.svg) ![TTFT](charts/{stem}-ttft.svg)\n\
+             ![TPOT](charts/{stem}-tpot.svg) ![trade-off](charts/{stem}-tradeoff.svg)\n\n"
+        ));
+    }
+    if !r.warnings.is_empty() {
+        out.push_str("## Warnings\n\n");
+        for w in &r.warnings {
+            out.push_str(&format!("- {w}\n"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_print_like_python_round() {
+        assert_eq!(num(20.2), "20.2");
+        assert_eq!(num(0.2749), "0.27");
+        assert_eq!(num(3.0), "3.0");
+        assert_eq!(num(4628.256), "4628.26");
+        assert_eq!(num(f64::NAN), "-");
+    }
+
+    #[test]
+    fn columns_parse_and_name_themselves() {
+        let c = parse_columns(DEFAULT_COLUMNS).unwrap();
+        let h: Vec<String> = c.iter().map(|c| c.header(Axis::Concurrency)).collect();
+        assert_eq!(
+            h.join(" | "),
+            "Concurrency | Request Throughput (req/s) | Output Token Throughput (tok/s) | \
+             Mean E2E Latency (ms) | P99 E2E Latency (ms) | Mean TTFT (ms) | P99 TTFT (ms) | \
+             Mean TPOT (ms) | P99 TPOT (ms)"
+        );
+        assert_eq!(column_percentiles(&c), vec![99.0, 99.0, 99.0]);
+        let e = parse_columns("load,ttft_p999").unwrap_err().to_string();
+        assert!(e.starts_with("--columns: unknown column 'ttft_p999'"), "{e}");
+        assert_eq!(Column::Load.header(Axis::Rate), "Request Rate (req/s)");
+    }
+}

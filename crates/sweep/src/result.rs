@@ -1,0 +1,91 @@
+//! What a sweep produced: per-point results (as stored on disk) and per-scenario findings.
+
+use serde::{Deserialize, Serialize};
+use servelab_metrics::Summary;
+
+use crate::grid::{Axis, Load};
+use crate::knee::{Knee, KneeRule};
+use crate::slo::{Bracket, SloSpec};
+
+/// Why a point was run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A level of the grid.
+    Grid,
+    /// A level between two grid levels, measured by the SLO search.
+    Probe,
+    /// A repeat of the level the SLO search settled on.
+    Confirm,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Grid => "grid",
+            Role::Probe => "probe",
+            Role::Confirm => "confirm",
+        }
+    }
+}
+
+/// One full bench run of a sweep, as written to `points/<scenario>/<load>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointResult {
+    pub scenario: String,
+    pub load: Load,
+    pub role: Role,
+    pub num_prompts: usize,
+    pub seed: u64,
+    /// False for a run that stopped early (Ctrl-C); such a point is run again on resume.
+    pub complete: bool,
+    pub summary: Summary,
+}
+
+/// The SLO search's answer for one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SloOutcome {
+    pub spec: SloSpec,
+    /// The bracket among all measured levels (grid and probes).
+    pub bracket: Bracket,
+    /// The highest level that met the objectives, if any.
+    pub best: Option<f64>,
+    /// Whether a repeat run at `best` met them too (`None`: not run).
+    pub confirmed: Option<bool>,
+    /// One sentence for the reader.
+    pub verdict: String,
+}
+
+/// Everything measured and found for one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    pub name: String,
+    pub axis: Axis,
+    /// The dataset as bench labels it, e.g. `random(1000:100)`.
+    pub dataset: String,
+    /// Grid points, by ascending load.
+    pub points: Vec<PointResult>,
+    /// SLO probes and confirming runs, in the order they ran.
+    pub probes: Vec<PointResult>,
+    pub knee: Option<Knee>,
+    pub slo: Option<SloOutcome>,
+}
+
+/// The whole sweep, as written to `sweep.json` (there without per-request rows, which stay in
+/// the per-point files).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepResult {
+    pub scenarios: Vec<ScenarioResult>,
+    pub knee_rule: KneeRule,
+    /// Things the reader must know (e.g. repeated prompts and prefix caches).
+    pub warnings: Vec<String>,
+    /// True when Ctrl-C stopped the sweep before every point ran.
+    pub interrupted: bool,
+}
+
+impl SweepResult {
+    /// True when an SLO was searched and some scenario had no level meeting it.
+    pub fn slo_unmet(&self) -> bool {
+        self.scenarios.iter().any(|s| s.slo.as_ref().is_some_and(|o| o.best.is_none()))
+    }
+}

@@ -1,0 +1,348 @@
+//! The sweep driver: every scenario × level as one bench run (through a [`PointRunner`]),
+//! stored as it completes, then the knee, the SLO search and the output files.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+use servelab_metrics::Summary;
+
+use crate::error::SweepError;
+use crate::grid::{point_seed, Axis, Load, PromptPolicy, Scenario};
+use crate::knee::{find_knee, CurvePoint, KneeRule};
+use crate::render::{csv, summary_markdown, Column};
+use crate::result::{PointResult, Role, ScenarioResult, SloOutcome, SweepResult};
+use crate::slo::{bracket, next_probe, Bracket, SloSpec};
+use crate::store::{point_path, read_complete_point, write_atomic, write_point};
+
+/// One bench run to make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointSpec {
+    pub load: Load,
+    pub num_prompts: usize,
+    pub seed: u64,
+    pub role: Role,
+}
+
+/// Why a point produced no summary.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Ctrl-C before the run could report anything.
+    #[error("interrupted")]
+    Interrupted,
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Runs single benchmarks for the driver. The CLI's runner calls `servelab bench`; tests
+/// use fakes.
+pub trait PointRunner {
+    /// Run one bench of `scenario` at `point`. A summary whose `info.interrupted` is set
+    /// stops the sweep (its point is stored as incomplete).
+    fn run_point(
+        &mut self,
+        scenario: &Scenario,
+        point: &PointSpec,
+    ) -> impl Future<Output = Result<Summary, RunError>>;
+
+    /// Wait until the server is idle; called before every run but the first.
+    fn settle(&mut self) -> impl Future<Output = ()>;
+
+    /// A progress line for the user.
+    fn note(&mut self, message: &str);
+}
+
+/// What to run and how to judge it.
+#[derive(Debug, Clone)]
+pub struct SweepPlan {
+    pub scenarios: Vec<Scenario>,
+    /// Levels for scenarios that do not list their own.
+    pub loads: Vec<Load>,
+    pub prompts: PromptPolicy,
+    pub base_seed: u64,
+    /// Draw new prompts for every point (a seed per point); false reuses one seed.
+    pub fresh_prompts: bool,
+    pub knee: KneeRule,
+    pub slo: Option<SloSpec>,
+    /// Rate searches stop when the bracket is narrower than this factor (0.1 = 10%).
+    pub slo_resolution: f64,
+    /// At most this many probe runs per scenario.
+    pub slo_max_probes: usize,
+    pub output_dir: PathBuf,
+    /// Reuse complete point files found in `output_dir`.
+    pub resume: bool,
+    /// Warnings from the caller, copied into the result.
+    pub warnings: Vec<String>,
+}
+
+struct Driver<'a, R> {
+    plan: &'a SweepPlan,
+    runner: &'a mut R,
+    runs: usize,
+    interrupted: bool,
+}
+
+impl<R: PointRunner> Driver<'_, R> {
+    /// The point from disk (on resume) or from a new run; `None` once interrupted.
+    async fn point(
+        &mut self,
+        scenario: &Scenario,
+        load: Load,
+        role: Role,
+    ) -> Result<Option<PointResult>, SweepError> {
+        let policy = scenario.prompt_policy(self.plan.prompts);
+        let seed = if self.plan.fresh_prompts {
+            point_seed(self.plan.base_seed, &scenario.name, load, role.as_str())
+        } else {
+            self.plan.base_seed
+        };
+        let spec = PointSpec { load, num_prompts: policy.prompts_for(load), seed, role };
+        let path = point_path(&self.plan.output_dir, &scenario.name, load, role);
+        if self.plan.resume {
+            if let Some(p) = read_complete_point(&path, &scenario.name, load, role) {
+                self.runner.note(&format!(
+                    "{} {} {}: already measured ({}), skipped",
+                    scenario.name,
+                    label(load),
+                    role.as_str(),
+                    path.display()
+                ));
+                return Ok(Some(p));
+            }
+        }
+        if self.runs > 0 {
+            self.runner.settle().await;
+        }
+        self.runs += 1;
+        self.runner.note(&format!(
+            "{} {} {}: {} prompts",
+            scenario.name,
+            label(load),
+            role.as_str(),
+            spec.num_prompts
+        ));
+        let summary = match self.runner.run_point(scenario, &spec).await {
+            Ok(s) => s,
+            Err(RunError::Interrupted) => {
+                self.interrupted = true;
+                return Ok(None);
+            }
+            Err(RunError::Failed(message)) => {
+                return Err(SweepError::Point {
+                    scenario: scenario.name.clone(),
+                    load: label(load),
+                    message,
+                })
+            }
+        };
+        let complete = !summary.info.interrupted;
+        let p = PointResult {
+            scenario: scenario.name.clone(),
+            load,
+            role,
+            num_prompts: spec.num_prompts,
+            seed,
+            complete,
+            summary,
+        };
+        write_point(&path, &p)?;
+        if !complete {
+            self.interrupted = true;
+            return Ok(None);
+        }
+        Ok(Some(p))
+    }
+
+    async fn scenario(&mut self, sc: &Scenario) -> Result<ScenarioResult, SweepError> {
+        let loads = sc.loads.clone().unwrap_or_else(|| self.plan.loads.clone());
+        let axis = loads.first().map_or(Axis::Concurrency, |l| l.axis());
+        let mut points = Vec::new();
+        for &load in &loads {
+            match self.point(sc, load, Role::Grid).await? {
+                Some(p) => points.push(p),
+                None => break,
+            }
+        }
+        points.sort_by(|a, b| a.load.value().total_cmp(&b.load.value()));
+        let knee = find_knee(&curve(&points), &self.plan.knee);
+        let mut probes = Vec::new();
+        let slo = match &self.plan.slo {
+            Some(spec) if !self.interrupted && !points.is_empty() => {
+                Some(self.search(sc, axis, spec, &points, &mut probes).await?)
+            }
+            _ => None,
+        };
+        let dataset = points.first().map_or_else(String::new, |p| p.summary.info.dataset.clone());
+        Ok(ScenarioResult { name: sc.name.clone(), axis, dataset, points, probes, knee, slo })
+    }
+
+    /// Bisect between the measured levels that bracket the SLO limit, then repeat the best.
+    async fn search(
+        &mut self,
+        sc: &Scenario,
+        axis: Axis,
+        spec: &SloSpec,
+        grid: &[PointResult],
+        probes: &mut Vec<PointResult>,
+    ) -> Result<SloOutcome, SweepError> {
+        let mut measured: Vec<(f64, bool, Vec<String>)> = grid
+            .iter()
+            .map(|p| {
+                let c = spec.check(&p.summary);
+                (p.load.value(), c.pass, c.violations)
+            })
+            .collect();
+        let pairs = |m: &[(f64, bool, Vec<String>)]| -> Vec<(f64, bool)> {
+            m.iter().map(|(l, ok, _)| (*l, *ok)).collect()
+        };
+        for _ in 0..self.plan.slo_max_probes {
+            let Bracket::Between { pass, fail } = bracket(&pairs(&measured)) else { break };
+            let Some(mid) = next_probe(axis, pass, fail, self.plan.slo_resolution) else { break };
+            let Some(p) = self.point(sc, Load::on_axis(axis, mid), Role::Probe).await? else {
+                break;
+            };
+            let c = spec.check(&p.summary);
+            measured.push((p.load.value(), c.pass, c.violations));
+            measured.sort_by(|a, b| a.0.total_cmp(&b.0));
+            probes.push(p);
+        }
+        let b = bracket(&pairs(&measured));
+        let best = match b {
+            Bracket::NonePass => None,
+            Bracket::AllPass { pass } | Bracket::Between { pass, .. } => Some(pass),
+        };
+        let mut confirmed = None;
+        if let (Some(v), false) = (best, self.interrupted) {
+            if let Some(p) = self.point(sc, Load::on_axis(axis, v), Role::Confirm).await? {
+                confirmed = Some(spec.check(&p.summary).pass);
+                probes.push(p);
+            }
+        }
+        let why = |load: f64| {
+            measured
+                .iter()
+                .find(|(l, _, _)| *l == load)
+                .map(|(_, _, v)| v.join("; "))
+                .unwrap_or_default()
+        };
+        let unit = match axis {
+            Axis::Concurrency => "concurrency",
+            Axis::Rate => "request rate",
+        };
+        let slo_text = slo_text(spec);
+        let confirm_text = match confirmed {
+            Some(true) => " and a confirming run met it too",
+            Some(false) => "; the confirming run missed it, so treat the limit as lower",
+            None => "",
+        };
+        let verdict = match b {
+            Bracket::NonePass => {
+                let lowest = measured.first().map_or(0.0, |m| m.0);
+                format!(
+                    "no measured {unit} meets {slo_text}: even {lowest} misses it ({}).",
+                    why(lowest)
+                )
+            }
+            Bracket::AllPass { pass } => format!(
+                "every measured {unit} meets {slo_text}; the limit is above {pass} (extend the \
+                 grid to find it){confirm_text}."
+            ),
+            Bracket::Between { pass, fail } => format!(
+                "the highest {unit} that meets {slo_text} is {pass} ({fail} misses it: {}){confirm_text}.",
+                why(fail)
+            ),
+        };
+        Ok(SloOutcome { spec: spec.clone(), bracket: b, best, confirmed, verdict })
+    }
+}
+
+fn label(load: Load) -> String {
+    match load {
+        Load::Concurrency(c) => format!("concurrency {c}"),
+        Load::Rate(r) => format!("rate {r} req/s"),
+    }
+}
+
+/// `ttft_p99 <= 500 ms, tpot_p99 <= 50 ms`.
+pub fn slo_text(spec: &SloSpec) -> String {
+    let terms: Vec<String> =
+        spec.terms.iter().map(|t| format!("{} <= {} ms", t.key(), t.limit_ms)).collect();
+    terms.join(", ")
+}
+
+/// The knee rule's view of grid points.
+pub fn curve(points: &[PointResult]) -> Vec<CurvePoint> {
+    points
+        .iter()
+        .map(|p| CurvePoint {
+            load: p.load.value(),
+            throughput: p.summary.output_throughput,
+            ttft_p99_ms: p.summary.ttft_ms.percentile(99.0).unwrap_or(p.summary.ttft_ms.max),
+        })
+        .collect()
+}
+
+/// Run every scenario of `plan`. Stops early (with `interrupted` set) on Ctrl-C.
+pub async fn run_sweep<R: PointRunner>(
+    plan: &SweepPlan,
+    runner: &mut R,
+) -> Result<SweepResult, SweepError> {
+    let mut warnings = plan.warnings.clone();
+    if !plan.fresh_prompts {
+        warnings.push(
+            "every point sends the same prompts (--same-prompts): a server with a prefix cache \
+             answers repeated prompts faster, so later points can look better than they are"
+                .to_string(),
+        );
+    }
+    let mut d = Driver { plan, runner, runs: 0, interrupted: false };
+    let mut scenarios = Vec::new();
+    for sc in &plan.scenarios {
+        let r = d.scenario(sc).await?;
+        if !r.points.is_empty() {
+            scenarios.push(r);
+        }
+        if d.interrupted {
+            break;
+        }
+    }
+    Ok(SweepResult { scenarios, knee_rule: plan.knee, warnings, interrupted: d.interrupted })
+}
+
+/// The result with every summary's per-request rows dropped: `sweep.json` stays small
+/// enough to read and diff, and the rows remain in the per-point files.
+pub fn without_request_rows(r: &SweepResult) -> SweepResult {
+    let mut r = r.clone();
+    for s in &mut r.scenarios {
+        for p in s.points.iter_mut().chain(s.probes.iter_mut()) {
+            p.summary.requests = Vec::new();
+        }
+    }
+    r
+}
+
+/// Write `summary.md`, `<scenario>.csv`, `sweep.json` and the charts; returns the paths.
+pub fn write_outputs(
+    dir: &Path,
+    r: &SweepResult,
+    cols: &[Column],
+) -> Result<Vec<PathBuf>, SweepError> {
+    let mut written = Vec::new();
+    let mut put = |name: String, bytes: &[u8]| -> Result<(), SweepError> {
+        let p = dir.join(name);
+        write_atomic(&p, bytes)?;
+        written.push(p);
+        Ok(())
+    };
+    put("summary.md".into(), summary_markdown(r, cols).as_bytes())?;
+    for s in &r.scenarios {
+        let all: Vec<PointResult> = s.points.iter().chain(&s.probes).cloned().collect();
+        put(format!("{}.csv", crate::grid::file_safe(&s.name)), csv(&all).as_bytes())?;
+    }
+    let json = serde_json::to_vec_pretty(&without_request_rows(r))
+        .map_err(|e| SweepError::Write { path: dir.join("sweep.json"), message: e.to_string() })?;
+    put("sweep.json".into(), &json)?;
+    for s in &r.scenarios {
+        written.extend(crate::charts::write_charts(&dir.join("charts"), s)?);
+    }
+    Ok(written)
+}
