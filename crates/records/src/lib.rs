@@ -233,7 +233,7 @@ mod tests {
     fn first_token_skips_empty_chunks_and_first_content_skips_reasoning() {
         let r = record(
             vec![
-                chunk(5, ChunkKind::Content, "", None),
+                chunk(5, ChunkKind::Content, "", Some(0)),
                 chunk(20, ChunkKind::Reasoning, "hm", Some(1)),
                 chunk(30, ChunkKind::Content, " ok", Some(2)),
             ],

@@ -1,7 +1,7 @@
 //! Versioned schema: migration `i` (1-based) takes `PRAGMA user_version` from `i-1` to `i`.
 //! Migrations only ever append; a store written by a newer servelab is refused, not guessed.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, TransactionBehavior};
 
 /// Migration scripts in order; the store's version is how many have run.
 pub const MIGRATIONS: &[&str] = &[include_str!("schema_v1.sql"), include_str!("schema_v2.sql")];
@@ -38,7 +38,12 @@ pub fn migrate(conn: &mut Connection) -> Result<u32, SchemaError> {
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
         let v = i as u32 + 1;
         let fail = |source| SchemaError::Migration { version: v, source };
-        let tx = conn.transaction().map_err(fail)?;
+        // IMMEDIATE takes the write lock first, and the version is re-read under it: two
+        // processes opening a new store at once would otherwise both run migration 1.
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(fail)?;
+        if version(&tx)? >= v {
+            continue;
+        }
         tx.execute_batch(sql).map_err(fail)?;
         tx.pragma_update(None, "user_version", v).map_err(fail)?;
         tx.commit().map_err(fail)?;

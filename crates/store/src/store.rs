@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use servelab_metrics::Summary;
 use servelab_records::RequestRecord;
 
@@ -32,6 +32,24 @@ pub enum StoreError {
     Corrupt { path: PathBuf, id: RunId, what: &'static str, source: serde_json::Error },
     #[error("no run '{0}' in the store (see `servelab runs list`)")]
     NoSuchRun(String),
+}
+
+impl StoreError {
+    /// True when SQLite said the database is locked or busy (another process is writing).
+    fn is_busy(&self) -> bool {
+        let code = match self {
+            StoreError::Sql { source, .. } => source.sqlite_error_code(),
+            StoreError::Schema { source: SchemaError::Migration { source, .. }, .. }
+            | StoreError::Schema { source: SchemaError::Read(source), .. } => {
+                source.sqlite_error_code()
+            }
+            _ => None,
+        };
+        matches!(
+            code,
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
 }
 
 /// An open results store.
@@ -75,14 +93,31 @@ impl Store {
     fn setup(mut conn: Connection, path: PathBuf) -> Result<Store, StoreError> {
         let sql = |source| StoreError::Sql { path: path.clone(), source };
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+        // Switching a new file to WAL and migrating it need the whole database; SQLite answers
+        // "locked" at once (without its busy wait) while another process does the same, so
+        // retry for a while: two benches starting together on a new store must both land.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match Store::prepare(&mut conn, &path) {
+                Err(e) if e.is_busy() && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(e),
+                Ok(()) => return Ok(Store { conn, path }),
+            }
+        }
+    }
+
+    fn prepare(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+        let sql = |source| StoreError::Sql { path: path.to_path_buf(), source };
         // WAL: readers never block the writer; NORMAL sync is durable at each checkpoint
         // and never corrupts on a crash, which is what a results log needs.
         conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(())).map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
-        schema::migrate(&mut conn)
-            .map_err(|source| StoreError::Schema { path: path.clone(), source })?;
-        Ok(Store { conn, path })
+        schema::migrate(conn)
+            .map_err(|source| StoreError::Schema { path: path.to_path_buf(), source })?;
+        Ok(())
     }
 
     /// The file this store lives in.
@@ -119,7 +154,8 @@ impl Store {
     ) -> Result<RunId, StoreError> {
         let path = self.path.clone();
         let sql = |source| StoreError::Sql { path: path.clone(), source };
-        let tx = self.conn.transaction().map_err(sql)?;
+        let tx =
+            self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
         tx.execute(
             "INSERT INTO runs (label, kind, status, started_at, model, config_json, source, \
              raw_json, missing_json) VALUES (?1, ?2, ?3, \
@@ -157,7 +193,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         let path = self.path.clone();
         let sql = |source| StoreError::Sql { path: path.clone(), source };
-        let tx = self.conn.transaction().map_err(sql)?;
+        let tx =
+            self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
         {
             let mut stmt = tx
                 .prepare_cached(
@@ -183,7 +220,8 @@ impl Store {
         let json = serde_json::to_string(summary).unwrap_or_else(|_| "null".into());
         let path = self.path.clone();
         let sql = |source| StoreError::Sql { path: path.clone(), source };
-        let tx = self.conn.transaction().map_err(sql)?;
+        let tx =
+            self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
         write_headline(&tx, id, Some(&json), &Headline::from_summary(summary)).map_err(sql)?;
         let n = tx
             .execute(
