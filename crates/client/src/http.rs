@@ -4,7 +4,9 @@
 //! so a stream's timing is never shared with another's, and connections can be opened before
 //! the clock starts (`preconnect`) so TCP handshakes are not measured as server latency.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -100,16 +102,41 @@ impl Target {
     }
 }
 
-/// One HTTP/1.1 connection: the request handle and the stamp of its latest socket read.
+/// hyper's connection state machine: reads, writes and decodes for one connection.
+type Driver = Pin<Box<http1::Connection<TokioIo<TimedStream>, Full<Bytes>>>>;
+
+/// One HTTP/1.1 connection: the request handle, its driver, and the stamp of its latest
+/// socket read.
+///
+/// The driver is polled by the request's own task ([`drive`]) instead of a task of its own:
+/// a socket read then wakes one task, not two that may sit on different cores, which keeps
+/// the client's per-chunk cost (and so its effect on what it measures) small.
 pub struct Conn {
     pub sender: SendRequest<Full<Bytes>>,
     pub reads: ReadStamp,
+    /// `None` once the connection has ended.
+    pub driver: Option<Driver>,
 }
 
 impl Conn {
     fn is_closed(&self) -> bool {
-        self.sender.is_closed()
+        self.driver.is_none() || self.sender.is_closed()
     }
+}
+
+/// Await `fut` while driving the connection in the same task.
+pub async fn drive<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        if let Some(d) = driver.as_mut() {
+            // Ready means the connection ended; `fut` then sees the error or end itself.
+            if d.as_mut().poll(cx).is_ready() {
+                *driver = None;
+            }
+        }
+        fut.as_mut().poll(cx)
+    })
+    .await
 }
 
 /// Open one HTTP/1.1 connection (Nagle off: SSE events are small and latency-critical).
@@ -117,13 +144,9 @@ pub async fn connect(addr: SocketAddr) -> std::io::Result<Conn> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let (stream, reads) = TimedStream::new(stream);
-    let (sender, conn) =
+    let (sender, driver) =
         http1::handshake(TokioIo::new(stream)).await.map_err(std::io::Error::other)?;
-    tokio::spawn(async move {
-        // Ends when the peer closes or the sender is dropped; errors surface on the request.
-        let _ = conn.await;
-    });
-    Ok(Conn { sender, reads })
+    Ok(Conn { sender, reads, driver: Some(Box::pin(driver)) })
 }
 
 /// Idle keep-alive connections. The lock is taken once when a request starts and once when it
@@ -175,15 +198,16 @@ impl Pool {
 
 /// A plain GET (readiness checks, `/v1/models`, `/metrics`): status and body.
 pub async fn get(target: &Target, path: &str) -> std::io::Result<(u16, Bytes)> {
-    let mut sender = connect(target.addr).await?.sender;
+    let mut conn = connect(target.addr).await?;
     let mut req = http::Request::get(path).header(http::header::HOST, target.authority.as_str());
     for (k, v) in &target.headers {
         req = req.header(k, v);
     }
     let req = req.body(Full::new(Bytes::new())).map_err(std::io::Error::other)?;
-    let resp = sender.send_request(req).await.map_err(std::io::Error::other)?;
+    let sent = conn.sender.send_request(req);
+    let resp = drive(&mut conn.driver, sent).await.map_err(std::io::Error::other)?;
     let status = resp.status().as_u16();
-    let body = http_body_util::BodyExt::collect(resp.into_body())
+    let body = drive(&mut conn.driver, http_body_util::BodyExt::collect(resp.into_body()))
         .await
         .map_err(std::io::Error::other)?
         .to_bytes();

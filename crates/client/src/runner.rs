@@ -17,7 +17,7 @@ use servelab_load::{Arrivals, Schedule, SlotReleaser, Slots};
 use servelab_records::{Chunk, FailureKind, Outcome, RequestRecord, Usage};
 use tokio::sync::{mpsc, watch};
 
-use crate::http::{connect, Pool, Target};
+use crate::http::{connect, drive, Pool, Target};
 use crate::openai::{parse_event, EventError};
 use crate::sse::{SseData, SseParser};
 use crate::timed_io::{since_epoch, ReadStamp};
@@ -299,8 +299,7 @@ async fn one_request(
         },
         _ = abort.wait_for(|v| *v) => fail(FailureKind::Cancelled, "interrupted while in flight".into()),
     };
-    let end = ctx.now_ns();
-    rec.end_ns = Some(end);
+    let end = *rec.end_ns.get_or_insert_with(|| ctx.now_ns());
     if let Some(s) = slot {
         s.release(end);
     }
@@ -351,7 +350,7 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
         Ok(r) => r,
         Err(e) => return fail(FailureKind::Connect, format!("cannot build request: {e}")),
     };
-    if conn.sender.ready().await.is_err() {
+    if drive(&mut conn.driver, conn.sender.ready()).await.is_err() {
         // A pooled connection the server closed meanwhile: one fresh retry, before timing.
         conn = match connect(ctx.target.addr).await {
             Ok(c) => c,
@@ -361,7 +360,8 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
         };
     }
     rec.sent_ns = ctx.now_ns();
-    let resp = match conn.sender.send_request(req).await {
+    let sent = conn.sender.send_request(req);
+    let resp = match drive(&mut conn.driver, sent).await {
         Ok(r) => r,
         Err(e) => return fail(classify_hyper(&e), format!("sending request: {e}")),
     };
@@ -369,7 +369,7 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
     rec.status = Some(status.as_u16());
     let mut body = resp.into_body();
     if !status.is_success() {
-        let bytes = match body.collect().await {
+        let bytes = match drive(&mut conn.driver, body.collect()).await {
             Ok(b) => b.to_bytes(),
             Err(_) => Bytes::new(),
         };
@@ -382,7 +382,7 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
     let mut events = Vec::new();
     let mut stream = StreamState::default();
     loop {
-        let frame = match body.frame().await {
+        let frame = match drive(&mut conn.driver, body.frame()).await {
             None => break,
             Some(Ok(f)) => f,
             Some(Err(e)) => return fail(classify_hyper(&e), format!("reading stream: {e}")),
@@ -400,12 +400,21 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
         let added = (rec.chunks.len() - before) as u64;
         ctx.progress.chunks.fetch_add(added, Ordering::Relaxed);
         if stream.done {
+            // The response ends at the read that carried [DONE].
+            rec.end_ns = Some(t);
             break;
         }
     }
     rec.usage = stream.usage;
     if stream.done {
-        ctx.pool.put(conn);
+        // Read the body's terminator so the connection can be reused; a server that keeps
+        // the body open after [DONE] only costs us the connection, not the result.
+        let rest = async { while let Some(Ok(_)) = body.frame().await {} };
+        let drained =
+            tokio::time::timeout(Duration::from_secs(1), drive(&mut conn.driver, rest)).await;
+        if drained.is_ok() {
+            ctx.pool.put(conn);
+        }
         Outcome::Success
     } else if !parser.pending().is_empty() {
         fail(FailureKind::Incomplete, "stream ended inside an event".into())
