@@ -1,0 +1,405 @@
+//! End to end: `servelab lab` launching `servelab sim serve` processes as engines.
+//!
+//! The options under test change the simulated engine's capacity and timing by large
+//! factors (8× more slots, 4× slower tokens, 20% injected errors), so the verdicts hold on a
+//! noisy shared machine. Every test ends by checking that no engine process survived.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use servelab::lab_cmd::{run_experiment, LabRunArgs};
+use servelab_lab::strategy::Decision;
+use servelab_lab::trial::TrialStatus;
+use servelab_lab::Finish;
+use tokio::sync::watch;
+
+const BIN: &str = env!("CARGO_BIN_EXE_servelab");
+
+/// Processes whose command line contains `marker` (engines are started with it as their
+/// model name), zombies excluded.
+fn survivors(marker: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return out };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !name.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let zombie = std::fs::read_to_string(e.path().join("stat"))
+            .map(|s| s.rsplit(") ").next().is_some_and(|r| r.starts_with('Z')))
+            .unwrap_or(true);
+        if cmd.contains(marker) && !zombie {
+            out.push(format!("{name}: {cmd}"));
+        }
+    }
+    out
+}
+
+/// No process with `marker` left, allowing the kernel a moment to finish killing.
+fn assert_no_survivors(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = survivors(marker);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "engine processes survived: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn marker(test: &str) -> String {
+    format!("labtest-{test}-{}", std::process::id())
+}
+
+fn sim(marker: &str, flags: &str) -> String {
+    format!("{BIN} sim serve --port {{port}} --served-model-name {marker} --ttft-ms 10 {flags}")
+}
+
+/// 32 requests of 16 output tokens at concurrency 16: with 2 slots, 16 waves of ~85 ms.
+const TINY: &str =
+    "  - {name: tiny, dataset_name: random, random_input_len: 32, random_output_len: 16, \
+                    ignore_eos: true, num_prompts: 32, max_concurrency: 16, seed: 1, \
+                    tokenizer: cl100k_base}\n";
+
+fn args(file: &Path, dir: &Path) -> LabRunArgs {
+    LabRunArgs {
+        experiment: file.to_path_buf(),
+        resume: false,
+        output_dir: Some(dir.to_path_buf()),
+        db: Some(dir.parent().unwrap_or(dir).join("store.db")),
+        no_store: false,
+    }
+}
+
+fn write(dir: &Path, yaml: &str) -> PathBuf {
+    let p = dir.join("exp.yaml");
+    std::fs::write(&p, yaml).unwrap();
+    p
+}
+
+async fn run(a: &LabRunArgs) -> Finish {
+    let (_tx, rx) = watch::channel(false);
+    let (f, _) = run_experiment(a, rx).await.unwrap_or_else(|e| panic!("lab failed: {e}"));
+    f
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn greedy_keeps_what_helps_and_rejects_what_hurts_or_fails() {
+    let m = marker("greedy");
+    let tmp = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "name: greedy-test\nstrategy: greedy\nengines:\n\
+         \x20 - {{name: slow, command: '{}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
+         \x20 - {{name: sim, command: '{}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
+         profiles:\n{TINY}\
+         options:\n  slots16: --max-num-seqs 16\n  slow-tokens: --itl-ms 20\n  \
+         flaky: --fault-rate server-error=0.2\n",
+        sim(&m, "--itl-ms 10 --max-num-seqs 2"),
+        sim(&m, "--itl-ms 5 --max-num-seqs 2"),
+    );
+    let file = write(tmp.path(), &yaml);
+    let dir = tmp.path().join("out");
+    let a = args(&file, &dir);
+    let Finish::Done { outcome, trials } = run(&a).await else { panic!("interrupted?") };
+    assert_no_survivors(&m);
+
+    let steps: Vec<(&str, Decision)> =
+        outcome.steps.iter().map(|s| (s.trial.as_str(), s.decision)).collect();
+    assert_eq!(
+        steps,
+        vec![
+            ("slow", Decision::Baseline),
+            ("sim", Decision::Baseline),
+            ("sim+slots16", Decision::Kept),
+            ("sim+slots16+slow-tokens", Decision::Rejected),
+            ("sim+slots16+flaky", Decision::Rejected),
+        ],
+        "{:#?}",
+        outcome.steps
+    );
+    let gain = outcome.steps[2].deltas[0].delta_pct;
+    assert!(gain > 200.0, "16 slots instead of 2 should be several times faster: {gain:+.1}%");
+    assert!(outcome.steps[3].reason.starts_with("worse: tiny -"), "{}", outcome.steps[3].reason);
+    assert!(outcome.steps[3].deltas[0].delta_pct < -30.0, "{:?}", outcome.steps[3].deltas);
+    let why = &outcome.steps[4].reason;
+    assert!(
+        why.starts_with("profile tiny: ") && why.contains("requests failed (http_status"),
+        "{why}"
+    );
+    assert_eq!(outcome.kept, vec!["slots16"]);
+    assert_eq!(
+        outcome.recommended.as_deref(),
+        Some(sim(&m, "--itl-ms 5 --max-num-seqs 16").as_str())
+    );
+    // Baselines: the engine with faster tokens wins.
+    let v =
+        |id: &str| trials.iter().find(|t| t.spec.id == id).unwrap().profiles[0].total_tokens_per_s;
+    assert!(v("sim") > v("slow"), "sim {} vs slow {}", v("sim"), v("slow"));
+    // The sim exports vLLM's counters: 32 requests × 16 output tokens per profile.
+    let sim = trials.iter().find(|t| t.spec.id == "sim").unwrap();
+    assert_eq!(sim.profiles[0].engine.generation_tokens, Some(512.0));
+    assert_eq!(sim.profiles[0].engine.requests_running, Some(0.0));
+    // Sampled while the ~1.4 s profile ran: both slots busy, the rest queued.
+    assert_eq!(sim.profiles[0].engine.peak_requests_running, Some(2.0));
+    assert!(
+        sim.profiles[0].engine.peak_requests_waiting.unwrap() >= 1.0,
+        "{:?}",
+        sim.profiles[0].engine
+    );
+    assert!(sim.startup_secs.unwrap() > 0.0);
+
+    // The experiment folder: a log and a result per trial, and the report.
+    for t in &trials {
+        let folder = dir.join(t.spec.id.replace('+', "_"));
+        assert!(folder.join("trial.json").is_file(), "{}", folder.display());
+        assert!(folder.join("engine.log").is_file());
+    }
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("--itl-ms 5 --max-num-seqs 16"), "{md}");
+    assert!(md.contains("| sim+slots16+flaky"), "{md}");
+    let svg = std::fs::read_to_string(dir.join("chart.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("<path"), "{svg}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && html.contains("Steps"));
+
+    // Resume: every trial finished, so nothing is launched again and the outcome is the same.
+    let logs_before: Vec<_> = trials
+        .iter()
+        .map(|t| {
+            std::fs::metadata(dir.join(t.spec.id.replace('+', "_")).join("engine.log"))
+                .unwrap()
+                .modified()
+                .unwrap()
+        })
+        .collect();
+    let again = LabRunArgs { resume: true, ..a.clone() };
+    let Finish::Done { outcome: o2, .. } = run(&again).await else { panic!() };
+    assert_eq!(o2.recommended, outcome.recommended);
+    let logs_after: Vec<_> = trials
+        .iter()
+        .map(|t| {
+            std::fs::metadata(dir.join(t.spec.id.replace('+', "_")).join("engine.log"))
+                .unwrap()
+                .modified()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(logs_before, logs_after, "a finished trial was run again");
+    // Without --resume, a folder with finished trials is refused.
+    let (_tx, rx) = watch::channel(false);
+    let e = run_experiment(&a, rx).await.unwrap_err().to_string();
+    assert!(e.contains("pass --resume"), "{e}");
+
+    // `servelab lab report DIR` rebuilds the report; the runs are in the store with tags.
+    std::fs::remove_file(dir.join("report.md")).unwrap();
+    let out = std::process::Command::new(BIN).args(["lab", "report"]).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("## Steps"));
+    assert!(dir.join("report.md").is_file());
+    let out = std::process::Command::new(BIN)
+        .args(["runs", "list", "--tag", "lab.trial=sim+slots16", "--format", "json", "--db"])
+        .arg(a.db.as_ref().unwrap())
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("greedy-test/sim+slots16/tiny"), "{listed}");
+    assert_no_survivors(&m);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_engines_are_failed_trials_and_the_experiment_goes_on() {
+    let m = marker("failing");
+    let tmp = tempfile::tempdir().unwrap();
+    // good: ready at once. bad: not a program. late: starts answering 200 after 30 s, past
+    // its 1.5 s readiness timeout. crashy: its sim is killed 2 s after launch, mid-profile
+    // (one slot: the profile takes ~2.7 s).
+    let yaml = format!(
+        "name: failing-test\nstrategy: baseline\nengines:\n\
+         \x20 - {{name: good, command: '{}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
+         \x20 - {{name: bad, command: '/nonexistent/engine-{m} --port {{port}}', ready_timeout_secs: 60}}\n\
+         \x20 - {{name: late, command: '{}', ready_timeout_secs: 1.5, stop_grace_secs: 3}}\n\
+         \x20 - {{name: crashy, command: '{} & sleep 2; kill $!; exit 3', ready_timeout_secs: 60}}\n\
+         profiles:\n{TINY}",
+        sim(&m, "--itl-ms 5 --max-num-seqs 16"),
+        sim(&m, "--itl-ms 5 --startup-secs 30"),
+        sim(&m, "--itl-ms 5 --max-num-seqs 1"),
+    );
+    let file = write(tmp.path(), &yaml);
+    let dir = tmp.path().join("out");
+    let mut a = args(&file, &dir);
+    a.no_store = true;
+    let Finish::Done { outcome, trials } = run(&a).await else { panic!("interrupted?") };
+    assert_no_survivors(&m);
+    assert_eq!(outcome.best.as_deref(), Some("good"));
+    let reason = |id: &str| match &trials.iter().find(|t| t.spec.id == id).unwrap().status {
+        TrialStatus::Failed { reason, log_tail } => (reason.clone(), log_tail.clone()),
+        TrialStatus::Finished => panic!("{id} did not fail"),
+    };
+    let (r, tail) = reason("bad");
+    assert!(r.starts_with("engine exited (exit code 127) before it was ready"), "{r}");
+    assert!(tail.contains("nonexistent"), "{tail}");
+    let (r, _) = reason("late");
+    assert!(r.starts_with("engine not ready within 2 s (GET /health answered HTTP 503)"), "{r}");
+    let (r, _) = reason("crashy");
+    assert!(r.starts_with("engine exited (exit code 3)"), "{r}");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("## Failed trial late") && md.contains("## Failed trial bad"), "{md}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_mid_trial_stops_the_engine_and_resume_finishes_the_rest() {
+    let m = marker("interrupt");
+    let tmp = tempfile::tempdir().unwrap();
+    // quick finishes; long (1 slot, 64 requests of ~85 ms: ~5.4 s) is interrupted mid-profile.
+    let yaml = format!(
+        "name: interrupt-test\nstrategy: baseline\nengines:\n\
+         \x20 - {{name: quick, command: '{}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
+         \x20 - {{name: long, command: '{}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
+         profiles:\n{}",
+        sim(&m, "--itl-ms 5 --max-num-seqs 16"),
+        sim(&m, "--itl-ms 5 --max-num-seqs 1"),
+        TINY.replace("num_prompts: 32", "num_prompts: 64"),
+    );
+    let file = write(tmp.path(), &yaml);
+    let dir = tmp.path().join("out");
+    let mut a = args(&file, &dir);
+    a.no_store = true;
+    let (tx, rx) = watch::channel(false);
+    let task = {
+        let a = a.clone();
+        tokio::spawn(async move { run_experiment(&a, rx).await })
+    };
+    // Wait until the long trial's engine is up and its profile under way.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.join("long/engine.log").exists() || survivors(&m).is_empty() {
+        assert!(Instant::now() < deadline, "the long trial never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!survivors(&m).is_empty(), "the long engine should be running");
+    tx.send(true).unwrap();
+    let (finish, _) = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the lab did not stop after the interrupt")
+        .unwrap()
+        .unwrap();
+    assert_eq!(finish, Finish::Interrupted { finished: 1 });
+    assert_no_survivors(&m);
+    assert!(dir.join("quick/trial.json").is_file());
+    assert!(!dir.join("long/trial.json").exists(), "an interrupted trial is not recorded");
+    // The report of an unfinished experiment lists what finished and says how to go on.
+    assert_eq!(servelab_lab::report::report_dir(&dir).unwrap(), None);
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("unfinished") && md.contains("| quick"), "{md}");
+
+    // Resume: quick is skipped, long runs to the end.
+    let quick_log = std::fs::metadata(dir.join("quick/engine.log")).unwrap().modified().unwrap();
+    let Finish::Done { trials, outcome } = run(&LabRunArgs { resume: true, ..a }).await else {
+        panic!()
+    };
+    assert_eq!(trials.len(), 2);
+    assert_eq!(trials.iter().find(|t| t.spec.id == "long").unwrap().profiles[0].completed, 64);
+    assert_eq!(outcome.best.as_deref(), Some("quick"));
+    let quick_after = std::fs::metadata(dir.join("quick/engine.log")).unwrap().modified().unwrap();
+    assert_eq!(quick_log, quick_after, "quick was run again");
+    assert_no_survivors(&m);
+}
+
+#[test]
+fn a_bad_profile_option_is_a_usage_error_naming_the_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = write(
+        tmp.path(),
+        "engines:\n  - {name: a, command: 'true'}\nprofiles:\n  - {name: p, num_promts: 3}\n",
+    );
+    let out = std::process::Command::new(BIN)
+        .args(["lab", "run"])
+        .arg(&file)
+        .arg("--output-dir")
+        .arg(tmp.path().join("out"))
+        .arg("--no-store")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("profiles[0] (p): unexpected argument '--num-promts' found"), "{err}");
+    assert!(!tmp.path().join("out").exists(), "nothing should start on a bad file");
+}
+
+/// Run `servelab lab run` as a process, send it `signals` once its long trial's profile is
+/// under way, and return its exit code and stderr. Engines must all be gone afterwards.
+fn signal_the_binary(test: &str, signals: &[&str]) -> (Option<i32>, String) {
+    let m = marker(test);
+    let tmp = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "name: {test}\nengines:\n\
+         \x20 - {{name: long, command: '{}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
+         profiles:\n{}",
+        sim(&m, "--itl-ms 5 --max-num-seqs 1"),
+        TINY.replace("num_prompts: 32", "num_prompts: 64"),
+    );
+    let file = write(tmp.path(), &yaml);
+    let err_path = tmp.path().join("stderr");
+    let mut child = std::process::Command::new(BIN)
+        .args(["lab", "run"])
+        .arg(&file)
+        .arg("--output-dir")
+        .arg(tmp.path().join("out"))
+        .arg("--no-store")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&err_path).unwrap_or_default().contains("ready in") {
+        assert!(Instant::now() < deadline, "the engine never became ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(!survivors(&m).is_empty(), "the engine should be running");
+    for sig in signals {
+        let ok = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "servelab did not exit after {signals:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_no_survivors(&m);
+    (status.code(), std::fs::read_to_string(&err_path).unwrap_or_default())
+}
+
+#[test]
+fn ctrl_c_stops_the_engine_and_says_how_to_resume() {
+    let (code, err) = signal_the_binary("sigint", &["INT"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("interrupted after 0 finished trials") && err.contains("--resume"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_second_ctrl_c_quits_at_once_and_still_kills_the_engine() {
+    let (code, err) = signal_the_binary("sigint2", &["INT", "INT"]);
+    assert_eq!(code, Some(2), "{err}");
+}
+
+#[test]
+fn sigterm_stops_the_engine_too() {
+    let (code, err) = signal_the_binary("sigterm", &["TERM"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("terminated: stopping the engine"), "{err}");
+}

@@ -1,0 +1,27 @@
+//! `servelab lab`: launch engine configurations, benchmark each with a set of profiles, keep
+//! the options that help, and recommend a launch command (docs/lab.md).
+//!
+//! * [`config`]: the experiment file, checked up front.
+//! * [`profile`]: built-in and custom profiles (sets of bench options).
+//! * [`process`]: engine process groups, logs, and the guard that kills them.
+//! * [`prom`]: Prometheus text and the vLLM figures kept per profile.
+//! * [`strategy`]: baseline, greedy and grid, as pure functions of finished trials.
+//! * [`runner`]: the driver, generic over a [`runner::ProfileRunner`] (the CLI supplies
+//!   `servelab bench`).
+//! * [`trial`]: trial results and their files; [`report`]: Markdown, HTML and SVG.
+
+pub mod config;
+pub mod error;
+pub mod process;
+pub mod profile;
+pub mod prom;
+pub mod report;
+pub mod runner;
+pub mod strategy;
+pub mod trial;
+
+pub use config::{Experiment, Strategy};
+pub use error::LabError;
+pub use runner::{run_experiment, Finish, ProfileRunner, RunError, RunOptions};
+pub use strategy::{Decision, Outcome, Step};
+pub use trial::{TrialResult, TrialSpec};

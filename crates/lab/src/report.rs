@@ -1,0 +1,324 @@
+//! The experiment report: the recommended command, the trials (baselines first), the step
+//! table (option, delta per profile, kept or rejected and why), the engine's own figures,
+//! the failed trials' log tails, and a chart of the objective per step per profile. Written
+//! as `report.md`, `report.html` (self-contained), `chart.svg` and `lab.json`.
+
+use std::path::Path;
+
+use servelab_compare::report::html_table;
+use servelab_compare::svg::{esc, line_chart, Line};
+use servelab_outputs::markdown::{Align, Table};
+
+use crate::config::Experiment;
+use crate::error::LabError;
+use crate::strategy::{Decision, Outcome, Step};
+use crate::trial::{TrialResult, TrialStatus};
+
+/// The file the experiment is copied to, so `--resume` and `lab report` read the same one.
+pub const EXPERIMENT_COPY: &str = "experiment.yaml";
+
+fn num(v: Option<f64>, digits: usize) -> String {
+    v.map_or("–".to_string(), |x| format!("{x:.digits$}"))
+}
+
+fn objective_line(exp: &Experiment) -> String {
+    let slo = match &exp.objective.slo {
+        Some(s) => {
+            let terms: Vec<String> =
+                s.terms.iter().map(|t| format!("{} ≤ {} ms", t.key(), t.limit_ms)).collect();
+            format!(" under the SLO {}", terms.join(", "))
+        }
+        None => String::new(),
+    };
+    let a = &exp.acceptance;
+    format!(
+        "Strategy {}; objective: maximise {}{slo}. A configuration counts only with success \
+         rate ≥ {:.1}%; a change counts when it exceeds max({}%, the {:.0}% bootstrap interval \
+         of the difference).",
+        exp.strategy.name(),
+        exp.objective.metric.label(),
+        a.min_success_rate * 100.0,
+        a.min_gain_pct,
+        a.confidence * 100.0
+    )
+}
+
+/// Every trial: status, startup time, objective per profile, success rate.
+pub fn trials_table(exp: &Experiment, trials: &[TrialResult]) -> Table {
+    let mut headers = vec!["trial".to_string(), "status".into(), "startup s".into()];
+    for p in &exp.profiles {
+        headers.push(format!("{} {}", p.name, exp.objective.metric.label()));
+        headers.push(format!("{} ok/failed", p.name));
+    }
+    let n = headers.len();
+    let mut align = vec![Align::Left, Align::Left];
+    align.extend(std::iter::repeat_n(Align::Right, n - 2));
+    let mut t = Table::new(headers).with_align(&align);
+    for tr in trials {
+        let mut row = vec![
+            tr.spec.id.clone(),
+            match &tr.status {
+                TrialStatus::Finished => "finished".to_string(),
+                TrialStatus::Failed { .. } => "failed".to_string(),
+            },
+            num(tr.startup_secs, 1),
+        ];
+        for p in &exp.profiles {
+            match tr.profile(&p.name) {
+                Some(r) => {
+                    row.push(format!("{:.1}", r.value(exp.objective.metric)));
+                    row.push(format!("{}/{}", r.completed, r.failed));
+                }
+                None => row.extend(["–".to_string(), "–".to_string()]),
+            }
+        }
+        t.push(row);
+    }
+    t
+}
+
+fn decision(d: Decision) -> &'static str {
+    match d {
+        Decision::Baseline => "baseline",
+        Decision::Kept => "kept",
+        Decision::Rejected => "rejected",
+    }
+}
+
+/// One row per step: option, the delta per profile against the trial it would replace,
+/// the decision and why.
+pub fn steps_table(exp: &Experiment, steps: &[Step]) -> Table {
+    let mut headers = vec!["#".to_string(), "trial".into(), "option".into(), "vs".into()];
+    for p in &exp.profiles {
+        headers.push(format!("{} Δ", p.name));
+    }
+    headers.push("decision".into());
+    headers.push("why".into());
+    let mut align = vec![Align::Right, Align::Left, Align::Left, Align::Left];
+    align.extend(std::iter::repeat_n(Align::Right, exp.profiles.len()));
+    align.extend([Align::Left, Align::Left]);
+    let mut t = Table::new(headers).with_align(&align);
+    for (i, s) in steps.iter().enumerate() {
+        let mut row = vec![
+            i.to_string(),
+            s.trial.clone(),
+            s.option.clone().unwrap_or_else(|| "–".into()),
+            s.against.clone().unwrap_or_else(|| "–".into()),
+        ];
+        for p in &exp.profiles {
+            let d = s.deltas.iter().find(|d| d.profile == p.name);
+            row.push(d.map_or("–".to_string(), |d| format!("{:+.1}%", d.delta_pct)));
+        }
+        row.push(decision(s.decision).to_string());
+        row.push(s.reason.clone());
+        t.push(row);
+    }
+    t
+}
+
+/// The engine's `/metrics` figures per trial and profile (only rows that have any).
+pub fn engine_table(trials: &[TrialResult]) -> Table {
+    let mut t = Table::new([
+        "trial",
+        "profile",
+        "prefix-cache hit",
+        "peak KV-cache usage",
+        "preemptions",
+        "spec-decode accept",
+        "peak running",
+        "peak waiting",
+        "running after",
+        "prompt tokens",
+        "generation tokens",
+    ])
+    .with_align(&[[Align::Left; 2].as_slice(), &[Align::Right; 9]].concat());
+    let pct = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{:.1}%", x * 100.0));
+    for tr in trials {
+        for p in &tr.profiles {
+            let e = &p.engine;
+            if *e == Default::default() {
+                continue;
+            }
+            t.push([
+                tr.spec.id.clone(),
+                p.profile.clone(),
+                pct(e.prefix_cache_hit_rate),
+                pct(e.kv_cache_usage),
+                num(e.preemptions, 0),
+                pct(e.spec_decode_acceptance),
+                num(e.peak_requests_running, 0),
+                num(e.peak_requests_waiting, 0),
+                num(e.requests_running, 0),
+                num(e.prompt_tokens, 0),
+                num(e.generation_tokens, 0),
+            ]);
+        }
+    }
+    t
+}
+
+/// The objective per step, one line per profile (x: step number).
+pub fn chart(exp: &Experiment, steps: &[Step]) -> String {
+    let lines: Vec<Line> = exp
+        .profiles
+        .iter()
+        .map(|p| Line {
+            name: p.name.clone(),
+            points: steps
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| {
+                    let v = s.values.iter().find(|(n, _)| *n == p.name)?.1?;
+                    Some((i as f64, v))
+                })
+                .collect(),
+        })
+        .collect();
+    line_chart(
+        &format!("{} per step", exp.objective.metric.label()),
+        "step (see the step table)",
+        exp.objective.metric.label(),
+        &lines,
+        false,
+    )
+}
+
+fn recommendation_md(o: Option<&Outcome>) -> String {
+    match o {
+        None => "The experiment is unfinished: continue it with `servelab lab run EXPERIMENT \
+                 --resume --output-dir DIR`.\n"
+            .to_string(),
+        Some(o) => match &o.recommended {
+            Some(cmd) => format!(
+                "Best configuration: `{}` (options kept: {}).\n\n```sh\n{cmd}\n```\n",
+                o.best.as_deref().unwrap_or(""),
+                if o.kept.is_empty() { "none".to_string() } else { o.kept.join(", ") }
+            ),
+            None => "No configuration was valid (every baseline failed or missed the \
+                     acceptance rules): no recommendation.\n"
+                .to_string(),
+        },
+    }
+}
+
+/// The Markdown report.
+pub fn markdown(exp: &Experiment, trials: &[TrialResult], o: Option<&Outcome>) -> String {
+    let mut out =
+        format!("# servelab lab: {}\n\n{}\n\n## Recommendation\n\n", exp.name, objective_line(exp));
+    out.push_str(&recommendation_md(o));
+    out.push_str("\n## Trials\n\n");
+    out.push_str(&trials_table(exp, trials).to_markdown());
+    if let Some(o) = o {
+        out.push_str("\n## Steps\n\n");
+        out.push_str(&steps_table(exp, &o.steps).to_markdown());
+        out.push_str(
+            "\nChart: [chart.svg](chart.svg) (the objective per step, one line per profile).\n",
+        );
+    }
+    let e = engine_table(trials);
+    if !e.rows.is_empty() {
+        out.push_str("\n## Engine metrics (from /metrics, per profile)\n\n");
+        out.push_str(&e.to_markdown());
+    }
+    for t in trials {
+        if let TrialStatus::Failed { reason, log_tail } = &t.status {
+            out.push_str(&format!(
+                "\n## Failed trial {}\n\n{reason}\n\nCommand: `{}`\n\n```text\n{log_tail}\n```\n",
+                t.spec.id, t.command
+            ));
+        }
+    }
+    out
+}
+
+const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;padding:0 1rem;color:#222}\
+table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0;display:block;overflow-x:auto}\
+th,td{border:1px solid #ddd;padding:.25rem .5rem}th{background:#f4f4f4}\
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}pre{background:#f6f6f6;padding:.5rem;overflow-x:auto}\
+svg .grid{stroke:#eee}svg .axis{stroke:#888}svg .tick,svg .legend{font-size:11px;fill:#444}\
+svg .label{font-size:12px;fill:#333}svg .chart-title{font-size:14px;font-weight:600;fill:#222}";
+
+/// The self-contained HTML report (inline CSS and SVG, no scripts).
+pub fn html(exp: &Experiment, trials: &[TrialResult], o: Option<&Outcome>) -> String {
+    let title = format!("servelab lab: {}", exp.name);
+    let mut out = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{t}</title>\n\
+         <style>{CSS}</style>\n</head>\n<body>\n<h1>{t}</h1>\n<p>{}</p>\n<h2>Recommendation</h2>\n",
+        esc(&objective_line(exp)),
+        t = esc(&title)
+    );
+    match o.and_then(|o| o.recommended.as_ref().map(|c| (o, c))) {
+        Some((o, cmd)) => out.push_str(&format!(
+            "<p>Best configuration: <code>{}</code> (options kept: {}).</p>\n<pre>{}</pre>\n",
+            esc(o.best.as_deref().unwrap_or("")),
+            esc(&if o.kept.is_empty() { "none".to_string() } else { o.kept.join(", ") }),
+            esc(cmd)
+        )),
+        None => out.push_str(&format!("<p>{}</p>\n", esc(&recommendation_md(o)))),
+    }
+    out.push_str("<h2>Trials</h2>\n");
+    out.push_str(&html_table(&trials_table(exp, trials)));
+    if let Some(o) = o {
+        out.push_str("<h2>Steps</h2>\n");
+        out.push_str(&html_table(&steps_table(exp, &o.steps)));
+        out.push_str(&chart(exp, &o.steps));
+    }
+    let e = engine_table(trials);
+    if !e.rows.is_empty() {
+        out.push_str("<h2>Engine metrics</h2>\n");
+        out.push_str(&html_table(&e));
+    }
+    for t in trials {
+        if let TrialStatus::Failed { reason, log_tail } = &t.status {
+            out.push_str(&format!(
+                "<h2>Failed trial {}</h2>\n<p>{}</p>\n<p>Command: <code>{}</code></p>\n<pre>{}</pre>\n",
+                esc(&t.spec.id),
+                esc(reason),
+                esc(&t.command),
+                esc(log_tail)
+            ));
+        }
+    }
+    out.push_str("</body>\n</html>\n");
+    out
+}
+
+fn write(path: &Path, text: &str) -> Result<(), LabError> {
+    std::fs::write(path, text)
+        .map_err(|e| LabError::Write { path: path.to_path_buf(), message: e.to_string() })
+}
+
+/// Write `report.md`, `report.html`, `chart.svg` (when finished) and `lab.json`.
+pub fn write_all(
+    dir: &Path,
+    exp: &Experiment,
+    trials: &[TrialResult],
+    o: Option<&Outcome>,
+) -> Result<(), LabError> {
+    write(&dir.join("report.md"), &markdown(exp, trials, o))?;
+    write(&dir.join("report.html"), &html(exp, trials, o))?;
+    if let Some(o) = o {
+        write(&dir.join("chart.svg"), &chart(exp, &o.steps))?;
+    }
+    let json = serde_json::json!({ "experiment": exp.name, "outcome": o, "trials": trials });
+    write(&dir.join("lab.json"), &serde_json::to_string_pretty(&json).unwrap_or_default())
+}
+
+/// `servelab lab report DIR`: rebuild the report from the experiment copy and the finished
+/// trials. Returns the outcome (`None` when the experiment is unfinished).
+pub fn report_dir(dir: &Path) -> Result<Option<Outcome>, LabError> {
+    let exp = crate::config::load(&dir.join(EXPERIMENT_COPY)).map_err(|e| match e {
+        LabError::Read { path, message } => LabError::Read {
+            path,
+            message: format!("{message} (is this the --output-dir of a servelab lab run?)"),
+        },
+        other => other,
+    })?;
+    let trials = crate::trial::load_all(dir)?;
+    let outcome = match crate::strategy::next(&exp, &trials) {
+        crate::strategy::Next::Done(o) => Some(o),
+        crate::strategy::Next::Run(_) => None,
+    };
+    write_all(dir, &exp, &trials, outcome.as_ref())?;
+    Ok(outcome)
+}

@@ -1,0 +1,630 @@
+//! Strategies, as pure functions of the experiment and the trials finished so far.
+//!
+//! [`next`] says which trial to run next, or that the experiment is done and what it found.
+//! Because it only reads finished trials, the same function drives a fresh run, a resumed
+//! one (finished trials are skipped) and `servelab lab report` (which replays it).
+
+use serde::Serialize;
+use servelab_compare::bootstrap::{diff_interval, Interval};
+use servelab_compare::metric::Stat;
+
+use crate::config::{Experiment, Strategy};
+use crate::trial::{TrialResult, TrialSpec};
+
+/// How one profile moved between two trials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Better,
+    Worse,
+    /// Within noise.
+    Same,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProfileDelta {
+    pub profile: String,
+    /// The objective of the trial compared against, and of the candidate.
+    pub base: f64,
+    pub value: f64,
+    pub delta_pct: f64,
+    /// The bar a change must clear: max(min gain, bootstrap interval half-width), percent.
+    pub noise_pct: f64,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// A starting point (an engine with its own flags).
+    Baseline,
+    Kept,
+    Rejected,
+}
+
+/// One row of the step table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    pub trial: String,
+    /// The option this step added (none for a baseline).
+    pub option: Option<String>,
+    /// The trial it was compared against.
+    pub against: Option<String>,
+    /// Objective per profile (`None`: the trial has no valid value there).
+    pub values: Vec<(String, Option<f64>)>,
+    pub deltas: Vec<ProfileDelta>,
+    pub decision: Decision,
+    pub reason: String,
+}
+
+/// What an experiment found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    pub strategy: Strategy,
+    pub steps: Vec<Step>,
+    /// The winning trial, if any trial was valid.
+    pub best: Option<String>,
+    /// Options of the winning trial.
+    pub kept: Vec<String>,
+    /// Its launch command (engine command + kept flags, as a template).
+    pub recommended: Option<String>,
+}
+
+/// What to do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    Run(TrialSpec),
+    Done(Outcome),
+}
+
+/// Why a trial cannot count, or `None` when it can.
+pub fn invalid_reason(t: &TrialResult, exp: &Experiment) -> Option<String> {
+    if let Some(r) = t.failure() {
+        return Some(format!("trial failed: {r}"));
+    }
+    for p in &exp.profiles {
+        let Some(r) = t.profile(&p.name) else {
+            return Some(format!("profile {} did not run", p.name));
+        };
+        if r.interrupted {
+            return Some(format!("profile {} was interrupted", p.name));
+        }
+        let rate = r.success_rate();
+        if rate < exp.acceptance.min_success_rate || r.completed == 0 {
+            let kinds = if r.failures.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", r.failures.join(", "))
+            };
+            return Some(format!(
+                "profile {}: {} of {} requests failed{kinds}; success {:.1}% < {:.1}%",
+                p.name,
+                r.failed,
+                r.completed + r.failed,
+                rate * 100.0,
+                exp.acceptance.min_success_rate * 100.0
+            ));
+        }
+        if let Some(check) = r.slo.as_ref().filter(|c| !c.pass) {
+            return Some(format!(
+                "profile {}: SLO missed: {}",
+                p.name,
+                check.violations.join("; ")
+            ));
+        }
+    }
+    None
+}
+
+/// The objective per profile, `None` where the trial has none.
+pub fn values(t: &TrialResult, exp: &Experiment) -> Vec<(String, Option<f64>)> {
+    let valid = invalid_reason(t, exp).is_none();
+    exp.profiles
+        .iter()
+        .map(|p| {
+            let v = t.profile(&p.name).map(|r| r.value(exp.objective.metric));
+            (p.name.clone(), v.filter(|_| valid))
+        })
+        .collect()
+}
+
+/// One number to rank valid trials by: the geometric mean of the objective over profiles
+/// (so a profile with large absolute numbers does not drown the others).
+pub fn score(t: &TrialResult, exp: &Experiment) -> Option<f64> {
+    let vs: Option<Vec<f64>> = values(t, exp).into_iter().map(|(_, v)| v).collect();
+    let vs = vs?;
+    if vs.is_empty() || vs.iter().any(|v| *v <= 0.0) {
+        return None;
+    }
+    Some((vs.iter().map(|v| v.ln()).sum::<f64>() / vs.len() as f64).exp())
+}
+
+/// The bar a relative change must clear, percent: the larger of `min_gain_pct` and the
+/// half-width of the bootstrap interval of the difference, relative to `base`.
+pub fn noise_pct(min_gain_pct: f64, base: f64, ci: Option<Interval>) -> f64 {
+    let ci_pct = match ci {
+        Some(i) if base > 0.0 => (i.hi - i.lo) / 2.0 / base * 100.0,
+        _ => 0.0,
+    };
+    min_gain_pct.max(ci_pct)
+}
+
+/// Better, worse or within noise.
+pub fn verdict(delta_pct: f64, noise_pct: f64) -> Verdict {
+    if delta_pct > noise_pct {
+        Verdict::Better
+    } else if delta_pct < -noise_pct {
+        Verdict::Worse
+    } else {
+        Verdict::Same
+    }
+}
+
+/// Compare a candidate with the trial it would replace, profile by profile.
+pub fn deltas(base: &TrialResult, cand: &TrialResult, exp: &Experiment) -> Vec<ProfileDelta> {
+    let m = exp.objective.metric;
+    let a = &exp.acceptance;
+    let mut out = Vec::new();
+    for (i, p) in exp.profiles.iter().enumerate() {
+        let (Some(x), Some(y)) = (base.profile(&p.name), cand.profile(&p.name)) else { continue };
+        let (b, v) = (x.value(m), y.value(m));
+        let delta_pct = if b > 0.0 { (v - b) / b * 100.0 } else { 0.0 };
+        let ci = diff_interval(
+            &x.units(m),
+            &y.units(m),
+            Stat::Mean,
+            a.resamples,
+            i as u64,
+            a.confidence,
+        );
+        let noise = noise_pct(a.min_gain_pct, b, ci);
+        out.push(ProfileDelta {
+            profile: p.name.clone(),
+            base: b,
+            value: v,
+            delta_pct,
+            noise_pct: noise,
+            verdict: verdict(delta_pct, noise),
+        });
+    }
+    out
+}
+
+/// Keep a candidate only when it is valid (no failed requests, SLO met), better than noise
+/// in at least one profile, and worse than noise in none. The reason says which.
+pub fn judge(
+    base: &TrialResult,
+    cand: &TrialResult,
+    exp: &Experiment,
+) -> (Decision, String, Vec<ProfileDelta>) {
+    if let Some(why) = invalid_reason(cand, exp) {
+        return (Decision::Rejected, why, Vec::new());
+    }
+    let ds = deltas(base, cand, exp);
+    let show = |d: &ProfileDelta| {
+        format!("{} {:+.1}% (noise ±{:.1}%)", d.profile, d.delta_pct, d.noise_pct)
+    };
+    let worse: Vec<String> = ds.iter().filter(|d| d.verdict == Verdict::Worse).map(show).collect();
+    if !worse.is_empty() {
+        return (Decision::Rejected, format!("worse: {}", worse.join(", ")), ds);
+    }
+    let better: Vec<String> =
+        ds.iter().filter(|d| d.verdict == Verdict::Better).map(show).collect();
+    if better.is_empty() {
+        let all: Vec<String> = ds.iter().map(show).collect();
+        return (Decision::Rejected, format!("within noise: {}", all.join(", ")), ds);
+    }
+    (Decision::Kept, format!("better: {}", better.join(", ")), ds)
+}
+
+fn baseline_step(t: &TrialResult, exp: &Experiment) -> Step {
+    Step {
+        trial: t.spec.id.clone(),
+        option: None,
+        against: None,
+        values: values(t, exp),
+        deltas: Vec::new(),
+        decision: Decision::Baseline,
+        reason: invalid_reason(t, exp).unwrap_or_else(|| "ok".to_string()),
+    }
+}
+
+fn step(base: &TrialResult, cand: &TrialResult, option: Option<&str>, exp: &Experiment) -> Step {
+    let (decision, reason, deltas) = judge(base, cand, exp);
+    Step {
+        trial: cand.spec.id.clone(),
+        option: option.map(str::to_string),
+        against: Some(base.spec.id.clone()),
+        values: values(cand, exp),
+        deltas,
+        decision,
+        reason,
+    }
+}
+
+/// The highest-scoring valid trial; ties keep the earlier one.
+fn best<'a>(trials: &[&'a TrialResult], exp: &Experiment) -> Option<&'a TrialResult> {
+    let mut out: Option<(&TrialResult, f64)> = None;
+    for t in trials {
+        if let Some(s) = score(t, exp) {
+            if out.is_none_or(|(_, b)| s > b) {
+                out = Some((t, s));
+            }
+        }
+    }
+    out.map(|(t, _)| t)
+}
+
+fn outcome(exp: &Experiment, steps: Vec<Step>, winner: Option<&TrialResult>) -> Outcome {
+    Outcome {
+        strategy: exp.strategy,
+        steps,
+        best: winner.map(|t| t.spec.id.clone()),
+        kept: winner.map(|t| t.spec.options.clone()).unwrap_or_default(),
+        recommended: winner.map(|t| t.command_template.clone()),
+    }
+}
+
+/// Option subsets of `n` options, as index lists in experiment order: by size, then
+/// lexicographically (the empty set, the baseline, is left out).
+pub fn combinations(n: usize) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> =
+        (1u32..(1u32 << n)).map(|mask| (0..n).filter(|i| mask & (1 << i) != 0).collect()).collect();
+    out.sort_by(|a: &Vec<usize>, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+    out
+}
+
+/// The next trial to run, or the outcome when every trial the strategy needs has finished.
+pub fn next(exp: &Experiment, done: &[TrialResult]) -> Next {
+    let find = |s: &TrialSpec| done.iter().find(|t| t.spec.id == s.id);
+    let mut baselines = Vec::new();
+    for e in &exp.engines {
+        let spec = TrialSpec::new(&e.name, &[]);
+        match find(&spec) {
+            Some(t) => baselines.push(t),
+            None => return Next::Run(spec),
+        }
+    }
+    let mut steps: Vec<Step> = baselines.iter().map(|t| baseline_step(t, exp)).collect();
+    match exp.strategy {
+        Strategy::Baseline => Next::Done(outcome(exp, steps, best(&baselines, exp))),
+        Strategy::Grid => {
+            let mut all = baselines.clone();
+            for (e, base) in exp.engines.iter().zip(&baselines) {
+                for combo in combinations(exp.options.len()) {
+                    let names: Vec<String> =
+                        combo.iter().map(|&i| exp.options[i].name.clone()).collect();
+                    let spec = TrialSpec::new(&e.name, &names);
+                    let Some(t) = find(&spec) else { return Next::Run(spec) };
+                    steps.push(step(base, t, Some(&names.join("+")), exp));
+                    all.push(t);
+                }
+            }
+            Next::Done(outcome(exp, steps, best(&all, exp)))
+        }
+        Strategy::Greedy => {
+            let Some(mut current) = best(&baselines, exp) else {
+                return Next::Done(outcome(exp, steps, None));
+            };
+            let mut kept: Vec<String> = Vec::new();
+            for opt in &exp.options {
+                let mut names = kept.clone();
+                names.push(opt.name.clone());
+                let spec = TrialSpec::new(&current.spec.engine, &names);
+                let Some(t) = find(&spec) else { return Next::Run(spec) };
+                let s = step(current, t, Some(&opt.name), exp);
+                if s.decision == Decision::Kept {
+                    kept = names;
+                    current = t;
+                }
+                steps.push(s);
+            }
+            Next::Done(outcome(exp, steps, Some(current)))
+        }
+    }
+}
+
+/// The launch command template of a configuration: the engine's command with each option's
+/// flags merged in, in experiment order (see [`merge_flags`]).
+pub fn command_template(exp: &Experiment, spec: &TrialSpec) -> Option<String> {
+    let engine = exp.engines.iter().find(|e| e.name == spec.engine)?;
+    let mut cmd = engine.command.clone();
+    for name in &spec.options {
+        let opt = exp.options.iter().find(|o| &o.name == name)?;
+        cmd = merge_flags(&cmd, &opt.flags);
+    }
+    Some(cmd)
+}
+
+/// Whitespace-separated tokens with their byte spans.
+fn tokens(s: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in s.char_indices() {
+        match (c.is_whitespace(), start) {
+            (true, Some(b)) => {
+                out.push((b, i));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(b) = start {
+        out.push((b, s.len()));
+    }
+    out
+}
+
+/// A token that is a flag (`--x`, `-x`), not a value such as `-1`.
+fn is_flag(t: &str) -> bool {
+    t.starts_with('-') && !t[1..].starts_with(|c: char| c.is_ascii_digit() || c == '.')
+}
+
+/// Add `flags` to `command`. A `--flag` the command already has is replaced, value and all
+/// (`--itl-ms 20` over `--itl-ms 5`), because some servers refuse a flag given twice; a
+/// flag it lacks is appended. A flag whose value in the command is quoted is appended
+/// (last one wins where the server allows repeats).
+pub fn merge_flags(command: &str, flags: &str) -> String {
+    let ft = tokens(flags);
+    let mut cmd = command.to_string();
+    let mut append: Vec<&str> = Vec::new();
+    let mut i = 0;
+    while i < ft.len() {
+        let tok = &flags[ft[i].0..ft[i].1];
+        let (group_end, name) = if tok.starts_with("--") {
+            let name = tok.split('=').next().unwrap_or(tok);
+            let has_value =
+                !tok.contains('=') && ft.get(i + 1).is_some_and(|&(b, e)| !is_flag(&flags[b..e]));
+            (if has_value { i + 2 } else { i + 1 }, Some(name))
+        } else {
+            (i + 1, None)
+        };
+        let group = &flags[ft[i].0..ft[group_end - 1].1];
+        i = group_end;
+        let Some(name) = name else {
+            append.push(group);
+            continue;
+        };
+        let ct = tokens(&cmd);
+        let found = ct.iter().position(|&(b, e)| {
+            let t = &cmd[b..e];
+            t == name || t.strip_prefix(name).is_some_and(|r| r.starts_with('='))
+        });
+        let Some(k) = found else {
+            append.push(group);
+            continue;
+        };
+        let (b, e) = ct[k];
+        let mut end = e;
+        if !cmd[b..e].contains('=') {
+            if let Some(&(vb, ve)) = ct.get(k + 1) {
+                let v = &cmd[vb..ve];
+                if v.starts_with(['\'', '"']) {
+                    append.push(group);
+                    continue;
+                }
+                if !is_flag(v) {
+                    end = ve;
+                }
+            }
+        }
+        cmd.replace_range(b..end, group);
+    }
+    for g in append {
+        cmd.push(' ');
+        cmd.push_str(g);
+    }
+    cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+    use crate::prom::EngineFigures;
+    use crate::trial::{ProfileResult, TrialStatus};
+
+    fn exp(strategy: &str) -> Experiment {
+        parse(&format!(
+            "strategy: {strategy}\nengines:\n  - {{name: a, command: run-a}}\n  - {{name: b, command: run-b}}\n\
+             profiles:\n  - {{name: p, num_prompts: 4}}\n  - {{name: q, num_prompts: 4}}\n\
+             options:\n  fast: --fast\n  slow: --slow\n  flaky: --flaky\n"
+        ))
+        .unwrap()
+    }
+
+    fn prof(name: &str, value: f64, failed: u64) -> ProfileResult {
+        ProfileResult {
+            profile: name.to_string(),
+            completed: 4,
+            failed,
+            duration_s: 1.0,
+            total_tokens_per_s: value,
+            output_tokens_per_s: value,
+            requests_per_s: 4.0,
+            ttft_p99_ms: None,
+            tpot_p99_ms: None,
+            slo: None,
+            failures: if failed > 0 { vec![format!("http_status: {failed}")] } else { vec![] },
+            // Identical requests: the bootstrap interval is 0, the 2% floor applies.
+            request_total_tokens: vec![value / 4.0; 4],
+            request_output_tokens: vec![value / 4.0; 4],
+            engine: EngineFigures::default(),
+            interrupted: false,
+        }
+    }
+
+    fn trial(e: &Experiment, engine: &str, opts: &[&str], value: f64, failed: u64) -> TrialResult {
+        let spec = TrialSpec::new(engine, &opts.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        TrialResult {
+            command: String::new(),
+            command_template: command_template(e, &spec).unwrap(),
+            spec,
+            status: TrialStatus::Finished,
+            startup_secs: Some(0.1),
+            profiles: vec![prof("p", value, failed), prof("q", value, failed)],
+        }
+    }
+
+    fn run_id(n: Next) -> String {
+        match n {
+            Next::Run(s) => s.id,
+            Next::Done(o) => panic!("done: {o:?}"),
+        }
+    }
+
+    #[test]
+    fn flags_replace_their_own_value_or_are_appended() {
+        let base = "sim serve --port {port} --itl-ms 5 --max-num-seqs=2 --enforce-eager";
+        assert_eq!(
+            merge_flags(base, "--itl-ms 20"),
+            "sim serve --port {port} --itl-ms 20 --max-num-seqs=2 --enforce-eager"
+        );
+        assert_eq!(
+            merge_flags(base, "--max-num-seqs 16"),
+            "sim serve --port {port} --itl-ms 5 --max-num-seqs 16 --enforce-eager"
+        );
+        assert_eq!(merge_flags(base, "--enforce-eager"), base);
+        assert_eq!(
+            merge_flags(base, "--fault-rate server-error=0.2 --seed -1 --x"),
+            format!("{base} --fault-rate server-error=0.2 --seed -1 --x")
+        );
+        assert_eq!(merge_flags("a --t '{x y}'", "--t z"), "a --t '{x y}' --t z");
+        assert_eq!(merge_flags("a", "plain words"), "a plain words");
+    }
+
+    #[test]
+    fn noise_and_verdicts() {
+        assert_eq!(noise_pct(2.0, 100.0, None), 2.0);
+        assert_eq!(noise_pct(2.0, 100.0, Some(Interval { lo: -5.0, hi: 5.0 })), 5.0);
+        assert_eq!(noise_pct(2.0, 100.0, Some(Interval { lo: 1.0, hi: 2.0 })), 2.0);
+        assert_eq!(verdict(2.5, 2.0), Verdict::Better);
+        assert_eq!(verdict(2.0, 2.0), Verdict::Same);
+        assert_eq!(verdict(-2.5, 2.0), Verdict::Worse);
+    }
+
+    #[test]
+    fn combinations_go_by_size_then_order() {
+        assert_eq!(combinations(2), vec![vec![0], vec![1], vec![0, 1]]);
+        assert_eq!(combinations(3).len(), 7);
+        assert_eq!(combinations(3)[3], vec![0, 1]);
+        assert!(combinations(0).is_empty());
+    }
+
+    #[test]
+    fn greedy_keeps_only_what_helps() {
+        let e = exp("greedy");
+        let mut done = vec![];
+        assert_eq!(run_id(next(&e, &done)), "a");
+        done.push(trial(&e, "a", &[], 100.0, 0));
+        assert_eq!(run_id(next(&e, &done)), "b");
+        done.push(trial(&e, "b", &[], 150.0, 0));
+        // From the best baseline, b.
+        assert_eq!(run_id(next(&e, &done)), "b+fast");
+        done.push(trial(&e, "b+fast".split('+').next().unwrap(), &["fast"], 600.0, 0));
+        assert_eq!(run_id(next(&e, &done)), "b+fast+slow");
+        done.push(trial(&e, "b", &["fast", "slow"], 300.0, 0));
+        assert_eq!(run_id(next(&e, &done)), "b+fast+flaky");
+        done.push(trial(&e, "b", &["fast", "flaky"], 900.0, 1));
+        let Next::Done(o) = next(&e, &done) else { panic!() };
+        assert_eq!(o.best.as_deref(), Some("b+fast"));
+        assert_eq!(o.kept, vec!["fast"]);
+        assert_eq!(o.recommended.as_deref(), Some("run-b --fast"));
+        let d: Vec<_> = o.steps.iter().map(|s| (s.trial.as_str(), s.decision)).collect();
+        assert_eq!(
+            d,
+            vec![
+                ("a", Decision::Baseline),
+                ("b", Decision::Baseline),
+                ("b+fast", Decision::Kept),
+                ("b+fast+slow", Decision::Rejected),
+                ("b+fast+flaky", Decision::Rejected),
+            ]
+        );
+        assert_eq!(o.steps[2].reason, "better: p +300.0% (noise ±2.0%), q +300.0% (noise ±2.0%)");
+        assert_eq!(o.steps[3].reason, "worse: p -50.0% (noise ±2.0%), q -50.0% (noise ±2.0%)");
+        assert_eq!(
+            o.steps[4].reason,
+            "profile p: 1 of 5 requests failed (http_status: 1); success 80.0% < 100.0%"
+        );
+        assert_eq!(o.steps[2].deltas[0].delta_pct, 300.0);
+    }
+
+    #[test]
+    fn a_gain_within_noise_is_rejected() {
+        let e = exp("greedy");
+        let done = vec![
+            trial(&e, "a", &[], 100.0, 0),
+            trial(&e, "b", &[], 10.0, 0),
+            trial(&e, "a", &["fast"], 101.0, 0),
+            trial(&e, "a", &["slow"], 100.0, 0),
+            trial(&e, "a", &["flaky"], 103.0, 0),
+        ];
+        let Next::Done(o) = next(&e, &done) else { panic!() };
+        assert_eq!(o.steps[2].decision, Decision::Rejected);
+        assert!(o.steps[2].reason.starts_with("within noise: p +1.0%"), "{}", o.steps[2].reason);
+        assert_eq!(o.steps[4].decision, Decision::Kept);
+        assert_eq!(o.recommended.as_deref(), Some("run-a --flaky"));
+    }
+
+    #[test]
+    fn failed_baselines_leave_no_recommendation() {
+        let e = exp("greedy");
+        let mut a = trial(&e, "a", &[], 100.0, 0);
+        a.status = TrialStatus::Failed { reason: "never ready".into(), log_tail: String::new() };
+        let b = trial(&e, "b", &[], 100.0, 4);
+        let Next::Done(o) = next(&e, &[a, b]) else { panic!() };
+        assert_eq!(o.best, None);
+        assert_eq!(o.recommended, None);
+        assert_eq!(o.steps[0].reason, "trial failed: never ready");
+    }
+
+    #[test]
+    fn grid_runs_every_combination_and_picks_the_best() {
+        let e = exp("grid");
+        let mut done = vec![trial(&e, "a", &[], 100.0, 0), trial(&e, "b", &[], 100.0, 0)];
+        let mut order = vec![];
+        while let Next::Run(s) = next(&e, &done) {
+            order.push(s.id.clone());
+            let v = if s.id == "b+fast+slow" { 500.0 } else { 120.0 };
+            let opts: Vec<&str> = s.options.iter().map(String::as_str).collect();
+            done.push(trial(&e, &s.engine, &opts, v, 0));
+        }
+        assert_eq!(order.len(), 14);
+        assert_eq!(&order[..4], ["a+fast", "a+slow", "a+flaky", "a+fast+slow"]);
+        let Next::Done(o) = next(&e, &done) else { panic!() };
+        assert_eq!(o.best.as_deref(), Some("b+fast+slow"));
+        assert_eq!(o.recommended.as_deref(), Some("run-b --fast --slow"));
+        assert_eq!(o.steps.len(), 16);
+    }
+
+    #[test]
+    fn baseline_picks_the_best_engine() {
+        let e = exp("baseline");
+        let Next::Done(o) =
+            next(&e, &[trial(&e, "a", &[], 100.0, 0), trial(&e, "b", &[], 200.0, 0)])
+        else {
+            panic!()
+        };
+        assert_eq!(o.best.as_deref(), Some("b"));
+        assert_eq!(o.recommended.as_deref(), Some("run-b"));
+    }
+
+    #[test]
+    fn slo_misses_make_a_trial_invalid() {
+        let e = exp("baseline");
+        let mut t = trial(&e, "a", &[], 100.0, 0);
+        t.profiles[1].slo = Some(servelab_sweep::slo::SloCheck {
+            pass: false,
+            violations: vec!["ttft_p99 900.00 ms > 500 ms".into()],
+        });
+        assert_eq!(
+            invalid_reason(&t, &e).as_deref(),
+            Some("profile q: SLO missed: ttft_p99 900.00 ms > 500 ms")
+        );
+        assert_eq!(score(&t, &e), None);
+        let s = score(&trial(&e, "a", &[], 100.0, 0), &e).unwrap();
+        assert!((s - 100.0).abs() < 1e-9, "{s}");
+    }
+}

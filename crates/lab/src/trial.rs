@@ -1,0 +1,267 @@
+//! Trials and their results: one engine configuration (engine + options), launched once and
+//! run through every profile. Each finished trial is one JSON file in its folder of the
+//! experiment directory (`<dir>/<trial>/trial.json`, next to its `engine.log`), written
+//! atomically, so a resumed experiment skips exactly the trials that finished.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use servelab_metrics::Summary;
+use servelab_sweep::slo::{SloCheck, SloSpec};
+
+use crate::config::ObjectiveMetric;
+use crate::error::LabError;
+use crate::prom::EngineFigures;
+
+/// Which configuration a trial runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrialSpec {
+    /// `engine` or `engine+option+option` (options in experiment order).
+    pub id: String,
+    pub engine: String,
+    pub options: Vec<String>,
+}
+
+impl TrialSpec {
+    pub fn new(engine: &str, options: &[String]) -> TrialSpec {
+        let id = std::iter::once(engine.to_string())
+            .chain(options.iter().cloned())
+            .collect::<Vec<_>>()
+            .join("+");
+        TrialSpec { id, engine: engine.to_string(), options: options.to_vec() }
+    }
+}
+
+/// One profile's outcome in one trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileResult {
+    pub profile: String,
+    pub completed: u64,
+    pub failed: u64,
+    pub duration_s: f64,
+    pub total_tokens_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub requests_per_s: f64,
+    pub ttft_p99_ms: Option<f64>,
+    pub tpot_p99_ms: Option<f64>,
+    /// The objective's SLO check, when the objective has one.
+    pub slo: Option<SloCheck>,
+    /// Failed requests by kind, e.g. `http_status: 3`.
+    pub failures: Vec<String>,
+    /// Total (prompt + output) and output tokens of each completed request: the units the
+    /// bootstrap resamples.
+    pub request_total_tokens: Vec<f64>,
+    pub request_output_tokens: Vec<f64>,
+    /// What the engine's `/metrics` said about this profile.
+    pub engine: EngineFigures,
+    /// The bench was interrupted: a partial result.
+    pub interrupted: bool,
+}
+
+impl ProfileResult {
+    pub fn from_summary(
+        profile: &str,
+        s: &Summary,
+        slo: Option<&SloSpec>,
+        engine: EngineFigures,
+    ) -> ProfileResult {
+        let ok = || s.requests.iter().filter(|r| r.is_success());
+        let tokens = |r: &servelab_metrics::RequestRow| {
+            (r.prompt_tokens.unwrap_or(0) + r.output_tokens.unwrap_or(0)) as f64
+        };
+        ProfileResult {
+            profile: profile.to_string(),
+            completed: s.completed,
+            failed: s.failed,
+            duration_s: s.duration_s,
+            total_tokens_per_s: s.total_token_throughput,
+            output_tokens_per_s: s.output_throughput,
+            requests_per_s: s.request_throughput,
+            ttft_p99_ms: (s.ttft_ms.count > 0).then(|| s.ttft_ms.percentile(99.0)).flatten(),
+            tpot_p99_ms: (s.tpot_ms.count > 0).then(|| s.tpot_ms.percentile(99.0)).flatten(),
+            slo: slo.map(|o| o.check(s)),
+            failures: s.failures.iter().map(|f| format!("{}: {}", f.kind, f.count)).collect(),
+            request_total_tokens: ok().map(tokens).collect(),
+            request_output_tokens: ok().map(|r| r.output_tokens.unwrap_or(0) as f64).collect(),
+            engine,
+            interrupted: s.info.interrupted,
+        }
+    }
+
+    /// The objective's number.
+    pub fn value(&self, m: ObjectiveMetric) -> f64 {
+        match m {
+            ObjectiveMetric::TotalTokensPerS => self.total_tokens_per_s,
+            ObjectiveMetric::OutputTokensPerS => self.output_tokens_per_s,
+            ObjectiveMetric::RequestsPerS => self.requests_per_s,
+        }
+    }
+
+    /// Completed / all measured requests; 0 when nothing ran.
+    pub fn success_rate(&self) -> f64 {
+        let n = self.completed + self.failed;
+        if n == 0 {
+            0.0
+        } else {
+            self.completed as f64 / n as f64
+        }
+    }
+
+    /// Bootstrap units whose mean is the objective's value: each completed request's share,
+    /// scaled by requests / duration.
+    pub fn units(&self, m: ObjectiveMetric) -> Vec<Vec<f64>> {
+        if self.duration_s <= 0.0 {
+            return Vec::new();
+        }
+        let scale = self.completed as f64 / self.duration_s;
+        let per_request: Vec<f64> = match m {
+            ObjectiveMetric::TotalTokensPerS => self.request_total_tokens.clone(),
+            ObjectiveMetric::OutputTokensPerS => self.request_output_tokens.clone(),
+            ObjectiveMetric::RequestsPerS => vec![1.0; self.completed as usize],
+        };
+        per_request.into_iter().map(|t| vec![t * scale]).collect()
+    }
+}
+
+/// How a trial ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum TrialStatus {
+    /// Every profile ran (some requests may have failed; judged later).
+    Finished,
+    /// The engine did not start, never became ready, or died mid-profile; or a bench
+    /// could not run.
+    Failed { reason: String, log_tail: String },
+}
+
+/// A finished trial, as stored in `trial.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialResult {
+    pub spec: TrialSpec,
+    /// The launch command as run (port and binary substituted).
+    pub command: String,
+    /// The launch command as a template: the engine's command plus the options' flags.
+    pub command_template: String,
+    #[serde(flatten)]
+    pub status: TrialStatus,
+    /// Seconds from spawn to ready.
+    pub startup_secs: Option<f64>,
+    pub profiles: Vec<ProfileResult>,
+}
+
+impl TrialResult {
+    pub fn failure(&self) -> Option<&str> {
+        match &self.status {
+            TrialStatus::Finished => None,
+            TrialStatus::Failed { reason, .. } => Some(reason),
+        }
+    }
+
+    pub fn profile(&self, name: &str) -> Option<&ProfileResult> {
+        self.profiles.iter().find(|p| p.profile == name)
+    }
+}
+
+/// The folder of one trial.
+pub fn trial_dir(dir: &Path, id: &str) -> PathBuf {
+    dir.join(servelab_sweep::grid::file_safe(id))
+}
+
+const FILE: &str = "trial.json";
+
+/// Write a finished trial atomically (temp file, then rename).
+pub fn save(dir: &Path, t: &TrialResult) -> Result<(), LabError> {
+    let folder = trial_dir(dir, &t.spec.id);
+    let write = |p: &Path, e: std::io::Error| LabError::Write {
+        path: p.to_path_buf(),
+        message: e.to_string(),
+    };
+    std::fs::create_dir_all(&folder).map_err(|e| write(&folder, e))?;
+    let json = serde_json::to_string_pretty(t)
+        .map_err(|e| LabError::Write { path: folder.join(FILE), message: e.to_string() })?;
+    let tmp = folder.join(format!("{FILE}.tmp"));
+    std::fs::write(&tmp, json).map_err(|e| write(&tmp, e))?;
+    let dest = folder.join(FILE);
+    std::fs::rename(&tmp, &dest).map_err(|e| write(&dest, e))
+}
+
+/// Every finished trial under `dir`, sorted by id.
+pub fn load_all(dir: &Path) -> Result<Vec<TrialResult>, LabError> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(out) };
+    for entry in entries.flatten() {
+        let path = entry.path().join(FILE);
+        if !path.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| LabError::State { path: path.clone(), message: e.to_string() })?;
+        let t: TrialResult = serde_json::from_str(&text).map_err(|e| LabError::State {
+            path: path.clone(),
+            message: format!("{e} (delete this trial's folder to run it again)"),
+        })?;
+        out.push(t);
+    }
+    out.sort_by(|a, b| a.spec.id.cmp(&b.spec.id));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn profile(name: &str, value: f64, failed: u64) -> ProfileResult {
+        ProfileResult {
+            profile: name.to_string(),
+            completed: 4,
+            failed,
+            duration_s: 2.0,
+            total_tokens_per_s: value,
+            output_tokens_per_s: value / 2.0,
+            requests_per_s: 2.0,
+            ttft_p99_ms: Some(10.0),
+            tpot_p99_ms: Some(5.0),
+            slo: None,
+            failures: vec![],
+            request_total_tokens: vec![value / 2.0; 4],
+            request_output_tokens: vec![value / 4.0; 4],
+            engine: EngineFigures::default(),
+            interrupted: false,
+        }
+    }
+
+    #[test]
+    fn ids_join_engine_and_options() {
+        assert_eq!(TrialSpec::new("sim", &[]).id, "sim");
+        assert_eq!(TrialSpec::new("sim", &["a".into(), "b".into()]).id, "sim+a+b");
+    }
+
+    #[test]
+    fn units_average_to_the_throughput() {
+        let p = profile("t", 100.0, 0);
+        let u = p.units(ObjectiveMetric::TotalTokensPerS);
+        assert_eq!(u, vec![vec![100.0]; 4]);
+        assert_eq!(p.units(ObjectiveMetric::RequestsPerS), vec![vec![2.0]; 4]);
+        assert_eq!(p.success_rate(), 1.0);
+        assert_eq!(profile("t", 1.0, 1).success_rate(), 0.8);
+    }
+
+    #[test]
+    fn trials_round_trip_through_their_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = TrialResult {
+            spec: TrialSpec::new("sim", &["fast".into()]),
+            command: "sim --port 1 --fast".into(),
+            command_template: "sim --port {port} --fast".into(),
+            status: TrialStatus::Failed { reason: "no".into(), log_tail: "tail".into() },
+            startup_secs: Some(0.5),
+            profiles: vec![profile("t", 10.0, 0)],
+        };
+        save(dir.path(), &t).unwrap();
+        assert!(dir.path().join("sim_fast/trial.json").is_file());
+        assert_eq!(load_all(dir.path()).unwrap(), vec![t]);
+        std::fs::write(dir.path().join("sim_fast/trial.json"), "{").unwrap();
+        let e = load_all(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("delete this trial's folder"), "{e}");
+    }
+}
