@@ -274,7 +274,7 @@ mod tests {
         let pidfile = dir.path().join("pid");
         // The grandchild ignores SIGTERM: only the SIGKILL after the grace ends it.
         let cmd = format!(
-            "sh -c 'trap \"\" TERM; echo $$ > {}; while true; do sleep 0.05; done' & echo started; wait",
+            "echo started; sh -c 'trap \"\" TERM; echo $$ > {}; while true; do sleep 0.05; done' & wait",
             pidfile.display()
         );
         let log = dir.path().join("engine.log");
