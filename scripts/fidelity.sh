@@ -4,9 +4,15 @@
 # Starts `servelab sim serve` in its own process (TTFT 50 ms, ITL 10 ms, 100 output tokens per
 # request, truth log on), benchmarks it with `servelab bench` at each concurrency level
 # (closed loop, 3 requests per stream), then joins servelab's per-request records with the
-# simulator's truth log by request id. Prints per level: mean TTFT error (client − sim actual,
-# and client − sim intended), p99 per-token ITL (client) against the truth's p99 gap, and the
-# client's CPU time and peak RSS.
+# simulator's truth log by request id. Prints per level:
+#   ttft_err_ms   mean of client TTFT − the sim's actual send offset of the first chunk
+#   err_vs_plan   mean of client TTFT − the TTFT the sim was told to produce (adds sim lateness)
+#   steady_err_ms ttft_err over requests after the first wave (which is all due at t = 0 and
+#                 so waits for the client to write N requests at once)
+#   send_lag_ms   mean of sent − intended send (part of ttft_err: the client's own lateness);
+#                 steady_lag: the same after the first wave
+#   itl_p99_ms    p99 of the client's per-token ITL; truth_p99: p99 of the sim's actual gaps
+#   cpu_s, peak_mb: the client's CPU time (user + sys) and peak RSS
 #
 #   scripts/fidelity.sh [LEVELS...]      default: 100 1000 2000
 set -euo pipefail
@@ -16,7 +22,7 @@ cargo build --release -q -p servelab
 BIN=target/release/servelab
 OUT=$(mktemp -d); trap 'kill $SIM 2>/dev/null || true; rm -rf "$OUT"' EXIT
 PORT=${PORT:-$(python3 -c "import socket;s=socket.socket();s.bind((\"127.0.0.1\",0));print(s.getsockname()[1])")}
-printf '%-8s %-10s %-18s %-20s %-14s %-14s %-10s %-10s\n' streams requests "ttft_err_mean_ms" "ttft_err_vs_intended" "itl_p99_ms" "truth_gap_p99" cpu_s peak_mb
+printf '%-8s %-9s %-12s %-13s %-12s %-12s %-11s %-10s %-10s %-7s %-7s\n' streams requests ttft_err_ms steady_err_ms err_vs_plan send_lag_ms steady_lag itl_p99_ms truth_p99 cpu_s peak_mb
 for N in "${LEVELS[@]}"; do
   $BIN sim serve --port "$PORT" --ttft-ms 50 --itl-ms 10 --truth-log "$OUT/truth-$N.jsonl" 2>"$OUT/sim.log" &
   SIM=$!
@@ -37,7 +43,7 @@ for line in open(truth):
 def pct(xs, p):
     xs = sorted(xs); k = (len(xs) - 1) * p / 100; f = int(k); c = min(f + 1, len(xs) - 1)
     return xs[f] + (xs[c] - xs[f]) * (k - f)
-err_actual, err_intended, itl, gaps = [], [], [], []
+err_actual, err_intended, itl, gaps, lag, steady_err, steady_lag = [], [], [], [], [], [], []
 for line in open(recs):
     r = json.loads(line)
     if r["warmup"] or r["outcome"]["result"] != "success": continue
@@ -47,6 +53,10 @@ for line in open(recs):
     ttft = (chunks[0]["t_ns"] - r["intended_ns"]) / 1e6
     err_actual.append(ttft - t["chunks"][0]["actual_ns"] / 1e6)
     err_intended.append(ttft - t["chunks"][0]["intended_ns"] / 1e6)
+    lag.append((r["sent_ns"] - r["intended_ns"]) / 1e6)
+    # After the first wave (all due at t=0), each request is due when a slot frees.
+    if r["index"] >= int(n):
+        steady_err.append(err_actual[-1]); steady_lag.append(lag[-1])
     for a, b in zip(chunks, chunks[1:]):
         g = (b["t_ns"] - a["t_ns"]) / 1e6 / max(b.get("tokens") or 1, 1)
         itl.extend([g] * max(b.get("tokens") or 1, 1))
@@ -55,8 +65,8 @@ for line in open(recs):
         gaps.append((b["actual_ns"] - a["actual_ns"]) / 1e6 / max(b["tokens"], 1))
 u, s, m = open(timef).read().split()
 mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
-print("%-8s %-10s %-18.2f %-20.2f %-14.2f %-14.2f %-10.2f %-10.0f" % (
-    n, req, mean(err_actual), mean(err_intended), pct(itl, 99), pct(gaps, 99),
-    float(u) + float(s), int(m) / 1024))
+print("%-8s %-9s %-12.2f %-13.2f %-12.2f %-12.2f %-11.2f %-10.2f %-10.2f %-7.2f %-7.0f" % (
+    n, req, mean(err_actual), mean(steady_err), mean(err_intended), mean(lag), mean(steady_lag),
+    pct(itl, 99), pct(gaps, 99), float(u) + float(s), int(m) / 1024))
 PY
 done

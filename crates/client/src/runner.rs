@@ -7,13 +7,13 @@
 //! Requests are never dropped for being late; lateness is recorded (`sent_ns − intended_ns`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
-use servelab_load::{Arrivals, Schedule, SlotReleaser, Slots};
+use servelab_load::{Arrival, Arrivals, Dispatch, Exhausted};
 use servelab_records::{Chunk, FailureKind, Outcome, RequestRecord, Usage};
 use tokio::sync::{mpsc, watch};
 
@@ -177,53 +177,86 @@ async fn phase(
         sink: sink.clone(),
         abort: abort_rx,
     });
-    let mut slots = cfg.max_concurrency.map(Slots::new);
-    let releaser = slots.as_ref().map(Slots::releaser);
-    let mut interrupt = interrupt.clone();
-    let mut tasks = tokio::task::JoinSet::new();
     let duration_ns = ph.duration.map(|d| d.as_nanos() as u64);
-    let cycle = ph.duration.is_some();
-    let mut schedule = Schedule::new(ph.arrivals, cfg.seed);
-    let mut stop = StopReason::Exhausted;
-    let mut issued = 0u64;
-
-    let count = if cycle { usize::MAX } else { ph.requests.len() };
-    for i in 0..count {
-        let Some(planned) = ph.requests.get(i % ph.requests.len().max(1)) else { break };
-        let scheduled = schedule.next().unwrap_or(0);
-        if duration_ns.is_some_and(|d| scheduled >= d) {
-            stop = StopReason::Duration;
-            break;
-        }
-        let due = origin + Duration::from_nanos(scheduled);
-        if due > Instant::now() {
-            tokio::select! {
-                _ = sleep_until(due) => {}
-                _ = interrupt.wait_for(|v| *v) => { stop = StopReason::Interrupted; break; }
+    let issue = Arc::new(Issue {
+        ctx: ctx.clone(),
+        requests: ph.requests.into(),
+        warmup: ph.warmup,
+        dispatch: Mutex::new(Dispatch::new(ph.arrivals, cfg.seed, ph.requests.len(), duration_ns)),
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    match cfg.max_concurrency {
+        // A cap of N is N workers: the task that frees a slot takes the next arrival itself,
+        // with no hand-off through another task that a loaded runtime would schedule late.
+        Some(n) => {
+            for _ in 0..n {
+                tasks.spawn(worker(issue.clone(), interrupt.clone()));
             }
         }
-        let freed = match slots.as_mut() {
-            Some(s) => tokio::select! {
-                t = s.acquire() => t,
-                _ = interrupt.wait_for(|v| *v) => { stop = StopReason::Interrupted; break; }
-            },
-            None => 0,
-        };
-        if *interrupt.borrow() {
-            stop = StopReason::Interrupted;
-            break;
+        // No cap: one task per arrival.
+        None => {
+            let mut interrupt = interrupt.clone();
+            while let Some(a) = issue.next_arrival() {
+                if !wait_for_arrival(origin, a.scheduled_ns, &mut interrupt).await {
+                    break;
+                }
+                let issue = issue.clone();
+                tasks.spawn(async move {
+                    issue.send(a, a.scheduled_ns).await;
+                });
+                // Reap finished tasks so the set does not grow with the whole run.
+                while tasks.try_join_next().is_some() {}
+            }
         }
-        let intended = scheduled.max(freed);
-        // Duration mode: a request whose slot freed after the end is not issued.
-        if duration_ns.is_some_and(|d| intended >= d) {
-            stop = StopReason::Duration;
-            break;
-        }
-        let record = RequestRecord {
-            index: issued,
-            warmup: ph.warmup,
-            scheduled_ns: scheduled,
-            intended_ns: intended,
+    }
+
+    let mut interrupt = interrupt.clone();
+    drain(&mut tasks, cfg.drain_timeout, &mut interrupt, &abort_tx).await;
+    let (stopped, issued) = {
+        let d = issue.dispatch.lock().unwrap_or_else(|e| e.into_inner());
+        (d.stopped(), d.issued())
+    };
+    let stop = if *interrupt.borrow() {
+        StopReason::Interrupted
+    } else if stopped == Some(Exhausted::Duration) {
+        StopReason::Duration
+    } else {
+        StopReason::Exhausted
+    };
+    drop(issue);
+    let pool = match Arc::try_unwrap(ctx) {
+        Ok(ctx) => ctx.pool,
+        Err(_) => Pool::default(),
+    };
+    (RunEnd { stop, origin, issued }, pool)
+}
+
+/// What the tasks issuing one phase's requests share.
+struct Issue {
+    ctx: Arc<Ctx>,
+    requests: Arc<[PlannedRequest]>,
+    warmup: bool,
+    /// Taken only to hand out the next arrival, never while a request runs.
+    dispatch: Mutex<Dispatch>,
+}
+
+impl Issue {
+    fn dispatch(&self) -> std::sync::MutexGuard<'_, Dispatch> {
+        self.dispatch.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn next_arrival(&self) -> Option<Arrival> {
+        self.dispatch().next_arrival()
+    }
+
+    /// Send arrival `a`, due at `intended_ns`; returns when it ended (ns since origin).
+    async fn send(self: Arc<Self>, a: Arrival, intended_ns: u64) -> u64 {
+        let planned = &self.requests[a.request];
+        let rec = RequestRecord {
+            index: a.index,
+            warmup: self.warmup,
+            scheduled_ns: a.scheduled_ns,
+            intended_ns,
             sent_ns: 0,
             prompt_tokens: planned.prompt_tokens,
             max_tokens: planned.max_tokens,
@@ -233,19 +266,43 @@ async fn phase(
             status: None,
             outcome: Outcome::Success,
         };
-        tasks.spawn(one_request(ctx.clone(), planned.body.clone(), record, releaser.clone()));
-        issued += 1;
-        // Reap finished tasks so the set does not grow with the whole run.
-        while tasks.try_join_next().is_some() {}
+        one_request(&self.ctx, planned.body.clone(), rec).await
     }
+}
 
-    drain(&mut tasks, stop, cfg.drain_timeout, &mut interrupt, &abort_tx).await;
-    let end = RunEnd { stop, origin, issued };
-    let pool = match Arc::try_unwrap(ctx) {
-        Ok(ctx) => ctx.pool,
-        Err(_) => Pool::default(),
-    };
-    (end, pool)
+/// One concurrency slot: take the next arrival whenever free. Its intended send time is the
+/// later of its arrival and the moment this slot freed.
+async fn worker(issue: Arc<Issue>, mut interrupt: watch::Receiver<bool>) {
+    let mut free_at = 0u64;
+    while !*interrupt.borrow() {
+        let Some(a) = issue.next_arrival() else { return };
+        if !wait_for_arrival(issue.ctx.origin, a.scheduled_ns, &mut interrupt).await {
+            return;
+        }
+        let intended = a.scheduled_ns.max(free_at);
+        // Duration mode: a request whose slot freed after the end is not issued.
+        if issue.dispatch().past_duration(intended) {
+            issue.dispatch().stop_for_duration();
+            return;
+        }
+        free_at = issue.clone().send(a, intended).await;
+    }
+}
+
+/// Wait until the arrival is due; false if interrupted first.
+async fn wait_for_arrival(
+    origin: Instant,
+    scheduled_ns: u64,
+    interrupt: &mut watch::Receiver<bool>,
+) -> bool {
+    let due = origin + Duration::from_nanos(scheduled_ns);
+    if due > Instant::now() {
+        tokio::select! {
+            _ = sleep_until(due) => {}
+            _ = interrupt.wait_for(|v| *v) => return false,
+        }
+    }
+    !*interrupt.borrow()
 }
 
 /// Sleep until `due` with the sub-millisecond timer: tokio's wheel rounds up to the next
@@ -257,22 +314,19 @@ async fn sleep_until(due: Instant) {
     }
 }
 
-/// Wait for in-flight requests. After an interrupt (before or during the drain) they get
-/// `drain_timeout` to finish, then are told to abort and record what they have.
-async fn drain(
-    tasks: &mut tokio::task::JoinSet<()>,
-    stop: StopReason,
+/// Wait for every issuing task. After an interrupt (before or during the wait) requests in
+/// flight get `grace` to finish, then are told to abort and record what they have.
+async fn drain<T: 'static>(
+    tasks: &mut tokio::task::JoinSet<T>,
     grace: Duration,
     interrupt: &mut watch::Receiver<bool>,
     abort: &watch::Sender<bool>,
 ) {
     let all_done = async { while tasks.join_next().await.is_some() {} };
     tokio::pin!(all_done);
-    if stop != StopReason::Interrupted {
-        tokio::select! {
-            _ = &mut all_done => return,
-            _ = interrupt.wait_for(|v| *v) => {}
-        }
+    tokio::select! {
+        _ = &mut all_done => return,
+        _ = interrupt.wait_for(|v| *v) => {}
     }
     tokio::select! {
         _ = &mut all_done => return,
@@ -282,27 +336,20 @@ async fn drain(
     all_done.await;
 }
 
-/// Send one request and record every chunk until the stream ends.
-async fn one_request(
-    ctx: Arc<Ctx>,
-    body: Bytes,
-    mut rec: RequestRecord,
-    slot: Option<SlotReleaser>,
-) {
+/// Send one request, record every chunk until the stream ends, hand the record to the sink;
+/// returns when the response ended (ns since origin).
+async fn one_request(ctx: &Ctx, body: Bytes, mut rec: RequestRecord) -> u64 {
     ctx.progress.started.fetch_add(1, Ordering::Relaxed);
     let deadline = ctx.origin + Duration::from_nanos(rec.intended_ns) + ctx.timeout;
     let mut abort = ctx.abort.clone();
     let outcome = tokio::select! {
-        r = tokio::time::timeout_at(deadline.into(), exchange(&ctx, body, &mut rec)) => match r {
+        r = tokio::time::timeout_at(deadline.into(), exchange(ctx, body, &mut rec)) => match r {
             Ok(outcome) => outcome,
             Err(_) => fail(FailureKind::Timeout, format!("no complete response within {:?}", ctx.timeout)),
         },
         _ = abort.wait_for(|v| *v) => fail(FailureKind::Cancelled, "interrupted while in flight".into()),
     };
     let end = *rec.end_ns.get_or_insert_with(|| ctx.now_ns());
-    if let Some(s) = slot {
-        s.release(end);
-    }
     let counter = if matches!(outcome, Outcome::Success) {
         &ctx.progress.completed
     } else {
@@ -311,6 +358,7 @@ async fn one_request(
     counter.fetch_add(1, Ordering::Relaxed);
     rec.outcome = outcome;
     let _ = ctx.sink.send(rec);
+    end
 }
 
 /// The `x-request-id` sent with a request, so a server's logs (and the simulator's truth log)
