@@ -403,3 +403,35 @@ fn sigterm_stops_the_engine_too() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("terminated: stopping the engine"), "{err}");
 }
+
+/// `examples/lab-sim.yaml`, as README and docs/lab.md tell users to run it, with the real
+/// binary: it must keep the extra slots, reject the rest, and leave no engine behind.
+#[test]
+fn the_shipped_example_experiment_runs_and_recommends_more_slots() {
+    let m = marker("example");
+    let tmp = tempfile::tempdir().unwrap();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/lab-sim.yaml");
+    // Only the model name changes, so this test's engines can be told from any others.
+    let yaml = std::fs::read_to_string(example)
+        .unwrap()
+        .replace("--served-model-name sim", &format!("--served-model-name {m}"));
+    assert!(yaml.contains(&m), "the example names its model with --served-model-name sim");
+    let file = write(tmp.path(), &yaml);
+    let out_dir = tmp.path().join("out");
+    let out = std::process::Command::new(BIN)
+        .args(["lab", "run"])
+        .arg(&file)
+        .arg("--output-dir")
+        .arg(&out_dir)
+        .arg("--no-store")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_no_survivors(&m);
+    let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
+    assert!(
+        md.contains("Best configuration: `sim-a+more-slots` (options kept: more-slots)."),
+        "{md}"
+    );
+    assert!(md.contains("--itl-ms 5 --max-num-seqs 16"), "{md}");
+}
