@@ -72,12 +72,12 @@ fn status(p: &Progress, elapsed: Duration) -> String {
     let secs = elapsed.as_secs_f64().max(1e-9);
     let done = p.completed.load(Ordering::Relaxed);
     let failed = p.failed.load(Ordering::Relaxed);
-    let chunks = p.chunks.load(Ordering::Relaxed);
+    let tokens = p.tokens.load(Ordering::Relaxed);
     let running = p.started.load(Ordering::Relaxed).saturating_sub(done + failed);
     format!(
-        "{:.1} req/s, {:.0} chunks/s, {running} running, {failed} errors",
+        "{:.1} req/s, {:.0} tok/s, {running} running, {failed} errors",
         done as f64 / secs,
-        chunks as f64 / secs
+        tokens as f64 / secs
     )
 }
 

@@ -1,12 +1,13 @@
 //! Client: how requests are sent and timed.
 //!
 //! [`runner::run`] is the one measuring loop; [`sse`] frames the byte stream, [`openai`] speaks
-//! the OpenAI-compatible protocol, [`http`] holds connections, and [`tokens`] fills per-chunk
-//! token counts after the run.
+//! the OpenAI-compatible protocol, [`http`] holds connections, [`server_timings`] reads an
+//! engine's own timings (llama.cpp), and [`tokens`] fills per-chunk token counts after the run.
 
 pub mod http;
 pub mod openai;
 pub mod runner;
+pub mod server_timings;
 pub mod sse;
 pub mod timed_io;
 pub mod tokens;

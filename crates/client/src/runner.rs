@@ -57,8 +57,11 @@ pub struct Progress {
     pub started: AtomicU64,
     pub completed: AtomicU64,
     pub failed: AtomicU64,
-    /// Output chunks received so far (tokens are only known exactly after the run).
+    /// Output chunks received so far.
     pub chunks: AtomicU64,
+    /// Output tokens received so far: exact with per-chunk usage, else one per chunk (exact
+    /// counts come after the run).
+    pub tokens: AtomicU64,
 }
 
 /// Why issuing stopped.
@@ -265,6 +268,7 @@ impl Issue {
             end_ns: None,
             status: None,
             outcome: Outcome::Success,
+            server: None,
         };
         one_request(&self.ctx, planned.body.clone(), rec).await
     }
@@ -445,8 +449,11 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
                 return outcome;
             }
         }
-        let added = (rec.chunks.len() - before) as u64;
-        ctx.progress.chunks.fetch_add(added, Ordering::Relaxed);
+        let added = &rec.chunks[before..];
+        ctx.progress.chunks.fetch_add(added.len() as u64, Ordering::Relaxed);
+        // Exact when the server sends per-chunk usage; otherwise one per chunk, an estimate.
+        let tokens: u64 = added.iter().map(|c| u64::from(c.tokens.unwrap_or(1))).sum();
+        ctx.progress.tokens.fetch_add(tokens, Ordering::Relaxed);
         if stream.done {
             // The response ends at the read that carried [DONE].
             rec.end_ns = Some(t);
@@ -491,6 +498,10 @@ impl StreamState {
         if data.trim() == "[DONE]" {
             self.done = true;
             return Ok(());
+        }
+        // llama.cpp's engine-side timings ride on the last events; the last one seen wins.
+        if let Some(t) = crate::server_timings::from_event(&data) {
+            rec.server = Some(t);
         }
         let ev = parse_event(&data).map_err(|e| match e {
             EventError::Server(m) => fail(FailureKind::StreamError, m),

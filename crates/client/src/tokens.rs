@@ -82,6 +82,7 @@ mod tests {
             end_ns: Some(9),
             status: Some(200),
             outcome: Outcome::Success,
+            server: None,
         };
         attribute_tokens(&mut rec, &tok);
         let total: u32 = rec.chunks.iter().map(|c| c.tokens.unwrap()).sum();

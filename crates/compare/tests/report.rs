@@ -40,6 +40,7 @@ fn records(n: u64, conc: u64, ttft: u64, itl: u64, tokens: u64) -> Vec<RequestRe
                 end_ns: Some(first + (tokens - 1) * itl * ms),
                 status: Some(200),
                 outcome: Outcome::Success,
+                server: None,
             }
         })
         .collect()

@@ -37,6 +37,7 @@ fn main() {
                 end_ns: Some(start + 100 * ms + chunks * 20 * ms + ms),
                 status: Some(200),
                 outcome: Outcome::Success,
+                server: None,
             }
         })
         .collect();

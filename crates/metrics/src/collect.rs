@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use servelab_records::{FailureKind, Nanos, Outcome, RequestRecord, RunInfo};
 
 use crate::request::{self, RequestRow};
+use crate::server::{self, ServerSample};
 use crate::stats::Distribution;
 use crate::summary::{FailureGroup, Summary};
 use crate::timeline;
@@ -50,6 +51,8 @@ pub struct Collector {
     failures: BTreeMap<FailureKind, FailureAcc>,
     /// Completed requests with at least one chunk of unknown token count.
     unknown_chunk_counts: u64,
+    /// Completed requests that carried the engine's own timings.
+    server: Vec<ServerSample>,
 }
 
 fn min_opt(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
@@ -97,7 +100,11 @@ impl Collector {
                 acc.push(cut(message));
             }
         }
-        self.rows.push(request::row(r));
+        let row = request::row(r);
+        if r.is_success() {
+            self.server.extend(server::sample(r, row.ttft_ms));
+        }
+        self.rows.push(row);
     }
 
     /// Collects every record of a slice.
@@ -125,6 +132,7 @@ impl Collector {
             }
         }
         self.unknown_chunk_counts += other.unknown_chunk_counts;
+        self.server.extend(other.server);
         self
     }
 
@@ -148,6 +156,7 @@ impl Collector {
             last_end,
             failures,
             unknown_chunk_counts,
+            server,
         } = self;
         rows.sort_by_key(|r| r.index);
         itl_token_ms.sort_by_key(|(index, _)| *index);
@@ -258,6 +267,7 @@ impl Collector {
             ttfc_ms,
             schedule_lag_ms: dist(&|r| Some(r.schedule_lag_ms), &all),
             client_queue_ms: dist(&|r| Some(r.client_queue_ms), &all),
+            server: server::split(server, pct),
             failures: FailureKind::ALL
                 .iter()
                 .filter_map(|k| {

@@ -14,6 +14,7 @@
 
 mod collect;
 pub mod request;
+pub mod server;
 pub mod stats;
 mod summary;
 pub mod timeline;
@@ -23,6 +24,7 @@ use servelab_records::{RequestRecord, RunInfo};
 
 pub use collect::{Collector, MAX_MESSAGES, MAX_MESSAGE_CHARS};
 pub use request::RequestRow;
+pub use server::ServerSplit;
 pub use stats::Distribution;
 pub use summary::{FailureGroup, Summary};
 

@@ -214,6 +214,7 @@ pub(crate) mod tests {
             end_ns: Some(end_ms * 1_000_000),
             status: Some(200),
             outcome: Outcome::Success,
+            server: None,
         }
     }
 

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use servelab_records::{FailureKind, RunInfo};
 
 use crate::request::RequestRow;
+use crate::server::ServerSplit;
 use crate::stats::Distribution;
 use crate::Slo;
 
@@ -70,6 +71,9 @@ pub struct Summary {
     pub schedule_lag_ms: Distribution,
     /// Intended send minus scheduled arrival, every measured request.
     pub client_queue_ms: Distribution,
+    /// Engine timings next to the client's, when the server reported them (llama.cpp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerSplit>,
 
     /// Failed requests by kind, in [`FailureKind::ALL`] order.
     pub failures: Vec<FailureGroup>,

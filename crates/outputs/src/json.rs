@@ -78,7 +78,7 @@ fn put_detailed(m: &mut Map<String, Value>, rows: &[RequestRow]) {
 fn servelab(s: &Summary) -> Value {
     let dists: Map<String, Value> =
         s.distributions().into_iter().map(|(k, d)| (k.to_string(), distribution(d))).collect();
-    json!({
+    let mut v = json!({
         "schema_version": SCHEMA_VERSION,
         "servelab_version": s.info.servelab_version,
         "run": s.info,
@@ -95,7 +95,20 @@ fn servelab(s: &Summary) -> Value {
         "distributions": dists,
         "failures": s.failures,
         "warnings": s.warnings,
-    })
+    });
+    // Only servers that report their own timings (llama.cpp) add this object.
+    if let (Some(sv), Some(m)) = (&s.server, v.as_object_mut()) {
+        m.insert(
+            "server".into(),
+            json!({
+                "requests": sv.requests,
+                "server_prompt": distribution(&sv.server_prompt_ms),
+                "ttft_outside_prompt": distribution(&sv.ttft_outside_prompt_ms),
+                "server_tpot": distribution(&sv.server_tpot_ms),
+            }),
+        );
+    }
+    v
 }
 
 /// The result object. With `detailed`, vLLM's `--save-detailed` per-request arrays are added

@@ -63,6 +63,19 @@ pub fn servelab_block(s: &Summary) -> String {
     }
     section(&mut out, "Schedule Lag (sent - intended)", "schedule lag", &s.schedule_lag_ms);
     section(&mut out, "Client Queue (intended - scheduled)", "client queue", &s.client_queue_ms);
+    if let Some(sv) = &s.server {
+        // The engine's own clock (llama.cpp `timings`) next to the client's.
+        rule(&mut out, "Server Timings (engine clock)", '-');
+        kv(&mut out, "Requests with server timings:", sv.requests);
+        section(&mut out, "Server Prompt Time", "server prompt", &sv.server_prompt_ms);
+        section(
+            &mut out,
+            "TTFT - Server Prompt (network+queue+client)",
+            "TTFT outside prompt",
+            &sv.ttft_outside_prompt_ms,
+        );
+        section(&mut out, "Server TPOT (excl. 1st token)", "server TPOT", &sv.server_tpot_ms);
+    }
     if !s.failures.is_empty() {
         rule(&mut out, "Failures", '-');
         for f in &s.failures {

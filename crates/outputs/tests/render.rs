@@ -25,6 +25,7 @@ fn record(index: u64, intended_ms: u64, end_ms: u64, chunks: Vec<Chunk>) -> Requ
         end_ns: Some(end_ms * MS),
         status: Some(200),
         outcome: Outcome::Success,
+        server: None,
     }
 }
 
@@ -205,6 +206,28 @@ fn optional_vllm_lines_appear_in_vllm_order() {
 #[test]
 fn text_snapshot() {
     insta::assert_snapshot!("text", render_text(&fixture()));
+}
+
+/// llama.cpp-style engine timings on two of the fixture's completed requests: servelab's
+/// section gains the server-vs-client split (text) and a `servelab.server` object (JSON).
+#[test]
+fn server_timings_add_the_split_section() {
+    let (mut records, cfg) = fixture_parts();
+    for (r, prompt_ms) in
+        records.iter_mut().filter(|r| r.index == 1 || r.index == 3).zip([100.0, 150.0])
+    {
+        r.server = Some(servelab_records::ServerTimings {
+            prompt_tokens: Some(10),
+            prompt_ms: Some(prompt_ms),
+            generated_tokens: Some(3),
+            generation_ms: Some(280.0),
+        });
+    }
+    let s = summarize(&records, &info(), &cfg);
+    insta::assert_snapshot!("text_server", servelab_block(&s));
+    let v = result_value(&s, false);
+    assert_eq!(v["servelab"]["server"]["requests"], 2);
+    assert_eq!(v["servelab"]["server"]["ttft_outside_prompt"]["count"], 2);
 }
 
 #[test]

@@ -42,6 +42,26 @@ pub struct RequestRecord {
     /// HTTP status of the response, if headers arrived.
     pub status: Option<u16>,
     pub outcome: Outcome,
+    /// The engine's own account of its work on this request (llama.cpp's `timings` object),
+    /// when the server sent one. Absent from records of servers that do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerTimings>,
+}
+
+/// What the engine says it spent on one request, from its own clock. Each field is `None`
+/// when the server did not report it.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ServerTimings {
+    /// Prompt tokens the engine processed (llama.cpp `prompt_n`; excludes tokens reused from
+    /// its prompt cache, so it can be below `usage.prompt_tokens`).
+    pub prompt_tokens: Option<u64>,
+    /// Time the engine spent processing the prompt, ms (llama.cpp `prompt_ms`).
+    pub prompt_ms: Option<f64>,
+    /// Tokens the engine generated (llama.cpp `predicted_n`).
+    pub generated_tokens: Option<u64>,
+    /// Time from the end of prompt processing to the last token, ms (llama.cpp
+    /// `predicted_ms`).
+    pub generation_ms: Option<f64>,
 }
 
 /// Server-reported token accounting.
@@ -226,6 +246,7 @@ mod tests {
             end_ns: Some(100),
             status: Some(200),
             outcome: Outcome::Success,
+            server: None,
         }
     }
 
@@ -260,6 +281,22 @@ mod tests {
         r.outcome = Outcome::Failure { kind: FailureKind::Reset, message: "boom".into() };
         let s = serde_json::to_string(&r).unwrap();
         assert!(s.contains("\"result\":\"failure\""), "{s}");
+        let back: RequestRecord = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn server_timings_are_omitted_when_absent_and_round_trip_when_present() {
+        let mut r = record(vec![], None);
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(!s.contains("server"), "{s}");
+        r.server = Some(ServerTimings {
+            prompt_tokens: Some(12),
+            prompt_ms: Some(3.5),
+            generated_tokens: Some(8),
+            generation_ms: None,
+        });
+        let s = serde_json::to_string(&r).unwrap();
         let back: RequestRecord = serde_json::from_str(&s).unwrap();
         assert_eq!(back, r);
     }

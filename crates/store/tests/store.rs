@@ -30,6 +30,7 @@ fn record(index: u64, ttft_ms: u64) -> RequestRecord {
         end_ns: Some(start + (ttft_ms + 21) * ms),
         status: Some(200),
         outcome: Outcome::Success,
+        server: None,
     }
 }
 

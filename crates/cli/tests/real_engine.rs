@@ -1,0 +1,471 @@
+//! Cross-checks against a real engine: llama.cpp's `llama-server` (see
+//! `scripts/test-real-engine.sh`, which starts one and sets `SERVELAB_REAL_ENGINE_URL`).
+//!
+//! Without that variable every engine test returns at once, printing
+//! "skipped: set SERVELAB_REAL_ENGINE_URL", so the default suite never needs the engine. One
+//! test always runs: a hand-written llama.cpp-shaped stream served on 127.0.0.1:0, proving
+//! that the engine's `timings` reach the records and the summary.
+//!
+//! What is checked against the engine, and why the tolerances are what they are, is written
+//! up with a real run's figures in `docs/real-engine.md`.
+
+// Printing the measured figures next to the engine's is the point of these tests.
+#![allow(clippy::print_stdout)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use clap::Parser;
+use servelab::bench::{self, BenchOutcome};
+use servelab::cli::{Cli, Command};
+use servelab::settings::BenchSettings;
+use servelab_records::{FailureKind, Outcome, RequestRecord, ServerTimings};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+const ENV: &str = "SERVELAB_REAL_ENGINE_URL";
+const TOKENIZER: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/smollm2-tokenizer.json");
+/// Slots the script starts llama-server with (`-np`); override with SERVELAB_REAL_ENGINE_SLOTS.
+const DEFAULT_SLOTS: usize = 4;
+
+/// The engine's base URL, or `None` (after saying so) when the opt-in variable is unset or
+/// points anywhere but this machine's loopback.
+fn engine_url() -> Option<String> {
+    let Ok(url) = std::env::var(ENV) else {
+        println!("skipped: set {ENV}");
+        return None;
+    };
+    let url = url.trim_end_matches('/').to_string();
+    if !url.starts_with("http://127.0.0.1:") {
+        println!("skipped: {ENV} must be http://127.0.0.1:PORT, got {url}");
+        return None;
+    }
+    Some(url)
+}
+
+fn slots() -> usize {
+    std::env::var("SERVELAB_REAL_ENGINE_SLOTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(DEFAULT_SLOTS)
+}
+
+fn settings(url: &str, extra: &[&str]) -> BenchSettings {
+    let mut args = vec![
+        "servelab",
+        "bench",
+        "--base-url",
+        url,
+        "--model",
+        "smollm2",
+        "--tokenizer",
+        TOKENIZER,
+        "--no-progress",
+        "--no-store",
+    ];
+    args.extend_from_slice(extra);
+    let cli = Cli::try_parse_from(args).expect("valid args");
+    let Command::Bench(a) = cli.command else { unreachable!("bench subcommand") };
+    BenchSettings::from_args(*a, None).expect("valid settings")
+}
+
+/// llama-server closes the connection after every streamed response while advertising
+/// keep-alive; servelab reuses it and the next request on it fails with `reset` (see
+/// `keep_alive_reuse_loses_no_request`). Until the client notices such closes, the
+/// cross-checks ask for a fresh connection per request (connect time is outside every latency:
+/// servelab opens the replacement before it stamps the send).
+const FRESH_CONNECTIONS: [&str; 2] = ["--header", "Connection:close"];
+
+async fn bench(url: &str, extra: &[&str]) -> BenchOutcome {
+    let mut args = extra.to_vec();
+    args.extend_from_slice(&FRESH_CONNECTIONS);
+    bench_as_is(url, &args).await
+}
+
+/// A run exactly as a user would start it, without the fresh-connection workaround.
+async fn bench_as_is(url: &str, extra: &[&str]) -> BenchOutcome {
+    let s = settings(url, extra);
+    let (_tx, rx) = watch::channel(false);
+    tokio::time::timeout(Duration::from_secs(300), bench::run(&s, rx))
+        .await
+        .expect("bench finished within 300 s")
+        .expect("bench ran")
+}
+
+fn measured(out: &BenchOutcome) -> Vec<&RequestRecord> {
+    out.records.iter().filter(|r| !r.warmup).collect()
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// Client TTFT and TPOT of one record, ms (TPOT as servelab defines it).
+fn ttft_tpot(r: &RequestRecord) -> (f64, Option<f64>) {
+    let ttft = ms(r.first_token_ns().expect("first token").saturating_sub(r.intended_ns));
+    let e2e = ms(r.end_ns.expect("end").saturating_sub(r.intended_ns));
+    let n = r.output_tokens().unwrap_or(0);
+    (ttft, (n >= 2).then(|| (e2e - ttft) / (n - 1) as f64))
+}
+
+/// One blocking GET on loopback, bounded in time; the body.
+fn get(url: &str, path: &str) -> String {
+    let authority = url.trim_start_matches("http://");
+    let mut s = TcpStream::connect(authority).expect("engine reachable");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout set");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).expect("request written");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("response read");
+    out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()
+}
+
+/// A Prometheus counter's value from a `/metrics` text.
+fn counter(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in /metrics (start llama-server with --metrics)"))
+}
+
+fn tokens_predicted(url: &str) -> f64 {
+    counter(&get(url, "/metrics"), "llamacpp:tokens_predicted_total")
+}
+
+fn timings(r: &RequestRecord) -> ServerTimings {
+    r.server.unwrap_or_else(|| panic!("request {} carried no `timings`", r.index))
+}
+
+/// Relative TPOT tolerance. Client TPOT = (E2E − TTFT)/(n−1) spans the same n−1 decode steps
+/// as the engine's `predicted_ms`; the two differ only by the delivery delay of the last token
+/// minus that of the first (loopback: tens of µs) plus scheduling noise of this 2-core machine
+/// (the engine's 2 threads and the client share it: a few ms, spread over n−1 ≥ 63 gaps).
+const TPOT_REL_TOL: f64 = 0.05;
+/// Absolute floor of the per-request TPOT tolerance, ms (one descheduling spread over n−1).
+const TPOT_ABS_TOL_MS: f64 = 0.5;
+
+/// The token, prompt and timing cross-checks of one streaming run; returns the output total.
+/// Each run uses its own seed so no run's prompts sit in the engine's prompt cache from an
+/// earlier one (only the chat template's fixed prefix is shared, by design).
+async fn cross_check(url: &str, backend: &str, seed: &str) -> u64 {
+    let before = tokens_predicted(url);
+    let c = slots().to_string();
+    let out = bench(
+        url,
+        &[
+            "--backend",
+            backend,
+            "--seed",
+            seed,
+            "--num-prompts",
+            "16",
+            "--random-input-len",
+            "128",
+            "--random-output-len",
+            "64",
+            "--ignore-eos",
+            "--max-concurrency",
+            &c,
+        ],
+    )
+    .await;
+    let after = tokens_predicted(url);
+    let recs = measured(&out);
+    let s = &out.summary;
+    assert_eq!(s.failed, 0, "{backend}: failures {:?}", s.failures);
+    assert_eq!(recs.len(), 16);
+
+    // Output tokens: servelab's total = engine usage = engine timings = /metrics increase.
+    let usage_total: u64 = recs.iter().map(|r| r.usage.expect("usage").completion_tokens).sum();
+    let timings_total: u64 = recs.iter().map(|r| timings(r).generated_tokens.unwrap_or(0)).sum();
+    let metrics_delta = after - before;
+    println!(
+        "{backend}: output tokens servelab {} usage {usage_total} timings.predicted_n \
+         {timings_total} /metrics tokens_predicted_total +{metrics_delta}",
+        s.total_output_tokens
+    );
+    assert_eq!(s.total_output_tokens, usage_total);
+    assert_eq!(timings_total, usage_total);
+    assert_eq!(metrics_delta, usage_total as f64);
+    let short = recs.iter().filter(|r| r.usage.is_some_and(|u| u.completion_tokens != 64));
+    println!("{backend}: requests not at 64 output tokens: {}", short.count());
+
+    // Prompt tokens: the engine computes prompt_n of usage.prompt_tokens, the rest (cache_n)
+    // comes from its prompt cache; servelab's own count is of the text it sent.
+    let mut cached = 0;
+    for r in &recs {
+        let usage = r.usage.expect("usage").prompt_tokens;
+        let computed = timings(r).prompt_tokens.expect("prompt_n");
+        assert!(computed <= usage, "{backend} #{}: prompt_n {computed} > usage {usage}", r.index);
+        cached += usage - computed;
+    }
+    let client: u64 = recs.iter().filter_map(|r| r.prompt_tokens).sum();
+    let usage: u64 = recs.iter().map(|r| r.usage.expect("usage").prompt_tokens).sum();
+    println!(
+        "{backend}: prompt tokens servelab {client} usage {usage} (computed {} + from cache \
+         {cached})",
+        usage - cached
+    );
+
+    // TTFT can never be below the engine's own prompt time; TPOT agrees with the engine's.
+    let mut worst_rel: f64 = 0.0;
+    let (mut client_sum, mut server_sum) = (0.0, 0.0);
+    for r in &recs {
+        let t = timings(r);
+        let (ttft, tpot) = ttft_tpot(r);
+        let prompt_ms = t.prompt_ms.expect("prompt_ms");
+        assert!(ttft >= prompt_ms, "{backend} #{}: TTFT {ttft} < prompt_ms {prompt_ms}", r.index);
+        let n = t.generated_tokens.expect("predicted_n");
+        let server = t.generation_ms.expect("predicted_ms") / (n - 1) as f64;
+        let client = tpot.expect("tpot");
+        let diff = (client - server).abs();
+        assert!(
+            diff <= TPOT_ABS_TOL_MS.max(TPOT_REL_TOL * server),
+            "{backend} #{}: TPOT client {client:.3} ms vs engine {server:.3} ms",
+            r.index
+        );
+        worst_rel = worst_rel.max(diff / server);
+        client_sum += client;
+        server_sum += server;
+    }
+    let split = s.server.as_ref().expect("server split in summary");
+    println!(
+        "{backend}: mean TTFT {:.2} ms = engine prompt {:.2} ms + outside {:.2} ms; mean TPOT \
+         client {:.3} ms engine {:.3} ms (worst request {:.2}% apart)",
+        s.ttft_ms.mean,
+        split.server_prompt_ms.mean,
+        split.ttft_outside_prompt_ms.mean,
+        client_sum / recs.len() as f64,
+        server_sum / recs.len() as f64,
+        worst_rel * 100.0
+    );
+    s.total_output_tokens
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_stream_agrees_with_the_engine() {
+    let Some(url) = engine_url() else { return };
+    cross_check(&url, "openai", "101").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_stream_agrees_with_the_engine() {
+    let Some(url) = engine_url() else { return };
+    cross_check(&url, "openai-chat", "102").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_beyond_the_context_is_a_classified_failure() {
+    let Some(url) = engine_url() else { return };
+    // The script's -c 8192 over 4 slots gives each slot 2048 tokens of context.
+    let out = bench(
+        &url,
+        &["--num-prompts", "1", "--random-input-len", "4000", "--random-output-len", "8"],
+    )
+    .await;
+    let recs = measured(&out);
+    assert_eq!(recs.len(), 1);
+    match &recs[0].outcome {
+        Outcome::Failure { kind, message } => {
+            println!("context overflow: {kind} status {:?}: {message}", recs[0].status);
+            assert_eq!(*kind, FailureKind::HttpStatus, "{message}");
+            assert!(message.contains("context"), "the message names the cause: {message}");
+        }
+        Outcome::Success => panic!("a 4000-token prompt fit a 2048-token slot"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_concurrency_than_slots_queues_without_loss() {
+    let Some(url) = engine_url() else { return };
+    let run = |c: usize| {
+        let url = url.clone();
+        async move {
+            let seed = (200 + c).to_string();
+            let c = c.to_string();
+            let args = [
+                "--seed",
+                &seed,
+                "--num-prompts",
+                "16",
+                "--random-input-len",
+                "64",
+                "--random-output-len",
+                "32",
+                "--ignore-eos",
+                "--max-concurrency",
+                &c,
+            ];
+            bench(&url, &args).await
+        }
+    };
+    let n = slots();
+    let at_slots = run(n).await;
+    let over = run(2 * n).await;
+    for out in [&at_slots, &over] {
+        assert_eq!(out.summary.completed, 16, "failures {:?}", out.summary.failures);
+    }
+    let outside =
+        |o: &BenchOutcome| o.summary.server.as_ref().map(|s| s.ttft_outside_prompt_ms.mean);
+    println!(
+        "queueing: -np {n}: TTFT mean {:.1} ms p99 {:.1} ms (outside engine prompt {:.1} ms) at \
+         concurrency {n}; {:.1} ms p99 {:.1} ms ({:.1} ms) at {}",
+        at_slots.summary.ttft_ms.mean,
+        at_slots.summary.ttft_ms.percentile(99.0).unwrap_or(0.0),
+        outside(&at_slots).unwrap_or(f64::NAN),
+        over.summary.ttft_ms.mean,
+        over.summary.ttft_ms.percentile(99.0).unwrap_or(0.0),
+        outside(&over).unwrap_or(f64::NAN),
+        2 * n
+    );
+    // Half the requests wait a whole request (32 tokens) for a slot: TTFT grows far beyond
+    // noise, and the growth is outside the engine's prompt clock (queue, not compute).
+    assert!(over.summary.ttft_ms.mean > 1.5 * at_slots.summary.ttft_ms.mean);
+    assert!(outside(&over).unwrap_or(0.0) > 1.5 * outside(&at_slots).unwrap_or(f64::MAX));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_reuse_loses_no_request() {
+    let Some(url) = engine_url() else { return };
+    let c = slots().to_string();
+    let args = [
+        "--seed",
+        "301",
+        "--num-prompts",
+        "16",
+        "--random-input-len",
+        "64",
+        "--random-output-len",
+        "32",
+        "--ignore-eos",
+        "--max-concurrency",
+        &c,
+    ];
+    let out = bench_as_is(&url, &args).await;
+    let s = &out.summary;
+    println!("keep-alive: {} completed, {} failed {:?}", s.completed, s.failed, s.failures);
+    assert_eq!(s.failed, 0, "requests on reused connections were lost: {:?}", s.failures);
+}
+
+/// A llama-server-shaped chat stream: role event, two content events, the final event with
+/// `finish_reason` and `timings`, the usage event (also with `timings`), `[DONE]`.
+fn llama_stream() -> String {
+    let timings = r#""timings":{"cache_n":2,"prompt_n":18,"prompt_ms":0.25,"prompt_per_token_ms":0.01,"prompt_per_second":72000.0,"predicted_n":3,"predicted_ms":2.5,"predicted_per_token_ms":0.83,"predicted_per_second":1200.0}"#;
+    let head = r#""created":1763730000,"id":"chatcmpl-x","model":"smollm2","system_fingerprint":"b1-x","object":"chat.completion.chunk""#;
+    let events = [
+        format!(
+            r#"{{"choices":[{{"finish_reason":null,"index":0,"delta":{{"role":"assistant","content":null}}}}],{head}}}"#
+        ),
+        format!(
+            r#"{{"choices":[{{"finish_reason":null,"index":0,"delta":{{"content":"Hello"}}}}],{head}}}"#
+        ),
+        format!(
+            r#"{{"choices":[{{"finish_reason":null,"index":0,"delta":{{"content":" big world"}}}}],{head}}}"#
+        ),
+        format!(
+            r#"{{"choices":[{{"finish_reason":"length","index":0,"delta":{{}}}}],{head},{timings}}}"#
+        ),
+        format!(
+            r#"{{"choices":[],{head},"usage":{{"completion_tokens":3,"prompt_tokens":20,"total_tokens":23}},{timings}}}"#
+        ),
+        "[DONE]".to_string(),
+    ];
+    events.iter().map(|e| format!("data: {e}\n\n")).collect()
+}
+
+/// Serves `llama_stream` to every POST and 200 to every GET, keep-alive, on 127.0.0.1:0.
+async fn fixture_server() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let task = tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            tokio::spawn(serve(conn));
+        }
+    });
+    (url, task)
+}
+
+async fn serve(mut conn: tokio::net::TcpStream) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // Read one request: headers, then Content-Length bytes of body.
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + len {
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        buf.drain(..head_end + len);
+        let (ctype, body) = if head.starts_with("post") {
+            ("text/event-stream", llama_stream())
+        } else {
+            ("application/json", r#"{"status":"ok"}"#.to_string())
+        };
+        let resp = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if conn.write_all(resp.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_shaped_stream_fills_server_timings() {
+    let (url, server) = fixture_server().await;
+    let out = bench(
+        &url,
+        &[
+            "--backend",
+            "openai-chat",
+            "--num-prompts",
+            "3",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "3",
+        ],
+    )
+    .await;
+    server.abort();
+    let recs = measured(&out);
+    assert_eq!(recs.len(), 3);
+    for r in &recs {
+        assert!(r.is_success(), "{:?}", r.outcome);
+        assert_eq!(
+            r.server,
+            Some(ServerTimings {
+                prompt_tokens: Some(18),
+                prompt_ms: Some(0.25),
+                generated_tokens: Some(3),
+                generation_ms: Some(2.5),
+            })
+        );
+    }
+    let split = out.summary.server.as_ref().expect("split");
+    assert_eq!(split.requests, 3);
+    assert_eq!(split.server_prompt_ms.mean, 0.25);
+    assert_eq!(split.server_tpot_ms.mean, 1.25);
+    assert_eq!(split.ttft_outside_prompt_ms.count, 3);
+    assert_eq!(out.summary.total_output_tokens, 9);
+}
