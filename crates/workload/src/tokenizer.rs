@@ -240,7 +240,8 @@ impl Tokenizer {
                     })
                     .collect()
             }
-            Inner::Hf(tok) => match tok.encode_fast(text, false) {
+            // `encode`, not `encode_fast`: the fast path skips offsets (all would read 0).
+            Inner::Hf(tok) => match tok.encode(text, false) {
                 Ok(enc) => enc.get_offsets().iter().map(|&(_, e)| e).collect(),
                 Err(_) => Vec::new(),
             },
@@ -275,6 +276,18 @@ impl Tokenizer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hf_token_end_offsets_are_real_offsets() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/smollm2-tokenizer.json");
+        let t = Tokenizer::from_path(Path::new(path)).unwrap();
+        let text = "Hello, world! How are you?";
+        let ends = t.token_end_offsets(text);
+        assert_eq!(ends.len(), t.count(text));
+        assert!(ends.windows(2).all(|w| w[0] < w[1]), "{ends:?}");
+        assert_eq!(ends.first(), Some(&5), "'Hello' ends at byte 5: {ends:?}");
+        assert_eq!(ends.last(), Some(&text.len()));
+    }
 
     #[test]
     fn builtin_counts_and_round_trips() {
