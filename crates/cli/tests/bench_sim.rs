@@ -377,3 +377,30 @@ async fn unreachable_server_is_a_clear_runtime_error() {
     let err = bench::run(&s, rx).await.unwrap_err().to_string();
     assert!(err.contains("http://127.0.0.1:9 did not become ready"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_connection_closed_by_the_server_loses_no_request() {
+    // The sim closes each connection after its response without `Connection: close`, as
+    // llama-server does; with one slot every later request reuses a connection the server
+    // has just closed.
+    let sim = sim(SimConfig::fixed(2.0, 1.0)).await;
+    let out = bench(
+        &sim,
+        &[
+            "--num-prompts",
+            "12",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "6",
+            "--max-concurrency",
+            "1",
+            "--header",
+            "x-servelab-fault:close-after",
+        ],
+    )
+    .await;
+    assert_eq!(failure_kinds(&out), vec![None; 12]);
+    assert_eq!(out.summary.total_output_tokens, 12 * 6);
+    sim.shutdown().await;
+}

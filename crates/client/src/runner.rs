@@ -379,43 +379,52 @@ fn fail(kind: FailureKind, message: String) -> Outcome {
 /// The HTTP exchange proper. Fills `rec` as data arrives, so a timeout or abort keeps the
 /// chunks received so far.
 async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
-    let mut conn = match ctx.pool.take() {
-        Some(c) => c,
+    let (mut conn, mut reused) = match ctx.pool.take() {
+        Some(c) => (c, true),
         None => match connect(ctx.target.addr).await {
-            Ok(c) => c,
+            Ok(c) => (c, false),
             Err(e) => {
                 return fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
             }
         },
     };
-    let mut req = Request::builder()
-        .method(Method::POST)
-        .uri(ctx.target.path.as_str())
-        .header(http::header::HOST, ctx.target.authority.as_str())
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(http::header::ACCEPT, "text/event-stream")
-        .header("x-request-id", request_id(rec));
-    for (k, v) in &ctx.target.headers {
-        req = req.header(k, v);
-    }
-    let req = match req.body(Full::new(body)) {
-        Ok(r) => r,
-        Err(e) => return fail(FailureKind::Connect, format!("cannot build request: {e}")),
-    };
-    if drive(&mut conn.driver, conn.sender.ready()).await.is_err() {
-        // A pooled connection the server closed meanwhile: one fresh retry, before timing.
-        conn = match connect(ctx.target.addr).await {
-            Ok(c) => c,
-            Err(e) => {
-                return fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
-            }
+    let resp = loop {
+        let req = match build_request(ctx, body.clone(), rec) {
+            Ok(r) => r,
+            Err(e) => return fail(FailureKind::Connect, format!("cannot build request: {e}")),
         };
-    }
-    rec.sent_ns = ctx.now_ns();
-    let sent = conn.sender.send_request(req);
-    let resp = match drive(&mut conn.driver, sent).await {
-        Ok(r) => r,
-        Err(e) => return fail(classify_hyper(&e), format!("sending request: {e}")),
+        // Driving the pooled connection first notices a close that already arrived.
+        if drive(&mut conn.driver, conn.sender.ready()).await.is_err() {
+            conn = match connect(ctx.target.addr).await {
+                Ok(c) => c,
+                Err(e) => {
+                    return fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
+                }
+            };
+            reused = false;
+        }
+        rec.sent_ns = ctx.now_ns();
+        let sent = conn.sender.send_request(req);
+        match drive(&mut conn.driver, sent).await {
+            Ok(r) => break r,
+            // A kept-alive connection the server closed just as we reused it (llama-server
+            // closes after every stream without saying so): no response byte came back, so
+            // send once more on a fresh connection. Latency still counts from the intended
+            // send, so the cost of the stale connection is measured, not hidden.
+            Err(_) if reused => {
+                conn = match connect(ctx.target.addr).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        return fail(
+                            FailureKind::Connect,
+                            format!("connect {}: {e}", ctx.target.addr),
+                        )
+                    }
+                };
+                reused = false;
+            }
+            Err(e) => return fail(classify_hyper(&e), format!("sending request: {e}")),
+        }
     };
     let status = resp.status();
     rec.status = Some(status.as_u16());
@@ -476,6 +485,24 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
     } else {
         fail(FailureKind::Incomplete, "stream ended without data: [DONE]".into())
     }
+}
+
+fn build_request(
+    ctx: &Ctx,
+    body: Bytes,
+    rec: &RequestRecord,
+) -> Result<Request<Full<Bytes>>, http::Error> {
+    let mut req = Request::builder()
+        .method(Method::POST)
+        .uri(ctx.target.path.as_str())
+        .header(http::header::HOST, ctx.target.authority.as_str())
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "text/event-stream")
+        .header("x-request-id", request_id(rec));
+    for (k, v) in &ctx.target.headers {
+        req = req.header(k, v);
+    }
+    req.body(Full::new(body))
 }
 
 /// Per-stream parsing state.

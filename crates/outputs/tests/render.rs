@@ -228,6 +228,12 @@ fn server_timings_add_the_split_section() {
     let v = result_value(&s, false);
     assert_eq!(v["servelab"]["server"]["requests"], 2);
     assert_eq!(v["servelab"]["server"]["ttft_outside_prompt"]["count"], 2);
+    // The shipped schema knows the object.
+    let schema_text = include_str!("../../../docs/schema/servelab-result-v1.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(schema_text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -60,7 +60,7 @@ pub struct Job {
     pub gen: Generation,
     pub fault: Option<Fault>,
     /// Set to make the connection end with a TCP RST.
-    pub reset: Arc<AtomicBool>,
+    pub reset: Arc<crate::server::ConnFlags>,
 }
 
 impl Job {
@@ -303,6 +303,9 @@ impl Body for SseBody {
                     }
                     if due.last {
                         this.phase = Phase::Finish;
+                        if this.job.fault == Some(Fault::CloseAfter) {
+                            this.job.reset.close.store(true, Relaxed);
+                        }
                     }
                     return data(frame);
                 }
@@ -326,7 +329,7 @@ impl Body for SseBody {
                     if Pin::new(sleep).poll(cx).is_pending() {
                         return Poll::Pending;
                     }
-                    this.job.reset.store(true, Relaxed);
+                    this.job.reset.reset.store(true, Relaxed);
                     this.record(this.job.outcome());
                     this.phase = Phase::Done;
                     return Poll::Ready(Some(Err(std::io::Error::new(

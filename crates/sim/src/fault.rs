@@ -35,6 +35,9 @@ pub enum Fault {
     NoUsage,
     /// A multi-byte UTF-8 character split across two body frames ~1 ms apart.
     SplitUtf8,
+    /// After a complete streamed response, close the kept-alive connection without having
+    /// sent `Connection: close` (llama-server does this).
+    CloseAfter,
 }
 
 /// Why a fault spec was rejected.
@@ -43,7 +46,7 @@ pub enum FaultParseError {
     #[error(
         "unknown fault kind '{0}'; expected one of rate-limit, server-error, unavailable, \
          reset-before, reset-mid[=TOKENS], stall=SECS, malformed, stream-error, no-done, \
-         no-usage, split-utf8"
+         no-usage, split-utf8, close-after"
     )]
     UnknownKind(String),
     #[error("fault '{kind}' has an invalid argument '{arg}': {why}")]
@@ -66,6 +69,7 @@ impl Fault {
             Fault::StreamError => "stream-error",
             Fault::NoDone => "no-done",
             Fault::NoUsage => "no-usage",
+            Fault::CloseAfter => "close-after",
             Fault::SplitUtf8 => "split-utf8",
         }
     }
@@ -107,6 +111,7 @@ impl FromStr for Fault {
             "stream-error" => no_arg(Fault::StreamError),
             "no-done" => no_arg(Fault::NoDone),
             "no-usage" => no_arg(Fault::NoUsage),
+            "close-after" => no_arg(Fault::CloseAfter),
             "split-utf8" => no_arg(Fault::SplitUtf8),
             "reset-mid" => match arg {
                 None => Ok(Fault::ResetMid { after_tokens: None }),
@@ -162,6 +167,8 @@ mod tests {
     fn parses_every_kind() {
         assert_eq!("rate-limit".parse(), Ok(Fault::RateLimit));
         assert_eq!("reset-mid".parse(), Ok(Fault::ResetMid { after_tokens: None }));
+        assert_eq!("close-after".parse(), Ok(Fault::CloseAfter));
+        assert_eq!(Fault::CloseAfter.kind(), "close-after");
         assert_eq!("reset-mid=3".parse(), Ok(Fault::ResetMid { after_tokens: Some(3) }));
         assert_eq!(" stall=0.5 ".parse(), Ok(Fault::Stall { secs: 0.5 }));
         assert_eq!("split-utf8".parse(), Ok(Fault::SplitUtf8));

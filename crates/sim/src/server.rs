@@ -30,15 +30,27 @@ use crate::truth::TruthChunk;
 /// Largest request body accepted.
 const MAX_BODY_BYTES: usize = 32 << 20;
 
-/// A TCP stream that, when flagged, ends with RST (SO_LINGER 0) instead of FIN.
+/// Per-connection fault switches, set by a response and acted on by the connection.
+#[derive(Debug, Default)]
+pub struct ConnFlags {
+    /// End the connection with RST (SO_LINGER 0) instead of FIN.
+    pub reset: AtomicBool,
+    /// Close the connection once the current response is written, without having said
+    /// `Connection: close` (as llama-server does): a kept-alive connection the client may reuse
+    /// is already gone.
+    pub close: AtomicBool,
+}
+
+/// A TCP stream that obeys [`ConnFlags`].
 struct ConnIo {
     tcp: TcpStream,
-    reset: Arc<AtomicBool>,
+    flags: Arc<ConnFlags>,
 }
 
 impl ConnIo {
     fn reset_err(&self) -> Option<io::Error> {
-        self.reset
+        self.flags
+            .reset
             .load(Relaxed)
             .then(|| io::Error::new(io::ErrorKind::ConnectionReset, "servelab-sim injected reset"))
     }
@@ -50,6 +62,10 @@ impl AsyncRead for ConnIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        // Reading end-of-stream makes hyper close the connection after the response.
+        if self.flags.close.load(Relaxed) {
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.get_mut().tcp).poll_read(cx, buf)
     }
 }
@@ -88,7 +104,7 @@ impl AsyncWrite for ConnIo {
 
 impl Drop for ConnIo {
     fn drop(&mut self) {
-        if self.reset.load(Relaxed) {
+        if self.flags.reset.load(Relaxed) {
             let _ = self.tcp.set_zero_linger();
         }
     }
@@ -168,7 +184,7 @@ fn reset_now() -> io::Error {
 /// Route one request.
 async fn route(
     engine: Arc<Engine>,
-    reset: Arc<AtomicBool>,
+    reset: Arc<ConnFlags>,
     req: Request<Incoming>,
 ) -> Result<Resp, io::Error> {
     let path = req.uri().path().to_string();
@@ -208,7 +224,7 @@ fn method_not_allowed(allow: &'static str) -> Resp {
 /// A generation request: validate, apply faults, then stream or answer in full.
 async fn generate(
     engine: Arc<Engine>,
-    reset: Arc<AtomicBool>,
+    reset: Arc<ConnFlags>,
     endpoint: Endpoint,
     req: Request<Incoming>,
 ) -> Result<Resp, io::Error> {
@@ -280,7 +296,7 @@ async fn generate(
                 Vec::new(),
                 f.kind(),
             );
-            reset.store(true, Relaxed);
+            reset.reset.store(true, Relaxed);
             return Err(reset_now());
         }
     }
@@ -385,7 +401,7 @@ async fn complete(mut job: Job) -> Result<Resp, io::Error> {
                         c.unwrap_or_default(),
                         job.outcome(),
                     );
-                    job.reset.store(true, Relaxed);
+                    job.reset.reset.store(true, Relaxed);
                     return Err(reset_now());
                 }
                 _ => {}
@@ -446,8 +462,8 @@ fn chunk(job: &Job, due_ns: u64) -> TruthChunk {
 /// Serve one connection until it closes or the server shuts down.
 async fn serve_conn(engine: Arc<Engine>, tcp: TcpStream, mut stop: watch::Receiver<bool>) {
     let _ = tcp.set_nodelay(true);
-    let reset = Arc::new(AtomicBool::new(false));
-    let io = ConnIo { tcp, reset: reset.clone() };
+    let reset = Arc::new(ConnFlags::default());
+    let io = ConnIo { tcp, flags: reset.clone() };
     let svc = hyper::service::service_fn(move |req| route(engine.clone(), reset.clone(), req));
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
