@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use servelab_client::openai::request_body;
+use servelab_client::scrape::{Baseline, Scraper};
 use servelab_client::{http, BodyOptions, PlannedRequest, Progress, RunConfig, StopReason, Target};
 use servelab_metrics::{MetricsConfig, Summary};
 use servelab_records::{RequestRecord, RunInfo};
@@ -151,10 +152,21 @@ async fn bench_target(
         request_timeout: s.request_timeout,
         drain_timeout: s.drain_timeout,
         preconnect: s.max_concurrency.unwrap_or(prompts.len()).min(prompts.len()).min(4096),
+        baseline: None,
     };
-    let end = servelab_client::run(cfg, progress.clone(), tx, interrupt)
-        .await
-        .map_err(|e| Failure::runtime(format!("cannot connect to {base_url}: {e}")))?;
+    // The engine's own account, scraped before, during and after the run.
+    let baseline = Arc::new(Baseline::default());
+    let scraper = match s.server_metrics_interval {
+        Some(every) => Scraper::start(&cfg.target, every, baseline.clone()).await,
+        None => None,
+    };
+    let cfg = RunConfig { baseline: scraper.as_ref().map(|_| baseline), ..cfg };
+    let run = servelab_client::run(cfg, progress.clone(), tx, interrupt).await;
+    let scrapes = match (&run, scraper) {
+        (Ok(end), Some(sc)) => sc.finish(end.origin).await,
+        _ => Vec::new(),
+    };
+    let end = run.map_err(|e| Failure::runtime(format!("cannot connect to {base_url}: {e}")))?;
     display.finish().await;
     let (mut records, recorder) = collector
         .await
@@ -178,6 +190,7 @@ async fn bench_target(
         ..MetricsConfig::default()
     };
     let mut summary = servelab_metrics::summarize(&records, &info, &cfg);
+    servelab_metrics::engine::attach(&mut summary, &scrapes);
     if let Some(note) = &tokenizer.estimate_note {
         summary.warnings.push(note.clone());
     }

@@ -110,6 +110,10 @@ pub struct BenchArgs {
     /// Seconds after which one request fails with `timeout`.
     #[arg(long, default_value_t = 600.0, help_heading = "Target")]
     pub request_timeout: f64,
+    /// Seconds between scrapes of the server's Prometheus /metrics during the run (vLLM,
+    /// llama.cpp and SGLang names); 0 turns scraping off.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS", help_heading = "Target")]
+    pub server_metrics_interval: f64,
 
     // --- workload
     /// tokenizer.json path or directory, a built-in encoding (cl100k_base, o200k_base, ...),

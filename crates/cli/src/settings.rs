@@ -46,6 +46,8 @@ pub struct BenchSettings {
     pub continuous_usage: ContinuousUsage,
     pub ready_timeout: Duration,
     pub request_timeout: Duration,
+    /// Between scrapes of `/metrics`; `None`: no scraping.
+    pub server_metrics_interval: Option<Duration>,
     pub tokenizer: Option<String>,
     pub dataset: DatasetSpec,
     pub dataset_label: String,
@@ -135,6 +137,11 @@ impl BenchSettings {
             continuous_usage: a.continuous_usage,
             ready_timeout: secs("--ready-timeout", a.ready_timeout)?,
             request_timeout: secs("--request-timeout", a.request_timeout)?,
+            server_metrics_interval: Some(secs(
+                "--server-metrics-interval",
+                a.server_metrics_interval,
+            )?)
+            .filter(|d| !d.is_zero()),
             tokenizer: a.tokenizer.clone(),
             dataset,
             dataset_label,

@@ -496,7 +496,12 @@ impl LazyStore<'_> {
 /// A stored run as comparison data; a run that never finished is summarized from its records.
 pub fn load_run(store: &Store, id: i64) -> Result<RunData, Failure> {
     let run = store.run(id).map_err(Failure::runtime)?;
-    let name = run.row.label.clone().unwrap_or_else(|| format!("#{id}"));
+    let mut name = run.row.label.clone().unwrap_or_else(|| format!("#{id}"));
+    // A sweep's points share its label; each scenario is its own series, so a report never
+    // takes two scenarios at one load for repeats of each other.
+    if let Some((_, scenario)) = run.row.tags.iter().find(|(k, _)| k == "sweep.scenario") {
+        name = format!("{name} [{scenario}]");
+    }
     let mut data = match summary_of(store, id)? {
         Some((s, records)) => RunData::from_summary(&name, s, records),
         None => RunData::from_headline(&name, &run.config.info, run.row.headline),

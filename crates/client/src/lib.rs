@@ -6,7 +6,9 @@
 
 pub mod http;
 pub mod openai;
+pub mod prom;
 pub mod runner;
+pub mod scrape;
 pub mod server_timings;
 pub mod sse;
 pub mod timed_io;

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::http::{connect, drive, Pool, Target};
 use crate::openai::{parse_event, EventError};
+use crate::scrape::Baseline;
 use crate::sse::{SseData, SseParser};
 use crate::timed_io::{since_epoch, ReadStamp};
 
@@ -49,6 +50,8 @@ pub struct RunConfig {
     pub drain_timeout: Duration,
     /// Connections to open before the clock starts.
     pub preconnect: usize,
+    /// Taken after warm-ups, before the measured phase starts (see [`Baseline`]).
+    pub baseline: Option<Arc<Baseline>>,
 }
 
 /// Live counters for a progress display. Updated with relaxed atomics, never locked.
@@ -140,6 +143,9 @@ pub async fn run(
         pool = Some(p);
         if end.stop == StopReason::Interrupted {
             return Ok(end);
+        }
+        if let Some(b) = &cfg.baseline {
+            b.take().await;
         }
     }
     let measured = Phase {

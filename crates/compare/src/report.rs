@@ -2,10 +2,14 @@
 //! rankings, the written summary, and charts, as Markdown and as one self-contained HTML
 //! file (inline CSS and SVG, no scripts, nothing fetched).
 
+use servelab_metrics::engine::EnginePoint;
 use servelab_metrics::request::token_events;
 use servelab_metrics::timeline::tokens_per_window;
 use servelab_outputs::{Align, Table};
 use servelab_records::RequestRecord;
+use servelab_sweep::charts::{render_svg, scenario_charts};
+use servelab_sweep::run::curve;
+use servelab_sweep::{find_knee, KneeRule, Load as SweepLoad, PointResult, Role, ScenarioResult};
 
 use crate::compare::{compare, CompareOptions, Comparison};
 use crate::data::{RunData, Subject};
@@ -115,6 +119,41 @@ pub fn summary_table(r: &Report) -> Table {
     t
 }
 
+/// What each run's engine said on its `/metrics` (only runs that have it).
+pub fn engine_table(r: &Report) -> Table {
+    let mut t = Table::new([
+        "run",
+        "engine",
+        "generated tokens",
+        "prompt tokens",
+        "peak running",
+        "peak waiting",
+        "peak KV-cache",
+        "prefix-cache hit",
+        "preemptions",
+        "restarts",
+    ])
+    .with_align(&[[Align::Left; 2].as_slice(), &[Align::Right; 8]].concat());
+    let count = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{:.1}%", x * 100.0));
+    for (name, d) in runs(r) {
+        let Some(e) = d.summary.as_ref().and_then(|s| s.engine.as_ref()) else { continue };
+        t.push([
+            name,
+            e.engine.clone(),
+            count(e.generation_tokens),
+            count(e.prompt_tokens),
+            count(e.peak_requests_running),
+            count(e.peak_requests_waiting),
+            pct(e.peak_kv_cache_usage),
+            pct(e.prefix_cache_hit_rate),
+            count(e.preemptions),
+            e.restarts_s.len().to_string(),
+        ]);
+    }
+    t
+}
+
 /// Rankings at one load level: metric → `best (value) > next (value) ...`.
 pub fn ranking_table(r: &Report, load: &Load) -> Table {
     let mut t =
@@ -168,6 +207,69 @@ pub fn timeline(records: &[RequestRecord], windows: usize) -> (Points, Points) {
     (conc, tps)
 }
 
+/// A series measured at two or more loads on one axis (a sweep, or runs at several
+/// concurrencies), as the sweep's own result: its curve, knee and the sweep's four charts.
+/// The first run at each load stands for it.
+pub fn as_sweep(series: &Series) -> Option<ScenarioResult> {
+    let points: Vec<PointResult> = series
+        .points
+        .iter()
+        .filter_map(|p| {
+            let run = p.runs.first()?;
+            let summary = run.summary.clone()?;
+            let load = match (run.load.concurrency, run.load.rate) {
+                (Some(c), None) => SweepLoad::Concurrency(usize::try_from(c).ok()?),
+                (None, Some(r)) => SweepLoad::Rate(r),
+                _ => return None,
+            };
+            Some(PointResult {
+                scenario: series.name.clone(),
+                load,
+                role: Role::Grid,
+                num_prompts: summary.info.num_prompts as usize,
+                seed: summary.info.seed,
+                complete: !summary.info.interrupted,
+                summary,
+            })
+        })
+        .collect();
+    let axis = points.first()?.load.axis();
+    if points.len() < 2 || points.iter().any(|p| p.load.axis() != axis) {
+        return None;
+    }
+    let knee = find_knee(&curve(&points), &KneeRule::default());
+    let dataset = points[0].summary.info.dataset.clone();
+    Some(ScenarioResult {
+        name: series.name.clone(),
+        axis,
+        dataset,
+        points,
+        probes: Vec::new(),
+        knee,
+        slo: None,
+    })
+}
+
+/// The sweep charts (throughput, TTFT and TPOT against load, and the trade-off curve with
+/// the knee marked) of every series that has a curve, as SVG.
+pub fn sweep_charts(r: &Report) -> Vec<String> {
+    r.series
+        .iter()
+        .filter_map(as_sweep)
+        .flat_map(|s| scenario_charts(&s))
+        .filter_map(|c| render_svg(&c).ok())
+        .map(|svg| format!("<div class=\"sweep-chart\">{}</div>\n", strip_xml_prolog(&svg)))
+        .collect()
+}
+
+/// An SVG document as an inline element: without the `<?xml ...?>` line HTML does not want.
+fn strip_xml_prolog(svg: &str) -> &str {
+    match svg.strip_prefix("<?xml") {
+        Some(rest) => rest.split_once("?>").map_or(svg, |(_, body)| body.trim_start()),
+        None => svg,
+    }
+}
+
 /// The report's charts, as SVG strings with their titles.
 pub fn charts(r: &Report) -> Vec<String> {
     let all = runs(r);
@@ -194,6 +296,7 @@ pub fn charts(r: &Report) -> Vec<String> {
     ];
     let mut conc = Vec::new();
     let mut tps = Vec::new();
+    let mut kv = Vec::new();
     for (n, d) in &all {
         if d.records.is_empty() {
             continue;
@@ -201,9 +304,30 @@ pub fn charts(r: &Report) -> Vec<String> {
         let (c, t) = timeline(&d.records, 40);
         conc.push(Line { name: n.clone(), points: c });
         tps.push(Line { name: n.clone(), points: t });
+        // The engine's own view on the same time axis (seconds from the first send).
+        let Some(e) = d.summary.as_ref().and_then(|s| s.engine.as_ref()) else { continue };
+        let origin_s = d.records.iter().filter(|r| !r.warmup).map(|r| r.intended_ns).min();
+        let origin_s = origin_s.unwrap_or(0) as f64 / 1e9;
+        let series = |f: fn(&EnginePoint) -> Option<f64>, scale: f64| -> Points {
+            e.series.iter().filter_map(|p| Some((p.t_s - origin_s, f(p)? * scale))).collect()
+        };
+        let named = |what: &str| format!("{n} (engine {what})");
+        conc.push(Line { name: named("running"), points: series(|p| p.requests_running, 1.0) });
+        conc.push(Line { name: named("waiting"), points: series(|p| p.requests_waiting, 1.0) });
+        tps.push(Line {
+            name: named("/metrics"),
+            points: series(|p| p.generation_tokens_per_s, 1.0),
+        });
+        kv.push(Line { name: n.clone(), points: series(|p| p.kv_cache_usage, 100.0) });
     }
+    conc.retain(|l| !l.points.is_empty());
+    tps.retain(|l| !l.points.is_empty());
+    kv.retain(|l| !l.points.is_empty());
     out.push(line_chart("Requests in flight over the run", "seconds", "requests", &conc, true));
     out.push(line_chart("Output token throughput over the run", "seconds", "tokens/s", &tps, true));
+    if !kv.is_empty() {
+        out.push(line_chart("Engine KV-cache usage over the run", "seconds", "% used", &kv, true));
+    }
     out
 }
 
@@ -221,6 +345,11 @@ pub fn markdown(r: &Report) -> String {
     out.push_str(&config_table(r).to_markdown());
     out.push_str("\n## Results\n\n");
     out.push_str(&summary_table(r).to_markdown());
+    let engines = engine_table(r);
+    if !engines.rows.is_empty() {
+        out.push_str("\n## Engine (/metrics)\n\n");
+        out.push_str(&engines.to_markdown());
+    }
     for (load, c) in &r.comparisons {
         out.push_str(&format!("\n## Comparison at {load}\n\n"));
         out.push_str(&comparison_table(c).to_markdown());
@@ -237,7 +366,33 @@ pub fn markdown(r: &Report) -> String {
         out.push_str(&format!("\n## Rankings at {load}\n\n"));
         out.push_str(&t.to_markdown());
     }
-    out.push_str("\nCharts (TTFT and ITL distributions, requests in flight and output token throughput over each run) are in the HTML twin of this report.\n");
+    let knees: Vec<String> = r
+        .series
+        .iter()
+        .filter_map(as_sweep)
+        .map(|s| {
+            let load = |v: f64| SweepLoad::on_axis(s.axis, v).label();
+            match &s.knee {
+                Some(k) => match &k.reason {
+                    Some(why) => {
+                        format!("- {}: throughput stops rising at {} ({why})", s.name, load(k.load))
+                    }
+                    None => format!(
+                        "- {}: still rising at {}, the highest load measured",
+                        s.name,
+                        load(k.load)
+                    ),
+                },
+                None => format!("- {}: no knee found", s.name),
+            }
+        })
+        .collect();
+    if !knees.is_empty() {
+        out.push_str("\n## Curves\n\n");
+        out.push_str(&knees.join("\n"));
+        out.push('\n');
+    }
+    out.push_str("\nCharts (TTFT and ITL distributions, requests in flight and output token throughput over each run, with the engine's own series where it has /metrics, and each series' curves against load) are in the HTML twin of this report.\n");
     out
 }
 
@@ -271,6 +426,7 @@ th,td{border:1px solid #ddd;padding:.25rem .5rem;white-space:nowrap}th{backgroun
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\
 ul.findings li{margin:.3rem 0}.notes{color:#555;font-size:.85rem}\
 svg.chart{display:block;margin:1rem 0;max-width:100%;height:auto}\
+.sweep-chart svg{display:block;margin:1rem 0;max-width:100%;height:auto}\
 svg .grid{stroke:#eee}svg .axis{stroke:#888}svg .tick,svg .legend{font-size:11px;fill:#444}\
 svg .label{font-size:12px;fill:#333}svg .chart-title{font-size:14px;font-weight:600;fill:#222}";
 
@@ -290,10 +446,22 @@ pub fn html(r: &Report) -> String {
     for c in charts(r) {
         out.push_str(&c);
     }
+    let curves = sweep_charts(r);
+    if !curves.is_empty() {
+        out.push_str("<h2 id=\"curves\">Curves (each series against load, knee marked)</h2>\n");
+        for c in curves {
+            out.push_str(&c);
+        }
+    }
     out.push_str("<h2 id=\"configuration\">Configuration</h2>\n");
     out.push_str(&html_table(&config_table(r)));
     out.push_str("<h2 id=\"results\">Results</h2>\n");
     out.push_str(&html_table(&summary_table(r)));
+    let engines = engine_table(r);
+    if !engines.rows.is_empty() {
+        out.push_str("<h2 id=\"engine\">Engine (/metrics)</h2>\n");
+        out.push_str(&html_table(&engines));
+    }
     for (load, c) in &r.comparisons {
         out.push_str(&format!("<h2>Comparison at {}</h2>\n", esc(&load.to_string())));
         out.push_str(&html_table(&comparison_table(c)));

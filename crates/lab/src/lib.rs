@@ -4,7 +4,6 @@
 //! * [`config`]: the experiment file, checked up front.
 //! * [`profile`]: built-in and custom profiles (sets of bench options).
 //! * [`process`]: engine process groups, logs, and the guard that kills them.
-//! * [`prom`]: Prometheus text and the vLLM figures kept per profile.
 //! * [`strategy`]: baseline, greedy and grid, as pure functions of finished trials.
 //! * [`runner`]: the driver, generic over a [`runner::ProfileRunner`] (the CLI supplies
 //!   `servelab bench`).
@@ -14,7 +13,6 @@ pub mod config;
 pub mod error;
 pub mod process;
 pub mod profile;
-pub mod prom;
 pub mod report;
 pub mod runner;
 pub mod strategy;

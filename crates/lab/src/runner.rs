@@ -1,7 +1,7 @@
 //! The experiment driver: ask the strategy for the next trial, launch its engine, wait for
-//! it, run every profile through a [`ProfileRunner`] (the CLI's is `servelab bench`), scrape
-//! `/metrics` around each profile, stop the engine, save the trial; repeat until the
-//! strategy is done, then write the report.
+//! it, run every profile through a [`ProfileRunner`] (the CLI's is `servelab bench`, which
+//! scrapes the engine's `/metrics` through each profile), stop the engine, save the trial;
+//! repeat until the strategy is done, then write the report.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,6 @@ use crate::config::Experiment;
 use crate::error::{invalid, LabError};
 use crate::process::{describe, free_port, render, Engine};
 use crate::profile::ProfileSpec;
-use crate::prom::{figures, Peaks, Snapshot};
 use crate::strategy::{command_template, next, Next, Outcome};
 use crate::trial::{self, ProfileResult, TrialResult, TrialSpec, TrialStatus};
 
@@ -171,47 +170,6 @@ async fn wait_ready(
     }
 }
 
-/// One `/metrics` scrape; `None` when the engine has none.
-async fn scrape(base_url: &str) -> Option<Snapshot> {
-    let t = Target::resolve(base_url, "/metrics").await.ok()?;
-    match tokio::time::timeout(Duration::from_secs(5), http::get(&t, &t.path)).await {
-        Ok(Ok((200, body))) => Some(Snapshot::from_text(&String::from_utf8_lossy(&body))),
-        _ => None,
-    }
-}
-
-/// Scrapes `/metrics` every `every` while a profile runs, for the peaks of the gauges
-/// (requests running and waiting, KV-cache usage) that a scrape after the profile misses.
-struct PeakSampler {
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<Peaks>,
-}
-
-impl PeakSampler {
-    fn start(base_url: &str, every: Duration) -> PeakSampler {
-        let (stop, mut stopped) = watch::channel(false);
-        let url = base_url.to_string();
-        let task = tokio::spawn(async move {
-            let mut peaks = Peaks::default();
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => {}
-                    _ = stopped.changed() => return peaks,
-                }
-                if let Some(s) = scrape(&url).await {
-                    peaks.observe(&s);
-                }
-            }
-        });
-        PeakSampler { stop, task }
-    }
-
-    async fn finish(self) -> Peaks {
-        let _ = self.stop.send(true);
-        self.task.await.unwrap_or_default()
-    }
-}
-
 /// Launch, measure and stop one configuration. `Ok(None)`: interrupted (nothing saved).
 async fn run_trial<R: ProfileRunner>(
     exp: &Experiment,
@@ -318,10 +276,7 @@ async fn run_profiles<R: ProfileRunner>(
         if *interrupt.borrow() {
             return ProfilesEnd::Interrupted;
         }
-        let before = scrape(base_url).await;
-        let sampler = PeakSampler::start(base_url, Duration::from_millis(500));
         let run = runner.run_profile(&result.spec, &result.command, p, base_url).await;
-        let peaks = sampler.finish().await;
         if let Some(st) = engine.exited() {
             return ProfilesEnd::Failed(format!(
                 "engine exited ({}) during profile {}",
@@ -339,16 +294,10 @@ async fn run_profiles<R: ProfileRunner>(
         if summary.info.interrupted || *interrupt.borrow() {
             return ProfilesEnd::Interrupted;
         }
-        let after = scrape(base_url).await;
-        let engine_figures = match (before, after) {
-            (Some(b), Some(a)) => figures(&b, &a, &peaks),
-            _ => Default::default(),
-        };
         result.profiles.push(ProfileResult::from_summary(
             &p.name,
             &summary,
             exp.objective.slo.as_ref(),
-            engine_figures,
         ));
         runner.note(&format!(
             "trial {}: {} {:.0} {} ({} ok, {} failed)",

@@ -422,7 +422,7 @@ pub fn merge_flags(command: &str, flags: &str) -> String {
 mod tests {
     use super::*;
     use crate::config::parse;
-    use crate::prom::EngineFigures;
+    use crate::trial::EngineFigures;
     use crate::trial::{ProfileResult, TrialStatus};
 
     fn exp(strategy: &str) -> Experiment {

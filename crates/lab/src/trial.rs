@@ -6,12 +6,57 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use servelab_metrics::Summary;
+use servelab_metrics::{EngineMetrics, Summary};
 use servelab_sweep::slo::{SloCheck, SloSpec};
 
 use crate::config::ObjectiveMetric;
 use crate::error::LabError;
-use crate::prom::EngineFigures;
+
+/// What the engine reported about one profile (from the bench's `/metrics` scrapes; see
+/// [`EngineMetrics`]). Absent figures are `None`: the engine does not export them, or has no
+/// `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngineFigures {
+    /// Prefix-cache hits / queries over the profile (tokens), in [0, 1].
+    pub prefix_cache_hit_rate: Option<f64>,
+    /// KV-cache usage, the largest scraped before, during or after the profile, in [0, 1].
+    pub kv_cache_usage: Option<f64>,
+    /// Preemptions during the profile.
+    pub preemptions: Option<f64>,
+    /// Accepted / drafted speculative tokens over the profile.
+    pub spec_decode_acceptance: Option<f64>,
+    /// Gauges at the end of the profile.
+    pub requests_running: Option<f64>,
+    pub requests_waiting: Option<f64>,
+    /// The largest values of those gauges scraped during the profile.
+    #[serde(default)]
+    pub peak_requests_running: Option<f64>,
+    #[serde(default)]
+    pub peak_requests_waiting: Option<f64>,
+    /// Token counters over the profile (a check against the client's counts).
+    pub prompt_tokens: Option<f64>,
+    pub generation_tokens: Option<f64>,
+    pub requests_succeeded: Option<f64>,
+}
+
+impl From<&EngineMetrics> for EngineFigures {
+    fn from(e: &EngineMetrics) -> EngineFigures {
+        let last = e.series.last();
+        EngineFigures {
+            prefix_cache_hit_rate: e.prefix_cache_hit_rate,
+            kv_cache_usage: e.peak_kv_cache_usage,
+            preemptions: e.preemptions,
+            spec_decode_acceptance: e.spec_decode_acceptance,
+            requests_running: last.and_then(|p| p.requests_running),
+            requests_waiting: last.and_then(|p| p.requests_waiting),
+            peak_requests_running: e.peak_requests_running,
+            peak_requests_waiting: e.peak_requests_waiting,
+            prompt_tokens: e.prompt_tokens,
+            generation_tokens: e.generation_tokens,
+            requests_succeeded: e.requests_finished,
+        }
+    }
+}
 
 /// Which configuration a trial runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,12 +104,8 @@ pub struct ProfileResult {
 }
 
 impl ProfileResult {
-    pub fn from_summary(
-        profile: &str,
-        s: &Summary,
-        slo: Option<&SloSpec>,
-        engine: EngineFigures,
-    ) -> ProfileResult {
+    pub fn from_summary(profile: &str, s: &Summary, slo: Option<&SloSpec>) -> ProfileResult {
+        let engine = s.engine.as_ref().map(EngineFigures::from).unwrap_or_default();
         let ok = || s.requests.iter().filter(|r| r.is_success());
         let tokens = |r: &servelab_metrics::RequestRow| {
             (r.prompt_tokens.unwrap_or(0) + r.output_tokens.unwrap_or(0)) as f64

@@ -268,6 +268,7 @@ impl Collector {
             schedule_lag_ms: dist(&|r| Some(r.schedule_lag_ms), &all),
             client_queue_ms: dist(&|r| Some(r.client_queue_ms), &all),
             server: server::split(server, pct),
+            engine: None,
             failures: FailureKind::ALL
                 .iter()
                 .filter_map(|k| {

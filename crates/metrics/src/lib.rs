@@ -13,6 +13,7 @@
 //! ```
 
 mod collect;
+pub mod engine;
 pub mod request;
 pub mod server;
 pub mod stats;
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use servelab_records::{RequestRecord, RunInfo};
 
 pub use collect::{Collector, MAX_MESSAGES, MAX_MESSAGE_CHARS};
+pub use engine::EngineMetrics;
 pub use request::RequestRow;
 pub use server::ServerSplit;
 pub use stats::Distribution;

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use servelab_records::{FailureKind, RunInfo};
 
+use crate::engine::EngineMetrics;
 use crate::request::RequestRow;
 use crate::server::ServerSplit;
 use crate::stats::Distribution;
@@ -74,6 +75,9 @@ pub struct Summary {
     /// Engine timings next to the client's, when the server reported them (llama.cpp).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerSplit>,
+    /// What the engine's `/metrics` said over the run, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineMetrics>,
 
     /// Failed requests by kind, in [`FailureKind::ALL`] order.
     pub failures: Vec<FailureGroup>,

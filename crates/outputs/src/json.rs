@@ -108,6 +108,10 @@ fn servelab(s: &Summary) -> Value {
             }),
         );
     }
+    // Only servers with a Prometheus /metrics of a known engine add this object.
+    if let (Some(e), Some(m)) = (&s.engine, v.as_object_mut()) {
+        m.insert("engine".into(), json!(e));
+    }
     v
 }
 

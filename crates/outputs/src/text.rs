@@ -1,6 +1,6 @@
 //! The terminal summary: vLLM's block byte for byte, then servelab's own sections.
 
-use servelab_metrics::{Distribution, Summary};
+use servelab_metrics::{Distribution, EngineMetrics, Summary};
 
 use crate::fmt::{f2, kv, pct_word, rule};
 
@@ -76,6 +76,9 @@ pub fn servelab_block(s: &Summary) -> String {
         );
         section(&mut out, "Server TPOT (excl. 1st token)", "server TPOT", &sv.server_tpot_ms);
     }
+    if let Some(e) = &s.engine {
+        engine_section(&mut out, e);
+    }
     if !s.failures.is_empty() {
         rule(&mut out, "Failures", '-');
         for f in &s.failures {
@@ -95,6 +98,44 @@ pub fn servelab_block(s: &Summary) -> String {
     out.push_str(&"=".repeat(50));
     out.push('\n');
     out
+}
+
+/// What the engine's `/metrics` said over the run: only the figures it exports.
+fn engine_section(out: &mut String, e: &EngineMetrics) {
+    let header = format!("Engine /metrics ({}, {} scrapes)", e.engine, e.scrapes);
+    rule(out, &header, '-');
+    let count = |out: &mut String, label: &str, v: Option<f64>| {
+        if let Some(v) = v {
+            kv(out, label, format!("{v:.0}"));
+        }
+    };
+    let value = |out: &mut String, label: &str, v: Option<f64>| {
+        if let Some(v) = v {
+            kv(out, label, f2(v));
+        }
+    };
+    let percent = |out: &mut String, label: &str, v: Option<f64>| {
+        if let Some(v) = v {
+            kv(out, label, f2(v * 100.0));
+        }
+    };
+    count(out, "Engine prompt tokens:", e.prompt_tokens);
+    count(out, "Engine generated tokens:", e.generation_tokens);
+    count(out, "Engine requests finished:", e.requests_finished);
+    value(out, "Engine mean TTFT (ms):", e.server_mean_ttft_ms);
+    value(out, "Engine mean E2EL (ms):", e.server_mean_e2e_ms);
+    value(out, "Peak requests running:", e.peak_requests_running);
+    value(out, "Mean requests running:", e.mean_requests_running);
+    value(out, "Peak requests waiting:", e.peak_requests_waiting);
+    value(out, "Mean requests waiting:", e.mean_requests_waiting);
+    percent(out, "Peak KV-cache usage (%):", e.peak_kv_cache_usage);
+    percent(out, "Prefix-cache hit rate (%):", e.prefix_cache_hit_rate);
+    count(out, "Preemptions:", e.preemptions);
+    percent(out, "Spec-decode acceptance (%):", e.spec_decode_acceptance);
+    kv(out, "Engine restarts seen:", e.restarts_s.len());
+    if e.failed_scrapes > 0 {
+        kv(out, "Failed scrapes:", e.failed_scrapes);
+    }
 }
 
 /// Warnings plus a note for each distribution printed as 0.00 because it had no sample.

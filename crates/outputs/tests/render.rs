@@ -236,6 +236,49 @@ fn server_timings_add_the_split_section() {
     assert!(errors.is_empty(), "{errors:#?}");
 }
 
+/// A vLLM `/metrics` seen over the run, with a restart: servelab's section gains the
+/// engine's account (text) and a `servelab.engine` object (JSON) that the schema knows.
+#[test]
+fn engine_metrics_add_the_engine_section() {
+    use servelab_records::ServerScrape;
+    let scrape = |t_ms: f64, kv: &[(&str, f64)]| ServerScrape {
+        t_ms,
+        values: kv.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        error: None,
+    };
+    let g = "vllm:generation_tokens_total";
+    let p = "vllm:prompt_tokens_total";
+    let scrapes = vec![
+        scrape(-5.0, &[(g, 100.0), (p, 1000.0), ("vllm:num_requests_running", 0.0)]),
+        scrape(
+            150.0,
+            &[
+                (g, 104.0),
+                (p, 1064.0),
+                ("vllm:num_requests_running", 3.0),
+                ("vllm:num_requests_waiting", 1.0),
+                ("vllm:kv_cache_usage_perc", 0.42),
+                ("vllm:prefix_cache_queries_total", 64.0),
+                ("vllm:prefix_cache_hits_total", 16.0),
+            ],
+        ),
+        ServerScrape { t_ms: 300.0, values: Default::default(), error: Some("refused".into()) },
+        scrape(450.0, &[(g, 3.0), (p, 32.0), ("vllm:num_requests_running", 1.0)]),
+        scrape(600.0, &[(g, 6.0), (p, 32.0), ("vllm:num_requests_running", 0.0)]),
+    ];
+    let mut s = fixture();
+    servelab_metrics::engine::attach(&mut s, &scrapes);
+    insta::assert_snapshot!("text_engine", servelab_block(&s));
+    let v = result_value(&s, false);
+    assert_eq!(v["servelab"]["engine"]["generation_tokens"], 10.0);
+    assert_eq!(v["servelab"]["engine"]["restarts_s"], serde_json::json!([0.45]));
+    let schema_text = include_str!("../../../docs/schema/servelab-result-v1.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(schema_text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
 #[test]
 fn empty_run_prints_zeros_and_says_so() {
     let s = summarize(&[], &RunInfo::default(), &MetricsConfig::default());

@@ -8,6 +8,8 @@
 //! All times are nanoseconds since the run's origin (one `Instant` taken before the first
 //! arrival), so records serialize compactly and compare across requests exactly.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Nanoseconds since the run origin.
@@ -196,6 +198,22 @@ impl RequestRecord {
         }
         Some(total)
     }
+}
+
+/// One scrape of the server's Prometheus `/metrics`, taken while a run went on.
+///
+/// Only the engine's own series are kept (`vllm:*`, `llamacpp:*`, `sglang:*`), each reduced
+/// to one number over its label sets, and histogram buckets are dropped (`_sum` and `_count`
+/// stay): a few dozen numbers per scrape, whatever the engine exports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerScrape {
+    /// Milliseconds since the run origin; negative for the scrape taken before it.
+    pub t_ms: f64,
+    /// Series name to value; empty when the scrape failed.
+    pub values: BTreeMap<String, f64>,
+    /// Why the scrape failed (no answer, an HTTP status, a body without engine series).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// How the run was driven; stored with the result so any number can be traced to its setup.

@@ -70,6 +70,7 @@ pub fn summary(c: usize, n: usize) -> Summary {
         schedule_lag_ms: dist(0.1, 0.2),
         client_queue_ms: dist(0.0, 0.0),
         server: None,
+        engine: None,
         failures: vec![],
         warnings: vec![],
         requests: vec![],

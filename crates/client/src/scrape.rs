@@ -1,0 +1,143 @@
+//! Scrapes the server's `/metrics` at an interval while a run goes on: before the first
+//! request, during, and once after the last, so the run keeps the engine's own account
+//! (tokens, queue, KV cache, prefix-cache hits, preemptions) beside the client's.
+//!
+//! One GET on its own connection per interval, parsed on the blocking pool: nothing on the
+//! measuring path waits for it, and a server without `/metrics` costs one probe.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use servelab_records::ServerScrape;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+use crate::http::{self, Target};
+use crate::prom::engine_series;
+
+/// How long one scrape may take before it counts as failed.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+
+type Taken = (Instant, Result<BTreeMap<String, f64>, String>);
+
+/// A handshake between the measuring loop and the scraper: after warm-ups, the loop asks for
+/// a scrape and waits for it before the measured phase's clock starts, so the engine's
+/// counters of the run begin where its requests do and warm-ups are not counted.
+#[derive(Debug, Default)]
+pub struct Baseline {
+    asked: Notify,
+    taken: Notify,
+}
+
+impl Baseline {
+    /// Ask for a scrape and wait until it is taken (at most `SCRAPE_TIMEOUT`).
+    pub async fn take(&self) {
+        self.asked.notify_one();
+        let _ = tokio::time::timeout(SCRAPE_TIMEOUT, self.taken.notified()).await;
+    }
+}
+
+/// A running scraper; [`Scraper::finish`] takes the last scrape and returns them all.
+#[derive(Debug)]
+pub struct Scraper {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Vec<Taken>>,
+}
+
+/// One scrape: the engine's series, or why there are none.
+pub async fn scrape(target: &Target) -> Result<BTreeMap<String, f64>, String> {
+    let body = match tokio::time::timeout(SCRAPE_TIMEOUT, http::get(target, "/metrics")).await {
+        Ok(Ok((200, body))) => body,
+        Ok(Ok((status, _))) => return Err(format!("GET /metrics answered HTTP {status}")),
+        Ok(Err(e)) => return Err(format!("GET /metrics: {e}")),
+        Err(_) => return Err(format!("GET /metrics: no answer within {SCRAPE_TIMEOUT:?}")),
+    };
+    let series =
+        tokio::task::spawn_blocking(move || engine_series(&String::from_utf8_lossy(&body)))
+            .await
+            .map_err(|e| format!("parsing /metrics: {e}"))?;
+    if series.is_empty() {
+        return Err("GET /metrics has no vllm:, llamacpp: or sglang: series".into());
+    }
+    Ok(series)
+}
+
+impl Scraper {
+    /// Scrape once now; if that gives engine series, keep scraping every `every` until
+    /// [`Scraper::finish`]. `None` (after the one probe) when the server has no such
+    /// `/metrics`, so servers without one cost nothing more.
+    /// `baseline` answers [`Baseline::take`].
+    pub async fn start(
+        target: &Target,
+        every: Duration,
+        baseline: Arc<Baseline>,
+    ) -> Option<Scraper> {
+        let first = scrape(target).await.ok()?;
+        let first_at = Instant::now();
+        let (stop, mut stopped) = watch::channel(false);
+        let target = target.clone();
+        let every = every.max(Duration::from_millis(10));
+        let task = tokio::spawn(async move {
+            let mut taken = vec![(first_at, Ok(first))];
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                let (last, asked) = tokio::select! {
+                    _ = tick.tick() => (false, false),
+                    _ = baseline.asked.notified() => (false, true),
+                    _ = stopped.changed() => (true, false),
+                };
+                let got = scrape(&target).await;
+                taken.push((Instant::now(), got));
+                if asked {
+                    baseline.taken.notify_one();
+                }
+                if last {
+                    return taken;
+                }
+            }
+        });
+        Some(Scraper { stop, task })
+    }
+
+    /// Take one last scrape, stop, and return every scrape with its time relative to
+    /// `origin` (the run's), in order.
+    pub async fn finish(self, origin: Instant) -> Vec<ServerScrape> {
+        let _ = self.stop.send(true);
+        let taken = self.task.await.unwrap_or_default();
+        taken.into_iter().map(|(at, got)| to_record(at, origin, got)).collect()
+    }
+}
+
+fn to_record(
+    at: Instant,
+    origin: Instant,
+    got: Result<BTreeMap<String, f64>, String>,
+) -> ServerScrape {
+    let t_ms = if at >= origin {
+        (at - origin).as_secs_f64() * 1e3
+    } else {
+        -((origin - at).as_secs_f64() * 1e3)
+    };
+    match got {
+        Ok(values) => ServerScrape { t_ms, values, error: None },
+        Err(e) => ServerScrape { t_ms, values: BTreeMap::new(), error: Some(e) },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_before_the_origin_are_negative() {
+        let origin = Instant::now() + Duration::from_millis(250);
+        let r = to_record(origin - Duration::from_millis(250), origin, Err("x".into()));
+        assert_eq!(r.t_ms, -250.0);
+        assert_eq!(r.error.as_deref(), Some("x"));
+        let r = to_record(origin + Duration::from_millis(2), origin, Ok(BTreeMap::new()));
+        assert_eq!(r.t_ms, 2.0);
+        assert_eq!(r.error, None);
+    }
+}
