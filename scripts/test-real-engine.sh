@@ -16,12 +16,21 @@ fi
 export PORT
 
 "$LLAMA" install
-trap '"$LLAMA" stop' EXIT
+# The restart test leaves the engine it stopped to exit in its own time (llama-server holds
+# open requests for a while after SIGTERM); nothing of ours outlives the script.
+trap '"$LLAMA" stop; pkill -KILL -f -- "llama-server .*--port $PORT " || true' EXIT
 # -c 8192 over SLOTS slots: each slot holds 8192/SLOTS tokens (the context-overflow test
 # relies on a 4000-token prompt not fitting one slot). --no-repack: on CPUs that advertise
 # AMX where the sandbox does not grant it, llama.cpp's AMX weight repacking dies at the first
 # tile instruction (SIGILL/SIGSEGV right after "threadpool init"); plain CPU kernels work.
-CTX=8192 "$LLAMA" start -np "$SLOTS" --no-repack ${LLAMA_EXTRA_ARGS:-}
+export CTX=8192
+START_ARGS="-np $SLOTS --no-repack ${LLAMA_EXTRA_ARGS:-}"
+# shellcheck disable=SC2086
+"$LLAMA" start $START_ARGS
+
+# The restart test stops the engine and starts it again with the same script and arguments.
+export SERVELAB_REAL_ENGINE_CTL="$LLAMA"
+export SERVELAB_REAL_ENGINE_START_ARGS="$START_ARGS"
 
 export SERVELAB_REAL_ENGINE_URL="http://127.0.0.1:$PORT"
 export SERVELAB_REAL_ENGINE_SLOTS="$SLOTS"
@@ -31,5 +40,5 @@ curl -sf "$SERVELAB_REAL_ENGINE_URL/props" | python3 -c \
   || true
 cargo test -p servelab --test real_engine -- --nocapture --test-threads 1 2>&1 \
   | tee /tmp/servelab-real-engine.log
-grep -E '^(openai|openai-chat|queueing|context overflow):|test result' /tmp/servelab-real-engine.log \
+grep -E '^(openai|openai-chat|queueing|context overflow|keep-alive|restart):|test result' /tmp/servelab-real-engine.log \
   || true

@@ -150,6 +150,7 @@ async fn bench_target(
         max_concurrency: s.max_concurrency,
         duration: s.duration,
         request_timeout: s.request_timeout,
+        stall_timeout: s.stall_timeout,
         drain_timeout: s.drain_timeout,
         preconnect: s.max_concurrency.unwrap_or(prompts.len()).min(prompts.len()).min(4096),
         baseline: None,

@@ -110,6 +110,11 @@ pub struct BenchArgs {
     /// Seconds after which one request fails with `timeout`.
     #[arg(long, default_value_t = 600.0, help_heading = "Target")]
     pub request_timeout: f64,
+    /// Seconds without any data, once a stream has sent its first token, after which the
+    /// request fails with `timeout` (an engine stopping mid-stream can leave connections open
+    /// and silent); 0 turns it off.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS", help_heading = "Target")]
+    pub stall_timeout: f64,
     /// Seconds between scrapes of the server's Prometheus /metrics during the run (vLLM,
     /// llama.cpp and SGLang names); 0 turns scraping off.
     #[arg(long, default_value_t = 1.0, value_name = "SECS", help_heading = "Target")]

@@ -46,6 +46,8 @@ pub struct BenchSettings {
     pub continuous_usage: ContinuousUsage,
     pub ready_timeout: Duration,
     pub request_timeout: Duration,
+    /// `None`: no stall detection.
+    pub stall_timeout: Option<Duration>,
     /// Between scrapes of `/metrics`; `None`: no scraping.
     pub server_metrics_interval: Option<Duration>,
     pub tokenizer: Option<String>,
@@ -137,6 +139,7 @@ impl BenchSettings {
             continuous_usage: a.continuous_usage,
             ready_timeout: secs("--ready-timeout", a.ready_timeout)?,
             request_timeout: secs("--request-timeout", a.request_timeout)?,
+            stall_timeout: Some(secs("--stall-timeout", a.stall_timeout)?).filter(|d| !d.is_zero()),
             server_metrics_interval: Some(secs(
                 "--server-metrics-interval",
                 a.server_metrics_interval,

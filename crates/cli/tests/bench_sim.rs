@@ -325,6 +325,27 @@ async fn every_fault_kind_is_classified() {
     }
 }
 
+/// The sim's `stall=S` pauses a stream for S seconds halfway (after 6 of 12 tokens), as an
+/// engine stopping mid-stream with its connections left open does. `--stall-timeout` ends
+/// such a request long before the request timeout, keeping what it received; a pause
+/// shorter than the stall timeout is only slow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_silent_past_the_stall_timeout_fails_and_keeps_its_chunks() {
+    let out = fault_run("stall=5", &["--stall-timeout", "0.4"]).await;
+    assert_eq!(failure_kinds(&out), vec![Some(FailureKind::Timeout); 3]);
+    for r in measured(&out) {
+        let Outcome::Failure { message, .. } = &r.outcome else { unreachable!() };
+        assert!(message.contains("stalled: no data for 0.4 s after 6 chunks"), "{message}");
+        assert_eq!(r.chunks.len(), 6);
+        // Ended 0.4 s after the last chunk (timer and scheduling slack allowed), not at 5 s.
+        let silent_ms = (r.end_ns.unwrap() - r.chunks[5].t_ns) as f64 / 1e6;
+        assert!((400.0..1000.0).contains(&silent_ms), "{silent_ms} ms");
+    }
+    let out = fault_run("stall=0.3", &["--stall-timeout", "2"]).await;
+    assert_eq!(failure_kinds(&out), vec![None; 3]);
+    assert!(out.summary.e2el_ms.mean > 300.0, "{}", out.summary.e2el_ms.mean);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survivable_faults_still_measure_exactly() {
     // No usage chunk: output tokens come from retokenizing, which matches exactly.

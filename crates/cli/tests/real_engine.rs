@@ -71,21 +71,10 @@ fn settings(url: &str, extra: &[&str]) -> BenchSettings {
     BenchSettings::from_args(*a, None).expect("valid settings")
 }
 
-/// llama-server closes the connection after every streamed response while advertising
-/// keep-alive; servelab reuses it and the next request on it fails with `reset` (see
-/// `keep_alive_reuse_loses_no_request`). Until the client notices such closes, the
-/// cross-checks ask for a fresh connection per request (connect time is outside every latency:
-/// servelab opens the replacement before it stamps the send).
-const FRESH_CONNECTIONS: [&str; 2] = ["--header", "Connection:close"];
-
+/// A run exactly as a user would start it. llama-server closes the connection after every
+/// streamed response while advertising keep-alive; servelab notices (see
+/// `keep_alive_reuse_loses_no_request`), so no workaround is passed.
 async fn bench(url: &str, extra: &[&str]) -> BenchOutcome {
-    let mut args = extra.to_vec();
-    args.extend_from_slice(&FRESH_CONNECTIONS);
-    bench_as_is(url, &args).await
-}
-
-/// A run exactly as a user would start it, without the fresh-connection workaround.
-async fn bench_as_is(url: &str, extra: &[&str]) -> BenchOutcome {
     let s = settings(url, extra);
     let (_tx, rx) = watch::channel(false);
     tokio::time::timeout(Duration::from_secs(300), bench::run(&s, rx))
@@ -231,6 +220,29 @@ async fn cross_check(url: &str, backend: &str, seed: &str) -> u64 {
         client_sum += client;
         server_sum += server;
     }
+    // The engine's /metrics as the bench itself scraped it (before, every second, after):
+    // the same totals, counted from the engine's side.
+    let e = s.engine.as_ref().expect("bench scraped llamacpp:* from /metrics");
+    println!(
+        "{backend}: bench's /metrics scrapes ({}): generated {:?}, prompt {:?} (cached {:?}), \
+         peak running {:?} of {} slots, peak deferred {:?}",
+        e.scrapes,
+        e.generation_tokens,
+        e.prompt_tokens,
+        e.cached_prompt_tokens,
+        e.peak_requests_running,
+        slots(),
+        e.peak_requests_waiting
+    );
+    assert_eq!(e.engine, "llamacpp");
+    assert_eq!(e.failed_scrapes, 0);
+    assert!(e.restarts_s.is_empty());
+    assert_eq!(e.generation_tokens, Some(usage_total as f64));
+    assert_eq!(e.prompt_tokens, Some(usage as f64));
+    assert_eq!(e.cached_prompt_tokens.unwrap_or(0.0), cached as f64);
+    assert!(e.peak_requests_running.is_some_and(|p| p <= slots() as f64), "{e:?}");
+    assert!(!s.warnings.iter().any(|w| w.contains("engine")), "{:?}", s.warnings);
+
     let split = s.server.as_ref().expect("server split in summary");
     println!(
         "{backend}: mean TTFT {:.2} ms = engine prompt {:.2} ms + outside {:.2} ms; mean TPOT \
@@ -344,16 +356,136 @@ async fn keep_alive_reuse_loses_no_request() {
         "--max-concurrency",
         &c,
     ];
-    let out = bench_as_is(&url, &args).await;
+    let out = bench(&url, &args).await;
     let s = &out.summary;
     println!("keep-alive: {} completed, {} failed {:?}", s.completed, s.failed, s.failures);
     assert_eq!(s.failed, 0, "requests on reused connections were lost: {:?}", s.failures);
 }
 
+/// The engine restarts mid-run: stopped (SIGTERM) 3 s into a 12 s open-loop run and started
+/// again on the same port, as a redeploy or a supervisor restarting a crashed engine does.
+/// Every scheduled request must be in the result, succeeded or failed with a class, and the
+/// restart and the outage must be said. Needs the control script too (the test script sets
+/// SERVELAB_REAL_ENGINE_CTL and SERVELAB_REAL_ENGINE_START_ARGS).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_restart_mid_run_is_reported_and_nothing_is_lost() {
+    let Some(url) = engine_url() else { return };
+    let Ok(ctl) = std::env::var("SERVELAB_REAL_ENGINE_CTL") else {
+        println!("skipped: set SERVELAB_REAL_ENGINE_CTL");
+        return;
+    };
+    let start_args = std::env::var("SERVELAB_REAL_ENGINE_START_ARGS").unwrap_or_default();
+    let authority = url.trim_start_matches("http://").to_string();
+    let restart = tokio::task::spawn_blocking(move || {
+        use std::process::{Command as Process, Stdio};
+        std::thread::sleep(Duration::from_secs(3));
+        let stopped = Process::new(&ctl).arg("stop").status().expect("run the control script");
+        assert!(stopped.success(), "{ctl} stop: {stopped}");
+        let down = std::time::Instant::now();
+        while TcpStream::connect(&authority).is_ok() {
+            assert!(down.elapsed() < Duration::from_secs(20), "engine still up 20 s after stop");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let started = Process::new(&ctl)
+            .arg("start")
+            .args(start_args.split_whitespace())
+            .stdout(Stdio::null())
+            .status()
+            .expect("run the control script");
+        assert!(started.success(), "{ctl} start: {started}");
+        down.elapsed()
+    });
+    let args = [
+        "--seed",
+        "401",
+        "--num-prompts",
+        "48",
+        "--request-rate",
+        "4",
+        "--burstiness",
+        "inf",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "16",
+        "--ignore-eos",
+        "--server-metrics-interval",
+        "0.25",
+        // llama-server on SIGTERM stops generating but keeps its open requests, streaming or
+        // not yet answered, silent until it exits (tens of seconds later): the stall timeout
+        // ends the streams, the request timeout the ones still waiting for a first token.
+        "--stall-timeout",
+        "5",
+        "--request-timeout",
+        "20",
+    ];
+    let out = bench(&url, &args).await;
+    let outage = restart.await.expect("restart task");
+    let s = &out.summary;
+    let recs = measured(&out);
+    println!(
+        "restart: engine down {:.2} s; {} completed, {} failed {:?}",
+        outage.as_secs_f64(),
+        s.completed,
+        s.failed,
+        s.failures.iter().map(|f| (f.kind, f.count)).collect::<Vec<_>>()
+    );
+    assert_eq!(recs.len(), 48, "every scheduled request is a record");
+    assert_eq!(s.completed + s.failed, 48);
+    assert!(s.failed >= 1, "requests sent while the engine was down must fail");
+    assert!(s.completed >= 24, "{} completed", s.completed);
+    for r in &recs {
+        if let Outcome::Failure { kind, message } = &r.outcome {
+            // Refused while down, cut or silent while in flight, or 503 while the new one
+            // loads.
+            let expected = matches!(
+                kind,
+                FailureKind::Connect
+                    | FailureKind::Reset
+                    | FailureKind::Incomplete
+                    | FailureKind::Timeout
+            ) || (*kind == FailureKind::HttpStatus && r.status == Some(503));
+            assert!(expected, "#{}: {kind} {message}", r.index);
+        }
+    }
+    let e = s.engine.as_ref().expect("engine metrics");
+    println!(
+        "restart: /metrics unreachable {:?}, restart seen at {:?} s; warnings: {:?}",
+        e.unreachable_s, e.restarts_s, s.warnings
+    );
+    assert_eq!(e.restarts_s.len(), 1, "{e:?}");
+    assert!(!e.unreachable_s.is_empty(), "{e:?}");
+    assert!(s.warnings.iter().any(|w| w.contains("restarted")), "{:?}", s.warnings);
+    assert!(s.warnings.iter().any(|w| w.contains("did not answer")), "{:?}", s.warnings);
+}
+
+/// A llama-server-shaped completions stream: three text events, then the final event with
+/// `finish_reason`, empty text, and the request's `usage` and `timings` on it, `[DONE]`.
+fn llama_completions_stream() -> String {
+    let head = r#""created":1763730000,"model":"smollm2","system_fingerprint":"b1-x","object":"text_completion","id":"chatcmpl-x""#;
+    let text = |t: &str| {
+        format!(
+            r#"{{"choices":[{{"text":"{t}","index":0,"logprobs":null,"finish_reason":null}}],{head}}}"#
+        )
+    };
+    let events = [
+        text("Hello"),
+        text(" big"),
+        text(" world"),
+        format!(
+            r#"{{"choices":[{{"text":"","index":0,"logprobs":null,"finish_reason":"length"}}],{head},"usage":{{"completion_tokens":3,"prompt_tokens":16,"total_tokens":19,"prompt_tokens_details":{{"cached_tokens":0}}}},{LLAMA_TIMINGS}}}"#
+        ),
+        "[DONE]".to_string(),
+    ];
+    events.iter().map(|e| format!("data: {e}\n\n")).collect()
+}
+
+const LLAMA_TIMINGS: &str = r#""timings":{"cache_n":2,"prompt_n":18,"prompt_ms":0.25,"prompt_per_token_ms":0.01,"prompt_per_second":72000.0,"predicted_n":3,"predicted_ms":2.5,"predicted_per_token_ms":0.83,"predicted_per_second":1200.0}"#;
+
 /// A llama-server-shaped chat stream: role event, two content events, the final event with
 /// `finish_reason` and `timings`, the usage event (also with `timings`), `[DONE]`.
 fn llama_stream() -> String {
-    let timings = r#""timings":{"cache_n":2,"prompt_n":18,"prompt_ms":0.25,"prompt_per_token_ms":0.01,"prompt_per_second":72000.0,"predicted_n":3,"predicted_ms":2.5,"predicted_per_token_ms":0.83,"predicted_per_second":1200.0}"#;
+    let timings = LLAMA_TIMINGS;
     let head = r#""created":1763730000,"id":"chatcmpl-x","model":"smollm2","system_fingerprint":"b1-x","object":"chat.completion.chunk""#;
     let events = [
         format!(
@@ -376,7 +508,8 @@ fn llama_stream() -> String {
     events.iter().map(|e| format!("data: {e}\n\n")).collect()
 }
 
-/// Serves `llama_stream` to every POST and 200 to every GET, keep-alive, on 127.0.0.1:0.
+/// Serves `llama_completions_stream` to POST /v1/completions, `llama_stream` to other POSTs
+/// and 200 to every GET, keep-alive, on 127.0.0.1:0.
 async fn fixture_server() -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
@@ -415,7 +548,9 @@ async fn serve(mut conn: tokio::net::TcpStream) {
             }
         }
         buf.drain(..head_end + len);
-        let (ctype, body) = if head.starts_with("post") {
+        let (ctype, body) = if head.starts_with("post /v1/completions") {
+            ("text/event-stream", llama_completions_stream())
+        } else if head.starts_with("post") {
             ("text/event-stream", llama_stream())
         } else {
             ("application/json", r#"{"status":"ok"}"#.to_string())
@@ -468,4 +603,34 @@ async fn llama_shaped_stream_fills_server_timings() {
     assert_eq!(split.server_tpot_ms.mean, 1.25);
     assert_eq!(split.ttft_outside_prompt_ms.count, 3);
     assert_eq!(out.summary.total_output_tokens, 9);
+}
+
+/// llama.cpp's completions put the request's usage on the final text event, after text
+/// events without usage: that is a total, not the last event's share of tokens. Counting it
+/// as per-chunk usage doubled the token count and put n near-zero gaps into per-token ITL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_on_a_final_completions_event_is_a_total_not_a_chunk_count() {
+    let (url, server) = fixture_server().await;
+    let out = bench(
+        &url,
+        &["--num-prompts", "3", "--random-input-len", "16", "--random-output-len", "3"],
+    )
+    .await;
+    server.abort();
+    let recs = measured(&out);
+    assert_eq!(recs.len(), 3);
+    for r in &recs {
+        assert!(r.is_success(), "{:?}", r.outcome);
+        let texts: Vec<(&str, Option<u32>)> =
+            r.chunks.iter().map(|c| (c.text.as_str(), c.tokens)).collect();
+        // Counted by retokenizing after the run: one token each, nothing on the final event.
+        assert_eq!(texts, vec![("Hello", Some(1)), (" big", Some(1)), (" world", Some(1))]);
+        assert_eq!(r.server.and_then(|t| t.generated_tokens), Some(3));
+    }
+    let s = &out.summary;
+    assert_eq!(s.total_output_tokens, 9);
+    assert_eq!(s.retokenized_output_tokens, Some(9));
+    // Two gaps per request, none of them the near-zero gap to the usage event.
+    assert_eq!(s.itl_ms.count, 6);
+    assert!(!s.warnings.iter().any(|w| w.contains("disagree")), "{:?}", s.warnings);
 }

@@ -6,6 +6,7 @@
 //! closed loop (`--max-concurrency`, rate inf), and both combined are the same code.
 //! Requests are never dropped for being late; lateness is recorded (`sent_ns − intended_ns`).
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -46,6 +47,9 @@ pub struct RunConfig {
     pub duration: Option<Duration>,
     /// A request that has not finished after this long fails with `timeout`.
     pub request_timeout: Duration,
+    /// A stream that sends nothing for this long after its first output chunk fails with
+    /// `timeout` ("stalled"); `None`: only `request_timeout` applies.
+    pub stall_timeout: Option<Duration>,
     /// How long in-flight requests may finish after an interrupt before they are cancelled.
     pub drain_timeout: Duration,
     /// Connections to open before the clock starts.
@@ -96,6 +100,7 @@ struct Ctx {
     /// `origin` in read-stamp time (ns since the process epoch).
     origin_epoch_ns: u64,
     timeout: Duration,
+    stall_timeout: Option<Duration>,
     progress: Arc<Progress>,
     sink: mpsc::UnboundedSender<RequestRecord>,
     /// Flips to true when in-flight requests must stop now.
@@ -182,6 +187,7 @@ async fn phase(
         origin,
         origin_epoch_ns: since_epoch(origin),
         timeout: cfg.request_timeout,
+        stall_timeout: cfg.stall_timeout,
         progress: progress.clone(),
         sink: sink.clone(),
         abort: abort_rx,
@@ -448,14 +454,47 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
     let mut parser = SseParser::new();
     let mut events = Vec::new();
     let mut stream = StreamState::default();
+    // Armed at the first output chunk (before it, a long queue or prefill is normal and
+    // `request_timeout` rules): an engine stopping mid-stream can keep its connections open
+    // and silent (llama-server on SIGTERM does), which would otherwise hold the run until the
+    // request timeout. One timer per stall period, not per frame: when it fires early it is
+    // re-armed from the last frame.
+    let mut watchdog: Option<Pin<Box<tokio::time::Sleep>>> = None;
+    let mut last_frame_ns = rec.sent_ns;
     loop {
-        let frame = match drive(&mut conn.driver, body.frame()).await {
+        let next = drive(&mut conn.driver, body.frame());
+        let got = match (&mut watchdog, ctx.stall_timeout) {
+            (Some(w), Some(stall)) => tokio::select! {
+                biased;
+                f = next => Some(f),
+                _ = w.as_mut() => {
+                    let quiet_until = ctx.origin + Duration::from_nanos(last_frame_ns) + stall;
+                    if quiet_until > Instant::now() {
+                        w.as_mut().reset(quiet_until.into());
+                        None
+                    } else {
+                        return fail(
+                            FailureKind::Timeout,
+                            format!(
+                                "stream stalled: no data for {:.1} s after {} chunks",
+                                stall.as_secs_f64(),
+                                rec.chunks.len()
+                            ),
+                        );
+                    }
+                }
+            },
+            _ => Some(next.await),
+        };
+        let Some(frame) = got else { continue };
+        let frame = match frame {
             None => break,
             Some(Ok(f)) => f,
             Some(Err(e)) => return fail(classify_hyper(&e), format!("reading stream: {e}")),
         };
         // Stamped at the socket read that completed this frame, not when this task woke.
         let t = ctx.read_ns(&conn.reads, rec.chunks.last().map_or(rec.sent_ns, |c| c.t_ns));
+        last_frame_ns = t;
         let Ok(data) = frame.into_data() else { continue };
         parser.push(&data, &mut events);
         let before = rec.chunks.len();
@@ -463,6 +502,10 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
             if let Err(outcome) = stream.on_event(ev, t, rec) {
                 return outcome;
             }
+        }
+        if let (None, Some(stall), false) = (&watchdog, ctx.stall_timeout, rec.chunks.is_empty()) {
+            let at = ctx.origin + Duration::from_nanos(t) + stall;
+            watchdog = Some(Box::pin(tokio::time::sleep_until(at.into())));
         }
         let added = &rec.chunks[before..];
         ctx.progress.chunks.fetch_add(added.len() as u64, Ordering::Relaxed);
@@ -517,6 +560,10 @@ struct StreamState {
     usage: Option<Usage>,
     /// Cumulative completion tokens from continuous usage, to turn totals into per-chunk counts.
     seen_tokens: u64,
+    /// A chunk with text but no usage came: the server does not send usage per chunk, so a
+    /// usage on a later chunk is the request's total, not that chunk's share (llama.cpp puts
+    /// it on the final `finish_reason` chunk of `/v1/completions`).
+    usage_not_continuous: bool,
     done: bool,
 }
 
@@ -541,9 +588,12 @@ impl StreamState {
             EventError::Malformed(m) => fail(FailureKind::Malformed, m),
         })?;
         let mut tokens = None;
+        if ev.kind.is_some() && ev.usage.is_none() && !ev.text.is_empty() {
+            self.usage_not_continuous = true;
+        }
         if let Some(u) = ev.usage {
             // Continuous usage: the growth of completion_tokens is this chunk's token count.
-            if ev.kind.is_some() {
+            if ev.kind.is_some() && !self.usage_not_continuous {
                 let delta = u.completion_tokens.saturating_sub(self.seen_tokens);
                 tokens = Some(u32::try_from(delta).unwrap_or(u32::MAX));
             }

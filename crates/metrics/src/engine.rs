@@ -28,8 +28,18 @@ pub mod names {
         "llamacpp:kv_cache_usage_ratio",
         "sglang:token_usage",
     ];
-    pub const PROMPT_TOKENS: &[&str] =
-        &["vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total", "sglang:prompt_tokens_total"];
+    /// Every prompt token the engine took in, computed or from its cache.
+    pub const PROMPT_TOKENS: &[&str] = &["vllm:prompt_tokens_total", "sglang:prompt_tokens_total"];
+    /// (computed, from cache) prompt-token counters of engines that count them apart
+    /// (llama.cpp's `prompt_tokens_total` excludes cached tokens); the sum is the prompt.
+    pub const PROMPT_TOKENS_PARTS: &[(&str, &str)] =
+        &[("llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total")];
+    /// Prompt tokens served from the prefix cache.
+    pub const CACHED_PROMPT_TOKENS: &[&str] = &[
+        "vllm:prefix_cache_hits_total",
+        "llamacpp:prompt_tokens_cached_total",
+        "sglang:cached_tokens_total",
+    ];
     pub const GENERATION_TOKENS: &[&str] = &[
         "vllm:generation_tokens_total",
         "llamacpp:tokens_predicted_total",
@@ -42,14 +52,20 @@ pub mod names {
         ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
         ("sglang:cached_tokens_total", "sglang:prompt_tokens_total"),
     ];
+    /// (hits, misses) counter pairs, in tokens: the rate is hits / (hits + misses).
+    pub const PREFIX_CACHE_PARTS: &[(&str, &str)] =
+        &[("llamacpp:prompt_tokens_cached_total", "llamacpp:prompt_tokens_total")];
     /// Hit-rate gauges of engines without the counters.
     pub const PREFIX_CACHE_RATE: &[&str] =
         &["vllm:gpu_prefix_cache_hit_rate", "sglang:cache_hit_rate"];
     /// (accepted, drafted) speculative tokens.
-    pub const SPEC_DECODE: &[(&str, &str)] = &[(
-        "vllm:spec_decode_num_accepted_tokens_total",
-        "vllm:spec_decode_num_draft_tokens_total",
-    )];
+    pub const SPEC_DECODE: &[(&str, &str)] = &[
+        ("vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_draft_tokens_total"),
+        (
+            "llamacpp:spec_decode_num_accepted_tokens_total",
+            "llamacpp:spec_decode_num_draft_tokens_total",
+        ),
+    ];
     /// Histograms (without `_sum`/`_count`) of the server's own TTFT and E2E, in seconds.
     pub const TTFT: &[&str] =
         &["vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"];
@@ -89,7 +105,11 @@ pub struct EngineMetrics {
     pub unreachable_errors: Vec<String>,
 
     /// Counter increases from the last scrape at or before the run origin to the last one.
+    /// Every prompt token the engine took in (computed, or served from its prefix cache).
     pub prompt_tokens: Option<f64>,
+    /// Of those, the ones served from the prefix cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_prompt_tokens: Option<f64>,
     pub generation_tokens: Option<f64>,
     pub requests_finished: Option<f64>,
     pub preemptions: Option<f64>,
@@ -190,6 +210,13 @@ pub fn summarize(scrapes: &[ServerScrape], span_ms: f64) -> Option<EngineMetrics
             .iter()
             .find_map(|(a, b)| ratio(increases.get(*a).copied(), increases.get(*b).copied()))
     };
+    // Both parts, or the one present (an engine may export a counter only once it moved).
+    let sum_parts = |pairs: &[(&str, &str)]| {
+        pairs.iter().find_map(|(a, b)| {
+            let (a, b) = (increases.get(*a).copied(), increases.get(*b).copied());
+            a.or(b).map(|_| a.unwrap_or(0.0) + b.unwrap_or(0.0))
+        })
+    };
     let hist_mean_ms = |names: &[&str]| {
         names.iter().find_map(|n| {
             let sum = increases.get(&format!("{n}_sum")).copied();
@@ -225,11 +252,18 @@ pub fn summarize(scrapes: &[ServerScrape], span_ms: f64) -> Option<EngineMetrics
         restarts_s,
         unreachable_s,
         unreachable_errors,
-        prompt_tokens: inc(names::PROMPT_TOKENS),
+        prompt_tokens: inc(names::PROMPT_TOKENS).or_else(|| sum_parts(names::PROMPT_TOKENS_PARTS)),
+        cached_prompt_tokens: inc(names::CACHED_PROMPT_TOKENS),
         generation_tokens: inc(names::GENERATION_TOKENS),
         requests_finished: inc(names::REQUESTS),
         preemptions: inc(names::PREEMPTIONS),
         prefix_cache_hit_rate: pair(names::PREFIX_CACHE)
+            .or_else(|| {
+                names::PREFIX_CACHE_PARTS.iter().find_map(|(hits, misses)| {
+                    let h = increases.get(*hits).copied();
+                    ratio(h, Some(h? + increases.get(*misses).copied().unwrap_or(0.0)))
+                })
+            })
             .or_else(|| first(last, names::PREFIX_CACHE_RATE).map(|(_, v)| v)),
         spec_decode_acceptance: pair(names::SPEC_DECODE),
         server_mean_ttft_ms: hist_mean_ms(names::TTFT),
@@ -438,6 +472,31 @@ mod tests {
         // No rate across the restart.
         assert_eq!(m.series[2].generation_tokens_per_s, None);
         assert_eq!(m.series[3].generation_tokens_per_s, Some(64.0));
+    }
+
+    #[test]
+    fn llamacpp_counts_cached_prompt_tokens_apart() {
+        // llama.cpp's prompt_tokens_total excludes the tokens its prompt cache served.
+        let (p, c) = ("llamacpp:prompt_tokens_total", "llamacpp:prompt_tokens_cached_total");
+        let (a, d) = (
+            "llamacpp:spec_decode_num_accepted_tokens_total",
+            "llamacpp:spec_decode_num_draft_tokens_total",
+        );
+        let s = vec![
+            scrape(0.0, &[(p, 100.0), (c, 10.0), (a, 0.0), (d, 0.0)]),
+            scrape(1000.0, &[(p, 400.0), (c, 110.0), (a, 30.0), (d, 40.0)]),
+        ];
+        let m = summarize(&s, 1000.0).unwrap();
+        assert_eq!(m.prompt_tokens, Some(400.0));
+        assert_eq!(m.cached_prompt_tokens, Some(100.0));
+        assert_eq!(m.prefix_cache_hit_rate, Some(0.25));
+        assert_eq!(m.spec_decode_acceptance, Some(0.75));
+        // A cache that never hit: its counter may be absent, the prompt is all computed.
+        let s = vec![scrape(0.0, &[(p, 0.0)]), scrape(1000.0, &[(p, 64.0)])];
+        let m = summarize(&s, 1000.0).unwrap();
+        assert_eq!(m.prompt_tokens, Some(64.0));
+        assert_eq!(m.cached_prompt_tokens, None);
+        assert_eq!(m.prefix_cache_hit_rate, None);
     }
 
     #[test]

@@ -120,6 +120,7 @@ fn engine_section(out: &mut String, e: &EngineMetrics) {
         }
     };
     count(out, "Engine prompt tokens:", e.prompt_tokens);
+    count(out, "Engine cached prompt tokens:", e.cached_prompt_tokens);
     count(out, "Engine generated tokens:", e.generation_tokens);
     count(out, "Engine requests finished:", e.requests_finished);
     value(out, "Engine mean TTFT (ms):", e.server_mean_ttft_ms);
