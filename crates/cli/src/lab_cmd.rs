@@ -89,6 +89,7 @@ impl ProfileRunner for BenchProfiles {
         trial: &TrialSpec,
         command: &str,
         profile: &ProfileSpec,
+        repeat: u32,
         base_url: &str,
     ) -> Result<Summary, RunError> {
         if *self.interrupt.borrow() {
@@ -101,13 +102,17 @@ impl ProfileRunner for BenchProfiles {
             .map(|(_, s)| s.clone())
             .ok_or_else(|| RunError::Failed(format!("no settings for profile {}", profile.name)))?;
         s.target = TargetSpec::Url(base_url.to_string());
-        s.store.label = Some(format!("{}/{}/{}", self.experiment, trial.id, profile.name));
+        // Fresh prompts per run, the same per run number in every trial.
+        s.seed = s.seed.wrapping_add(u64::from(repeat));
+        let run = if repeat > 0 { format!("#{}", repeat + 1) } else { String::new() };
+        s.store.label = Some(format!("{}/{}/{}{run}", self.experiment, trial.id, profile.name));
         s.store.tags.extend([
             ("lab.experiment".to_string(), self.experiment.clone()),
             ("lab.trial".to_string(), trial.id.clone()),
             ("lab.engine".to_string(), trial.engine.clone()),
             ("lab.options".to_string(), trial.options.join(",")),
             ("lab.profile".to_string(), profile.name.clone()),
+            ("lab.repeat".to_string(), (repeat + 1).to_string()),
             ("engine".to_string(), trial.engine.clone()),
             ("engine_flags".to_string(), command.to_string()),
         ]);

@@ -435,3 +435,48 @@ fn the_shipped_example_experiment_runs_and_recommends_more_slots() {
     );
     assert!(md.contains("--itl-ms 5 --max-num-seqs 16"), "{md}");
 }
+
+/// `acceptance.repeats: 2`: every profile runs twice per trial, in rounds, the second run with
+/// the next seed (fresh prompts), recorded as its own store run; the trial's value is the
+/// mean, and the report shows the spread of the runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeats_run_every_profile_again_with_fresh_prompts() {
+    let m = marker("repeats");
+    let tmp = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "name: repeat-test\nstrategy: baseline\nengines:\n\
+         \x20 - {{name: sim, command: '{}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
+         profiles:\n{TINY}\
+         acceptance: {{repeats: 2}}\n",
+        sim(&m, "--itl-ms 2 --max-num-seqs 16"),
+    );
+    let file = write(tmp.path(), &yaml);
+    let dir = tmp.path().join("out");
+    let a = args(&file, &dir);
+    let Finish::Done { outcome, trials } = run(&a).await else { panic!("interrupted?") };
+    assert_no_survivors(&m);
+    assert_eq!(outcome.best.as_deref(), Some("sim"));
+    let runs: Vec<(u32, u64)> =
+        trials[0].profiles.iter().map(|p| (p.repeat, p.completed)).collect();
+    assert_eq!(runs, vec![(0, 32), (1, 32)]);
+    let mean =
+        (trials[0].profiles[0].total_tokens_per_s + trials[0].profiles[1].total_tokens_per_s) / 2.0;
+    assert_eq!(outcome.steps[0].values[0].1, Some(mean));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("Each profile ran 2 times per trial"), "{md}");
+    assert!(md.contains(&format!("{mean:.1} ±")), "{md}");
+    assert!(md.contains(" 64/0 |"), "{md}");
+    // Two store runs; the second with seed 2 (the profile's 1, plus one).
+    let show = |label: &str| {
+        let out = std::process::Command::new(BIN)
+            .args(["runs", "show", label, "--db"])
+            .arg(a.db.as_ref().unwrap())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(show("repeat-test/sim/tiny").contains("\"seed\": 1,"));
+    let second = show("repeat-test/sim/tiny#2");
+    assert!(second.contains("\"seed\": 2,") && second.contains("lab.repeat=2"), "{second}");
+}

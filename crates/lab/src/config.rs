@@ -107,11 +107,21 @@ pub struct Acceptance {
     pub confidence: f64,
     /// Bootstrap resamples (default 1000).
     pub resamples: usize,
+    /// Runs of each profile per trial (default 1). With 2 or more, the run-to-run spread of
+    /// the objective, pooled over the trials compared so far, sets a noise bar too: what a
+    /// machine's own noise does to throughput, which per-request units cannot show.
+    pub repeats: u32,
 }
 
 impl Default for Acceptance {
     fn default() -> Self {
-        Acceptance { min_success_rate: 1.0, min_gain_pct: 2.0, confidence: 0.95, resamples: 1000 }
+        Acceptance {
+            min_success_rate: 1.0,
+            min_gain_pct: 2.0,
+            confidence: 0.95,
+            resamples: 1000,
+            repeats: 1,
+        }
     }
 }
 
@@ -157,6 +167,7 @@ struct AcceptanceFile {
     min_gain_pct: Option<f64>,
     confidence: Option<f64>,
     resamples: Option<usize>,
+    repeats: Option<u32>,
 }
 
 /// Read and check an experiment file.
@@ -342,6 +353,7 @@ fn acceptance(a: Option<AcceptanceFile>) -> Result<Acceptance, LabError> {
         min_gain_pct: a.min_gain_pct.unwrap_or(d.min_gain_pct),
         confidence: a.confidence.unwrap_or(d.confidence),
         resamples: a.resamples.unwrap_or(d.resamples),
+        repeats: a.repeats.unwrap_or(d.repeats),
     };
     if !(0.0..=1.0).contains(&out.min_success_rate) {
         return Err(invalid("acceptance.min_success_rate", "must be in [0, 1] (1 = no failures)"));
@@ -351,6 +363,9 @@ fn acceptance(a: Option<AcceptanceFile>) -> Result<Acceptance, LabError> {
     }
     if !(out.confidence > 0.0 && out.confidence < 1.0) {
         return Err(invalid("acceptance.confidence", "must be in (0, 1), e.g. 0.95"));
+    }
+    if !(1..=20).contains(&out.repeats) {
+        return Err(invalid("acceptance.repeats", "must be 1 to 20 runs of each profile"));
     }
     Ok(out)
 }
@@ -400,14 +415,21 @@ profiles: [throughput]
     fn objective_and_acceptance() {
         let e = parse(&format!(
             "{MINIMAL}objective: {{maximize: output_tokens_per_s, slo: 'ttft_p99:500'}}\n\
-             acceptance: {{min_gain_pct: 5, resamples: 200}}\n"
+             acceptance: {{min_gain_pct: 5, resamples: 200, repeats: 3}}\n"
         ))
         .unwrap();
+        assert_eq!(e.acceptance.repeats, 3);
         assert_eq!(e.objective.metric, ObjectiveMetric::OutputTokensPerS);
         assert_eq!(e.objective.slo.as_ref().unwrap().terms[0].limit_ms, 500.0);
         assert_eq!(e.acceptance.min_gain_pct, 5.0);
         assert_eq!(e.acceptance.resamples, 200);
         assert_eq!(e.acceptance.min_success_rate, 1.0);
+    }
+
+    #[test]
+    fn repeats_are_bounded() {
+        let e = err(&format!("{MINIMAL}acceptance: {{repeats: 0}}\n"));
+        assert_eq!(e, "acceptance.repeats: must be 1 to 20 runs of each profile");
     }
 
     #[test]

@@ -4,13 +4,15 @@
 //! * [`config`]: the experiment file, checked up front.
 //! * [`profile`]: built-in and custom profiles (sets of bench options).
 //! * [`process`]: engine process groups, logs, and the guard that kills them.
-//! * [`strategy`]: baseline, greedy and grid, as pure functions of finished trials.
+//! * [`strategy`]: baseline, greedy and grid, as pure functions of finished trials;
+//!   [`noise`]: the run-to-run noise bar from repeated runs.
 //! * [`runner`]: the driver, generic over a [`runner::ProfileRunner`] (the CLI supplies
 //!   `servelab bench`).
 //! * [`trial`]: trial results and their files; [`report`]: Markdown, HTML and SVG.
 
 pub mod config;
 pub mod error;
+pub mod noise;
 pub mod process;
 pub mod profile;
 pub mod report;

@@ -11,6 +11,7 @@ use servelab_outputs::markdown::{Align, Table};
 
 use crate::config::Experiment;
 use crate::error::LabError;
+use crate::noise::pooled_cv;
 use crate::strategy::{Decision, Outcome, Step};
 use crate::trial::{TrialResult, TrialStatus};
 
@@ -31,10 +32,21 @@ fn objective_line(exp: &Experiment) -> String {
         None => String::new(),
     };
     let a = &exp.acceptance;
+    let (runs, run_bar) = if a.repeats > 1 {
+        (
+            format!(" Each profile ran {} times per trial (the mean counts).", a.repeats),
+            format!(
+                ", the {:.0}% interval of the run-to-run spread pooled over the trials so far",
+                a.confidence * 100.0
+            ),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     format!(
-        "Strategy {}; objective: maximise {}{slo}. A configuration counts only with success \
-         rate ≥ {:.1}%; a change counts when it exceeds max({}%, the {:.0}% bootstrap interval \
-         of the difference).",
+        "Strategy {}; objective: maximise {}{slo}.{runs} A configuration counts only with \
+         success rate ≥ {:.1}% in every run; a change counts when it exceeds max({}%, the \
+         {:.0}% bootstrap interval of the difference{run_bar}).",
         exp.strategy.name(),
         exp.objective.metric.label(),
         a.min_success_rate * 100.0,
@@ -64,13 +76,24 @@ pub fn trials_table(exp: &Experiment, trials: &[TrialResult]) -> Table {
             num(tr.startup_secs, 1),
         ];
         for p in &exp.profiles {
-            match tr.profile(&p.name) {
-                Some(r) => {
-                    row.push(format!("{:.1}", r.value(exp.objective.metric)));
-                    row.push(format!("{}/{}", r.completed, r.failed));
-                }
-                None => row.extend(["–".to_string(), "–".to_string()]),
-            }
+            let runs = tr.runs(&p.name);
+            let Some(mean) = tr.value(&p.name, exp.objective.metric) else {
+                row.extend(["–".to_string(), "–".to_string()]);
+                continue;
+            };
+            // With repeats: the mean, and how far apart its runs were.
+            let spread = match pooled_cv(&[runs
+                .iter()
+                .map(|r| r.value(exp.objective.metric))
+                .collect::<Vec<_>>()])
+            {
+                Some((cv, _)) => format!(" ±{:.1}%", cv * 100.0),
+                None => String::new(),
+            };
+            row.push(format!("{mean:.1}{spread}"));
+            let (ok, failed) =
+                runs.iter().fold((0, 0), |(o, f), r| (o + r.completed, f + r.failed));
+            row.push(format!("{ok}/{failed}"));
         }
         t.push(row);
     }
@@ -139,9 +162,14 @@ pub fn engine_table(trials: &[TrialResult]) -> Table {
             if *e == Default::default() {
                 continue;
             }
+            let name = if p.repeat > 0 {
+                format!("{} #{}", p.profile, p.repeat + 1)
+            } else {
+                p.profile.clone()
+            };
             t.push([
                 tr.spec.id.clone(),
-                p.profile.clone(),
+                name,
                 pct(e.prefix_cache_hit_rate),
                 pct(e.kv_cache_usage),
                 num(e.preemptions, 0),

@@ -29,12 +29,16 @@ pub enum RunError {
 
 /// What a trial's profile runs go through.
 pub trait ProfileRunner {
-    /// Benchmark `base_url` with `profile` for `trial` (launched as `command`).
+    /// Benchmark `base_url` with `profile` for `trial` (launched as `command`). `repeat`
+    /// counts the runs of this profile in this trial from 0; each run should send prompts of
+    /// its own (a prefix cache must not make the second run faster), the same ones for the
+    /// same `repeat` in every trial.
     fn run_profile(
         &mut self,
         trial: &TrialSpec,
         command: &str,
         profile: &ProfileSpec,
+        repeat: u32,
         base_url: &str,
     ) -> impl Future<Output = Result<Summary, RunError>>;
 
@@ -272,11 +276,16 @@ async fn run_profiles<R: ProfileRunner>(
     runner: &mut R,
     interrupt: &watch::Receiver<bool>,
 ) -> ProfilesEnd {
-    for p in &exp.profiles {
+    // Rounds of every profile, not each profile N times in a row: a slow drift of the
+    // machine then spreads over all profiles instead of landing on one.
+    let rounds = exp.acceptance.repeats.max(1);
+    let runs = (0..rounds).flat_map(|r| (0..exp.profiles.len()).map(move |i| (r, i)));
+    for (repeat, i) in runs.collect::<Vec<_>>() {
+        let p = &exp.profiles[i];
         if *interrupt.borrow() {
             return ProfilesEnd::Interrupted;
         }
-        let run = runner.run_profile(&result.spec, &result.command, p, base_url).await;
+        let run = runner.run_profile(&result.spec, &result.command, p, repeat, base_url).await;
         if let Some(st) = engine.exited() {
             return ProfilesEnd::Failed(format!(
                 "engine exited ({}) during profile {}",
@@ -294,13 +303,13 @@ async fn run_profiles<R: ProfileRunner>(
         if summary.info.interrupted || *interrupt.borrow() {
             return ProfilesEnd::Interrupted;
         }
-        result.profiles.push(ProfileResult::from_summary(
-            &p.name,
-            &summary,
-            exp.objective.slo.as_ref(),
-        ));
+        let mut r = ProfileResult::from_summary(&p.name, &summary, exp.objective.slo.as_ref());
+        r.repeat = repeat;
+        result.profiles.push(r);
+        let run_no =
+            if rounds > 1 { format!(" (run {} of {rounds})", repeat + 1) } else { String::new() };
         runner.note(&format!(
-            "trial {}: {} {:.0} {} ({} ok, {} failed)",
+            "trial {}: {}{run_no} {:.0} {} ({} ok, {} failed)",
             result.spec.id,
             p.name,
             summary_value(&summary, exp),

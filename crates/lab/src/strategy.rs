@@ -9,7 +9,8 @@ use servelab_compare::bootstrap::{diff_interval, Interval};
 use servelab_compare::metric::Stat;
 
 use crate::config::{Experiment, Strategy};
-use crate::trial::{TrialResult, TrialSpec};
+use crate::noise::{pooled_cv, run_noise_pct};
+use crate::trial::{ProfileResult, TrialResult, TrialSpec};
 
 /// How one profile moved between two trials.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -28,8 +29,11 @@ pub struct ProfileDelta {
     pub base: f64,
     pub value: f64,
     pub delta_pct: f64,
-    /// The bar a change must clear: max(min gain, bootstrap interval half-width), percent.
+    /// The bar a change must clear: max(min gain, bootstrap interval half-width, run-to-run
+    /// bar), percent.
     pub noise_pct: f64,
+    /// The run-to-run bar alone, when repeated runs gave one.
+    pub run_noise_pct: Option<f64>,
     pub verdict: Verdict,
 }
 
@@ -83,35 +87,46 @@ pub fn invalid_reason(t: &TrialResult, exp: &Experiment) -> Option<String> {
         return Some(format!("trial failed: {r}"));
     }
     for p in &exp.profiles {
-        let Some(r) = t.profile(&p.name) else {
-            return Some(format!("profile {} did not run", p.name));
+        let runs = t.runs(&p.name);
+        if runs.len() < exp.acceptance.repeats as usize {
+            return Some(format!(
+                "profile {} ran {} of {} times",
+                p.name,
+                runs.len(),
+                exp.acceptance.repeats
+            ));
+        }
+        for r in runs {
+            if let Some(why) = invalid_run(r, &p.name, exp) {
+                return Some(why);
+            }
+        }
+    }
+    None
+}
+
+/// Why one run of a profile cannot count.
+fn invalid_run(r: &ProfileResult, name: &str, exp: &Experiment) -> Option<String> {
+    if r.interrupted {
+        return Some(format!("profile {name} was interrupted"));
+    }
+    let rate = r.success_rate();
+    if rate < exp.acceptance.min_success_rate || r.completed == 0 {
+        let kinds = if r.failures.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", r.failures.join(", "))
         };
-        if r.interrupted {
-            return Some(format!("profile {} was interrupted", p.name));
-        }
-        let rate = r.success_rate();
-        if rate < exp.acceptance.min_success_rate || r.completed == 0 {
-            let kinds = if r.failures.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", r.failures.join(", "))
-            };
-            return Some(format!(
-                "profile {}: {} of {} requests failed{kinds}; success {:.1}% < {:.1}%",
-                p.name,
-                r.failed,
-                r.completed + r.failed,
-                rate * 100.0,
-                exp.acceptance.min_success_rate * 100.0
-            ));
-        }
-        if let Some(check) = r.slo.as_ref().filter(|c| !c.pass) {
-            return Some(format!(
-                "profile {}: SLO missed: {}",
-                p.name,
-                check.violations.join("; ")
-            ));
-        }
+        return Some(format!(
+            "profile {name}: {} of {} requests failed{kinds}; success {:.1}% < {:.1}%",
+            r.failed,
+            r.completed + r.failed,
+            rate * 100.0,
+            exp.acceptance.min_success_rate * 100.0
+        ));
+    }
+    if let Some(check) = r.slo.as_ref().filter(|c| !c.pass) {
+        return Some(format!("profile {name}: SLO missed: {}", check.violations.join("; ")));
     }
     None
 }
@@ -122,7 +137,7 @@ pub fn values(t: &TrialResult, exp: &Experiment) -> Vec<(String, Option<f64>)> {
     exp.profiles
         .iter()
         .map(|p| {
-            let v = t.profile(&p.name).map(|r| r.value(exp.objective.metric));
+            let v = t.value(&p.name, exp.objective.metric);
             (p.name.clone(), v.filter(|_| valid))
         })
         .collect()
@@ -160,34 +175,72 @@ pub fn verdict(delta_pct: f64, noise_pct: f64) -> Verdict {
     }
 }
 
-/// Compare a candidate with the trial it would replace, profile by profile.
-pub fn deltas(base: &TrialResult, cand: &TrialResult, exp: &Experiment) -> Vec<ProfileDelta> {
+/// Compare a candidate with the trial it would replace, profile by profile. `pool` is every
+/// trial compared so far (the candidate included): with repeated runs, their pooled
+/// run-to-run spread sets a noise bar as well.
+pub fn deltas(
+    base: &TrialResult,
+    cand: &TrialResult,
+    exp: &Experiment,
+    pool: &[&TrialResult],
+) -> Vec<ProfileDelta> {
     let m = exp.objective.metric;
     let a = &exp.acceptance;
     let mut out = Vec::new();
     for (i, p) in exp.profiles.iter().enumerate() {
-        let (Some(x), Some(y)) = (base.profile(&p.name), cand.profile(&p.name)) else { continue };
-        let (b, v) = (x.value(m), y.value(m));
+        let (Some(b), Some(v)) = (base.value(&p.name, m), cand.value(&p.name, m)) else {
+            continue;
+        };
         let delta_pct = if b > 0.0 { (v - b) / b * 100.0 } else { 0.0 };
+        let units = |t: &TrialResult| -> Vec<Vec<f64>> {
+            t.runs(&p.name).iter().flat_map(|r| r.units(m)).collect()
+        };
         let ci = diff_interval(
-            &x.units(m),
-            &y.units(m),
+            &units(base),
+            &units(cand),
             Stat::Mean,
             a.resamples,
             i as u64,
             a.confidence,
         );
-        let noise = noise_pct(a.min_gain_pct, b, ci);
+        let mut noise = noise_pct(a.min_gain_pct, b, ci);
+        let (nb, nc) = (base.runs(&p.name).len(), cand.runs(&p.name).len());
+        let run_noise = run_to_run(pool, &p.name, exp)
+            .map(|(cv, df)| run_noise_pct(cv, df, nb, nc, a.confidence));
+        if let Some(r) = run_noise {
+            noise = noise.max(r);
+        }
         out.push(ProfileDelta {
             profile: p.name.clone(),
             base: b,
             value: v,
             delta_pct,
             noise_pct: noise,
+            run_noise_pct: run_noise,
             verdict: verdict(delta_pct, noise),
         });
     }
     out
+}
+
+/// The pooled run-to-run spread of a profile's objective over the finished trials of `pool`
+/// that ran it more than once: (coefficient of variation, degrees of freedom).
+pub fn run_to_run(pool: &[&TrialResult], profile: &str, exp: &Experiment) -> Option<(f64, u32)> {
+    let groups: Vec<Vec<f64>> = pool
+        .iter()
+        .filter(|t| t.failure().is_none())
+        .map(|t| {
+            let runs = t.runs(profile);
+            let clean =
+                runs.iter().all(|r: &&ProfileResult| invalid_run(r, profile, exp).is_none());
+            if clean {
+                runs.iter().map(|r| r.value(exp.objective.metric)).collect()
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
+    pooled_cv(&groups)
 }
 
 /// Keep a candidate only when it is valid (no failed requests, SLO met), better than noise
@@ -196,11 +249,12 @@ pub fn judge(
     base: &TrialResult,
     cand: &TrialResult,
     exp: &Experiment,
+    pool: &[&TrialResult],
 ) -> (Decision, String, Vec<ProfileDelta>) {
     if let Some(why) = invalid_reason(cand, exp) {
         return (Decision::Rejected, why, Vec::new());
     }
-    let ds = deltas(base, cand, exp);
+    let ds = deltas(base, cand, exp, pool);
     let show = |d: &ProfileDelta| {
         format!("{} {:+.1}% (noise ±{:.1}%)", d.profile, d.delta_pct, d.noise_pct)
     };
@@ -229,8 +283,14 @@ fn baseline_step(t: &TrialResult, exp: &Experiment) -> Step {
     }
 }
 
-fn step(base: &TrialResult, cand: &TrialResult, option: Option<&str>, exp: &Experiment) -> Step {
-    let (decision, reason, deltas) = judge(base, cand, exp);
+fn step(
+    base: &TrialResult,
+    cand: &TrialResult,
+    option: Option<&str>,
+    exp: &Experiment,
+    pool: &[&TrialResult],
+) -> Step {
+    let (decision, reason, deltas) = judge(base, cand, exp, pool);
     Step {
         trial: cand.spec.id.clone(),
         option: option.map(str::to_string),
@@ -296,8 +356,8 @@ pub fn next(exp: &Experiment, done: &[TrialResult]) -> Next {
                         combo.iter().map(|&i| exp.options[i].name.clone()).collect();
                     let spec = TrialSpec::new(&e.name, &names);
                     let Some(t) = find(&spec) else { return Next::Run(spec) };
-                    steps.push(step(base, t, Some(&names.join("+")), exp));
                     all.push(t);
+                    steps.push(step(base, t, Some(&names.join("+")), exp, &all));
                 }
             }
             Next::Done(outcome(exp, steps, best(&all, exp)))
@@ -307,12 +367,16 @@ pub fn next(exp: &Experiment, done: &[TrialResult]) -> Next {
                 return Next::Done(outcome(exp, steps, None));
             };
             let mut kept: Vec<String> = Vec::new();
+            // The trials walked so far, in the order the strategy ran them: each step is
+            // judged on what was known when it ran, so later trials never change it.
+            let mut pool = baselines.clone();
             for opt in &exp.options {
                 let mut names = kept.clone();
                 names.push(opt.name.clone());
                 let spec = TrialSpec::new(&current.spec.engine, &names);
                 let Some(t) = find(&spec) else { return Next::Run(spec) };
-                let s = step(current, t, Some(&opt.name), exp);
+                pool.push(t);
+                let s = step(current, t, Some(&opt.name), exp, &pool);
                 if s.decision == Decision::Kept {
                     kept = names;
                     current = t;
@@ -361,10 +425,12 @@ fn is_flag(t: &str) -> bool {
     t.starts_with('-') && !t[1..].starts_with(|c: char| c.is_ascii_digit() || c == '.')
 }
 
-/// Add `flags` to `command`. A `--flag` the command already has is replaced, value and all
-/// (`--itl-ms 20` over `--itl-ms 5`), because some servers refuse a flag given twice; a
-/// flag it lacks is appended. A flag whose value in the command is quoted is appended
-/// (last one wins where the server allows repeats).
+/// Add `flags` to `command`. A flag the command already has, long (`--itl-ms`) or short
+/// (llama.cpp's `-np`), is replaced value and all (`--itl-ms 20` over `--itl-ms 5`), because
+/// some servers refuse a flag given twice; its last occurrence is the one replaced, since in
+/// `docker run [docker flags] IMAGE [engine flags]` the engine's come last. A flag the
+/// command lacks is appended. A flag whose value in the command is quoted is appended (last
+/// one wins where the server allows repeats).
 pub fn merge_flags(command: &str, flags: &str) -> String {
     let ft = tokens(flags);
     let mut cmd = command.to_string();
@@ -372,7 +438,7 @@ pub fn merge_flags(command: &str, flags: &str) -> String {
     let mut i = 0;
     while i < ft.len() {
         let tok = &flags[ft[i].0..ft[i].1];
-        let (group_end, name) = if tok.starts_with("--") {
+        let (group_end, name) = if is_flag(tok) {
             let name = tok.split('=').next().unwrap_or(tok);
             let has_value =
                 !tok.contains('=') && ft.get(i + 1).is_some_and(|&(b, e)| !is_flag(&flags[b..e]));
@@ -387,7 +453,7 @@ pub fn merge_flags(command: &str, flags: &str) -> String {
             continue;
         };
         let ct = tokens(&cmd);
-        let found = ct.iter().position(|&(b, e)| {
+        let found = ct.iter().rposition(|&(b, e)| {
             let t = &cmd[b..e];
             t == name || t.strip_prefix(name).is_some_and(|r| r.starts_with('='))
         });
@@ -437,6 +503,7 @@ mod tests {
     fn prof(name: &str, value: f64, failed: u64) -> ProfileResult {
         ProfileResult {
             profile: name.to_string(),
+            repeat: 0,
             completed: 4,
             failed,
             duration_s: 1.0,
@@ -492,6 +559,19 @@ mod tests {
         );
         assert_eq!(merge_flags("a --t '{x y}'", "--t z"), "a --t '{x y}' --t z");
         assert_eq!(merge_flags("a", "plain words"), "a plain words");
+        // Short flags, as llama.cpp spells them; a negative value is a value, not a flag.
+        let llama = "llama-server -m m.gguf -c 8192 -t 2 -np 1";
+        assert_eq!(merge_flags(llama, "-np 8"), "llama-server -m m.gguf -c 8192 -t 2 -np 8");
+        assert_eq!(
+            merge_flags(llama, "-t 1 -ctk q8_0"),
+            format!("{llama} -ctk q8_0").replace("-t 2", "-t 1")
+        );
+        assert_eq!(merge_flags("s --seed 3", "--seed -1"), "s --seed -1");
+        // The last occurrence: the engine's flag after the image, not docker's before it.
+        assert_eq!(
+            merge_flags("docker run -p 80:80 img serve -p 8000", "-p 9000"),
+            "docker run -p 80:80 img serve -p 9000"
+        );
     }
 
     #[test]
@@ -566,6 +646,87 @@ mod tests {
         assert!(o.steps[2].reason.starts_with("within noise: p +1.0%"), "{}", o.steps[2].reason);
         assert_eq!(o.steps[4].decision, Decision::Kept);
         assert_eq!(o.recommended.as_deref(), Some("run-a --flaky"));
+    }
+
+    /// A trial whose profiles ran once per value in `runs` (the same values for p and q).
+    fn repeated(e: &Experiment, engine: &str, opts: &[&str], runs: &[f64]) -> TrialResult {
+        let mut t = trial(e, engine, opts, runs[0], 0);
+        t.profiles = runs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &v)| {
+                ["p", "q"].map(|name| ProfileResult { repeat: i as u32, ..prof(name, v, 0) })
+            })
+            .collect();
+        t
+    }
+
+    fn with_repeats(strategy: &str, n: u32) -> Experiment {
+        let mut e = exp(strategy);
+        e.acceptance.repeats = n;
+        e
+    }
+
+    #[test]
+    fn repeated_runs_set_the_noise_bar_from_their_spread() {
+        // Runs 5 % apart in every trial: a pooled CV of 5/√2 ≈ 3.54 % (run values 97.5 and
+        // 102.5 around 100, ±2.5 %), so a +8 % mean gain is within noise at 95 %.
+        let e = with_repeats("greedy", 2);
+        let spread = |m: f64| [m * 0.975, m * 1.025];
+        let done = vec![
+            repeated(&e, "a", &[], &spread(100.0)),
+            repeated(&e, "b", &[], &spread(50.0)),
+            repeated(&e, "a", &["fast"], &spread(108.0)),
+            repeated(&e, "a", &["slow"], &spread(100.0)),
+            repeated(&e, "a", &["flaky"], &spread(150.0)),
+        ];
+        let Next::Done(o) = next(&e, &done) else { panic!() };
+        // Pool at step "fast": a, b, a+fast: 3 dof, CV = √(3 × 2 × 0.025² / 3) = 0.0354.
+        let d = &o.steps[2].deltas[0];
+        let cv = (2.0f64 * 0.025 * 0.025).sqrt();
+        let expected = crate::noise::t_two_sided(3, 0.95) * cv * 100.0; // √(1/2 + 1/2) = 1
+        assert!((d.run_noise_pct.unwrap() - expected).abs() < 1e-9, "{d:?}");
+        assert!((d.delta_pct - 8.0).abs() < 1e-9);
+        assert_eq!(d.noise_pct, d.run_noise_pct.unwrap());
+        assert_eq!(o.steps[2].decision, Decision::Rejected, "{}", o.steps[2].reason);
+        assert!(
+            o.steps[2].reason.starts_with("within noise: p +8.0% (noise ±11.3%)"),
+            "{}",
+            o.steps[2].reason
+        );
+        // +50 % clears it.
+        assert_eq!(o.steps[4].decision, Decision::Kept);
+        assert_eq!(o.best.as_deref(), Some("a+flaky"));
+    }
+
+    #[test]
+    fn runs_that_agree_leave_the_floor_and_every_run_must_pass() {
+        let e = with_repeats("greedy", 2);
+        let done = vec![
+            repeated(&e, "a", &[], &[100.0, 100.0]),
+            repeated(&e, "b", &[], &[50.0, 50.0]),
+            repeated(&e, "a", &["fast"], &[104.0, 104.0]),
+        ];
+        let Next::Run(_) = next(&e, &done) else { panic!() };
+        let pool: Vec<&TrialResult> = done.iter().collect();
+        let d = deltas(&done[0], &done[2], &e, &pool);
+        assert_eq!(d[0].run_noise_pct, Some(0.0));
+        assert_eq!(d[0].noise_pct, 2.0);
+        assert_eq!(d[0].verdict, Verdict::Better);
+        // One run short, or one run with a failure: the trial does not count.
+        let mut short = done[2].clone();
+        short.profiles.retain(|r| r.repeat == 0);
+        assert_eq!(invalid_reason(&short, &e).as_deref(), Some("profile p ran 1 of 2 times"));
+        let mut failing = done[2].clone();
+        failing.profiles[3] = ProfileResult { repeat: 1, ..prof("q", 104.0, 1) };
+        assert!(invalid_reason(&failing, &e)
+            .unwrap()
+            .starts_with("profile q: 1 of 5 requests failed"));
+        // A trial's value is the mean of its runs.
+        assert_eq!(
+            repeated(&e, "a", &[], &[90.0, 110.0]).value("p", e.objective.metric),
+            Some(100.0)
+        );
     }
 
     #[test]

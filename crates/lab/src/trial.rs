@@ -77,10 +77,13 @@ impl TrialSpec {
     }
 }
 
-/// One profile's outcome in one trial.
+/// One profile's outcome in one trial (one run of it, with `acceptance.repeats` > 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProfileResult {
     pub profile: String,
+    /// Which run of the profile this is, from 0.
+    #[serde(default)]
+    pub repeat: u32,
     pub completed: u64,
     pub failed: u64,
     pub duration_s: f64,
@@ -112,6 +115,7 @@ impl ProfileResult {
         };
         ProfileResult {
             profile: profile.to_string(),
+            repeat: 0,
             completed: s.completed,
             failed: s.failed,
             duration_s: s.duration_s,
@@ -198,8 +202,20 @@ impl TrialResult {
         }
     }
 
+    /// The first run of a profile.
     pub fn profile(&self, name: &str) -> Option<&ProfileResult> {
         self.profiles.iter().find(|p| p.profile == name)
+    }
+
+    /// Every run of a profile, in order.
+    pub fn runs(&self, name: &str) -> Vec<&ProfileResult> {
+        self.profiles.iter().filter(|p| p.profile == name).collect()
+    }
+
+    /// The objective of a profile: the mean over its runs.
+    pub fn value(&self, name: &str, m: ObjectiveMetric) -> Option<f64> {
+        let runs = self.runs(name);
+        (!runs.is_empty()).then(|| runs.iter().map(|r| r.value(m)).sum::<f64>() / runs.len() as f64)
     }
 }
 
@@ -254,6 +270,7 @@ mod tests {
     pub(crate) fn profile(name: &str, value: f64, failed: u64) -> ProfileResult {
         ProfileResult {
             profile: name.to_string(),
+            repeat: 0,
             completed: 4,
             failed,
             duration_s: 2.0,
