@@ -100,6 +100,16 @@ async fn fixed_timing_matches_the_truth_log() {
     assert!((s.tpot_ms.mean - 10.0).abs() < 1.0, "tpot {}", s.tpot_ms.mean);
     assert!((s.itl_ms.median - 10.0).abs() < 1.0, "itl {}", s.itl_ms.median);
     assert_eq!(s.peak_concurrency, 4);
+    // Linux gives kernel receive times: each request records how late the client handled
+    // its bytes after they arrived, the tool's own overhead.
+    if cfg!(target_os = "linux") {
+        assert!(measured(&out).iter().all(|r| r.read_lag_ns.is_some()));
+        let lag = s.read_lag_ms.as_ref().expect("read lag reported");
+        assert_eq!(lag.count, 16);
+        assert!(lag.median < SLACK_MS, "{}", lag.median);
+        let text = servelab_outputs::text::render(s);
+        assert!(text.contains("Client Read Lag (handled - arrived, max)"), "{text}");
+    }
     sim.shutdown().await;
 }
 

@@ -5,6 +5,7 @@
 //! engine's own timings (llama.cpp), and [`tokens`] fills per-chunk token counts after the run.
 
 pub mod http;
+pub mod limits;
 pub mod openai;
 pub mod prom;
 pub mod runner;

@@ -6,7 +6,6 @@
 //! closed loop (`--max-concurrency`, rate inf), and both combined are the same code.
 //! Requests are never dropped for being late; lateness is recorded (`sent_ns − intended_ns`).
 
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,6 +18,7 @@ use servelab_records::{Chunk, FailureKind, Outcome, RequestRecord, Usage};
 use tokio::sync::{mpsc, watch};
 
 use crate::http::{connect, drive, Pool, Target};
+use crate::limits::{guarded, Expired, Limits};
 use crate::openai::{parse_event, EventError};
 use crate::scrape::Baseline;
 use crate::sse::{SseData, SseParser};
@@ -112,14 +112,15 @@ impl Ctx {
         self.origin.elapsed().as_nanos() as u64
     }
 
-    /// When the read that completed the current frame returned, in run time; `now` if the
-    /// connection has no stamp. Never later than now, never earlier than `floor`.
-    fn read_ns(&self, reads: &ReadStamp, floor: u64) -> u64 {
+    /// When the bytes that completed the current frame arrived, in run time (`now` if the
+    /// connection has no stamp; never later than now, never earlier than `floor`), and now.
+    fn read_ns(&self, reads: &ReadStamp, floor: u64) -> (u64, u64) {
         let now = self.now_ns();
-        match reads.last() {
+        let t = match reads.last() {
             Some(t) => t.saturating_sub(self.origin_epoch_ns).clamp(floor, now.max(floor)),
             None => now,
-        }
+        };
+        (t, now)
     }
 }
 
@@ -281,6 +282,7 @@ impl Issue {
             status: None,
             outcome: Outcome::Success,
             server: None,
+            read_lag_ns: None,
         };
         one_request(&self.ctx, planned.body.clone(), rec).await
     }
@@ -356,14 +358,27 @@ async fn drain<T: 'static>(
 /// returns when the response ended (ns since origin).
 async fn one_request(ctx: &Ctx, body: Bytes, mut rec: RequestRecord) -> u64 {
     ctx.progress.started.fetch_add(1, Ordering::Relaxed);
-    let deadline = ctx.origin + Duration::from_nanos(rec.intended_ns) + ctx.timeout;
+    let origin = tokio::time::Instant::from_std(ctx.origin);
+    let deadline = origin + Duration::from_nanos(rec.intended_ns) + ctx.timeout;
+    let limits = Limits::new(origin, deadline, ctx.stall_timeout);
     let mut abort = ctx.abort.clone();
-    let outcome = tokio::select! {
-        r = tokio::time::timeout_at(deadline.into(), exchange(ctx, body, &mut rec)) => match r {
-            Ok(outcome) => outcome,
-            Err(_) => fail(FailureKind::Timeout, format!("no complete response within {:?}", ctx.timeout)),
-        },
-        _ = abort.wait_for(|v| *v) => fail(FailureKind::Cancelled, "interrupted while in flight".into()),
+    let ended = tokio::select! {
+        r = guarded(&limits, exchange(ctx, body, &mut rec, &limits)) => r,
+        _ = abort.wait_for(|v| *v) => Ok(fail(FailureKind::Cancelled, "interrupted while in flight".into())),
+    };
+    let outcome = match ended {
+        Ok(outcome) => outcome,
+        Err(Expired::Timeout) => {
+            fail(FailureKind::Timeout, format!("no complete response within {:?}", ctx.timeout))
+        }
+        Err(Expired::Stalled) => fail(
+            FailureKind::Timeout,
+            format!(
+                "stream stalled: no data for {:.1} s after {} chunks",
+                ctx.stall_timeout.unwrap_or_default().as_secs_f64(),
+                rec.chunks.len()
+            ),
+        ),
     };
     let end = *rec.end_ns.get_or_insert_with(|| ctx.now_ns());
     let counter = if matches!(outcome, Outcome::Success) {
@@ -390,7 +405,7 @@ fn fail(kind: FailureKind, message: String) -> Outcome {
 
 /// The HTTP exchange proper. Fills `rec` as data arrives, so a timeout or abort keeps the
 /// chunks received so far.
-async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
+async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limits) -> Outcome {
     let (mut conn, mut reused) = match ctx.pool.take() {
         Some(c) => (c, true),
         None => match connect(ctx.target.addr).await {
@@ -454,47 +469,18 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
     let mut parser = SseParser::new();
     let mut events = Vec::new();
     let mut stream = StreamState::default();
-    // Armed at the first output chunk (before it, a long queue or prefill is normal and
-    // `request_timeout` rules): an engine stopping mid-stream can keep its connections open
-    // and silent (llama-server on SIGTERM does), which would otherwise hold the run until the
-    // request timeout. One timer per stall period, not per frame: when it fires early it is
-    // re-armed from the last frame.
-    let mut watchdog: Option<Pin<Box<tokio::time::Sleep>>> = None;
-    let mut last_frame_ns = rec.sent_ns;
     loop {
-        let next = drive(&mut conn.driver, body.frame());
-        let got = match (&mut watchdog, ctx.stall_timeout) {
-            (Some(w), Some(stall)) => tokio::select! {
-                biased;
-                f = next => Some(f),
-                _ = w.as_mut() => {
-                    let quiet_until = ctx.origin + Duration::from_nanos(last_frame_ns) + stall;
-                    if quiet_until > Instant::now() {
-                        w.as_mut().reset(quiet_until.into());
-                        None
-                    } else {
-                        return fail(
-                            FailureKind::Timeout,
-                            format!(
-                                "stream stalled: no data for {:.1} s after {} chunks",
-                                stall.as_secs_f64(),
-                                rec.chunks.len()
-                            ),
-                        );
-                    }
-                }
-            },
-            _ => Some(next.await),
-        };
-        let Some(frame) = got else { continue };
-        let frame = match frame {
+        let frame = match drive(&mut conn.driver, body.frame()).await {
             None => break,
             Some(Ok(f)) => f,
             Some(Err(e)) => return fail(classify_hyper(&e), format!("reading stream: {e}")),
         };
         // Stamped at the socket read that completed this frame, not when this task woke.
-        let t = ctx.read_ns(&conn.reads, rec.chunks.last().map_or(rec.sent_ns, |c| c.t_ns));
-        last_frame_ns = t;
+        let (t, now) = ctx.read_ns(&conn.reads, rec.chunks.last().map_or(rec.sent_ns, |c| c.t_ns));
+        if conn.reads.is_arrival() {
+            // How late this client handled bytes that had arrived: its own overhead.
+            rec.read_lag_ns = rec.read_lag_ns.max(Some(now.saturating_sub(t)));
+        }
         let Ok(data) = frame.into_data() else { continue };
         parser.push(&data, &mut events);
         let before = rec.chunks.len();
@@ -503,9 +489,11 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord) -> Outcome {
                 return outcome;
             }
         }
-        if let (None, Some(stall), false) = (&watchdog, ctx.stall_timeout, rec.chunks.is_empty()) {
-            let at = ctx.origin + Duration::from_nanos(t) + stall;
-            watchdog = Some(Box::pin(tokio::time::sleep_until(at.into())));
+        // Once output has started, a silent stream is stuck (an engine stopping mid-stream
+        // can keep its connections open: llama-server on SIGTERM does); before it, a long
+        // queue or prefill is normal and only the request timeout applies.
+        if !rec.chunks.is_empty() {
+            limits.output_at(t);
         }
         let added = &rec.chunks[before..];
         ctx.progress.chunks.fetch_add(added.len() as u64, Ordering::Relaxed);

@@ -83,6 +83,7 @@ mod tests {
             status: Some(200),
             outcome: Outcome::Success,
             server: None,
+            read_lag_ns: None,
         };
         attribute_tokens(&mut rec, &tok);
         let total: u32 = rec.chunks.iter().map(|c| c.tokens.unwrap()).sum();

@@ -16,7 +16,7 @@ pub fn pooled_cv(groups: &[Vec<f64>]) -> Option<(f64, u32)> {
     let mut df = 0u32;
     for g in groups.iter().filter(|g| g.len() >= 2) {
         let mean = g.iter().sum::<f64>() / g.len() as f64;
-        if !(mean > 0.0) {
+        if mean.is_nan() || mean <= 0.0 {
             continue;
         }
         squares += g.iter().map(|v| (v / mean - 1.0).powi(2)).sum::<f64>();

@@ -38,6 +38,7 @@ fn main() {
                 status: Some(200),
                 outcome: Outcome::Success,
                 server: None,
+                read_lag_ns: None,
             }
         })
         .collect();

@@ -267,6 +267,10 @@ impl Collector {
             ttfc_ms,
             schedule_lag_ms: dist(&|r| Some(r.schedule_lag_ms), &all),
             client_queue_ms: dist(&|r| Some(r.client_queue_ms), &all),
+            read_lag_ms: all
+                .iter()
+                .any(|r| r.read_lag_ms.is_some())
+                .then(|| dist(&|r| r.read_lag_ms, &all)),
             server: server::split(server, pct),
             engine: None,
             failures: FailureKind::ALL

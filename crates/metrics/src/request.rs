@@ -36,6 +36,9 @@ pub struct RequestRow {
     pub schedule_lag_ms: f64,
     /// Intended minus scheduled: waiting for a max-concurrency slot.
     pub client_queue_ms: f64,
+    /// The longest the client took to handle bytes after they arrived (kernel receive
+    /// time), when the platform gives receive times: the tool's own overhead on the response.
+    pub read_lag_ms: Option<f64>,
     /// Server-reported prompt tokens, else the client's count.
     pub prompt_tokens: Option<u64>,
     /// Server-reported completion tokens, else the sum of chunk counts.
@@ -170,6 +173,7 @@ pub fn row(r: &RequestRecord) -> RequestRow {
         e2el_ms: e2el_ns.map(ms),
         schedule_lag_ms: ms(r.sent_ns.saturating_sub(r.intended_ns)),
         client_queue_ms: ms(r.intended_ns.saturating_sub(r.scheduled_ns)),
+        read_lag_ms: r.read_lag_ns.map(ms),
         prompt_tokens: prompt_tokens(r),
         output_tokens,
         retokenized_tokens: retokenized_tokens(r),
@@ -215,6 +219,7 @@ pub(crate) mod tests {
             status: Some(200),
             outcome: Outcome::Success,
             server: None,
+            read_lag_ns: None,
         }
     }
 

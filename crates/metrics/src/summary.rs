@@ -72,6 +72,10 @@ pub struct Summary {
     pub schedule_lag_ms: Distribution,
     /// Intended send minus scheduled arrival, every measured request.
     pub client_queue_ms: Distribution,
+    /// Per request, the longest the client took to handle arrived bytes; only where the
+    /// platform gives kernel receive times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_lag_ms: Option<Distribution>,
     /// Engine timings next to the client's, when the server reported them (llama.cpp).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerSplit>,
@@ -103,6 +107,9 @@ impl Summary {
         }
         v.push(("schedule_lag", &self.schedule_lag_ms));
         v.push(("client_queue", &self.client_queue_ms));
+        if let Some(d) = &self.read_lag_ms {
+            v.push(("read_lag", d));
+        }
         v
     }
 }

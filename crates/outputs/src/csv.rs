@@ -24,7 +24,7 @@ fn line(out: &mut String, cells: &[String]) {
 }
 
 /// Per-request columns; times in milliseconds since the run origin, full precision.
-pub const REQUEST_COLUMNS: [&str; 19] = [
+pub const REQUEST_COLUMNS: [&str; 20] = [
     "index",
     "outcome",
     "status",
@@ -39,6 +39,7 @@ pub const REQUEST_COLUMNS: [&str; 19] = [
     "e2el_ms",
     "schedule_lag_ms",
     "client_queue_ms",
+    "read_lag_ms",
     "prompt_tokens",
     "output_tokens",
     "retokenized_tokens",
@@ -62,6 +63,7 @@ fn request_cells(r: &RequestRow) -> Vec<String> {
         opt(r.e2el_ms),
         r.schedule_lag_ms.to_string(),
         r.client_queue_ms.to_string(),
+        opt(r.read_lag_ms),
         opt(r.prompt_tokens),
         opt(r.output_tokens),
         opt(r.retokenized_tokens),

@@ -138,6 +138,7 @@ pub fn latency_table(s: &Summary) -> Table {
             "ttfc" => "TTFC",
             "schedule_lag" => "Schedule lag",
             "client_queue" => "Client queue",
+            "read_lag" => "Client read lag",
             other => other,
         }
     }

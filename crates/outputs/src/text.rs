@@ -63,6 +63,9 @@ pub fn servelab_block(s: &Summary) -> String {
     }
     section(&mut out, "Schedule Lag (sent - intended)", "schedule lag", &s.schedule_lag_ms);
     section(&mut out, "Client Queue (intended - scheduled)", "client queue", &s.client_queue_ms);
+    if let Some(d) = &s.read_lag_ms {
+        section(&mut out, "Client Read Lag (handled - arrived, max)", "read lag", d);
+    }
     if let Some(sv) = &s.server {
         // The engine's own clock (llama.cpp `timings`) next to the client's.
         rule(&mut out, "Server Timings (engine clock)", '-');

@@ -48,6 +48,11 @@ pub struct RequestRecord {
     /// when the server sent one. Absent from records of servers that do not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerTimings>,
+    /// The client's own lateness on this response: the longest wait, over its stream events,
+    /// between the event's bytes arriving (kernel receive time) and the client handling it.
+    /// Absent where the platform gives no receive times, and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_lag_ns: Option<u64>,
 }
 
 /// What the engine says it spent on one request, from its own clock. Each field is `None`
@@ -265,6 +270,7 @@ mod tests {
             status: Some(200),
             outcome: Outcome::Success,
             server: None,
+            read_lag_ns: None,
         }
     }
 

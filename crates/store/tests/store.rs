@@ -31,6 +31,7 @@ fn record(index: u64, ttft_ms: u64) -> RequestRecord {
         status: Some(200),
         outcome: Outcome::Success,
         server: None,
+        read_lag_ns: None,
     }
 }
 

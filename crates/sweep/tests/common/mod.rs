@@ -69,6 +69,7 @@ pub fn summary(c: usize, n: usize) -> Summary {
         ttfc_ms: None,
         schedule_lag_ms: dist(0.1, 0.2),
         client_queue_ms: dist(0.0, 0.0),
+        read_lag_ms: None,
         server: None,
         engine: None,
         failures: vec![],
