@@ -111,6 +111,10 @@ pub struct Acceptance {
     /// the objective, pooled over the trials compared so far, sets a noise bar too: what a
     /// machine's own noise does to throughput, which per-request units cannot show.
     pub repeats: u32,
+    /// Greedy steps launch the candidate and the configuration it would replace in turn,
+    /// `repeats` times each (A B B A ...), and judge the candidate on the ratios of
+    /// neighbouring launches: a machine whose speed drifts over minutes moves both alike.
+    pub interleave: bool,
 }
 
 impl Default for Acceptance {
@@ -121,6 +125,7 @@ impl Default for Acceptance {
             confidence: 0.95,
             resamples: 1000,
             repeats: 1,
+            interleave: false,
         }
     }
 }
@@ -168,6 +173,7 @@ struct AcceptanceFile {
     confidence: Option<f64>,
     resamples: Option<usize>,
     repeats: Option<u32>,
+    interleave: Option<bool>,
 }
 
 /// Read and check an experiment file.
@@ -251,6 +257,12 @@ pub fn parse(text: &str) -> Result<Experiment, LabError> {
                 ),
             ));
         }
+    }
+    if acceptance.interleave && strategy != Strategy::Greedy {
+        return Err(invalid(
+            "acceptance.interleave",
+            format!("applies to greedy steps; strategy {} has none", strategy.name()),
+        ));
     }
     Ok(Experiment { name, strategy, engines, profiles, options, objective, acceptance })
 }
@@ -354,6 +366,7 @@ fn acceptance(a: Option<AcceptanceFile>) -> Result<Acceptance, LabError> {
         confidence: a.confidence.unwrap_or(d.confidence),
         resamples: a.resamples.unwrap_or(d.resamples),
         repeats: a.repeats.unwrap_or(d.repeats),
+        interleave: a.interleave.unwrap_or(d.interleave),
     };
     if !(0.0..=1.0).contains(&out.min_success_rate) {
         return Err(invalid("acceptance.min_success_rate", "must be in [0, 1] (1 = no failures)"));
@@ -366,6 +379,12 @@ fn acceptance(a: Option<AcceptanceFile>) -> Result<Acceptance, LabError> {
     }
     if !(1..=20).contains(&out.repeats) {
         return Err(invalid("acceptance.repeats", "must be 1 to 20 runs of each profile"));
+    }
+    if out.interleave && out.repeats < 2 {
+        return Err(invalid(
+            "acceptance.interleave",
+            "needs repeats of 2 or more (pairs of neighbouring launches are compared)",
+        ));
     }
     Ok(out)
 }
@@ -427,9 +446,18 @@ profiles: [throughput]
     }
 
     #[test]
-    fn repeats_are_bounded() {
+    fn repeats_are_bounded_and_interleave_needs_two_and_greedy() {
         let e = err(&format!("{MINIMAL}acceptance: {{repeats: 0}}\n"));
         assert_eq!(e, "acceptance.repeats: must be 1 to 20 runs of each profile");
+        let e = err(&format!("{MINIMAL}acceptance: {{interleave: true}}\n"));
+        assert!(e.starts_with("acceptance.interleave: needs repeats of 2"), "{e}");
+        let e = err(&format!("{MINIMAL}acceptance: {{interleave: true, repeats: 2}}\n"));
+        assert_eq!(e, "acceptance.interleave: applies to greedy steps; strategy baseline has none");
+        let ok = parse(&format!(
+            "{MINIMAL}options: {{a: --a}}\nacceptance: {{interleave: true, repeats: 2}}\n"
+        ))
+        .unwrap();
+        assert!(ok.acceptance.interleave);
     }
 
     #[test]

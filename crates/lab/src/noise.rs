@@ -25,6 +25,32 @@ pub fn pooled_cv(groups: &[Vec<f64>]) -> Option<(f64, u32)> {
     (df > 0).then(|| ((squares / f64::from(df)).sqrt(), df))
 }
 
+/// Pooled standard deviation of groups of values, each around its own group's mean:
+/// (SD, degrees of freedom Σ(nᵢ − 1)); `None` without a group of 2 or more. For the log
+/// ratios of interleaved launches, one group per step.
+pub fn pooled_sd(groups: &[Vec<f64>]) -> Option<(f64, u32)> {
+    let mut squares = 0.0;
+    let mut df = 0u32;
+    for g in groups.iter().filter(|g| g.len() >= 2) {
+        let mean = g.iter().sum::<f64>() / g.len() as f64;
+        squares += g.iter().map(|v| (v - mean).powi(2)).sum::<f64>();
+        df += g.len() as u32 - 1;
+    }
+    (df > 0).then(|| ((squares / f64::from(df)).sqrt(), df))
+}
+
+/// A paired comparison: the candidate over the reference as a percentage, from the mean log
+/// ratio of neighbouring launches, and the noise bar in percent for a pooled SD of log ratios
+/// with `df` degrees of freedom (the half-width of the interval of the mean log ratio, turned
+/// into a ratio).
+pub fn paired(log_ratios: &[f64], sd: Option<(f64, u32)>, confidence: f64) -> (f64, Option<f64>) {
+    let n = log_ratios.len().max(1) as f64;
+    let mean = log_ratios.iter().sum::<f64>() / n;
+    let bar =
+        sd.map(|(sd, df)| ((t_two_sided(df, confidence) * sd / n.sqrt()).exp() - 1.0) * 100.0);
+    ((mean.exp() - 1.0) * 100.0, bar)
+}
+
 /// The two-sided Student t quantile: |T| ≤ t with probability `confidence`, `df` degrees of
 /// freedom.
 pub fn t_two_sided(df: u32, confidence: f64) -> f64 {
@@ -60,6 +86,21 @@ mod tests {
         assert!((cv3 - 0.01f64.sqrt()).abs() < 1e-15);
         assert_eq!(pooled_cv(&[vec![1.0], vec![]]), None);
         assert_eq!(pooled_cv(&[vec![0.0, 0.0]]), None);
+    }
+
+    #[test]
+    fn pooled_sd_is_absolute_and_paired_works_in_log_ratios() {
+        let (sd, df) = pooled_sd(&[vec![0.1, 0.3], vec![-0.1, 0.1], vec![1.0]]).unwrap();
+        assert_eq!(df, 2);
+        assert!((sd - 0.02f64.sqrt()).abs() < 1e-15, "{sd}");
+        assert_eq!(pooled_sd(&[vec![0.5]]), None);
+        // Ratios 1.1 and 1.21 (log 0.0953, 0.1906): geometric mean +15.36 %.
+        let logs = [1.1f64.ln(), 1.21f64.ln()];
+        let (delta, bar) = paired(&logs, Some((0.05, 4)), 0.95);
+        assert!((delta - (1.1f64 * 1.21).sqrt().mul_add(100.0, -100.0)).abs() < 1e-9, "{delta}");
+        let expected = ((2.776_445_105 * 0.05 / 2f64.sqrt()).exp() - 1.0) * 100.0;
+        assert!((bar.unwrap() - expected).abs() < 1e-6, "{bar:?}");
+        assert_eq!(paired(&logs, None, 0.95).1, None);
     }
 
     #[test]

@@ -32,7 +32,21 @@ fn objective_line(exp: &Experiment) -> String {
         None => String::new(),
     };
     let a = &exp.acceptance;
-    let (runs, run_bar) = if a.repeats > 1 {
+    let (runs, run_bar) = if a.interleave {
+        (
+            format!(
+                " Each greedy step launched the candidate and the configuration it would \
+                 replace in turn (A B B A ...), {} launches each, one run of every profile per \
+                 launch; a step is judged on the ratios of neighbouring launches.",
+                a.repeats
+            ),
+            format!(
+                ", the {:.0}% interval of the mean log ratio, its spread pooled over the steps \
+                 so far",
+                a.confidence * 100.0
+            ),
+        )
+    } else if a.repeats > 1 {
         (
             format!(" Each profile ran {} times per trial (the mean counts).", a.repeats),
             format!(
@@ -345,7 +359,7 @@ pub fn report_dir(dir: &Path) -> Result<Option<Outcome>, LabError> {
     let trials = crate::trial::load_all(dir)?;
     let outcome = match crate::strategy::next(&exp, &trials) {
         crate::strategy::Next::Done(o) => Some(o),
-        crate::strategy::Next::Run(_) => None,
+        crate::strategy::Next::Run(_) | crate::strategy::Next::RunPair { .. } => None,
     };
     write_all(dir, &exp, &trials, outcome.as_ref())?;
     Ok(outcome)

@@ -107,18 +107,80 @@ pub async fn run_experiment<R: ProfileRunner>(
             }
             Next::Run(spec) => {
                 runner.note(&format!("trial {}: starting", spec.id));
-                let Some(t) = run_trial(exp, &spec, opts, runner, interrupt.clone()).await? else {
+                let all = 0..exp.acceptance.repeats.max(1);
+                let Some(t) = run_trial(exp, &spec, all, opts, runner, interrupt.clone()).await?
+                else {
                     return Ok(Finish::Interrupted { finished: done.len() });
                 };
-                match t.failure() {
-                    Some(r) => runner.note(&format!("trial {}: failed: {r}", spec.id)),
-                    None => runner.note(&format!("trial {}: finished", spec.id)),
-                }
+                finished(runner, &t);
                 trial::save(&opts.dir, &t)?;
                 done.push(t);
             }
+            Next::RunPair { reference, candidate } => {
+                runner.note(&format!(
+                    "trial {} and its reference {}: launched in turn",
+                    candidate.id, reference.id
+                ));
+                let Some((r, c)) =
+                    run_pair(exp, &reference, &candidate, opts, runner, &interrupt).await?
+                else {
+                    return Ok(Finish::Interrupted { finished: done.len() });
+                };
+                for t in [r, c] {
+                    finished(runner, &t);
+                    trial::save(&opts.dir, &t)?;
+                    done.push(t);
+                }
+            }
         }
     }
+}
+
+fn finished<R: ProfileRunner>(runner: &mut R, t: &TrialResult) {
+    match t.failure() {
+        Some(r) => runner.note(&format!("trial {}: failed: {r}", t.spec.id)),
+        None => runner.note(&format!("trial {}: finished", t.spec.id)),
+    }
+}
+
+/// The reference and the candidate launched in turn, one round of profiles per launch, in
+/// the order A B B A A B ...: a linear drift of the machine then weighs on both alike. A
+/// configuration that fails a launch is not launched again. `Ok(None)`: interrupted (nothing
+/// saved; the pair runs again on resume).
+async fn run_pair<R: ProfileRunner>(
+    exp: &Experiment,
+    reference: &TrialSpec,
+    candidate: &TrialSpec,
+    opts: &RunOptions,
+    runner: &mut R,
+    interrupt: &watch::Receiver<bool>,
+) -> Result<Option<(TrialResult, TrialResult)>, LabError> {
+    let mut acc: [Option<TrialResult>; 2] = [None, None];
+    for round in 0..exp.acceptance.repeats.max(1) {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let spec = [reference, candidate][which];
+            if acc[which].as_ref().is_some_and(|t| t.failure().is_some()) {
+                continue;
+            }
+            let launch = run_trial(exp, spec, round..round + 1, opts, runner, interrupt.clone());
+            let Some(t) = launch.await? else { return Ok(None) };
+            acc[which] = Some(match acc[which].take() {
+                None => t,
+                Some(mut so_far) => {
+                    if t.failure().is_some() {
+                        so_far.status = t.status;
+                    }
+                    so_far.profiles.extend(t.profiles);
+                    so_far
+                }
+            });
+        }
+    }
+    let [Some(r), Some(c)] = acc else {
+        return Err(invalid("acceptance.repeats", "an interleaved step ran no launch"));
+    };
+    Ok(Some((r, c)))
 }
 
 /// Why the engine never became ready.
@@ -174,10 +236,12 @@ async fn wait_ready(
     }
 }
 
-/// Launch, measure and stop one configuration. `Ok(None)`: interrupted (nothing saved).
+/// Launch, measure and stop one configuration: the profiles' runs `rounds` (each round runs
+/// every profile once). `Ok(None)`: interrupted (nothing saved).
 async fn run_trial<R: ProfileRunner>(
     exp: &Experiment,
     spec: &TrialSpec,
+    rounds: std::ops::Range<u32>,
     opts: &RunOptions,
     runner: &mut R,
     mut interrupt: watch::Receiver<bool>,
@@ -194,8 +258,11 @@ async fn run_trial<R: ProfileRunner>(
     std::fs::create_dir_all(&folder)
         .map_err(|e| LabError::Write { path: folder.clone(), message: e.to_string() })?;
     let log = folder.join("engine.log");
-    // A rerun of an unfinished trial starts a fresh log.
-    let _ = std::fs::remove_file(&log);
+    // A rerun of an unfinished trial starts a fresh log; later launches of an interleaved
+    // one append to it.
+    if rounds.start == 0 {
+        let _ = std::fs::remove_file(&log);
+    }
     let port = free_port().map_err(|e| LabError::Write {
         path: opts.dir.clone(),
         message: format!("cannot find a free port on 127.0.0.1: {e}"),
@@ -249,7 +316,9 @@ async fn run_trial<R: ProfileRunner>(
         ),
     }
     if result.failure().is_none() {
-        match run_profiles(exp, &mut engine, &mut result, &base_url, runner, &interrupt).await {
+        let run =
+            run_profiles(exp, rounds, &mut engine, &mut result, &base_url, runner, &interrupt);
+        match run.await {
             ProfilesEnd::Interrupted => {
                 engine.stop(engine_spec.stop_grace).await;
                 return Ok(None);
@@ -270,6 +339,7 @@ enum ProfilesEnd {
 
 async fn run_profiles<R: ProfileRunner>(
     exp: &Experiment,
+    rounds: std::ops::Range<u32>,
     engine: &mut Engine,
     result: &mut TrialResult,
     base_url: &str,
@@ -278,8 +348,8 @@ async fn run_profiles<R: ProfileRunner>(
 ) -> ProfilesEnd {
     // Rounds of every profile, not each profile N times in a row: a slow drift of the
     // machine then spreads over all profiles instead of landing on one.
-    let rounds = exp.acceptance.repeats.max(1);
-    let runs = (0..rounds).flat_map(|r| (0..exp.profiles.len()).map(move |i| (r, i)));
+    let of = exp.acceptance.repeats.max(1);
+    let runs = rounds.flat_map(|r| (0..exp.profiles.len()).map(move |i| (r, i)));
     for (repeat, i) in runs.collect::<Vec<_>>() {
         let p = &exp.profiles[i];
         if *interrupt.borrow() {
@@ -306,8 +376,7 @@ async fn run_profiles<R: ProfileRunner>(
         let mut r = ProfileResult::from_summary(&p.name, &summary, exp.objective.slo.as_ref());
         r.repeat = repeat;
         result.profiles.push(r);
-        let run_no =
-            if rounds > 1 { format!(" (run {} of {rounds})", repeat + 1) } else { String::new() };
+        let run_no = if of > 1 { format!(" (run {} of {of})", repeat + 1) } else { String::new() };
         runner.note(&format!(
             "trial {}: {}{run_no} {:.0} {} ({} ok, {} failed)",
             result.spec.id,

@@ -9,7 +9,7 @@ use servelab_compare::bootstrap::{diff_interval, Interval};
 use servelab_compare::metric::Stat;
 
 use crate::config::{Experiment, Strategy};
-use crate::noise::{pooled_cv, run_noise_pct};
+use crate::noise::{paired, pooled_cv, pooled_sd, run_noise_pct};
 use crate::trial::{ProfileResult, TrialResult, TrialSpec};
 
 /// How one profile moved between two trials.
@@ -78,6 +78,12 @@ pub struct Outcome {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
     Run(TrialSpec),
+    /// With `acceptance.interleave`: launch `reference` and `candidate` in turn, one round of
+    /// profiles per launch (A B B A ...), and save both.
+    RunPair {
+        reference: TrialSpec,
+        candidate: TrialSpec,
+    },
     Done(Outcome),
 }
 
@@ -255,20 +261,114 @@ pub fn judge(
         return (Decision::Rejected, why, Vec::new());
     }
     let ds = deltas(base, cand, exp, pool);
+    let (decision, reason) = decide(&ds);
+    (decision, reason, ds)
+}
+
+/// Kept when better than noise in at least one profile and worse in none; the reason says
+/// which.
+fn decide(ds: &[ProfileDelta]) -> (Decision, String) {
     let show = |d: &ProfileDelta| {
         format!("{} {:+.1}% (noise ±{:.1}%)", d.profile, d.delta_pct, d.noise_pct)
     };
     let worse: Vec<String> = ds.iter().filter(|d| d.verdict == Verdict::Worse).map(show).collect();
     if !worse.is_empty() {
-        return (Decision::Rejected, format!("worse: {}", worse.join(", ")), ds);
+        return (Decision::Rejected, format!("worse: {}", worse.join(", ")));
     }
     let better: Vec<String> =
         ds.iter().filter(|d| d.verdict == Verdict::Better).map(show).collect();
     if better.is_empty() {
         let all: Vec<String> = ds.iter().map(show).collect();
-        return (Decision::Rejected, format!("within noise: {}", all.join(", ")), ds);
+        return (Decision::Rejected, format!("within noise: {}", all.join(", ")));
     }
-    (Decision::Kept, format!("better: {}", better.join(", ")), ds)
+    (Decision::Kept, format!("better: {}", better.join(", ")))
+}
+
+/// The log ratios candidate / reference of one profile, run by run (run *k* of each were
+/// neighbouring launches).
+fn log_ratios(
+    reference: &TrialResult,
+    cand: &TrialResult,
+    profile: &str,
+    exp: &Experiment,
+) -> Vec<f64> {
+    let m = exp.objective.metric;
+    let refs = reference.runs(profile);
+    cand.runs(profile)
+        .iter()
+        .filter_map(|c| {
+            let r = refs.iter().find(|r| r.repeat == c.repeat)?;
+            let (a, b) = (c.value(m), r.value(m));
+            (a > 0.0 && b > 0.0).then(|| (a / b).ln())
+        })
+        .collect()
+}
+
+/// An interleaved step, profile by profile: the change is the geometric mean of the
+/// candidate / reference ratios of neighbouring launches, and the noise bar comes from the
+/// spread of those ratios pooled over the steps so far (`pairs`, this one included).
+pub fn paired_deltas(
+    reference: &TrialResult,
+    cand: &TrialResult,
+    exp: &Experiment,
+    pairs: &[(&TrialResult, &TrialResult)],
+) -> Vec<ProfileDelta> {
+    let (m, a) = (exp.objective.metric, &exp.acceptance);
+    let mut out = Vec::new();
+    for p in &exp.profiles {
+        let logs = log_ratios(reference, cand, &p.name, exp);
+        let (Some(b), Some(v)) = (reference.value(&p.name, m), cand.value(&p.name, m)) else {
+            continue;
+        };
+        if logs.is_empty() {
+            continue;
+        }
+        let groups: Vec<Vec<f64>> = pairs
+            .iter()
+            .filter(|(r, c)| invalid_reason(r, exp).is_none() && invalid_reason(c, exp).is_none())
+            .map(|(r, c)| log_ratios(r, c, &p.name, exp))
+            .collect();
+        let (delta_pct, bar) = paired(&logs, pooled_sd(&groups), a.confidence);
+        let noise = bar.map_or(a.min_gain_pct, |b| b.max(a.min_gain_pct));
+        out.push(ProfileDelta {
+            profile: p.name.clone(),
+            base: b,
+            value: v,
+            delta_pct,
+            noise_pct: noise,
+            run_noise_pct: bar,
+            verdict: verdict(delta_pct, noise),
+        });
+    }
+    out
+}
+
+fn paired_step(
+    reference: &TrialResult,
+    cand: &TrialResult,
+    option: &str,
+    exp: &Experiment,
+    pairs: &[(&TrialResult, &TrialResult)],
+) -> Step {
+    let (decision, reason, deltas) = if let Some(why) = invalid_reason(cand, exp) {
+        (Decision::Rejected, why, Vec::new())
+    } else if let Some(why) = invalid_reason(reference, exp) {
+        let why = format!("its reference launches failed, so it cannot be judged: {why}");
+        (Decision::Rejected, why, Vec::new())
+    } else {
+        let ds = paired_deltas(reference, cand, exp, pairs);
+        let (decision, reason) = decide(&ds);
+        (decision, reason, ds)
+    };
+    Step {
+        trial: cand.spec.id.clone(),
+        option: Some(option.to_string()),
+        against: Some(reference.spec.id.clone()),
+        values: values(cand, exp),
+        deltas,
+        decision,
+        reason,
+    }
 }
 
 fn baseline_step(t: &TrialResult, exp: &Experiment) -> Step {
@@ -370,13 +470,24 @@ pub fn next(exp: &Experiment, done: &[TrialResult]) -> Next {
             // The trials walked so far, in the order the strategy ran them: each step is
             // judged on what was known when it ran, so later trials never change it.
             let mut pool = baselines.clone();
+            let mut pairs: Vec<(&TrialResult, &TrialResult)> = Vec::new();
             for opt in &exp.options {
                 let mut names = kept.clone();
                 names.push(opt.name.clone());
                 let spec = TrialSpec::new(&current.spec.engine, &names);
-                let Some(t) = find(&spec) else { return Next::Run(spec) };
-                pool.push(t);
-                let s = step(current, t, Some(&opt.name), exp, &pool);
+                let (t, s) = if exp.acceptance.interleave {
+                    // The current configuration is launched again, in turn with the candidate.
+                    let reference = TrialSpec::reference(&current.spec, &opt.name);
+                    let (Some(r), Some(t)) = (find(&reference), find(&spec)) else {
+                        return Next::RunPair { reference, candidate: spec };
+                    };
+                    pairs.push((r, t));
+                    (t, paired_step(r, t, &opt.name, exp, &pairs))
+                } else {
+                    let Some(t) = find(&spec) else { return Next::Run(spec) };
+                    pool.push(t);
+                    (t, step(current, t, Some(&opt.name), exp, &pool))
+                };
                 if s.decision == Decision::Kept {
                     kept = names;
                     current = t;
@@ -537,6 +648,9 @@ mod tests {
     fn run_id(n: Next) -> String {
         match n {
             Next::Run(s) => s.id,
+            Next::RunPair { reference, candidate } => {
+                format!("{} | {}", reference.id, candidate.id)
+            }
             Next::Done(o) => panic!("done: {o:?}"),
         }
     }
@@ -727,6 +841,78 @@ mod tests {
             repeated(&e, "a", &[], &[90.0, 110.0]).value("p", e.objective.metric),
             Some(100.0)
         );
+    }
+
+    /// A reference run of `of` for the step trying `option`, runs as given.
+    fn reference(e: &Experiment, of: &[&str], option: &str, runs: &[f64]) -> TrialResult {
+        let mut t = repeated(e, "a", of, runs);
+        t.spec = TrialSpec::reference(&t.spec, option);
+        t
+    }
+
+    #[test]
+    fn interleaved_steps_compare_neighbouring_launches() {
+        let mut e = with_repeats("greedy", 2);
+        e.acceptance.interleave = true;
+        let mut done = vec![repeated(&e, "a", &[], &[100.0, 100.0])];
+        done.push(repeated(&e, "b", &[], &[50.0, 50.0]));
+        // The first step asks for the candidate and a fresh launch of the best baseline.
+        assert_eq!(run_id(next(&e, &done)), "a.ref-fast | a+fast");
+        // The machine slowed down by a third between the baselines and this step: the
+        // reference shows it, and the candidate's +20 % over its neighbours is what counts
+        // (against the stale baseline it would look like -20 %).
+        done.push(reference(&e, &[], "fast", &[66.0, 68.0]));
+        done.push(repeated(&e, "a", &["fast"], &[79.2, 81.6]));
+        assert_eq!(run_id(next(&e, &done)), "a+fast.ref-slow | a+fast+slow");
+        let d = &{
+            let Next::RunPair { .. } = next(&e, &done) else { panic!() };
+            let pairs = vec![(&done[2], &done[3])];
+            paired_deltas(&done[2], &done[3], &e, &pairs)
+        }[0];
+        assert!((d.delta_pct - 20.0).abs() < 1e-9, "{d:?}");
+        // Both ratios are exactly 1.2: no spread, so the floor decides.
+        assert_eq!(d.run_noise_pct, Some(0.0));
+        assert_eq!(d.noise_pct, 2.0);
+        assert_eq!(d.verdict, Verdict::Better);
+        // slow: ratios 1.05 and 0.95 around 1 -> within noise; flaky: +50 % with a spread.
+        done.push(reference(&e, &["fast"], "slow", &[80.0, 80.0]));
+        done.push(repeated(&e, "a", &["fast", "slow"], &[84.0, 76.0]));
+        done.push(reference(&e, &["fast"], "flaky", &[80.0, 82.0]));
+        done.push(repeated(&e, "a", &["fast", "flaky"], &[124.0, 120.0]));
+        let Next::Done(o) = next(&e, &done) else { panic!("{:?}", next(&e, &done)) };
+        let d: Vec<_> = o.steps.iter().map(|s| (s.trial.as_str(), s.decision)).collect();
+        assert_eq!(
+            d,
+            vec![
+                ("a", Decision::Baseline),
+                ("b", Decision::Baseline),
+                ("a+fast", Decision::Kept),
+                ("a+fast+slow", Decision::Rejected),
+                ("a+fast+flaky", Decision::Kept),
+            ]
+        );
+        assert_eq!(o.steps[3].against.as_deref(), Some("a+fast.ref-slow"));
+        // Pooled over three steps (3 dof): the ±5 % step widens the bar for all that follow.
+        let slow = &o.steps[3].deltas[0];
+        assert!(slow.run_noise_pct.unwrap() > 10.0, "{slow:?}");
+        assert!(o.steps[3].reason.starts_with("within noise"), "{}", o.steps[3].reason);
+        assert_eq!(o.recommended.as_deref(), Some("run-a --fast --flaky"));
+    }
+
+    #[test]
+    fn a_failed_reference_leaves_the_step_unjudged() {
+        let mut e = with_repeats("greedy", 2);
+        e.acceptance.interleave = true;
+        let mut r = reference(&e, &[], "fast", &[100.0, 100.0]);
+        r.status = TrialStatus::Failed { reason: "never ready".into(), log_tail: String::new() };
+        let done = vec![
+            repeated(&e, "a", &[], &[100.0, 100.0]),
+            repeated(&e, "b", &[], &[50.0, 50.0]),
+            r,
+            repeated(&e, "a", &["fast"], &[200.0, 200.0]),
+        ];
+        assert_eq!(run_id(next(&e, &done)), "a.ref-slow | a+slow");
+        let Next::RunPair { .. } = next(&e, &done) else { panic!() };
     }
 
     #[test]

@@ -61,10 +61,15 @@ impl From<&EngineMetrics> for EngineFigures {
 /// Which configuration a trial runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrialSpec {
-    /// `engine` or `engine+option+option` (options in experiment order).
+    /// `engine` or `engine+option+option` (options in experiment order); a reference run
+    /// adds `.ref-<option>` (see [`TrialSpec::reference`]).
     pub id: String,
     pub engine: String,
     pub options: Vec<String>,
+    /// With `acceptance.interleave`: this is the configuration `options` measured again,
+    /// launch by launch in turn with the step that tries this option.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_for: Option<String>,
 }
 
 impl TrialSpec {
@@ -73,7 +78,16 @@ impl TrialSpec {
             .chain(options.iter().cloned())
             .collect::<Vec<_>>()
             .join("+");
-        TrialSpec { id, engine: engine.to_string(), options: options.to_vec() }
+        TrialSpec { id, engine: engine.to_string(), options: options.to_vec(), reference_for: None }
+    }
+
+    /// `of` measured again alongside the step that tries `option`.
+    pub fn reference(of: &TrialSpec, option: &str) -> TrialSpec {
+        TrialSpec {
+            id: format!("{}.ref-{option}", of.id),
+            reference_for: Some(option.to_string()),
+            ..of.clone()
+        }
     }
 }
 
