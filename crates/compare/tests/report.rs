@@ -82,10 +82,15 @@ fn markdown_report_snapshot() {
 }
 
 #[test]
-fn html_is_self_contained_with_four_charts() {
+fn html_is_self_contained_with_its_charts() {
     let page = html(&sample_report());
     assert!(page.starts_with("<!DOCTYPE html>"));
-    assert_eq!(page.matches("<svg xmlns=\"http://www.w3.org/2000/svg\"").count(), 4);
+    assert_eq!(
+        page.matches("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\"").count(),
+        4
+    );
+    assert_eq!(page.matches("<div class=\"sweep-chart\"><svg ").count(), 8);
+    assert!(!page.contains("<?xml"), "inline SVG carries no XML prolog");
     assert!(!page.contains("<script"));
     assert!(!page.contains("<link"));
     assert!(!page.contains("src="), "nothing loaded from anywhere");
@@ -123,7 +128,10 @@ fn html_renders_in_headless_chromium() {
     };
     let dom = base(&["--dump-dom", "--virtual-time-budget=2000"]);
     let dom = String::from_utf8_lossy(&dom.stdout);
-    assert_eq!(dom.matches("<svg").count(), 4, "four charts in the DOM");
+    // Four report charts, then each engine's four sweep charts (two concurrency points each).
+    assert_eq!(dom.matches("<svg").count(), 12, "twelve charts in the DOM");
+    assert_eq!(dom.matches("class=\"chart\"").count(), 4, "four report charts");
+    assert_eq!(dom.matches("class=\"sweep-chart\"").count(), 8, "two sweeps of four charts");
     assert!(dom.matches("class=\"series\"").count() >= 8, "two lines per chart");
     assert!(dom.contains("Best throughput"));
     let shot = dir.path().join("shot.png");
