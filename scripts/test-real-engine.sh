@@ -40,5 +40,6 @@ curl -sf "$SERVELAB_REAL_ENGINE_URL/props" | python3 -c \
   || true
 cargo test -p servelab --test real_engine -- --nocapture --test-threads 1 2>&1 \
   | tee /tmp/servelab-real-engine.log
-grep -E '^(openai|openai-chat|queueing|context overflow|keep-alive|restart):|test result' /tmp/servelab-real-engine.log \
-  || true
+# The figures (libtest prints each test's name before its output, on the same line).
+grep -oE '(openai|openai-chat|queueing|context overflow|keep-alive|restart): .*|test result.*' \
+  /tmp/servelab-real-engine.log || true
