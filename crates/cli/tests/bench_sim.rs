@@ -11,9 +11,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use clap::Parser;
 use servelab::bench::{self, BenchOutcome};
-use servelab::cli::{Cli, Command};
 use servelab::settings::BenchSettings;
 use servelab_client::runner::request_id;
 use servelab_client::StopReason;
@@ -21,26 +19,17 @@ use servelab_records::{FailureKind, Outcome, RequestRecord};
 use servelab_sim::{SimConfig, SimHandle, TruthRecord};
 use tokio::sync::watch;
 
+mod common;
+
 /// Scheduling noise allowed on a loaded 2-core machine, per measurement.
 const SLACK_MS: f64 = 15.0;
 
 fn settings(url: &str, extra: &[&str]) -> BenchSettings {
-    // --no-store: tests never write to the user's results store.
-    let mut args =
-        vec!["servelab", "bench", "--base-url", url, "--no-progress", "--ignore-eos", "--no-store"];
-    args.extend_from_slice(extra);
-    let cli = Cli::try_parse_from(args).expect("valid args");
-    let Command::Bench(a) = cli.command else { unreachable!("bench subcommand") };
-    BenchSettings::from_args(*a, None).expect("valid settings")
+    common::bench_settings(url, &[&["--ignore-eos"], extra].concat())
 }
 
 async fn bench(sim: &SimHandle, extra: &[&str]) -> BenchOutcome {
-    let s = settings(&sim.base_url(), extra);
-    let (_tx, rx) = watch::channel(false);
-    tokio::time::timeout(Duration::from_secs(60), bench::run(&s, rx))
-        .await
-        .expect("bench finished within 60 s")
-        .expect("bench succeeded")
+    common::run_bench(&settings(&sim.base_url(), extra), Duration::from_secs(60)).await
 }
 
 async fn sim(cfg: SimConfig) -> SimHandle {

@@ -4,30 +4,15 @@
 
 use std::time::Duration;
 
-use clap::Parser;
-use servelab::bench::{self, BenchOutcome};
-use servelab::cli::{Cli, Command};
-use servelab::settings::BenchSettings;
+use servelab::bench::BenchOutcome;
 use servelab_records::{FailureKind, Outcome};
 use servelab_sim::{SimConfig, SimHandle};
-use tokio::sync::watch;
 
-fn settings(url: &str, extra: &[&str]) -> BenchSettings {
-    let mut args =
-        vec!["servelab", "bench", "--base-url", url, "--no-progress", "--ignore-eos", "--no-store"];
-    args.extend_from_slice(extra);
-    let cli = Cli::try_parse_from(args).expect("valid args");
-    let Command::Bench(a) = cli.command else { unreachable!("bench subcommand") };
-    BenchSettings::from_args(*a, None).expect("valid settings")
-}
+mod common;
 
 async fn bench(url: &str, extra: &[&str]) -> BenchOutcome {
-    let s = settings(url, extra);
-    let (_tx, rx) = watch::channel(false);
-    tokio::time::timeout(Duration::from_secs(60), bench::run(&s, rx))
-        .await
-        .expect("bench finished within 60 s")
-        .expect("bench succeeded")
+    let s = common::bench_settings(url, &[&["--ignore-eos"], extra].concat());
+    common::run_bench(&s, Duration::from_secs(60)).await
 }
 
 async fn sim(cfg: SimConfig) -> SimHandle {

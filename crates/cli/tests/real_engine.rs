@@ -16,13 +16,11 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use clap::Parser;
-use servelab::bench::{self, BenchOutcome};
-use servelab::cli::{Cli, Command};
-use servelab::settings::BenchSettings;
+use servelab::bench::BenchOutcome;
 use servelab_records::{FailureKind, Outcome, RequestRecord, ServerTimings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::watch;
+
+mod common;
 
 const ENV: &str = "SERVELAB_REAL_ENGINE_URL";
 const TOKENIZER: &str =
@@ -52,35 +50,13 @@ fn slots() -> usize {
         .unwrap_or(DEFAULT_SLOTS)
 }
 
-fn settings(url: &str, extra: &[&str]) -> BenchSettings {
-    let mut args = vec![
-        "servelab",
-        "bench",
-        "--base-url",
-        url,
-        "--model",
-        "smollm2",
-        "--tokenizer",
-        TOKENIZER,
-        "--no-progress",
-        "--no-store",
-    ];
-    args.extend_from_slice(extra);
-    let cli = Cli::try_parse_from(args).expect("valid args");
-    let Command::Bench(a) = cli.command else { unreachable!("bench subcommand") };
-    BenchSettings::from_args(*a, None).expect("valid settings")
-}
-
 /// A run exactly as a user would start it. llama-server closes the connection after every
 /// streamed response while advertising keep-alive; servelab notices (see
 /// `keep_alive_reuse_loses_no_request`), so no workaround is passed.
 async fn bench(url: &str, extra: &[&str]) -> BenchOutcome {
-    let s = settings(url, extra);
-    let (_tx, rx) = watch::channel(false);
-    tokio::time::timeout(Duration::from_secs(300), bench::run(&s, rx))
-        .await
-        .expect("bench finished within 300 s")
-        .expect("bench ran")
+    let model = ["--model", "smollm2", "--tokenizer", TOKENIZER];
+    let s = common::bench_settings(url, &[&model[..], extra].concat());
+    common::run_bench(&s, Duration::from_secs(300)).await
 }
 
 fn measured(out: &BenchOutcome) -> Vec<&RequestRecord> {
