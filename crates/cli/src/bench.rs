@@ -7,6 +7,7 @@ use std::sync::Arc;
 use servelab_client::openai::request_body;
 use servelab_client::scrape::{Baseline, Scraper};
 use servelab_client::{http, BodyOptions, PlannedRequest, Progress, RunConfig, StopReason, Target};
+use servelab_load::Arrivals;
 use servelab_metrics::{MetricsConfig, Summary};
 use servelab_records::{RequestRecord, RunInfo};
 use servelab_workload::{Prompt, Tokenizer};
@@ -152,7 +153,7 @@ async fn bench_target(
         request_timeout: s.request_timeout,
         stall_timeout: s.stall_timeout,
         drain_timeout: s.drain_timeout,
-        preconnect: s.max_concurrency.unwrap_or(prompts.len()).min(prompts.len()).min(4096),
+        preconnect: preconnect_count(prompts.len(), s.max_concurrency, &s.arrivals),
         baseline: None,
     };
     // The engine's own account, scraped before, during and after the run.
@@ -224,6 +225,20 @@ struct ResolvedTokenizer {
     tokenizer: Tokenizer,
     /// Set when counts come from a tokenizer that is not the model's.
     estimate_note: Option<String>,
+}
+
+/// Connections to open before the clock starts. Each one takes a TCP handshake out of a
+/// measured request, but an idle one is not free for every server: a thread-per-connection
+/// server (llama.cpp's httplib) parks a worker on it until its keep-alive timeout, and 48 idle
+/// connections kept llama-server from answering anything, `/metrics` included, for 4.9 s. So
+/// open what the run uses at once: the concurrency cap, or at a finite rate the arrivals of
+/// its first second (more are opened on demand).
+fn preconnect_count(prompts: usize, max_concurrency: Option<usize>, arrivals: &Arrivals) -> usize {
+    let at_once = match arrivals {
+        Arrivals::Burst => prompts,
+        Arrivals::Gamma { rate, .. } | Arrivals::Constant { rate } => rate.ceil().max(1.0) as usize,
+    };
+    at_once.min(prompts).min(max_concurrency.unwrap_or(usize::MAX)).min(4096)
 }
 
 fn resolve_tokenizer(
@@ -311,4 +326,23 @@ fn write_file(path: &PathBuf, bytes: &[u8]) -> Result<(), Failure> {
     }
     std::fs::write(path, bytes)
         .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preconnect_opens_what_the_first_second_uses() {
+        // A burst sends everything at once, capped by the concurrency limit.
+        assert_eq!(preconnect_count(48, None, &Arrivals::Burst), 48);
+        assert_eq!(preconnect_count(48, Some(8), &Arrivals::Burst), 8);
+        assert_eq!(preconnect_count(10_000, None, &Arrivals::Burst), 4096);
+        // At 4 req/s only four requests start in the first second.
+        assert_eq!(preconnect_count(48, None, &Arrivals::Constant { rate: 4.0 }), 4);
+        assert_eq!(preconnect_count(48, None, &Arrivals::Gamma { rate: 2.5, shape: 1.0 }), 3);
+        assert_eq!(preconnect_count(48, None, &Arrivals::Gamma { rate: 0.1, shape: 1.0 }), 1);
+        assert_eq!(preconnect_count(2, Some(8), &Arrivals::Constant { rate: 100.0 }), 2);
+        assert_eq!(preconnect_count(500, Some(64), &Arrivals::Constant { rate: 100.0 }), 64);
+    }
 }
