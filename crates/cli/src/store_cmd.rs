@@ -349,9 +349,9 @@ fn show(store: &Store, spec: &str) -> Result<ExitStatus, Failure> {
         None => {
             let mut t = Table::new(["metric", "value"]);
             for (name, v) in
-                servelab_compare::Metric::ALL.iter().map(|m| (m.label(), m.headline(&r.headline)))
+                servelab_metrics::HEADLINE.iter().map(|m| (m.label(), r.headline.get(m)))
             {
-                t.push([name.to_string(), opt(v)]);
+                t.push([name, opt(v)]);
             }
             out.push_str(&t.to_plain());
         }

@@ -11,14 +11,15 @@ use std::time::Duration;
 
 use clap::Args;
 use servelab_client::http::{self, Target};
+use servelab_load::{parse_concurrency_list, parse_rate_list, Level};
 use servelab_metrics::Summary;
 use servelab_sweep::drain::{wait_drained, Drain};
-use servelab_sweep::grid::{parse_concurrency_list, parse_rate_list, parse_scenario};
+use servelab_sweep::grid::parse_scenario;
 use servelab_sweep::render::{column_percentiles, parse_columns, Column, DEFAULT_COLUMNS};
 use servelab_sweep::run::write_outputs;
 use servelab_sweep::{
-    parse_slo, run_sweep, DatasetChoice, KneeRule, Load, PointRunner, PointSpec, PromptPolicy,
-    RunError, Scenario, SweepPlan,
+    run_sweep, DatasetChoice, KneeRule, PointRunner, PointSpec, PromptPolicy, RunError, Scenario,
+    SweepPlan,
 };
 use servelab_workload::DatasetSpec;
 use tokio::sync::watch;
@@ -111,8 +112,8 @@ impl BenchRunner {
     fn settings(&self, sc: &Scenario, p: &PointSpec) -> Result<BenchSettings, String> {
         let mut s = self.base.clone();
         match p.load {
-            Load::Concurrency(c) => s.max_concurrency = Some(c),
-            Load::Rate(r) => {
+            Level::Concurrency(c) => s.max_concurrency = Some(c),
+            Level::Rate(r) => {
                 s.request_rate = Some(r);
                 s.arrivals = servelab_load::Arrivals::new(Some(r), s.burstiness)
                     .map_err(|e| e.to_string())?;
@@ -270,14 +271,18 @@ fn scenarios(a: &SweepArgs) -> Result<Vec<Scenario>, Failure> {
 /// The swept levels: `--concurrency`, else a `--request-rate` other than `inf` (a list or a
 /// single rate), else the default concurrency grid. A single rate beside `--concurrency`
 /// applies to every concurrency level.
-fn grid_loads(concurrency: Option<&str>, rate: &str) -> Result<Vec<Load>, Failure> {
+fn grid_loads(concurrency: Option<&str>, rate: &str) -> Result<Vec<Level>, Failure> {
     let rate_given = rate.trim() != "inf";
     match (concurrency, rate_given) {
         (Some(_), true) if rate.contains(',') => Err(Failure::usage(
             "--concurrency with a --request-rate list: sweep one axis at a time",
         )),
-        (Some(c), _) => parse_concurrency_list(c).map_err(Failure::usage),
-        (None, true) => parse_rate_list(rate).map_err(Failure::usage),
+        (Some(c), _) => {
+            parse_concurrency_list(c).map_err(|e| Failure::usage(format!("--concurrency: {e}")))
+        }
+        (None, true) => {
+            parse_rate_list(rate).map_err(|e| Failure::usage(format!("--request-rate: {e}")))
+        }
         (None, false) => parse_concurrency_list(DEFAULT_CONCURRENCY).map_err(Failure::usage),
     }
 }
@@ -293,12 +298,17 @@ struct Prepared {
 /// Turn flags into a plan, the base bench settings and the runner's options.
 fn plan(mut a: SweepArgs, api_key: Option<String>) -> Result<Prepared, Failure> {
     let loads = grid_loads(a.concurrency.as_deref(), &a.bench.request_rate)?;
-    if matches!(loads.first(), Some(Load::Rate(_))) {
+    if matches!(loads.first(), Some(Level::Rate(_))) {
         // Each point sets its own rate; the base settings take the default.
         a.bench.request_rate = "inf".into();
     }
     let columns = parse_columns(&a.columns).map_err(Failure::usage)?;
-    let slo = a.slo.as_deref().map(parse_slo).transpose().map_err(Failure::usage)?;
+    let slo = a
+        .slo
+        .as_deref()
+        .map(|s| servelab_metrics::SloSpec::parse("--slo", s))
+        .transpose()
+        .map_err(Failure::usage)?;
     let scenarios = scenarios(&a)?;
     let dataset_path = a.bench.dataset_path.clone();
     let file_dataset = matches!(a.bench.dataset_name, DatasetName::Sharegpt | DatasetName::Jsonl);
@@ -445,12 +455,12 @@ mod tests {
 
     #[test]
     fn one_axis_at_a_time() {
-        let c = |v: &[usize]| v.iter().map(|&n| Load::Concurrency(n)).collect::<Vec<_>>();
+        let c = |v: &[usize]| v.iter().map(|&n| Level::Concurrency(n)).collect::<Vec<_>>();
         assert_eq!(grid_loads(Some("4,1"), "inf").unwrap(), c(&[1, 4]));
         assert_eq!(grid_loads(Some("2"), "5").unwrap(), c(&[2]));
         assert_eq!(grid_loads(None, "inf").unwrap(), c(&[1, 2, 4, 8, 16, 32, 64]));
-        assert_eq!(grid_loads(None, "2,1").unwrap(), vec![Load::Rate(1.0), Load::Rate(2.0)]);
-        assert_eq!(grid_loads(None, "3").unwrap(), vec![Load::Rate(3.0)]);
+        assert_eq!(grid_loads(None, "2,1").unwrap(), vec![Level::Rate(1.0), Level::Rate(2.0)]);
+        assert_eq!(grid_loads(None, "3").unwrap(), vec![Level::Rate(3.0)]);
         let e = grid_loads(Some("1"), "1,2").unwrap_err().to_string();
         assert_eq!(e, "--concurrency with a --request-rate list: sweep one axis at a time");
         assert!(grid_loads(None, "1,inf").is_err());

@@ -3,7 +3,7 @@
 //! A sample is a list of *units* (one per request, or one per repeated run), each holding
 //! values (one TTFT; or all the inter-token gaps of one request). Resampling draws units with
 //! replacement, so values that belong together (the gaps of one request) stay together, and
-//! the statistic (mean or p99) is taken over the pooled values of the drawn units.
+//! the statistic (mean, median or a percentile) is taken over the pooled values of the drawn units.
 //!
 //! The interval of a difference `stat(B) − stat(A)` is the percentile interval of the
 //! differences of independently resampled A and B; when it excludes 0, the difference is
@@ -11,7 +11,7 @@
 
 use servelab_metrics::stats::percentile;
 
-use crate::metric::Stat;
+use servelab_metrics::Stat;
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and fully determined by its seed, so a
 /// comparison prints the same interval every time it is run.
@@ -61,7 +61,8 @@ pub fn statistic(values: &mut [f64], stat: Stat) -> Option<f64> {
     }
     match stat {
         Stat::Mean => Some(values.iter().sum::<f64>() / values.len() as f64),
-        Stat::P99 => percentile_unsorted(values, 99.0),
+        Stat::Median => percentile_unsorted(values, 50.0),
+        Stat::P(p) => percentile_unsorted(values, p),
     }
 }
 

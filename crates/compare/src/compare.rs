@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use crate::bootstrap::{diff_interval, pooled, Interval};
 use crate::data::Subject;
-use crate::load::Load;
-use crate::metric::{Metric, Stat};
+use servelab_metrics::{Metric, MetricKey, Stat, HEADLINE};
+use servelab_records::LoadSpec;
 
 /// Comparison settings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -69,7 +69,7 @@ pub struct Delta {
 /// One metric across subjects.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MetricRow {
-    pub metric: Metric,
+    pub metric: MetricKey,
     pub values: Vec<Option<f64>>,
     /// `None` for the baseline and where either value is missing.
     pub deltas: Vec<Option<Delta>>,
@@ -81,7 +81,7 @@ pub struct MetricRow {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SubjectInfo {
     pub name: String,
-    pub load: Load,
+    pub load: LoadSpec,
     pub runs: usize,
     pub success_rate: Option<f64>,
     pub rejected: bool,
@@ -100,7 +100,7 @@ pub fn rejected(success_rate: Option<f64>, min: f64) -> bool {
 }
 
 /// The verdict of a difference interval for a metric's direction.
-pub fn verdict(metric: Metric, interval: Option<Interval>) -> Verdict {
+pub fn verdict(metric: MetricKey, interval: Option<Interval>) -> Verdict {
     match interval {
         None => Verdict::Unknown,
         Some(i) if !i.excludes_zero() => Verdict::WithinNoise,
@@ -116,15 +116,15 @@ pub fn verdict(metric: Metric, interval: Option<Interval>) -> Verdict {
 }
 
 /// The values of a metric as 1-value units per repeated run.
-fn repeat_units(s: &Subject, metric: Metric) -> Vec<Vec<f64>> {
-    s.runs.iter().filter_map(|r| metric.headline(&r.headline)).map(|v| vec![v]).collect()
+fn repeat_units(s: &Subject, metric: MetricKey) -> Vec<Vec<f64>> {
+    s.runs.iter().filter_map(|r| r.headline.get(&metric)).map(|v| vec![v]).collect()
 }
 
 /// Noise interval of `this − base` for one metric, and how it was estimated.
 fn noise(
     base: &Subject,
     this: &Subject,
-    metric: Metric,
+    metric: MetricKey,
     o: &CompareOptions,
     seed: u64,
 ) -> (Option<Interval>, Noise) {
@@ -133,8 +133,8 @@ fn noise(
         let i = diff_interval(&ra, &rb, Stat::Mean, o.resamples, seed, o.level);
         return (i, Noise::Repeats { baseline: ra.len(), this: rb.len() });
     }
-    if let Some((sample, stat)) = metric.sample() {
-        if let (Some(ua), Some(ub)) = (base.units(sample), this.units(sample)) {
+    if let Some(stat) = metric.stat {
+        if let (Some(ua), Some(ub)) = (base.units(metric.metric), this.units(metric.metric)) {
             if let Some(i) = diff_interval(&ua, &ub, stat, o.resamples, seed, o.level) {
                 return (Some(i), Noise::Requests { baseline: ua.len(), this: ub.len() });
             }
@@ -145,15 +145,15 @@ fn noise(
 
 /// The value shown for a subject: mean over repeats of the headline value. With per-request
 /// samples the headline is what the run's summary computed from them.
-fn value(s: &Subject, metric: Metric) -> Option<f64> {
-    if metric == Metric::SuccessRate {
+fn value(s: &Subject, metric: MetricKey) -> Option<f64> {
+    if metric.metric == Metric::SuccessRate {
         return s.success_rate().map(|r| r * 100.0);
     }
-    s.value(|h| metric.headline(h))
+    s.value(|h| h.get(&metric))
 }
 
 /// Index of the best value among non-rejected subjects; ties keep the earlier.
-pub fn best_index(metric: Metric, values: &[Option<f64>], rejected: &[bool]) -> Option<usize> {
+pub fn best_index(metric: MetricKey, values: &[Option<f64>], rejected: &[bool]) -> Option<usize> {
     let mut best: Option<(usize, f64)> = None;
     for (i, v) in values.iter().enumerate() {
         let Some(v) = *v else { continue };
@@ -183,7 +183,7 @@ pub fn compare(subjects: &[Subject], o: &CompareOptions) -> Comparison {
         })
         .collect();
     let rejected: Vec<bool> = infos.iter().map(|i| i.rejected).collect();
-    let rows = Metric::ALL
+    let rows = HEADLINE
         .iter()
         .enumerate()
         .map(|(mi, &metric)| {
@@ -217,7 +217,6 @@ pub fn compare(subjects: &[Subject], o: &CompareOptions) -> Comparison {
 }
 
 /// A subject's latency statistic recomputed from its pooled samples (for checks and charts).
-pub fn sample_stat(s: &Subject, metric: Metric) -> Option<f64> {
-    let (sample, stat) = metric.sample()?;
-    pooled(&s.units(sample)?, stat)
+pub fn sample_stat(s: &Subject, metric: MetricKey) -> Option<f64> {
+    pooled(&s.units(metric.metric)?, metric.stat?)
 }

@@ -6,8 +6,8 @@ use servelab_metrics::{RequestRow, Summary};
 use servelab_records::{RequestRecord, RunInfo};
 use servelab_store::{Headline, RunConfig};
 
-use crate::load::Load;
-use crate::metric::Sample;
+use servelab_metrics::Metric;
+use servelab_records::LoadSpec;
 
 /// Per-request samples of one run, one unit per successful measured request.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -42,13 +42,15 @@ impl Samples {
         }
     }
 
-    pub fn get(&self, s: Sample) -> &[Vec<f64>] {
-        match s {
-            Sample::Ttft => &self.ttft,
-            Sample::Tpot => &self.tpot,
-            Sample::Itl => &self.itl,
-            Sample::E2el => &self.e2el,
-        }
+    /// The units of a latency metric; `None` for other metrics.
+    pub fn get(&self, m: Metric) -> Option<&[Vec<f64>]> {
+        Some(match m {
+            Metric::Ttft => &self.ttft,
+            Metric::Tpot => &self.tpot,
+            Metric::Itl => &self.itl,
+            Metric::E2el => &self.e2el,
+            _ => return None,
+        })
     }
 }
 
@@ -59,7 +61,7 @@ pub struct RunData {
     pub name: String,
     pub id: Option<i64>,
     pub status: String,
-    pub load: Load,
+    pub load: LoadSpec,
     pub headline: Headline,
     pub samples: Option<Samples>,
     pub config: Option<RunConfig>,
@@ -76,7 +78,7 @@ impl RunData {
             name: name.to_string(),
             id: None,
             status: if summary.info.interrupted { "interrupted" } else { "complete" }.into(),
-            load: Load::of(&summary.info),
+            load: summary.info.load,
             headline: Headline::from_summary(&summary),
             samples,
             config: None,
@@ -92,7 +94,7 @@ impl RunData {
             name: name.to_string(),
             id: None,
             status: "complete".into(),
-            load: Load::of(info),
+            load: info.load,
             headline,
             samples: None,
             config: None,
@@ -115,7 +117,7 @@ impl Subject {
         Subject { name: run.name.clone(), runs: vec![run] }
     }
 
-    pub fn load(&self) -> Load {
+    pub fn load(&self) -> LoadSpec {
         self.runs.first().map(|r| r.load).unwrap_or_default()
     }
 
@@ -137,10 +139,10 @@ impl Subject {
     }
 
     /// The per-request units of every repeat, pooled; `None` unless every repeat has them.
-    pub fn units(&self, s: Sample) -> Option<Vec<Vec<f64>>> {
+    pub fn units(&self, m: Metric) -> Option<Vec<Vec<f64>>> {
         let mut all = Vec::new();
         for r in &self.runs {
-            all.extend(r.samples.as_ref()?.get(s).iter().cloned());
+            all.extend(r.samples.as_ref()?.get(m)?.iter().cloned());
         }
         Some(all)
     }

@@ -3,8 +3,6 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`load`] | load levels (concurrency / rate) |
-//! | [`metric`] | the compared metrics, their direction and samples |
 //! | [`bootstrap`] | seeded bootstrap confidence intervals (pure) |
 //! | [`data`] | [`RunData`], [`Subject`]: what a comparison reads |
 //! | [`compare`] | [`compare()`]: deltas against a baseline with noise verdicts |
@@ -16,8 +14,6 @@
 pub mod bootstrap;
 pub mod compare;
 pub mod data;
-pub mod load;
-pub mod metric;
 pub mod narrative;
 pub mod rank;
 pub mod render;
@@ -26,7 +22,5 @@ pub mod svg;
 
 pub use compare::{compare, CompareOptions, Comparison, Delta, MetricRow, Noise, Verdict};
 pub use data::{RunData, Samples, Subject};
-pub use load::Load;
-pub use metric::Metric;
 pub use narrative::{written_summary, Finding};
 pub use rank::{group, rankings, LevelRanking, Series};

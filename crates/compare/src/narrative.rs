@@ -14,9 +14,14 @@ use serde::Serialize;
 
 use crate::compare::{rejected, CompareOptions};
 use crate::data::Subject;
-use crate::load::Load;
-use crate::metric::Metric;
 use crate::rank::{levels, point_value, rank_values, Series};
+use servelab_metrics::{Metric, MetricKey, Stat};
+use servelab_records::LoadSpec;
+
+const OUTPUT: MetricKey = MetricKey::of(Metric::OutputThroughput);
+const TTFT_MEAN: MetricKey = MetricKey::stat(Metric::Ttft, Stat::Mean);
+const TPOT_MEAN: MetricKey = MetricKey::stat(Metric::Tpot, Stat::Mean);
+const TTFT_P99: MetricKey = MetricKey::stat(Metric::Ttft, Stat::P(99.0));
 
 /// One sentence and the rule that produced it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -54,7 +59,7 @@ pub fn rule_rejected(series: &[Series], o: &CompareOptions) -> Vec<Finding> {
 /// The best `(series, point, value)` of a metric over candidate points; ties keep the first.
 fn best<'a>(
     cands: impl Iterator<Item = (&'a Series, &'a Subject)>,
-    metric: Metric,
+    metric: MetricKey,
 ) -> Option<(&'a Series, &'a Subject, f64)> {
     let mut best: Option<(&Series, &Subject, f64)> = None;
     for (s, p) in cands {
@@ -70,7 +75,7 @@ fn best<'a>(
 pub fn rule_best_throughput(series: &[Series], o: &CompareOptions) -> Option<Finding> {
     let cands =
         series.iter().flat_map(|s| s.points.iter().map(move |p| (s, p))).filter(|(_, p)| ok(p, o));
-    let (s, p, v) = best(cands, Metric::OutputThroughput)?;
+    let (s, p, v) = best(cands, OUTPUT)?;
     Some(Finding {
         rule: "R1",
         text: format!("Best throughput: {} with {v:.1} output tok/s at {}.", s.name, p.load()),
@@ -80,10 +85,9 @@ pub fn rule_best_throughput(series: &[Series], o: &CompareOptions) -> Option<Fin
 /// R2: lowest mean TTFT among each series' lightest accepted point.
 pub fn rule_best_latency(series: &[Series], o: &CompareOptions) -> Option<Finding> {
     let cands = series.iter().filter_map(|s| Some((s, s.points.iter().find(|p| ok(p, o))?)));
-    let (s, p, v) = best(cands, Metric::TtftMean)?;
-    let tpot = point_value(p, Metric::TpotMean)
-        .map(|t| format!(", mean TPOT {t:.2} ms"))
-        .unwrap_or_default();
+    let (s, p, v) = best(cands, TTFT_MEAN)?;
+    let tpot =
+        point_value(p, TPOT_MEAN).map(|t| format!(", mean TPOT {t:.2} ms")).unwrap_or_default();
     Some(Finding {
         rule: "R2",
         text: format!(
@@ -102,7 +106,7 @@ pub fn rule_best_balance(series: &[Series], o: &CompareOptions) -> Option<Findin
     }
     let mut score: Vec<(usize, f64, usize)> = Vec::new(); // (series index, rank sum, levels)
     for load in levels(series) {
-        let at = |m: Metric| -> Vec<(String, f64)> {
+        let at = |m: MetricKey| -> Vec<(String, f64)> {
             series
                 .iter()
                 .enumerate()
@@ -112,10 +116,7 @@ pub fn rule_best_balance(series: &[Series], o: &CompareOptions) -> Option<Findin
                 })
                 .collect()
         };
-        let (thr, lat) = (
-            rank_values(Metric::OutputThroughput, &at(Metric::OutputThroughput)),
-            rank_values(Metric::TtftP99, &at(Metric::TtftP99)),
-        );
+        let (thr, lat) = (rank_values(OUTPUT, &at(OUTPUT)), rank_values(TTFT_P99, &at(TTFT_P99)));
         if thr.len() < 2 || lat.len() < 2 {
             continue;
         }
@@ -132,11 +133,7 @@ pub fn rule_best_balance(series: &[Series], o: &CompareOptions) -> Option<Findin
         }
     }
     let peak = |i: usize| -> f64 {
-        series[i]
-            .points
-            .iter()
-            .filter_map(|p| point_value(p, Metric::OutputThroughput))
-            .fold(0.0, f64::max)
+        series[i].points.iter().filter_map(|p| point_value(p, OUTPUT)).fold(0.0, f64::max)
     };
     let (i, sum, n) = score.into_iter().filter(|(i, _, _)| *i < series.len()).min_by(|a, b| {
         (a.1 / a.2 as f64).total_cmp(&(b.1 / b.2 as f64)).then(peak(b.0).total_cmp(&peak(a.0)))
@@ -154,13 +151,13 @@ pub fn rule_best_balance(series: &[Series], o: &CompareOptions) -> Option<Findin
 
 /// R4: the largest growth of p99 TTFT from a series' lightest to its heaviest accepted point.
 pub fn rule_worst_degradation(series: &[Series], o: &CompareOptions) -> Option<Finding> {
-    let mut worst: Option<(&Series, Load, f64, Load, f64, f64)> = None;
+    let mut worst: Option<(&Series, LoadSpec, f64, LoadSpec, f64, f64)> = None;
     for s in series {
         let pts: Vec<(&Subject, f64)> = s
             .points
             .iter()
             .filter(|p| ok(p, o))
-            .filter_map(|p| Some((p, point_value(p, Metric::TtftP99)?)))
+            .filter_map(|p| Some((p, point_value(p, TTFT_P99)?)))
             .collect();
         let (Some((lo, a)), Some((hi, b))) = (pts.first(), pts.last()) else { continue };
         if pts.len() < 2 || *a <= 0.0 {

@@ -5,8 +5,8 @@ use serde::Serialize;
 
 use crate::compare::{rejected, CompareOptions};
 use crate::data::{RunData, Subject};
-use crate::load::Load;
-use crate::metric::Metric;
+use servelab_metrics::{Metric, MetricKey, HEADLINE};
+use servelab_records::LoadSpec;
 
 /// A named set of runs, one [`Subject`] per load level, lightest load first.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,7 +17,7 @@ pub struct Series {
 
 impl Series {
     /// The point at `load`, if the series has one.
-    pub fn at(&self, load: &Load) -> Option<&Subject> {
+    pub fn at(&self, load: &LoadSpec) -> Option<&Subject> {
         self.points.iter().find(|p| p.load().to_string() == load.to_string())
     }
 }
@@ -48,8 +48,8 @@ pub fn group(runs: Vec<RunData>) -> Vec<Series> {
 }
 
 /// Every load level of any series, lightest first.
-pub fn levels(series: &[Series]) -> Vec<Load> {
-    let mut v: Vec<Load> = Vec::new();
+pub fn levels(series: &[Series]) -> Vec<LoadSpec> {
+    let mut v: Vec<LoadSpec> = Vec::new();
     for p in series.iter().flat_map(|s| &s.points) {
         if !v.iter().any(|l| l.to_string() == p.load().to_string()) {
             v.push(p.load());
@@ -71,15 +71,15 @@ pub struct RankEntry {
 /// The ranking of one metric at one load level.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LevelRanking {
-    pub load: Load,
-    pub metric: Metric,
+    pub load: LoadSpec,
+    pub metric: MetricKey,
     /// Best first; rejected series and series without the metric are left out.
     pub entries: Vec<RankEntry>,
 }
 
 /// Rank `(name, value)` pairs for a metric's direction: best first, ties share a rank, and
 /// equal values keep their input order.
-pub fn rank_values(metric: Metric, values: &[(String, f64)]) -> Vec<RankEntry> {
+pub fn rank_values(metric: MetricKey, values: &[(String, f64)]) -> Vec<RankEntry> {
     let mut v: Vec<(String, f64)> = values.to_vec();
     v.sort_by(|a, b| {
         let o = a.1.total_cmp(&b.1);
@@ -104,7 +104,7 @@ pub fn rank_values(metric: Metric, values: &[(String, f64)]) -> Vec<RankEntry> {
 pub fn rankings(series: &[Series], o: &CompareOptions) -> Vec<LevelRanking> {
     let mut out = Vec::new();
     for load in levels(series) {
-        for metric in Metric::ALL {
+        for metric in HEADLINE {
             let values: Vec<(String, f64)> = series
                 .iter()
                 .filter_map(|s| {
@@ -122,11 +122,11 @@ pub fn rankings(series: &[Series], o: &CompareOptions) -> Vec<LevelRanking> {
 }
 
 /// A point's value of a metric (success rate in percent).
-pub fn point_value(p: &Subject, metric: Metric) -> Option<f64> {
-    if metric == Metric::SuccessRate {
+pub fn point_value(p: &Subject, metric: MetricKey) -> Option<f64> {
+    if metric.metric == Metric::SuccessRate {
         return p.success_rate().map(|s| s * 100.0);
     }
-    p.value(|h| metric.headline(h))
+    p.value(|h| h.get(&metric))
 }
 
 #[cfg(test)]
@@ -140,12 +140,15 @@ mod tests {
     #[test]
     fn ranks_follow_direction_and_ties_share() {
         let r = rank_values(
-            Metric::OutputThroughput,
+            MetricKey::of(Metric::OutputThroughput),
             &pairs(&[("a", 10.0), ("b", 30.0), ("c", 30.0), ("d", 5.0)]),
         );
         let got: Vec<(&str, usize)> = r.iter().map(|e| (e.name.as_str(), e.rank)).collect();
         assert_eq!(got, vec![("b", 1), ("c", 1), ("a", 3), ("d", 4)]);
-        let r = rank_values(Metric::TtftP99, &pairs(&[("a", 10.0), ("b", 30.0)]));
+        let r = rank_values(
+            MetricKey::stat(Metric::Ttft, servelab_metrics::Stat::P(99.0)),
+            &pairs(&[("a", 10.0), ("b", 30.0)]),
+        );
         assert_eq!(r[0].name, "a");
     }
 }

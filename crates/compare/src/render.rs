@@ -37,7 +37,7 @@ pub fn comparison_table(c: &Comparison) -> Table {
     }
     let mut t = Table::new(headers);
     for row in &c.rows {
-        let mut cells = vec![row.metric.label().to_string()];
+        let mut cells = vec![row.metric.label()];
         for (i, v) in row.values.iter().enumerate() {
             let star = if row.best == Some(i) && c.subjects.len() > 1 { " *" } else { "" };
             cells.push(format!("{}{star}", num(*v)));

@@ -2,6 +2,7 @@
 //! rankings, the written summary, and charts, as Markdown and as one self-contained HTML
 //! file (inline CSS and SVG, no scripts, nothing fetched).
 
+use servelab_load::Level;
 use servelab_metrics::engine::EnginePoint;
 use servelab_metrics::request::token_events;
 use servelab_metrics::timeline::tokens_per_window;
@@ -9,23 +10,23 @@ use servelab_outputs::{Align, Table};
 use servelab_records::RequestRecord;
 use servelab_sweep::charts::{render_svg, scenario_charts};
 use servelab_sweep::run::curve;
-use servelab_sweep::{find_knee, KneeRule, Load as SweepLoad, PointResult, Role, ScenarioResult};
+use servelab_sweep::{find_knee, KneeRule, PointResult, Role, ScenarioResult};
 
 use crate::compare::{compare, CompareOptions, Comparison};
 use crate::data::{RunData, Subject};
-use crate::load::Load;
-use crate::metric::Metric;
 use crate::narrative::{written_summary, Finding};
 use crate::rank::{group, levels, rankings, LevelRanking, Series};
 use crate::render::{comparison_table, notes, num};
 use crate::svg::{esc, histogram, line_chart, Line};
+use servelab_metrics::HEADLINE;
+use servelab_records::LoadSpec;
 
 /// Everything a report shows, computed once; the renderers only format.
 #[derive(Debug, Clone)]
 pub struct Report {
     pub title: String,
     pub series: Vec<Series>,
-    pub comparisons: Vec<(Load, Comparison)>,
+    pub comparisons: Vec<(LoadSpec, Comparison)>,
     pub rankings: Vec<LevelRanking>,
     pub findings: Vec<Finding>,
     pub options: CompareOptions,
@@ -109,11 +110,11 @@ fn info(d: &RunData, f: impl Fn(&servelab_records::RunInfo) -> String) -> String
 /// Headline metrics: one row per run.
 pub fn summary_table(r: &Report) -> Table {
     let mut headers = vec!["run".to_string()];
-    headers.extend(Metric::ALL.iter().map(|m| m.label().to_string()));
+    headers.extend(HEADLINE.iter().map(|m| m.label()));
     let mut t = Table::new(headers);
     for (name, d) in runs(r) {
         let mut cells = vec![name];
-        cells.extend(Metric::ALL.iter().map(|m| num(m.headline(&d.headline))));
+        cells.extend(HEADLINE.iter().map(|m| num(d.headline.get(m))));
         t.push(cells);
     }
     t
@@ -155,7 +156,7 @@ pub fn engine_table(r: &Report) -> Table {
 }
 
 /// Rankings at one load level: metric → `best (value) > next (value) ...`.
-pub fn ranking_table(r: &Report, load: &Load) -> Table {
+pub fn ranking_table(r: &Report, load: &LoadSpec) -> Table {
     let mut t =
         Table::new(["metric", "ranking (best first)"]).with_align(&[Align::Left, Align::Left]);
     for lr in r.rankings.iter().filter(|l| l.load.to_string() == load.to_string()) {
@@ -164,7 +165,7 @@ pub fn ranking_table(r: &Report, load: &Load) -> Table {
         }
         let order: Vec<String> =
             lr.entries.iter().map(|e| format!("{}. {} ({:.2})", e.rank, e.name, e.value)).collect();
-        t.push([lr.metric.label().to_string(), order.join(", ")]);
+        t.push([lr.metric.label(), order.join(", ")]);
     }
     t
 }
@@ -217,11 +218,7 @@ pub fn as_sweep(series: &Series) -> Option<ScenarioResult> {
         .filter_map(|p| {
             let run = p.runs.first()?;
             let summary = run.summary.clone()?;
-            let load = match (run.load.concurrency, run.load.rate) {
-                (Some(c), None) => SweepLoad::Concurrency(usize::try_from(c).ok()?),
-                (None, Some(r)) => SweepLoad::Rate(r),
-                _ => return None,
-            };
+            let load = run.load.level()?;
             Some(PointResult {
                 scenario: series.name.clone(),
                 load,
@@ -371,7 +368,7 @@ pub fn markdown(r: &Report) -> String {
         .iter()
         .filter_map(as_sweep)
         .map(|s| {
-            let load = |v: f64| SweepLoad::on_axis(s.axis, v).label();
+            let load = |v: f64| Level::on_axis(s.axis, v).label();
             match &s.knee {
                 Some(k) => match &k.reason {
                     Some(why) => {

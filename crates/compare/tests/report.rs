@@ -6,7 +6,7 @@ use std::process::Command;
 use servelab_compare::report::{build, html, markdown};
 use servelab_compare::{CompareOptions, RunData};
 use servelab_metrics::{summarize, MetricsConfig};
-use servelab_records::{Chunk, ChunkKind, Outcome, RequestRecord, RunInfo, Usage};
+use servelab_records::{Chunk, ChunkKind, LoadSpec, Outcome, RequestRecord, RunInfo, Usage};
 
 /// `n` requests, `conc` at a time, TTFT `ttft + (i % 5)` ms, then `tokens` tokens `itl` apart.
 fn records(n: u64, conc: u64, ttft: u64, itl: u64, tokens: u64) -> Vec<RequestRecord> {
@@ -55,8 +55,7 @@ fn run(name: &str, conc: u64, ttft: u64, itl: u64) -> RunData {
         model: "sim".into(),
         dataset: "random(32:16)".into(),
         num_prompts: 40,
-        burstiness: 1.0,
-        max_concurrency: Some(conc),
+        load: LoadSpec { burstiness: 1.0, max_concurrency: Some(conc), ..LoadSpec::default() },
         started_at: "2026-11-21T10:00:00Z".into(),
         servelab_version: "0.1.0".into(),
         ..RunInfo::default()

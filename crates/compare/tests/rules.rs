@@ -6,8 +6,10 @@ use servelab_compare::narrative::{
 };
 use servelab_compare::render::{delta_cell, render_plain};
 use servelab_compare::{
-    compare, group, rankings, CompareOptions, Load, Metric, RunData, Samples, Subject, Verdict,
+    compare, group, rankings, CompareOptions, RunData, Samples, Subject, Verdict,
 };
+use servelab_metrics::{Metric, MetricKey, Stat};
+use servelab_records::LoadSpec;
 use servelab_store::Headline;
 
 fn run(
@@ -23,7 +25,7 @@ fn run(
         name: name.into(),
         id: None,
         status: "complete".into(),
-        load: Load { concurrency: Some(conc), rate: None },
+        load: LoadSpec { max_concurrency: Some(conc), ..LoadSpec::default() },
         headline: Headline {
             output_throughput: Some(out_tps),
             ttft_mean_ms: Some(ttft),
@@ -56,18 +58,21 @@ fn deltas_are_against_the_baseline_and_noise_comes_from_requests() {
     let a = with_ttft(run("a", 4, 100.0, 50.0, 60.0, 100, 0), &[49.0, 50.0, 51.0, 50.0]);
     let b = with_ttft(run("b", 4, 120.0, 40.0, 45.0, 100, 0), &[39.0, 40.0, 41.0, 40.0]);
     let c = compare(&[Subject::single(a), Subject::single(b)], &opts());
-    let row = |m: Metric| c.rows.iter().find(|r| r.metric == m).unwrap();
-    let thr = row(Metric::OutputThroughput);
+    let row = |m: MetricKey| c.rows.iter().find(|r| r.metric == m).unwrap();
+    let thr = row(MetricKey::of(Metric::OutputThroughput));
     let d = thr.deltas[1].unwrap();
     assert_eq!((d.abs, d.pct), (20.0, Some(20.0)));
     assert_eq!(d.verdict, Verdict::Unknown, "single runs: no noise for throughput");
     assert_eq!(thr.best, Some(1));
-    let ttft = row(Metric::TtftMean).deltas[1].unwrap();
+    let ttft = row(MetricKey::stat(Metric::Ttft, Stat::Mean)).deltas[1].unwrap();
     assert_eq!(ttft.abs, -10.0);
     assert_eq!(ttft.verdict, Verdict::Better);
     assert_eq!(delta_cell(Some(&ttft)), "-10.00 (-20.0%) better");
-    assert_eq!(row(Metric::TtftMean).best, Some(1));
-    assert!(row(Metric::ItlMean).deltas[1].is_none(), "missing on both sides");
+    assert_eq!(row(MetricKey::stat(Metric::Ttft, Stat::Mean)).best, Some(1));
+    assert!(
+        row(MetricKey::stat(Metric::Itl, Stat::Mean)).deltas[1].is_none(),
+        "missing on both sides"
+    );
 }
 
 #[test]
@@ -81,7 +86,7 @@ fn repeated_runs_give_run_to_run_noise_for_throughput() {
         runs: vec![run("b", 4, 101.0, 50.0, 60.0, 10, 0), run("b", 4, 99.0, 50.0, 60.0, 10, 0)],
     };
     let c = compare(&[a, b], &opts());
-    let thr = c.rows.iter().find(|r| r.metric == Metric::OutputThroughput).unwrap();
+    let thr = c.rows.iter().find(|r| r.metric == MetricKey::of(Metric::OutputThroughput)).unwrap();
     assert_eq!(thr.values, vec![Some(101.0), Some(100.0)]);
     let d = thr.deltas[1].unwrap();
     assert_eq!(d.verdict, Verdict::WithinNoise);
@@ -126,12 +131,19 @@ fn rankings_per_level_exclude_rejected_points() {
     let r = rankings(&s, &opts());
     let at1 = r
         .iter()
-        .find(|l| l.load.concurrency == Some(1) && l.metric == Metric::OutputThroughput)
+        .find(|l| {
+            l.load.max_concurrency == Some(1) && l.metric == MetricKey::of(Metric::OutputThroughput)
+        })
         .unwrap();
     let names: Vec<&str> = at1.entries.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, vec!["fast", "big"], "flaky is rejected");
-    let at8 =
-        r.iter().find(|l| l.load.concurrency == Some(8) && l.metric == Metric::TtftP99).unwrap();
+    let at8 = r
+        .iter()
+        .find(|l| {
+            l.load.max_concurrency == Some(8)
+                && l.metric == MetricKey::stat(Metric::Ttft, Stat::P(99.0))
+        })
+        .unwrap();
     assert_eq!(at8.entries[0].name, "big");
 }
 

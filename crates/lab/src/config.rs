@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_yaml_ng::{Mapping, Value};
-use servelab_sweep::{parse_slo, SloSpec};
+use servelab_metrics::{Metric, MetricKey, SloSpec};
 
 use crate::error::{invalid, LabError};
 use crate::profile::ProfileSpec;
@@ -71,28 +71,16 @@ impl Strategy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ObjectiveMetric {
-    TotalTokensPerS,
-    OutputTokensPerS,
-    RequestsPerS,
-}
-
-impl ObjectiveMetric {
-    pub fn label(self) -> &'static str {
-        match self {
-            ObjectiveMetric::TotalTokensPerS => "total tokens/s",
-            ObjectiveMetric::OutputTokensPerS => "output tokens/s",
-            ObjectiveMetric::RequestsPerS => "requests/s",
-        }
-    }
-}
+/// The throughputs an experiment can maximise: each is a sum over completed requests, so
+/// the bootstrap can resample them per request.
+pub const OBJECTIVES: [Metric; 3] =
+    [Metric::TotalTokenThroughput, Metric::OutputThroughput, Metric::RequestThroughput];
 
 /// Maximise `metric`, counting only runs that meet `slo` (when given).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Objective {
-    pub metric: ObjectiveMetric,
+    /// One of [`OBJECTIVES`].
+    pub metric: MetricKey,
     pub slo: Option<SloSpec>,
 }
 
@@ -161,7 +149,7 @@ struct EngineFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ObjectiveFile {
-    maximize: Option<ObjectiveMetric>,
+    maximize: Option<String>,
     slo: Option<String>,
 }
 
@@ -220,16 +208,30 @@ pub fn parse(text: &str) -> Result<Experiment, LabError> {
         profiles.push(p);
     }
     let options = options(f.options.unwrap_or_default())?;
+    let total = MetricKey::of(Metric::TotalTokenThroughput);
     let objective = match f.objective {
-        None => Objective { metric: ObjectiveMetric::TotalTokensPerS, slo: None },
+        None => Objective { metric: total, slo: None },
         Some(o) => Objective {
-            metric: o.maximize.unwrap_or(ObjectiveMetric::TotalTokensPerS),
+            metric: match o.maximize.as_deref() {
+                None => total,
+                Some(m) => MetricKey::parse(m)
+                    .filter(|k| OBJECTIVES.contains(&k.metric))
+                    .ok_or_else(|| {
+                        invalid(
+                            "objective.maximize",
+                            format!(
+                                "'{m}' is not a throughput to maximise: use total_tokens_per_s, \
+                                 output_tokens_per_s or requests_per_s"
+                            ),
+                        )
+                    })?,
+            },
             slo: o
                 .slo
                 .as_deref()
-                .map(parse_slo)
+                .map(|s| SloSpec::parse("--slo", s))
                 .transpose()
-                .map_err(|e| invalid("objective.slo", e.to_string()))?,
+                .map_err(|e| invalid("objective.slo", e))?,
         },
     };
     let acceptance = acceptance(f.acceptance)?;
@@ -415,7 +417,10 @@ profiles: [throughput]
         assert_eq!(g.ready_timeout, Duration::from_secs(600));
         assert_eq!(g.stop_grace, Duration::from_secs(10));
         assert_eq!(e.profiles[0].name, "throughput");
-        assert_eq!(e.objective, Objective { metric: ObjectiveMetric::TotalTokensPerS, slo: None });
+        assert_eq!(
+            e.objective,
+            Objective { metric: MetricKey::of(Metric::TotalTokenThroughput), slo: None }
+        );
         assert_eq!(e.acceptance, Acceptance::default());
     }
 
@@ -438,7 +443,7 @@ profiles: [throughput]
         ))
         .unwrap();
         assert_eq!(e.acceptance.repeats, 3);
-        assert_eq!(e.objective.metric, ObjectiveMetric::OutputTokensPerS);
+        assert_eq!(e.objective.metric, MetricKey::of(Metric::OutputThroughput));
         assert_eq!(e.objective.slo.as_ref().unwrap().terms[0].limit_ms, 500.0);
         assert_eq!(e.acceptance.min_gain_pct, 5.0);
         assert_eq!(e.acceptance.resamples, 200);

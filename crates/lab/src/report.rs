@@ -25,9 +25,7 @@ fn num(v: Option<f64>, digits: usize) -> String {
 fn objective_line(exp: &Experiment) -> String {
     let slo = match &exp.objective.slo {
         Some(s) => {
-            let terms: Vec<String> =
-                s.terms.iter().map(|t| format!("{} ≤ {} ms", t.key(), t.limit_ms)).collect();
-            format!(" under the SLO {}", terms.join(", "))
+            format!(" under the SLO {}", s.text("≤"))
         }
         None => String::new(),
     };
@@ -219,7 +217,7 @@ pub fn chart(exp: &Experiment, steps: &[Step]) -> String {
     line_chart(
         &format!("{} per step", exp.objective.metric.label()),
         "step (see the step table)",
-        exp.objective.metric.label(),
+        &exp.objective.metric.label(),
         &lines,
         false,
     )

@@ -391,11 +391,7 @@ async fn run_profiles<R: ProfileRunner>(
 }
 
 fn summary_value(s: &Summary, exp: &Experiment) -> f64 {
-    match exp.objective.metric {
-        crate::config::ObjectiveMetric::TotalTokensPerS => s.total_token_throughput,
-        crate::config::ObjectiveMetric::OutputTokensPerS => s.output_throughput,
-        crate::config::ObjectiveMetric::RequestsPerS => s.request_throughput,
-    }
+    exp.objective.metric.value(s).unwrap_or(0.0)
 }
 
 fn with_log_tail(mut t: TrialResult, log: &Path, lines: usize) -> TrialResult {

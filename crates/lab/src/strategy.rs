@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 use servelab_compare::bootstrap::{diff_interval, Interval};
-use servelab_compare::metric::Stat;
+use servelab_metrics::Stat;
 
 use crate::config::{Experiment, Strategy};
 use crate::noise::{paired, pooled_cv, pooled_sd, run_noise_pct};
@@ -962,7 +962,7 @@ mod tests {
     fn slo_misses_make_a_trial_invalid() {
         let e = exp("baseline");
         let mut t = trial(&e, "a", &[], 100.0, 0);
-        t.profiles[1].slo = Some(servelab_sweep::slo::SloCheck {
+        t.profiles[1].slo = Some(servelab_metrics::SloCheck {
             pass: false,
             violations: vec!["ttft_p99 900.00 ms > 500 ms".into()],
         });

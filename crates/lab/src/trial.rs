@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use servelab_metrics::{EngineMetrics, Summary};
-use servelab_sweep::slo::{SloCheck, SloSpec};
+use servelab_metrics::{Metric, MetricKey, SloCheck, SloSpec};
 
-use crate::config::ObjectiveMetric;
 use crate::error::LabError;
 
 /// What the engine reported about one profile (from the bench's `/metrics` scrapes; see
@@ -148,11 +147,11 @@ impl ProfileResult {
     }
 
     /// The objective's number.
-    pub fn value(&self, m: ObjectiveMetric) -> f64 {
-        match m {
-            ObjectiveMetric::TotalTokensPerS => self.total_tokens_per_s,
-            ObjectiveMetric::OutputTokensPerS => self.output_tokens_per_s,
-            ObjectiveMetric::RequestsPerS => self.requests_per_s,
+    pub fn value(&self, m: MetricKey) -> f64 {
+        match m.metric {
+            Metric::OutputThroughput => self.output_tokens_per_s,
+            Metric::RequestThroughput => self.requests_per_s,
+            _ => self.total_tokens_per_s,
         }
     }
 
@@ -168,15 +167,15 @@ impl ProfileResult {
 
     /// Bootstrap units whose mean is the objective's value: each completed request's share,
     /// scaled by requests / duration.
-    pub fn units(&self, m: ObjectiveMetric) -> Vec<Vec<f64>> {
+    pub fn units(&self, m: MetricKey) -> Vec<Vec<f64>> {
         if self.duration_s <= 0.0 {
             return Vec::new();
         }
         let scale = self.completed as f64 / self.duration_s;
-        let per_request: Vec<f64> = match m {
-            ObjectiveMetric::TotalTokensPerS => self.request_total_tokens.clone(),
-            ObjectiveMetric::OutputTokensPerS => self.request_output_tokens.clone(),
-            ObjectiveMetric::RequestsPerS => vec![1.0; self.completed as usize],
+        let per_request: Vec<f64> = match m.metric {
+            Metric::OutputThroughput => self.request_output_tokens.clone(),
+            Metric::RequestThroughput => vec![1.0; self.completed as usize],
+            _ => self.request_total_tokens.clone(),
         };
         per_request.into_iter().map(|t| vec![t * scale]).collect()
     }
@@ -227,7 +226,7 @@ impl TrialResult {
     }
 
     /// The objective of a profile: the mean over its runs.
-    pub fn value(&self, name: &str, m: ObjectiveMetric) -> Option<f64> {
+    pub fn value(&self, name: &str, m: MetricKey) -> Option<f64> {
         let runs = self.runs(name);
         (!runs.is_empty()).then(|| runs.iter().map(|r| r.value(m)).sum::<f64>() / runs.len() as f64)
     }
@@ -311,9 +310,9 @@ mod tests {
     #[test]
     fn units_average_to_the_throughput() {
         let p = profile("t", 100.0, 0);
-        let u = p.units(ObjectiveMetric::TotalTokensPerS);
+        let u = p.units(MetricKey::of(Metric::TotalTokenThroughput));
         assert_eq!(u, vec![vec![100.0]; 4]);
-        assert_eq!(p.units(ObjectiveMetric::RequestsPerS), vec![vec![2.0]; 4]);
+        assert_eq!(p.units(MetricKey::of(Metric::RequestThroughput)), vec![vec![2.0]; 4]);
         assert_eq!(p.success_rate(), 1.0);
         assert_eq!(profile("t", 1.0, 1).success_rate(), 0.8);
     }

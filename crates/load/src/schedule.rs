@@ -17,7 +17,7 @@ pub enum Arrivals {
     Constant { rate: f64 },
 }
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum ScheduleError {
     #[error("--request-rate must be a positive number of requests per second or 'inf' (got {0})")]
     Rate(f64),

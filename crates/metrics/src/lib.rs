@@ -14,8 +14,10 @@
 
 mod collect;
 pub mod engine;
+mod key;
 pub mod request;
 pub mod server;
+mod slo;
 pub mod stats;
 mod summary;
 pub mod timeline;
@@ -25,36 +27,15 @@ use servelab_records::{RequestRecord, RunInfo};
 
 pub use collect::{Collector, MAX_MESSAGES, MAX_MESSAGE_CHARS};
 pub use engine::EngineMetrics;
+pub use key::{pct_word, Metric, MetricKey, Stat, HEADLINE};
 pub use request::RequestRow;
 pub use server::ServerSplit;
+pub use slo::{Slo, SloCheck, SloSpec, SloTerm};
 pub use stats::Distribution;
 pub use summary::{FailureGroup, Summary};
 
 /// One second, the default throughput window.
 pub const DEFAULT_WINDOW_NS: u64 = 1_000_000_000;
-
-/// Service-level objectives for goodput, milliseconds; each is optional.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct Slo {
-    pub ttft_ms: Option<f64>,
-    pub tpot_ms: Option<f64>,
-    pub e2el_ms: Option<f64>,
-}
-
-impl Slo {
-    /// True when the request meets every given objective (`≤`). As in vLLM, a request with
-    /// fewer than 2 output tokens has TPOT 0 for this test; one without a first token or an
-    /// end fails a TTFT or E2E objective.
-    pub fn met_by(&self, r: &RequestRow) -> bool {
-        let within = |limit: Option<f64>, v: Option<f64>| match limit {
-            None => true,
-            Some(l) => v.is_some_and(|v| v <= l),
-        };
-        within(self.ttft_ms, r.ttft_ms)
-            && within(self.tpot_ms, Some(r.tpot_ms.unwrap_or(0.0)))
-            && within(self.e2el_ms, r.e2el_ms)
-    }
-}
 
 /// What to compute.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -127,9 +127,9 @@ pub fn result_value(s: &Summary, detailed: bool) -> Value {
     m.insert("model_id".into(), json!(i.model));
     m.insert("tokenizer_id".into(), json!(i.tokenizer.clone().unwrap_or_else(|| i.model.clone())));
     m.insert("num_prompts".into(), json!(i.num_prompts));
-    m.insert("request_rate".into(), i.request_rate.map_or(json!("inf"), |r| json!(r)));
-    m.insert("burstiness".into(), json!(i.burstiness));
-    m.insert("max_concurrency".into(), json!(i.max_concurrency));
+    m.insert("request_rate".into(), i.load.request_rate.map_or(json!("inf"), |r| json!(r)));
+    m.insert("burstiness".into(), json!(i.load.burstiness));
+    m.insert("max_concurrency".into(), json!(i.load.max_concurrency));
     m.insert("duration".into(), json!(s.duration_s));
     m.insert("completed".into(), json!(s.completed));
     m.insert("failed".into(), json!(s.failed));

@@ -164,10 +164,10 @@ pub fn markdown_summary(s: &Summary) -> String {
     run.push(["Backend", i.backend.as_str()]);
     run.push(["Endpoint", i.endpoint.as_str()]);
     run.push(["Dataset", i.dataset.as_str()]);
-    run.push(["Request rate (req/s)".to_string(), i.request_rate.map_or("inf".into(), f2)]);
+    run.push(["Request rate (req/s)".to_string(), i.load.request_rate.map_or("inf".into(), f2)]);
     run.push([
         "Max concurrency".to_string(),
-        i.max_concurrency.map_or("none".into(), |c| c.to_string()),
+        i.load.max_concurrency.map_or("none".into(), |c| c.to_string()),
     ]);
     run.push(["Started at", i.started_at.as_str()]);
     out.push_str(&run.to_markdown());

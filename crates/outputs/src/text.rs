@@ -21,10 +21,10 @@ pub fn vllm_block(s: &Summary) -> String {
     rule(&mut out, " Serving Benchmark Result ", '=');
     kv(&mut out, "Successful requests:", s.completed);
     kv(&mut out, "Failed requests:", s.failed);
-    if let Some(c) = s.info.max_concurrency {
+    if let Some(c) = s.info.load.max_concurrency {
         kv(&mut out, "Maximum request concurrency:", c);
     }
-    if let Some(r) = s.info.request_rate {
+    if let Some(r) = s.info.load.request_rate {
         kv(&mut out, "Request rate configured (RPS):", f2(r));
     }
     kv(&mut out, "Benchmark duration (s):", f2(s.duration_s));

@@ -3,7 +3,9 @@
 
 use servelab_metrics::{summarize, Distribution, MetricsConfig, Slo, Summary};
 use servelab_outputs::*;
-use servelab_records::{Chunk, ChunkKind, FailureKind, Outcome, RequestRecord, RunInfo, Usage};
+use servelab_records::{
+    Chunk, ChunkKind, FailureKind, LoadSpec, Outcome, RequestRecord, RunInfo, Usage,
+};
 
 const MS: u64 = 1_000_000;
 
@@ -40,10 +42,12 @@ fn info() -> RunInfo {
         tokenizer: None,
         dataset: "random".into(),
         num_prompts: 5,
-        request_rate: Some(4.0),
-        burstiness: 1.0,
-        max_concurrency: Some(3),
-        duration_s: None,
+        load: LoadSpec {
+            request_rate: Some(4.0),
+            burstiness: 1.0,
+            max_concurrency: Some(3),
+            duration_s: None,
+        },
         num_warmups: 1,
         seed: 7,
         simulated: true,

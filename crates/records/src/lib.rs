@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+pub use servelab_load::LoadSpec;
 
 /// Nanoseconds since the run origin.
 pub type Nanos = u64;
@@ -231,11 +232,9 @@ pub struct RunInfo {
     pub tokenizer: Option<String>,
     pub dataset: String,
     pub num_prompts: u64,
-    /// Requests per second, `None` for `inf`.
-    pub request_rate: Option<f64>,
-    pub burstiness: f64,
-    pub max_concurrency: Option<u64>,
-    pub duration_s: Option<f64>,
+    /// Rate, burstiness, concurrency cap and duration (serialized as four fields here).
+    #[serde(flatten)]
+    pub load: LoadSpec,
     pub num_warmups: u64,
     pub seed: u64,
     /// True when the target was the built-in simulator started in-process.

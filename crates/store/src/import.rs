@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use servelab_records::RunInfo;
+use servelab_records::{LoadSpec, RunInfo};
 
 use crate::model::{host_name, Headline, RunConfig};
 
@@ -190,9 +190,12 @@ fn vllm(v: Value, label: Option<String>) -> ImportedRun {
             model: s(&v, "model_id").unwrap_or_default(),
             tokenizer: s(&v, "tokenizer_id"),
             num_prompts: u(&v, "num_prompts").unwrap_or(0),
-            request_rate: rate(&v, "request_rate"),
-            burstiness: f(&v, "burstiness").unwrap_or(1.0),
-            max_concurrency: u(&v, "max_concurrency"),
+            load: LoadSpec {
+                request_rate: rate(&v, "request_rate"),
+                burstiness: f(&v, "burstiness").unwrap_or(1.0),
+                max_concurrency: u(&v, "max_concurrency"),
+                ..LoadSpec::default()
+            },
             started_at: s(&v, "date").map(|d| rfc3339_from_vllm(&d)).unwrap_or_default(),
             servelab_version: String::new(),
             ..RunInfo::default()
@@ -226,8 +229,11 @@ fn sglang(v: Value, label: Option<String>) -> ImportedRun {
         backend: s(&v, "backend").unwrap_or_default(),
         model: s(&v, "model_id").or_else(|| s(&v, "model")).unwrap_or_default(),
         dataset: s(&v, "dataset_name").unwrap_or_default(),
-        request_rate: rate(&v, "request_rate"),
-        max_concurrency: u(&v, "max_concurrency"),
+        load: LoadSpec {
+            request_rate: rate(&v, "request_rate"),
+            max_concurrency: u(&v, "max_concurrency"),
+            ..LoadSpec::default()
+        },
         ..RunInfo::default()
     };
     let total = f(&v, "total_throughput")
@@ -333,8 +339,11 @@ fn guidellm(report: &Value, b: &Value, label: Option<String>) -> ImportedRun {
         base_url: first_str(b, &[&["worker", "backend_target"], &["config", "target"]])
             .unwrap_or_default(),
         model,
-        request_rate: rate.filter(|r| r.is_finite()),
-        max_concurrency: streams,
+        load: LoadSpec {
+            request_rate: rate.filter(|r| r.is_finite()),
+            max_concurrency: streams,
+            ..LoadSpec::default()
+        },
         started_at: String::new(),
         ..RunInfo::default()
     };

@@ -1,7 +1,7 @@
 //! The stored types. Plain data; [`crate::Store`] reads and writes them.
 
 use serde::{Deserialize, Serialize};
-use servelab_metrics::{Distribution, Summary};
+use servelab_metrics::{Metric, MetricKey, Stat, Summary};
 use servelab_records::RunInfo;
 
 /// A run's id in the store.
@@ -127,37 +127,50 @@ pub struct Headline {
     pub duration_s: Option<f64>,
 }
 
-/// The 99th percentile of a distribution, if it was computed; `None` for an empty sample.
-pub fn p99(d: &Distribution) -> Option<f64> {
-    if d.count == 0 {
-        return None;
-    }
-    d.percentiles.iter().find(|(p, _)| (*p - 99.0).abs() < 1e-9).map(|(_, v)| *v)
-}
-
-/// The mean of a distribution, `None` for an empty sample.
-pub fn mean(d: &Distribution) -> Option<f64> {
-    (d.count > 0).then_some(d.mean)
-}
-
 impl Headline {
     /// The headline numbers of a servelab summary.
     pub fn from_summary(s: &Summary) -> Headline {
+        let v = |metric: Metric, stat: Stat| MetricKey::stat(metric, stat).value(s);
+        let p99 = Stat::P(99.0);
         Headline {
             request_throughput: Some(s.request_throughput),
             output_throughput: Some(s.output_throughput),
             total_token_throughput: Some(s.total_token_throughput),
-            ttft_mean_ms: mean(&s.ttft_ms),
-            ttft_p99_ms: p99(&s.ttft_ms),
-            tpot_mean_ms: mean(&s.tpot_ms),
-            tpot_p99_ms: p99(&s.tpot_ms),
-            itl_mean_ms: mean(&s.itl_ms),
-            itl_p99_ms: p99(&s.itl_ms),
-            e2el_mean_ms: mean(&s.e2el_ms),
-            e2el_p99_ms: p99(&s.e2el_ms),
+            ttft_mean_ms: v(Metric::Ttft, Stat::Mean),
+            ttft_p99_ms: v(Metric::Ttft, p99),
+            tpot_mean_ms: v(Metric::Tpot, Stat::Mean),
+            tpot_p99_ms: v(Metric::Tpot, p99),
+            itl_mean_ms: v(Metric::Itl, Stat::Mean),
+            itl_p99_ms: v(Metric::Itl, p99),
+            e2el_mean_ms: v(Metric::E2el, Stat::Mean),
+            e2el_p99_ms: v(Metric::E2el, p99),
             completed: Some(s.completed),
             failed: Some(s.failed),
             duration_s: Some(s.duration_s),
+        }
+    }
+
+    /// The value of `key` if the headline has a column for it (success rate in percent);
+    /// `None` for keys it does not keep and values the source did not have.
+    pub fn get(&self, key: &MetricKey) -> Option<f64> {
+        let mean = key.stat == Some(Stat::Mean);
+        let p99 = key.stat == Some(Stat::P(99.0));
+        match key.metric {
+            Metric::RequestThroughput => self.request_throughput,
+            Metric::OutputThroughput => self.output_throughput,
+            Metric::TotalTokenThroughput => self.total_token_throughput,
+            Metric::Ttft if mean => self.ttft_mean_ms,
+            Metric::Ttft if p99 => self.ttft_p99_ms,
+            Metric::Tpot if mean => self.tpot_mean_ms,
+            Metric::Tpot if p99 => self.tpot_p99_ms,
+            Metric::Itl if mean => self.itl_mean_ms,
+            Metric::Itl if p99 => self.itl_p99_ms,
+            Metric::E2el if mean => self.e2el_mean_ms,
+            Metric::E2el if p99 => self.e2el_p99_ms,
+            Metric::Completed => self.completed.map(|c| c as f64),
+            Metric::Failed => self.failed.map(|f| f as f64),
+            Metric::SuccessRate => self.success_rate().map(|s| s * 100.0),
+            _ => None,
         }
     }
 
@@ -218,6 +231,7 @@ pub fn parse_tag(s: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use servelab_metrics::Distribution;
 
     #[test]
     fn tags_parse_and_reject_empty_keys() {
@@ -243,8 +257,22 @@ mod tests {
             percentiles: vec![(50.0, 1.0), (99.0, 7.0)],
             ..Default::default()
         };
-        assert_eq!(p99(&d), Some(7.0));
+        assert_eq!(Stat::P(99.0).of(&d), Some(7.0));
         let d = Distribution { count: 3, percentiles: vec![(50.0, 1.0)], ..Default::default() };
-        assert_eq!(p99(&d), None);
+        assert_eq!(Stat::P(99.0).of(&d), None);
+    }
+
+    #[test]
+    fn headline_values_by_key() {
+        let h = Headline {
+            ttft_p99_ms: Some(9.0),
+            completed: Some(3),
+            failed: Some(1),
+            ..Headline::default()
+        };
+        assert_eq!(h.get(&MetricKey::stat(Metric::Ttft, Stat::P(99.0))), Some(9.0));
+        assert_eq!(h.get(&MetricKey::stat(Metric::Ttft, Stat::Median)), None);
+        assert_eq!(h.get(&MetricKey::of(Metric::SuccessRate)), Some(75.0));
+        assert_eq!(h.get(&MetricKey::of(Metric::Failed)), Some(1.0));
     }
 }

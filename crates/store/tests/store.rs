@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use servelab_metrics::{summarize, MetricsConfig, Summary};
-use servelab_records::{Chunk, ChunkKind, Outcome, RequestRecord, RunInfo, Usage};
+use servelab_records::{Chunk, ChunkKind, LoadSpec, Outcome, RequestRecord, RunInfo, Usage};
 use servelab_store::model::RunConfig;
 use servelab_store::{import_file, Filter, NewRun, RunKind, RunStatus, Store};
 
@@ -41,7 +41,7 @@ fn info(model: &str) -> RunInfo {
         model: model.into(),
         dataset: "random".into(),
         num_prompts: 4,
-        max_concurrency: Some(2),
+        load: LoadSpec { max_concurrency: Some(2), ..LoadSpec::default() },
         started_at: "2026-11-21T10:00:00Z".into(),
         servelab_version: "0.1.0".into(),
         ..RunInfo::default()
@@ -241,8 +241,8 @@ fn vllm_result_imports_with_headline_metrics() {
     assert_eq!(r.source.as_str(), "vllm");
     assert_eq!(r.config.info.model, "Qwen/Qwen3-8B");
     assert_eq!(r.config.info.started_at, "2026-11-20T09:30:15Z");
-    assert_eq!(r.config.info.max_concurrency, Some(16));
-    assert_eq!(r.config.info.request_rate, None);
+    assert_eq!(r.config.info.load.max_concurrency, Some(16));
+    assert_eq!(r.config.info.load.request_rate, None);
     assert_eq!(r.headline.ttft_p99_ms, Some(95.3));
     assert_eq!(r.headline.e2el_p99_ms, Some(6560.9));
     assert_eq!(r.headline.success_rate(), Some(0.99));
@@ -266,13 +266,13 @@ fn sglang_jsonl_imports_one_run_per_line_and_marks_failures_unknown() {
     assert_eq!(runs.len(), 2);
     let r = &runs[0];
     assert_eq!(r.source.as_str(), "sglang");
-    assert_eq!(r.config.info.request_rate, Some(2.0));
+    assert_eq!(r.config.info.load.request_rate, Some(2.0));
     assert_eq!(r.headline.e2el_mean_ms, Some(2098.07));
     assert_eq!(r.headline.itl_p99_ms, Some(18.2));
     assert_eq!(r.headline.total_token_throughput, Some(1295.95 + 825.94));
     assert_eq!(r.headline.failed, None);
     assert_eq!(r.missing, vec!["failed".to_string(), "records".to_string()]);
-    assert_eq!(runs[1].config.info.request_rate, Some(4.0));
+    assert_eq!(runs[1].config.info.load.request_rate, Some(4.0));
     assert!(!runs[1].missing.contains(&"tpot_mean_ms".to_string()));
 }
 
@@ -282,7 +282,7 @@ fn guidellm_report_imports_one_run_per_benchmark() {
     assert_eq!(runs.len(), 2);
     let a = &runs[0];
     assert_eq!(a.source.as_str(), "guidellm");
-    assert_eq!(a.config.info.max_concurrency, Some(4));
+    assert_eq!(a.config.info.load.max_concurrency, Some(4));
     assert_eq!(a.config.info.model, "meta-llama/Llama-3.1-8B-Instruct");
     assert_eq!(a.headline.ttft_p99_ms, Some(70.0));
     assert_eq!(a.headline.e2el_mean_ms, Some(990.0));
@@ -291,7 +291,7 @@ fn guidellm_report_imports_one_run_per_benchmark() {
     assert_eq!(a.headline.duration_s, Some(60.0));
     assert_eq!(a.missing, vec!["records".to_string()]);
     let b = &runs[1];
-    assert_eq!(b.config.info.request_rate, Some(8.0));
+    assert_eq!(b.config.info.load.request_rate, Some(8.0));
     assert_eq!(b.headline.ttft_p99_ms, Some(101.0));
     assert_eq!(b.headline.e2el_p99_ms, Some(1900.0));
     assert!(b.missing.contains(&"tpot_mean_ms".to_string()));

@@ -12,7 +12,9 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::error::SweepError;
-use crate::grid::{file_safe, Axis};
+use servelab_load::Axis;
+
+use crate::grid::file_safe;
 use crate::result::ScenarioResult;
 
 /// DejaVu Sans, cut to Latin-1 and a few symbols (license in `assets/LICENSE-DejaVu.txt`).

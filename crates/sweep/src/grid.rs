@@ -1,128 +1,13 @@
-//! The sweep grid: load levels (concurrency or request rate), scenarios, and how many prompts
-//! and which seed each point gets.
+//! The sweep grid: scenarios, and how many prompts and which seed each point gets. The load
+//! levels themselves are [`servelab_load::Level`]s.
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use servelab_load::Level;
+
 use crate::error::{invalid, SweepError};
-
-/// Which load axis a sweep varies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Axis {
-    /// Closed loop: at most N requests in flight (`--max-concurrency N`).
-    Concurrency,
-    /// Open loop: requests arrive at N per second.
-    Rate,
-}
-
-impl Axis {
-    /// Axis title with unit, for tables and charts.
-    pub fn title(self) -> &'static str {
-        match self {
-            Axis::Concurrency => "Concurrency",
-            Axis::Rate => "Request Rate (req/s)",
-        }
-    }
-}
-
-/// One load level.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
-pub enum Load {
-    Concurrency(usize),
-    /// Requests per second, finite and positive.
-    Rate(f64),
-}
-
-impl Load {
-    pub fn axis(self) -> Axis {
-        match self {
-            Load::Concurrency(_) => Axis::Concurrency,
-            Load::Rate(_) => Axis::Rate,
-        }
-    }
-
-    /// The level as a number (for sorting, charts and the search).
-    pub fn value(self) -> f64 {
-        match self {
-            Load::Concurrency(c) => c as f64,
-            Load::Rate(r) => r,
-        }
-    }
-
-    /// The level as printed in tables: `4`, `2.5`.
-    pub fn label(self) -> String {
-        match self {
-            Load::Concurrency(c) => c.to_string(),
-            Load::Rate(r) => format!("{r}"),
-        }
-    }
-
-    /// File name stem of this level's result: `concurrency-4`, `rate-2.5`.
-    pub fn file_stem(self) -> String {
-        match self {
-            Load::Concurrency(c) => format!("concurrency-{c}"),
-            Load::Rate(r) => format!("rate-{r}"),
-        }
-    }
-
-    /// The level on `axis` nearest to `v` (concurrency rounds down, never below 1).
-    pub fn on_axis(axis: Axis, v: f64) -> Load {
-        match axis {
-            Axis::Concurrency => Load::Concurrency((v.floor() as usize).max(1)),
-            Axis::Rate => Load::Rate(v),
-        }
-    }
-}
-
-/// `1,2,4,8` → concurrency levels (sorted, deduplicated, each ≥ 1).
-pub fn parse_concurrency_list(s: &str) -> Result<Vec<Load>, SweepError> {
-    let mut v = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-        match item.parse::<usize>() {
-            Ok(c) if c >= 1 => v.push(c),
-            _ => {
-                return Err(invalid(
-                    "--concurrency",
-                    format!("'{item}' is not a whole number >= 1 (expected e.g. 1,2,4,8)"),
-                ))
-            }
-        }
-    }
-    if v.is_empty() {
-        return Err(invalid("--concurrency", "give at least one level, e.g. 1,2,4,8"));
-    }
-    v.sort_unstable();
-    v.dedup();
-    Ok(v.into_iter().map(Load::Concurrency).collect())
-}
-
-/// `0.5,1,2` → request-rate levels (sorted, deduplicated, finite and positive).
-pub fn parse_rate_list(s: &str) -> Result<Vec<Load>, SweepError> {
-    let mut v: Vec<f64> = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-        match item.parse::<f64>() {
-            Ok(r) if r > 0.0 && r.is_finite() => v.push(r),
-            _ => {
-                return Err(invalid(
-                    "--request-rate",
-                    format!(
-                        "'{item}' is not a positive number of requests per second; a rate sweep \
-                         takes finite rates, e.g. 1,2,4 (sweep --concurrency for closed loop)"
-                    ),
-                ))
-            }
-        }
-    }
-    if v.is_empty() {
-        return Err(invalid("--request-rate", "give at least one rate, e.g. 1,2,4"));
-    }
-    v.sort_by(f64::total_cmp);
-    v.dedup();
-    Ok(v.into_iter().map(Load::Rate).collect())
-}
 
 /// What each point of a scenario sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,7 +77,7 @@ impl Default for PromptPolicy {
 
 impl PromptPolicy {
     /// `clamp(ceil(per_load × load), min, max)`, or the fixed count; always ≥ 1.
-    pub fn prompts_for(&self, load: Load) -> usize {
+    pub fn prompts_for(&self, load: Level) -> usize {
         if let Some(n) = self.fixed {
             return n.max(1);
         }
@@ -208,7 +93,7 @@ pub struct Scenario {
     pub name: String,
     pub dataset: DatasetChoice,
     /// Levels; `None` uses the command's grid.
-    pub loads: Option<Vec<Load>>,
+    pub loads: Option<Vec<Level>>,
     /// A fixed prompt count per point; `None` uses the command's policy.
     pub num_prompts: Option<usize>,
     /// Prompts per unit of load; `None` uses the command's `--prompts-per-concurrency`.
@@ -256,7 +141,7 @@ pub fn file_safe(name: &str) -> String {
 
 /// The seed of one point: the base seed mixed with the scenario, level and role (FNV-1a),
 /// so every point draws fresh prompts and a resumed sweep draws the same ones again.
-pub fn point_seed(base: u64, scenario: &str, load: Load, role: &str) -> u64 {
+pub fn point_seed(base: u64, scenario: &str, load: Level, role: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let key = format!("{scenario}/{}/{role}", load.file_stem());
     for b in key.bytes() {
@@ -269,22 +154,6 @@ pub fn point_seed(base: u64, scenario: &str, load: Load, role: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn concurrency_lists_sort_and_reject_zero() {
-        let v = parse_concurrency_list("8, 1,2,2").unwrap();
-        assert_eq!(v, vec![Load::Concurrency(1), Load::Concurrency(2), Load::Concurrency(8)]);
-        let e = parse_concurrency_list("1,0").unwrap_err().to_string();
-        assert_eq!(e, "--concurrency: '0' is not a whole number >= 1 (expected e.g. 1,2,4,8)");
-        assert!(parse_concurrency_list(" , ").is_err());
-    }
-
-    #[test]
-    fn rate_lists_take_finite_positive_rates() {
-        assert_eq!(parse_rate_list("2,0.5").unwrap(), vec![Load::Rate(0.5), Load::Rate(2.0)]);
-        assert!(parse_rate_list("inf").is_err());
-        assert!(parse_rate_list("-1").is_err());
-    }
 
     #[test]
     fn scenarios_are_isl_osl() {
@@ -300,31 +169,27 @@ mod tests {
     #[test]
     fn prompts_scale_with_load_and_clamp() {
         let p = PromptPolicy { fixed: None, per_load: 5.0, min: 10, max: 100 };
-        assert_eq!(p.prompts_for(Load::Concurrency(1)), 10);
-        assert_eq!(p.prompts_for(Load::Concurrency(4)), 20);
-        assert_eq!(p.prompts_for(Load::Concurrency(64)), 100);
-        assert_eq!(p.prompts_for(Load::Rate(2.5)), 13);
+        assert_eq!(p.prompts_for(Level::Concurrency(1)), 10);
+        assert_eq!(p.prompts_for(Level::Concurrency(4)), 20);
+        assert_eq!(p.prompts_for(Level::Concurrency(64)), 100);
+        assert_eq!(p.prompts_for(Level::Rate(2.5)), 13);
         let f = PromptPolicy { fixed: Some(7), ..p };
-        assert_eq!(f.prompts_for(Load::Concurrency(64)), 7);
+        assert_eq!(f.prompts_for(Level::Concurrency(64)), 7);
     }
 
     #[test]
-    fn labels_and_stems() {
-        assert_eq!(Load::Concurrency(4).file_stem(), "concurrency-4");
-        assert_eq!(Load::Rate(2.5).file_stem(), "rate-2.5");
-        assert_eq!(Load::Rate(3.0).label(), "3");
-        assert_eq!(Load::on_axis(Axis::Concurrency, 5.7), Load::Concurrency(5));
+    fn file_safe_names() {
         assert_eq!(file_safe("chat/long 1"), "chat_long_1");
         assert_eq!(file_safe(".."), "_..");
     }
 
     #[test]
     fn seeds_differ_per_point_and_repeat_per_key() {
-        let a = point_seed(0, "s", Load::Concurrency(1), "grid");
-        let b = point_seed(0, "s", Load::Concurrency(2), "grid");
-        let c = point_seed(0, "s", Load::Concurrency(1), "confirm");
+        let a = point_seed(0, "s", Level::Concurrency(1), "grid");
+        let b = point_seed(0, "s", Level::Concurrency(2), "grid");
+        let c = point_seed(0, "s", Level::Concurrency(1), "confirm");
         assert_ne!(a, b);
         assert_ne!(a, c);
-        assert_eq!(a, point_seed(0, "s", Load::Concurrency(1), "grid"));
+        assert_eq!(a, point_seed(0, "s", Level::Concurrency(1), "grid"));
     }
 }

@@ -18,8 +18,7 @@ pub mod store;
 pub mod suite;
 
 pub use error::SweepError;
-pub use grid::{Axis, DatasetChoice, Load, PromptPolicy, Scenario};
+pub use grid::{DatasetChoice, PromptPolicy, Scenario};
 pub use knee::{find_knee, Knee, KneeRule};
 pub use result::{PointResult, Role, ScenarioResult, SweepResult};
 pub use run::{run_sweep, PointRunner, PointSpec, RunError, SweepPlan};
-pub use slo::{parse_slo, SloSpec};

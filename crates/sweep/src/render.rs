@@ -1,28 +1,21 @@
 //! Pure renderers from results to text: the per-scenario Markdown table, CSV, and the whole
 //! `summary.md`.
 
-use servelab_metrics::Summary;
+use servelab_load::Axis;
+use servelab_metrics::{Metric, MetricKey, Stat};
 use servelab_outputs::csv::field;
 use servelab_outputs::markdown::{Align, Table};
 
 use crate::error::{invalid, SweepError};
-use crate::grid::Axis;
 use crate::result::{PointResult, ScenarioResult, SweepResult};
-use crate::slo::{metric_of, parse_key, stat_of, SloMetric, SloStat};
 
 /// One column of the sweep table.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Column {
     /// The load level (concurrency or request rate).
     Load,
-    RequestThroughput,
-    OutputThroughput,
-    TotalThroughput,
-    /// A latency statistic, e.g. P99 TTFT.
-    Latency(SloMetric, SloStat),
-    PeakConcurrency,
-    Completed,
-    Failed,
+    /// A number of the point's run: a throughput, a count, or a latency statistic.
+    Metric(MetricKey),
     /// Why the point ran: grid, probe or confirm.
     Role,
 }
@@ -38,15 +31,9 @@ pub fn parse_columns(s: &str) -> Result<Vec<Column>, SweepError> {
     for key in s.split(',').map(str::trim).filter(|k| !k.is_empty()) {
         let c = match key {
             "load" | "concurrency" | "request_rate" => Column::Load,
-            "request_throughput" => Column::RequestThroughput,
-            "output_throughput" => Column::OutputThroughput,
-            "total_throughput" => Column::TotalThroughput,
-            "peak_concurrency" => Column::PeakConcurrency,
-            "completed" => Column::Completed,
-            "failed" => Column::Failed,
             "run" | "role" => Column::Role,
-            other => match parse_key(other) {
-                Some((m, st)) => Column::Latency(m, st),
+            other => match MetricKey::parse(other).filter(MetricKey::is_run_level) {
+                Some(k) => Column::Metric(k),
                 None => {
                     return Err(invalid(
                         "--columns",
@@ -71,28 +58,10 @@ pub fn parse_columns(s: &str) -> Result<Vec<Column>, SweepError> {
 pub fn column_percentiles(cols: &[Column]) -> Vec<f64> {
     cols.iter()
         .filter_map(|c| match c {
-            Column::Latency(_, SloStat::P(p)) => Some(*p),
+            Column::Metric(k) => k.percentile(),
             _ => None,
         })
         .collect()
-}
-
-fn metric_name(m: SloMetric) -> &'static str {
-    match m {
-        SloMetric::Ttft => "TTFT",
-        SloMetric::Tpot => "TPOT",
-        SloMetric::Itl => "ITL",
-        SloMetric::E2el => "E2E Latency",
-    }
-}
-
-/// A statistic's name in headers: `Mean`, `Median`, `P99`.
-pub fn stat_name(s: SloStat) -> String {
-    match s {
-        SloStat::Mean => "Mean".into(),
-        SloStat::Median => "Median".into(),
-        SloStat::P(p) => format!("P{}", servelab_outputs::fmt::pct_word(p)),
-    }
 }
 
 impl Column {
@@ -100,36 +69,24 @@ impl Column {
     pub fn header(self, axis: Axis) -> String {
         match self {
             Column::Load => axis.title().to_string(),
-            Column::RequestThroughput => "Request Throughput (req/s)".into(),
-            Column::OutputThroughput => "Output Token Throughput (tok/s)".into(),
-            Column::TotalThroughput => "Total Token Throughput (tok/s)".into(),
-            Column::Latency(m, s) => format!("{} {} (ms)", stat_name(s), metric_name(m)),
-            Column::PeakConcurrency => "Peak Concurrency".into(),
-            Column::Completed => "Completed".into(),
-            Column::Failed => "Failed".into(),
+            Column::Metric(k) => k.header(),
             Column::Role => "Run".into(),
         }
     }
 
     /// The cell of one point.
     pub fn cell(self, p: &PointResult) -> String {
-        let s = &p.summary;
         match self {
             Column::Load => p.load.label(),
-            Column::RequestThroughput => num(s.request_throughput),
-            Column::OutputThroughput => num(s.output_throughput),
-            Column::TotalThroughput => num(s.total_token_throughput),
-            Column::Latency(m, st) => latency(s, m, st).map_or_else(|| "-".to_string(), num),
-            Column::PeakConcurrency => s.peak_concurrency.to_string(),
-            Column::Completed => s.completed.to_string(),
-            Column::Failed => s.failed.to_string(),
+            Column::Metric(k) => match k.value(&p.summary) {
+                // Counts print as whole numbers, like the summary's own fields.
+                Some(v) if k.unit().is_empty() => format!("{v:.0}"),
+                Some(v) => num(v),
+                None => "-".to_string(),
+            },
             Column::Role => p.role.as_str().to_string(),
         }
     }
-}
-
-fn latency(s: &Summary, m: SloMetric, st: SloStat) -> Option<f64> {
-    stat_of(metric_of(s, m), st)
 }
 
 /// A number as Python's `round(v, 2)` prints it: at most two decimals, at least one
@@ -157,8 +114,7 @@ pub fn markdown_table(points: &[PointResult], axis: Axis, cols: &[Column]) -> St
     t.to_markdown()
 }
 
-const CSV_LATENCIES: [SloMetric; 4] =
-    [SloMetric::Ttft, SloMetric::Tpot, SloMetric::Itl, SloMetric::E2el];
+const CSV_LATENCIES: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
 
 /// Every point (grid, probes, confirming runs) as CSV, full precision, one header line.
 pub fn csv(points: &[PointResult]) -> String {
@@ -180,15 +136,10 @@ pub fn csv(points: &[PointResult]) -> String {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let stats = [SloStat::Mean, SloStat::Median, SloStat::P(99.0)];
+    let stats = [Stat::Mean, Stat::Median, Stat::P(99.0)];
     for m in CSV_LATENCIES {
         for st in stats {
-            let key = match st {
-                SloStat::Mean => "mean".to_string(),
-                SloStat::Median => "median".to_string(),
-                SloStat::P(p) => format!("p{}", servelab_outputs::fmt::pct_word(p)),
-            };
-            head.push(format!("{}_{key}_ms", metric_key(m)));
+            head.push(format!("{}_ms", MetricKey::stat(m, st).key()));
         }
     }
     let mut out = head.join(",");
@@ -216,7 +167,8 @@ pub fn csv(points: &[PointResult]) -> String {
         ];
         for m in CSV_LATENCIES {
             for st in stats {
-                row.push(latency(s, m, st).map_or(String::new(), |v| v.to_string()));
+                let v = MetricKey::stat(m, st).value(s);
+                row.push(v.map_or(String::new(), |v| v.to_string()));
             }
         }
         out.push_str(&row.join(","));
@@ -225,21 +177,9 @@ pub fn csv(points: &[PointResult]) -> String {
     out
 }
 
-fn metric_key(m: SloMetric) -> &'static str {
-    match m {
-        SloMetric::Ttft => "ttft",
-        SloMetric::Tpot => "tpot",
-        SloMetric::Itl => "itl",
-        SloMetric::E2el => "e2el",
-    }
-}
-
 /// The sentence about saturation.
 pub fn knee_sentence(s: &ScenarioResult) -> String {
-    let unit = match s.axis {
-        Axis::Concurrency => "concurrency",
-        Axis::Rate => "request rate",
-    };
+    let unit = s.axis.noun();
     match &s.knee {
         None => "Saturation: no points measured.".into(),
         Some(k) => match (&k.reason, s.points.len()) {

@@ -3,9 +3,10 @@
 use serde::{Deserialize, Serialize};
 use servelab_metrics::Summary;
 
-use crate::grid::{Axis, Load};
 use crate::knee::{Knee, KneeRule};
-use crate::slo::{Bracket, SloSpec};
+use crate::slo::Bracket;
+use servelab_load::{Axis, Level};
+use servelab_metrics::SloSpec;
 
 /// Why a point was run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,7 +34,7 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PointResult {
     pub scenario: String,
-    pub load: Load,
+    pub load: Level,
     pub role: Role,
     pub num_prompts: usize,
     pub seed: u64,

@@ -4,20 +4,22 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
-use servelab_metrics::Summary;
+use servelab_metrics::{SloSpec, Summary};
 
 use crate::error::SweepError;
-use crate::grid::{point_seed, Axis, Load, PromptPolicy, Scenario};
+use servelab_load::{Axis, Level};
+
+use crate::grid::{point_seed, PromptPolicy, Scenario};
 use crate::knee::{find_knee, CurvePoint, KneeRule};
 use crate::render::{csv, summary_markdown, Column};
 use crate::result::{PointResult, Role, ScenarioResult, SloOutcome, SweepResult};
-use crate::slo::{bracket, next_probe, Bracket, SloSpec};
+use crate::slo::{bracket, next_probe, Bracket};
 use crate::store::{point_path, read_complete_point, write_atomic, write_point};
 
 /// One bench run to make.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PointSpec {
-    pub load: Load,
+    pub load: Level,
     pub num_prompts: usize,
     pub seed: u64,
     pub role: Role,
@@ -56,7 +58,7 @@ pub trait PointRunner {
 pub struct SweepPlan {
     pub scenarios: Vec<Scenario>,
     /// Levels for scenarios that do not list their own.
-    pub loads: Vec<Load>,
+    pub loads: Vec<Level>,
     pub prompts: PromptPolicy,
     pub base_seed: u64,
     /// Draw new prompts for every point (a seed per point); false reuses one seed.
@@ -86,7 +88,7 @@ impl<R: PointRunner> Driver<'_, R> {
     async fn point(
         &mut self,
         scenario: &Scenario,
-        load: Load,
+        load: Level,
         role: Role,
     ) -> Result<Option<PointResult>, SweepError> {
         let policy = scenario.prompt_policy(self.plan.prompts);
@@ -102,7 +104,7 @@ impl<R: PointRunner> Driver<'_, R> {
                 self.runner.note(&format!(
                     "{} {} {}: already measured ({}), skipped",
                     scenario.name,
-                    label(load),
+                    load.to_string(),
                     role.as_str(),
                     path.display()
                 ));
@@ -116,7 +118,7 @@ impl<R: PointRunner> Driver<'_, R> {
         self.runner.note(&format!(
             "{} {} {}: {} prompts",
             scenario.name,
-            label(load),
+            load.to_string(),
             role.as_str(),
             spec.num_prompts
         ));
@@ -129,7 +131,7 @@ impl<R: PointRunner> Driver<'_, R> {
             Err(RunError::Failed(message)) => {
                 return Err(SweepError::Point {
                     scenario: scenario.name.clone(),
-                    load: label(load),
+                    load: load.to_string(),
                     message,
                 })
             }
@@ -197,7 +199,7 @@ impl<R: PointRunner> Driver<'_, R> {
         for _ in 0..self.plan.slo_max_probes {
             let Bracket::Between { pass, fail } = bracket(&pairs(&measured)) else { break };
             let Some(mid) = next_probe(axis, pass, fail, self.plan.slo_resolution) else { break };
-            let Some(p) = self.point(sc, Load::on_axis(axis, mid), Role::Probe).await? else {
+            let Some(p) = self.point(sc, Level::on_axis(axis, mid), Role::Probe).await? else {
                 break;
             };
             let c = spec.check(&p.summary);
@@ -212,7 +214,7 @@ impl<R: PointRunner> Driver<'_, R> {
         };
         let mut confirmed = None;
         if let (Some(v), false) = (best, self.interrupted) {
-            if let Some(p) = self.point(sc, Load::on_axis(axis, v), Role::Confirm).await? {
+            if let Some(p) = self.point(sc, Level::on_axis(axis, v), Role::Confirm).await? {
                 confirmed = Some(spec.check(&p.summary).pass);
                 probes.push(p);
             }
@@ -224,11 +226,8 @@ impl<R: PointRunner> Driver<'_, R> {
                 .map(|(_, _, v)| v.join("; "))
                 .unwrap_or_default()
         };
-        let unit = match axis {
-            Axis::Concurrency => "concurrency",
-            Axis::Rate => "request rate",
-        };
-        let slo_text = slo_text(spec);
+        let unit = axis.noun();
+        let slo_text = spec.text("<=");
         let confirm_text = match confirmed {
             Some(true) => " and a confirming run met it too",
             Some(false) => "; the confirming run missed it, so treat the limit as lower",
@@ -253,20 +252,6 @@ impl<R: PointRunner> Driver<'_, R> {
         };
         Ok(SloOutcome { spec: spec.clone(), bracket: b, best, confirmed, verdict })
     }
-}
-
-fn label(load: Load) -> String {
-    match load {
-        Load::Concurrency(c) => format!("concurrency {c}"),
-        Load::Rate(r) => format!("rate {r} req/s"),
-    }
-}
-
-/// `ttft_p99 <= 500 ms, tpot_p99 <= 50 ms`.
-pub fn slo_text(spec: &SloSpec) -> String {
-    let terms: Vec<String> =
-        spec.terms.iter().map(|t| format!("{} <= {} ms", t.key(), t.limit_ms)).collect();
-    terms.join(", ")
 }
 
 /// The knee rule's view of grid points.

@@ -4,11 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::SweepError;
-use crate::grid::{file_safe, Load};
+use servelab_load::Level;
+
+use crate::grid::file_safe;
 use crate::result::{PointResult, Role};
 
 /// `DIR/points/<scenario>/<load>[-probe|-confirm].json`.
-pub fn point_path(dir: &Path, scenario: &str, load: Load, role: Role) -> PathBuf {
+pub fn point_path(dir: &Path, scenario: &str, load: Level, role: Role) -> PathBuf {
     let stem = load.file_stem();
     let name = match role {
         Role::Grid => format!("{stem}.json"),
@@ -45,7 +47,7 @@ pub fn write_point(path: &Path, point: &PointResult) -> Result<(), SweepError> {
 pub fn read_complete_point(
     path: &Path,
     scenario: &str,
-    load: Load,
+    load: Level,
     role: Role,
 ) -> Option<PointResult> {
     let text = std::fs::read(path).ok()?;
@@ -68,11 +70,11 @@ mod tests {
     fn paths_name_scenario_load_and_role() {
         let d = Path::new("/out");
         assert_eq!(
-            point_path(d, "1000x100", Load::Concurrency(4), Role::Grid),
+            point_path(d, "1000x100", Level::Concurrency(4), Role::Grid),
             PathBuf::from("/out/points/1000x100/concurrency-4.json")
         );
         assert_eq!(
-            point_path(d, "a b", Load::Rate(2.5), Role::Probe),
+            point_path(d, "a b", Level::Rate(2.5), Role::Probe),
             PathBuf::from("/out/points/a_b/rate-2.5-probe.json")
         );
     }

@@ -18,7 +18,9 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::error::{invalid, SweepError};
-use crate::grid::{DatasetChoice, Load, Scenario};
+use servelab_load::Level;
+
+use crate::grid::{DatasetChoice, Scenario};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,7 +115,7 @@ fn scenario(f: ScenarioFile) -> Result<Scenario, SweepError> {
             let mut c = c.clone();
             c.sort_unstable();
             c.dedup();
-            Some(c.into_iter().map(Load::Concurrency).collect())
+            Some(c.into_iter().map(Level::Concurrency).collect())
         }
         (None, Some(r)) => {
             if r.is_empty() || r.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
@@ -122,7 +124,7 @@ fn scenario(f: ScenarioFile) -> Result<Scenario, SweepError> {
             let mut r = r.clone();
             r.sort_by(f64::total_cmp);
             r.dedup();
-            Some(r.into_iter().map(Load::Rate).collect())
+            Some(r.into_iter().map(Level::Rate).collect())
         }
         (None, None) => None,
     };
@@ -173,10 +175,10 @@ scenarios:
         assert_eq!(s[0].dataset, DatasetChoice::Random { input_len: 3000, output_len: 150 });
         assert_eq!(
             s[0].loads,
-            Some(vec![Load::Concurrency(1), Load::Concurrency(2), Load::Concurrency(4)])
+            Some(vec![Level::Concurrency(1), Level::Concurrency(2), Level::Concurrency(4)])
         );
         assert_eq!(s[1].dataset, DatasetChoice::FromArgs);
-        assert_eq!(s[1].loads, Some(vec![Load::Rate(1.0), Load::Rate(2.5)]));
+        assert_eq!(s[1].loads, Some(vec![Level::Rate(1.0), Level::Rate(2.5)]));
         assert_eq!((s[1].num_prompts, s[1].max_concurrency), (Some(50), Some(64)));
     }
 

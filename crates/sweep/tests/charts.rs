@@ -12,7 +12,7 @@ fn scenario() -> ScenarioResult {
         .iter()
         .map(|&c| PointResult {
             scenario: "100x20".into(),
-            load: servelab_sweep::Load::Concurrency(c),
+            load: servelab_load::Level::Concurrency(c),
             role: Role::Grid,
             num_prompts: 10,
             seed: 0,
@@ -25,7 +25,7 @@ fn scenario() -> ScenarioResult {
     let sc = parse_scenario("100:20").unwrap();
     ScenarioResult {
         name: sc.name,
-        axis: servelab_sweep::Axis::Concurrency,
+        axis: servelab_load::Axis::Concurrency,
         dataset: "random(100:20)".into(),
         points,
         probes: vec![],

@@ -7,16 +7,18 @@ use servelab_metrics::Summary;
 
 mod common;
 use common::summary;
+use servelab_load::{parse_concurrency_list, Level};
+use servelab_metrics::SloSpec;
 use servelab_sweep::render::{csv, markdown_table, parse_columns, DEFAULT_COLUMNS};
 use servelab_sweep::run::write_outputs;
 use servelab_sweep::{
-    grid, parse_slo, run_sweep, KneeRule, Load, PointRunner, PointSpec, PromptPolicy, Role,
-    RunError, Scenario, SweepPlan,
+    grid, run_sweep, KneeRule, PointRunner, PointSpec, PromptPolicy, Role, RunError, Scenario,
+    SweepPlan,
 };
 
 #[derive(Default)]
 struct Fake {
-    runs: Vec<(String, Load, Role)>,
+    runs: Vec<(String, Level, Role)>,
     settles: usize,
     /// Interrupt the run with this index (0-based).
     interrupt_at: Option<usize>,
@@ -28,7 +30,7 @@ impl PointRunner for Fake {
             return Err(RunError::Interrupted);
         }
         self.runs.push((sc.name.clone(), p.load, p.role));
-        let Load::Concurrency(c) = p.load else { panic!("concurrency only") };
+        let Level::Concurrency(c) = p.load else { panic!("concurrency only") };
         Ok(summary(c, p.num_prompts))
     }
     async fn settle(&mut self) {
@@ -40,12 +42,12 @@ impl PointRunner for Fake {
 fn plan(dir: &Path, slo: Option<&str>) -> SweepPlan {
     SweepPlan {
         scenarios: vec![grid::parse_scenario("100:20").unwrap()],
-        loads: grid::parse_concurrency_list("1,2,4,8,16").unwrap(),
+        loads: parse_concurrency_list("1,2,4,8,16").unwrap(),
         prompts: PromptPolicy::default(),
         base_seed: 0,
         fresh_prompts: true,
         knee: KneeRule::default(),
-        slo: slo.map(|s| parse_slo(s).unwrap()),
+        slo: slo.map(|s| SloSpec::parse("--slo", s).unwrap()),
         slo_resolution: 0.1,
         slo_max_probes: 6,
         output_dir: dir.to_path_buf(),
@@ -101,13 +103,13 @@ async fn slo_search_bisects_to_one_step_and_confirms() {
     let o = r.scenarios[0].slo.as_ref().unwrap();
     assert_eq!(o.best, Some(4.0));
     assert_eq!(o.confirmed, Some(true));
-    let extra: Vec<(Load, Role)> = fake.runs[5..].iter().map(|(_, l, r)| (*l, *r)).collect();
+    let extra: Vec<(Level, Role)> = fake.runs[5..].iter().map(|(_, l, r)| (*l, *r)).collect();
     assert_eq!(
         extra,
         [
-            (Load::Concurrency(6), Role::Probe),
-            (Load::Concurrency(5), Role::Probe),
-            (Load::Concurrency(4), Role::Confirm)
+            (Level::Concurrency(6), Role::Probe),
+            (Level::Concurrency(5), Role::Probe),
+            (Level::Concurrency(4), Role::Confirm)
         ]
     );
     assert!(!r.slo_unmet());
@@ -146,8 +148,8 @@ async fn resume_skips_complete_points_and_reruns_the_rest() {
     let r =
         run_sweep(&SweepPlan { resume: true, ..plan(dir.path(), None) }, &mut again).await.unwrap();
     assert!(!r.interrupted);
-    let ran: Vec<Load> = again.runs.iter().map(|(_, l, _)| *l).collect();
-    assert_eq!(ran, [Load::Concurrency(2), Load::Concurrency(8), Load::Concurrency(16)]);
+    let ran: Vec<Level> = again.runs.iter().map(|(_, l, _)| *l).collect();
+    assert_eq!(ran, [Level::Concurrency(2), Level::Concurrency(8), Level::Concurrency(16)]);
     assert_eq!(r.scenarios[0].points.len(), 5);
     // Everything stored: a third run runs nothing.
     let mut third = Fake::default();

@@ -1,7 +1,7 @@
 //! A fake engine's summaries, shared by the driver and chart tests.
 
 use servelab_metrics::{Distribution, Summary};
-use servelab_records::RunInfo;
+use servelab_records::{LoadSpec, RunInfo};
 
 fn dist(mean: f64, p99: f64) -> Distribution {
     Distribution {
@@ -32,10 +32,12 @@ pub fn summary(c: usize, n: usize) -> Summary {
             tokenizer: None,
             dataset: "random(100:20)".into(),
             num_prompts: n as u64,
-            request_rate: None,
-            burstiness: 1.0,
-            max_concurrency: Some(c as u64),
-            duration_s: None,
+            load: LoadSpec {
+                request_rate: None,
+                burstiness: 1.0,
+                max_concurrency: Some(c as u64),
+                duration_s: None,
+            },
             num_warmups: 0,
             seed: 0,
             simulated: true,

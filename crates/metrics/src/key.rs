@@ -1,0 +1,437 @@
+//! One vocabulary for "which number of a run": a [`MetricKey`] is a [`Metric`] and, for the
+//! latency distributions, a [`Stat`]. It knows its value in a [`Summary`], its labels, which
+//! direction is better, and how users spell it (`ttft_p99`, `output_throughput`,
+//! `total_tokens_per_s`). Comparisons, sweep tables and SLOs, lab objectives and the store's
+//! headline all read runs through it.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::stats::Distribution;
+use crate::Summary;
+
+/// A quantity a run reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    /// Completed requests per second.
+    RequestThroughput,
+    /// Prompt tokens of completed requests per second.
+    InputThroughput,
+    /// Output tokens per second.
+    OutputThroughput,
+    /// Prompt and output tokens per second.
+    TotalTokenThroughput,
+    /// Requests meeting every goodput objective, per second.
+    RequestGoodput,
+    /// Most output tokens in one throughput window, per second.
+    PeakOutputThroughput,
+    /// Most requests in flight at once.
+    PeakConcurrency,
+    /// Requests that succeeded.
+    Completed,
+    /// Requests that failed.
+    Failed,
+    /// Completed / (completed + failed), in percent.
+    SuccessRate,
+    /// Time to first token (ms).
+    Ttft,
+    /// Time per output token after the first (ms).
+    Tpot,
+    /// Per-token inter-token latency (ms).
+    Itl,
+    /// End-to-end latency (ms).
+    E2el,
+}
+
+/// A statistic of a latency distribution.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stat {
+    /// The arithmetic mean.
+    Mean,
+    /// The 50th percentile.
+    Median,
+    /// A percentile in (0, 100].
+    P(f64),
+}
+
+/// A metric and, for a latency, the statistic of it; a latency without a statistic is the
+/// per-request value (what a goodput objective bounds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricKey {
+    /// The quantity.
+    pub metric: Metric,
+    /// For latencies: which statistic of the distribution.
+    pub stat: Option<Stat>,
+}
+
+impl Metric {
+    /// The spelling in keys: `ttft`, `output_throughput`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::RequestThroughput => "request_throughput",
+            Metric::InputThroughput => "input_throughput",
+            Metric::OutputThroughput => "output_throughput",
+            Metric::TotalTokenThroughput => "total_token_throughput",
+            Metric::RequestGoodput => "request_goodput",
+            Metric::PeakOutputThroughput => "peak_output_throughput",
+            Metric::PeakConcurrency => "peak_concurrency",
+            Metric::Completed => "completed",
+            Metric::Failed => "failed",
+            Metric::SuccessRate => "success_rate",
+            Metric::Ttft => "ttft",
+            Metric::Tpot => "tpot",
+            Metric::Itl => "itl",
+            Metric::E2el => "e2el",
+        }
+    }
+
+    /// True for the latency distributions (which take a [`Stat`]).
+    pub fn is_latency(self) -> bool {
+        matches!(self, Metric::Ttft | Metric::Tpot | Metric::Itl | Metric::E2el)
+    }
+
+    /// The distribution of a latency metric in a summary.
+    pub fn distribution(self, s: &Summary) -> Option<&Distribution> {
+        match self {
+            Metric::Ttft => Some(&s.ttft_ms),
+            Metric::Tpot => Some(&s.tpot_ms),
+            Metric::Itl => Some(&s.itl_ms),
+            Metric::E2el => Some(&s.e2el_ms),
+            _ => None,
+        }
+    }
+
+    /// The latency's name in published tables: `TTFT`, `E2E Latency`.
+    fn title(self) -> &'static str {
+        match self {
+            Metric::Ttft => "TTFT",
+            Metric::Tpot => "TPOT",
+            Metric::Itl => "ITL",
+            _ => "E2E Latency",
+        }
+    }
+
+    fn from_name(s: &str) -> Option<Metric> {
+        Some(match s {
+            "request_throughput" | "requests_per_s" => Metric::RequestThroughput,
+            "input_throughput" => Metric::InputThroughput,
+            "output_throughput" | "output_tokens_per_s" => Metric::OutputThroughput,
+            "total_token_throughput" | "total_throughput" | "total_tokens_per_s" => {
+                Metric::TotalTokenThroughput
+            }
+            "request_goodput" | "goodput" => Metric::RequestGoodput,
+            "peak_output_throughput" => Metric::PeakOutputThroughput,
+            "peak_concurrency" => Metric::PeakConcurrency,
+            "completed" => Metric::Completed,
+            "failed" => Metric::Failed,
+            "success_rate" => Metric::SuccessRate,
+            "ttft" => Metric::Ttft,
+            "tpot" => Metric::Tpot,
+            "itl" => Metric::Itl,
+            "e2el" | "e2e" => Metric::E2el,
+            _ => return None,
+        })
+    }
+}
+
+impl Stat {
+    /// The spelling in keys: `mean`, `median`, `p99`, `p99.9`.
+    pub fn name(self) -> String {
+        match self {
+            Stat::Mean => "mean".into(),
+            Stat::Median => "median".into(),
+            Stat::P(p) => format!("p{}", pct_word(p)),
+        }
+    }
+
+    /// The statistic in published headers: `Mean`, `Median`, `P99`.
+    pub fn title(self) -> String {
+        match self {
+            Stat::Mean => "Mean".into(),
+            Stat::Median => "Median".into(),
+            Stat::P(p) => format!("P{}", pct_word(p)),
+        }
+    }
+
+    /// The statistic of a distribution; `None` for an empty sample or a percentile it was
+    /// not computed with.
+    pub fn of(self, d: &Distribution) -> Option<f64> {
+        if d.count == 0 {
+            return None;
+        }
+        match self {
+            Stat::Mean => Some(d.mean),
+            Stat::Median => Some(d.median),
+            Stat::P(p) => d.percentile(p),
+        }
+    }
+
+    fn parse(s: &str) -> Option<Stat> {
+        match s {
+            "mean" => Some(Stat::Mean),
+            "median" | "p50" => Some(Stat::Median),
+            _ => {
+                let p: f64 = s.strip_prefix('p')?.parse().ok()?;
+                (p > 0.0 && p <= 100.0).then_some(Stat::P(p))
+            }
+        }
+    }
+}
+
+/// A percentile's name as vLLM writes it: `99` for integral values, else `99.9`.
+pub fn pct_word(p: f64) -> String {
+    if p.fract() == 0.0 && p.abs() < 1e15 {
+        format!("{}", p as i64)
+    } else {
+        format!("{p}")
+    }
+}
+
+impl MetricKey {
+    /// A run-level quantity (no statistic).
+    pub const fn of(metric: Metric) -> MetricKey {
+        MetricKey { metric, stat: None }
+    }
+
+    /// A statistic of a latency.
+    pub const fn stat(metric: Metric, stat: Stat) -> MetricKey {
+        MetricKey { metric, stat: Some(stat) }
+    }
+
+    /// `ttft_p99`, `e2el_mean`, `output_throughput`, or a bare latency name (`ttft`) for the
+    /// per-request value. Also takes `e2e`, `p50` for the median, and the lab's
+    /// `total_tokens_per_s`, `output_tokens_per_s`, `requests_per_s`.
+    pub fn parse(s: &str) -> Option<MetricKey> {
+        let s = s.trim();
+        if let Some(metric) = Metric::from_name(s) {
+            return Some(MetricKey::of(metric));
+        }
+        let (m, st) = s.split_once('_')?;
+        let metric = Metric::from_name(m).filter(|m| m.is_latency())?;
+        Some(MetricKey::stat(metric, Stat::parse(st)?))
+    }
+
+    /// The canonical spelling: `ttft_p99`, `output_throughput`.
+    pub fn key(&self) -> String {
+        match self.stat {
+            Some(st) => format!("{}_{}", self.metric.name(), st.name()),
+            None => self.metric.name().to_string(),
+        }
+    }
+
+    /// True for a latency statistic or a run-level quantity: something one run has one
+    /// value of (a bare latency is per request).
+    pub fn is_run_level(&self) -> bool {
+        self.metric.is_latency() == self.stat.is_some()
+    }
+
+    /// The value in a summary; `None` when the run has no such number (an empty latency
+    /// sample, a percentile not computed, goodput without objectives, a per-request key).
+    pub fn value(&self, s: &Summary) -> Option<f64> {
+        if let Some(d) = self.metric.distribution(s) {
+            return self.stat?.of(d);
+        }
+        let total = s.completed + s.failed;
+        Some(match self.metric {
+            Metric::RequestThroughput => s.request_throughput,
+            Metric::InputThroughput => s.input_throughput,
+            Metric::OutputThroughput => s.output_throughput,
+            Metric::TotalTokenThroughput => s.total_token_throughput,
+            Metric::RequestGoodput => s.request_goodput?,
+            Metric::PeakOutputThroughput => s.peak_output_throughput,
+            Metric::PeakConcurrency => s.peak_concurrency as f64,
+            Metric::Completed => s.completed as f64,
+            Metric::Failed => s.failed as f64,
+            Metric::SuccessRate if total > 0 => s.completed as f64 / total as f64 * 100.0,
+            _ => return None,
+        })
+    }
+
+    /// True when a higher value is better (throughputs, success); latencies and failures are
+    /// better lower.
+    pub fn higher_is_better(&self) -> bool {
+        !(self.metric.is_latency() || self.metric == Metric::Failed)
+    }
+
+    /// True when `a` is better than `b`.
+    pub fn better(&self, a: f64, b: f64) -> bool {
+        if self.higher_is_better() {
+            a > b
+        } else {
+            a < b
+        }
+    }
+
+    /// The percentile a summary must carry for this key, if any.
+    pub fn percentile(&self) -> Option<f64> {
+        match self.stat {
+            Some(Stat::P(p)) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The unit of the value: `ms`, `tok/s`, `req/s`, `%`, or empty for counts.
+    pub fn unit(&self) -> &'static str {
+        match self.metric {
+            m if m.is_latency() => "ms",
+            Metric::RequestThroughput | Metric::RequestGoodput => "req/s",
+            Metric::InputThroughput
+            | Metric::OutputThroughput
+            | Metric::TotalTokenThroughput
+            | Metric::PeakOutputThroughput => "tok/s",
+            Metric::SuccessRate => "%",
+            _ => "",
+        }
+    }
+
+    /// servelab's label, used in comparisons, reports and the lab: `TTFT p99 (ms)`,
+    /// `Output throughput (tok/s)`.
+    pub fn label(&self) -> String {
+        let name = match self.metric {
+            Metric::RequestThroughput => "Request throughput",
+            Metric::InputThroughput => "Input throughput",
+            Metric::OutputThroughput => "Output throughput",
+            Metric::TotalTokenThroughput => "Total throughput",
+            Metric::RequestGoodput => "Request goodput",
+            Metric::PeakOutputThroughput => "Peak output throughput",
+            Metric::PeakConcurrency => "Peak concurrency",
+            Metric::Completed => "Completed",
+            Metric::Failed => "Failed",
+            Metric::SuccessRate => "Success rate",
+            Metric::Ttft => "TTFT",
+            Metric::Tpot => "TPOT",
+            Metric::Itl => "ITL",
+            Metric::E2el => "E2E latency",
+        };
+        let stat = self.stat.map(|s| format!(" {}", s.name())).unwrap_or_default();
+        match self.unit() {
+            "" => format!("{name}{stat}"),
+            u => format!("{name}{stat} ({u})"),
+        }
+    }
+
+    /// The header of published sweep tables (`vllm bench serve` style): `P99 TTFT (ms)`,
+    /// `Output Token Throughput (tok/s)`.
+    pub fn header(&self) -> String {
+        if let (true, Some(st)) = (self.metric.is_latency(), self.stat) {
+            return format!("{} {} (ms)", st.title(), self.metric.title());
+        }
+        match self.metric {
+            Metric::RequestThroughput => "Request Throughput (req/s)".into(),
+            Metric::InputThroughput => "Input Token Throughput (tok/s)".into(),
+            Metric::OutputThroughput => "Output Token Throughput (tok/s)".into(),
+            Metric::TotalTokenThroughput => "Total Token Throughput (tok/s)".into(),
+            Metric::RequestGoodput => "Request Goodput (req/s)".into(),
+            Metric::PeakOutputThroughput => "Peak Output Token Throughput (tok/s)".into(),
+            Metric::PeakConcurrency => "Peak Concurrency".into(),
+            Metric::Completed => "Completed".into(),
+            Metric::Failed => "Failed".into(),
+            Metric::SuccessRate => "Success Rate (%)".into(),
+            m => m.title().into(),
+        }
+    }
+}
+
+impl fmt::Display for MetricKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key())
+    }
+}
+
+impl std::str::FromStr for MetricKey {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<MetricKey, String> {
+        MetricKey::parse(s).ok_or_else(|| {
+            format!(
+                "unknown metric '{s}': use request_throughput, output_throughput, \
+                 total_token_throughput, peak_concurrency, completed, failed, success_rate, or a \
+                 latency (ttft, tpot, itl, e2el) with _mean, _median or _pNN, e.g. ttft_p99"
+            )
+        })
+    }
+}
+
+impl Serialize for MetricKey {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.key())
+    }
+}
+
+impl<'de> Deserialize<'de> for MetricKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<MetricKey, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The metrics a comparison, a report and the store's headline show, in report order.
+pub const HEADLINE: [MetricKey; 12] = [
+    MetricKey::of(Metric::RequestThroughput),
+    MetricKey::of(Metric::OutputThroughput),
+    MetricKey::of(Metric::TotalTokenThroughput),
+    MetricKey::stat(Metric::Ttft, Stat::Mean),
+    MetricKey::stat(Metric::Ttft, Stat::P(99.0)),
+    MetricKey::stat(Metric::Tpot, Stat::Mean),
+    MetricKey::stat(Metric::Tpot, Stat::P(99.0)),
+    MetricKey::stat(Metric::Itl, Stat::Mean),
+    MetricKey::stat(Metric::Itl, Stat::P(99.0)),
+    MetricKey::stat(Metric::E2el, Stat::Mean),
+    MetricKey::stat(Metric::E2el, Stat::P(99.0)),
+    MetricKey::of(Metric::SuccessRate),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_spelling() {
+        let k = |s: &str| MetricKey::parse(s).map(|k| k.key());
+        assert_eq!(k("ttft_p99").as_deref(), Some("ttft_p99"));
+        assert_eq!(k("e2e_p50").as_deref(), Some("e2el_median"));
+        assert_eq!(k("tpot_p99.9").as_deref(), Some("tpot_p99.9"));
+        assert_eq!(k("total_tokens_per_s").as_deref(), Some("total_token_throughput"));
+        assert_eq!(k("total_throughput").as_deref(), Some("total_token_throughput"));
+        assert_eq!(k("requests_per_s").as_deref(), Some("request_throughput"));
+        assert_eq!(k("ttft").as_deref(), Some("ttft"));
+        assert_eq!(k("ttft_p0"), None);
+        assert_eq!(k("ttft_p101"), None);
+        assert_eq!(k("output_throughput_p99"), None);
+        assert_eq!(k("foo_p99"), None);
+        assert!("ttft_p999".parse::<MetricKey>().unwrap_err().contains("unknown metric"));
+    }
+
+    #[test]
+    fn labels_headers_and_directions() {
+        let p99 = MetricKey::stat(Metric::Ttft, Stat::P(99.0));
+        assert_eq!(p99.label(), "TTFT p99 (ms)");
+        assert_eq!(p99.header(), "P99 TTFT (ms)");
+        let e2e = MetricKey::stat(Metric::E2el, Stat::Mean);
+        assert_eq!(e2e.label(), "E2E latency mean (ms)");
+        assert_eq!(e2e.header(), "Mean E2E Latency (ms)");
+        let out = MetricKey::of(Metric::OutputThroughput);
+        assert_eq!(out.label(), "Output throughput (tok/s)");
+        assert_eq!(out.header(), "Output Token Throughput (tok/s)");
+        assert_eq!(MetricKey::of(Metric::SuccessRate).label(), "Success rate (%)");
+        assert_eq!(MetricKey::of(Metric::Completed).label(), "Completed");
+        assert!(out.higher_is_better() && out.better(2.0, 1.0));
+        assert!(!p99.higher_is_better() && p99.better(1.0, 2.0));
+        assert!(!MetricKey::of(Metric::Failed).higher_is_better());
+        assert_eq!(p99.percentile(), Some(99.0));
+        assert!(p99.is_run_level() && !MetricKey::of(Metric::Ttft).is_run_level());
+    }
+
+    #[test]
+    fn serializes_as_its_key() {
+        let k = MetricKey::stat(Metric::Ttft, Stat::Median);
+        assert_eq!(serde_json::to_string(&k).unwrap(), "\"ttft_median\"");
+        assert_eq!(serde_json::from_str::<MetricKey>("\"ttft_p50\"").unwrap(), k);
+        assert_eq!(
+            HEADLINE.iter().map(|k| k.key()).collect::<Vec<_>>().join(","),
+            "request_throughput,output_throughput,total_token_throughput,ttft_mean,ttft_p99,\
+             tpot_mean,tpot_p99,itl_mean,itl_p99,e2el_mean,e2el_p99,success_rate"
+        );
+    }
+}
