@@ -104,7 +104,7 @@ impl<R: PointRunner> Driver<'_, R> {
                 self.runner.note(&format!(
                     "{} {} {}: already measured ({}), skipped",
                     scenario.name,
-                    load.to_string(),
+                    load,
                     role.as_str(),
                     path.display()
                 ));
@@ -118,7 +118,7 @@ impl<R: PointRunner> Driver<'_, R> {
         self.runner.note(&format!(
             "{} {} {}: {} prompts",
             scenario.name,
-            load.to_string(),
+            load,
             role.as_str(),
             spec.num_prompts
         ));
