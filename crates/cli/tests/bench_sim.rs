@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use servelab::bench::{self, BenchOutcome};
-use servelab::settings::BenchSettings;
+use servelab::args::BenchArgs;
+use servelab_bench::BenchOutcome;
 use servelab_client::runner::request_id;
 use servelab_client::StopReason;
 use servelab_records::{FailureKind, Outcome, RequestRecord};
@@ -24,7 +24,7 @@ mod common;
 /// Scheduling noise allowed on a loaded 2-core machine, per measurement.
 const SLACK_MS: f64 = 15.0;
 
-fn settings(url: &str, extra: &[&str]) -> BenchSettings {
+fn settings(url: &str, extra: &[&str]) -> BenchArgs {
     common::bench_settings(url, &[&["--ignore-eos"], extra].concat())
 }
 
@@ -377,7 +377,7 @@ async fn interrupt_keeps_a_partial_result() {
         ],
     );
     let (tx, rx) = watch::channel(false);
-    let run = tokio::spawn(async move { bench::run(&s, rx).await });
+    let run = tokio::spawn(async move { servelab::bench(&s, rx).await });
     tokio::time::sleep(Duration::from_millis(500)).await;
     tx.send(true).unwrap();
     let out = tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
@@ -394,7 +394,7 @@ async fn interrupt_keeps_a_partial_result() {
 async fn unreachable_server_is_a_clear_runtime_error() {
     let s = settings("http://127.0.0.1:9", &["--ready-timeout", "0.3", "--num-prompts", "1"]);
     let (_tx, rx) = watch::channel(false);
-    let err = bench::run(&s, rx).await.unwrap_err().to_string();
+    let err = servelab::bench(&s, rx).await.unwrap_err().to_string();
     assert!(err.contains("http://127.0.0.1:9 did not become ready"), "{err}");
 }
 

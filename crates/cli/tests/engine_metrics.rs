@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use servelab::bench::BenchOutcome;
+use servelab_bench::BenchOutcome;
 use servelab_records::{FailureKind, Outcome};
 use servelab_sim::{SimConfig, SimHandle};
 

@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use servelab::lab_cmd::{run_experiment, LabRunArgs};
+use servelab::args::LabRunArgs;
+use servelab::run_experiment;
 use servelab_lab::strategy::Decision;
 use servelab_lab::trial::TrialStatus;
 use servelab_lab::Finish;

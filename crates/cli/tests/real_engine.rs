@@ -16,7 +16,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use servelab::bench::BenchOutcome;
+use servelab_bench::BenchOutcome;
 use servelab_records::{FailureKind, Outcome, RequestRecord, ServerTimings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

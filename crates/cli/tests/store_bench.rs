@@ -4,22 +4,20 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use servelab::bench;
-use servelab::cli::{Cli, Command};
-use servelab::settings::BenchSettings;
+use servelab::args::{BenchArgs, Cli, Command};
 use servelab_client::StopReason;
 use servelab_sim::SimConfig;
 use servelab_store::{Filter, RunStatus, Store};
 use tokio::sync::watch;
 
-fn settings(url: &str, db: &Path, extra: &[&str]) -> BenchSettings {
+fn settings(url: &str, db: &Path, extra: &[&str]) -> BenchArgs {
     let mut args = vec!["servelab", "bench", "--base-url", url, "--no-progress", "--ignore-eos"];
     let db = db.to_str().unwrap().to_string();
     args.extend_from_slice(&["--db", &db]);
     args.extend_from_slice(extra);
     let cli = Cli::try_parse_from(args).expect("valid args");
     let Command::Bench(a) = cli.command else { unreachable!("bench subcommand") };
-    BenchSettings::from_args(*a, None).expect("valid settings")
+    *a
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,7 +44,7 @@ async fn a_bench_is_running_in_the_store_while_it_runs_then_complete() {
         ],
     );
     let (_tx, rx) = watch::channel(false);
-    let run = tokio::spawn(async move { bench::run(&s, rx).await });
+    let run = tokio::spawn(async move { servelab::bench(&s, rx).await });
 
     // 12 requests × ~0.4 s at concurrency 2 ≈ 2.4 s: poll until the run shows as running
     // with some records already stored.
@@ -102,7 +100,7 @@ async fn an_interrupted_bench_is_stored_as_interrupted() {
         ],
     );
     let (tx, rx) = watch::channel(false);
-    let run = tokio::spawn(async move { bench::run(&s, rx).await });
+    let run = tokio::spawn(async move { servelab::bench(&s, rx).await });
     tokio::time::sleep(Duration::from_millis(500)).await;
     tx.send(true).unwrap();
     let out = tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
@@ -126,8 +124,10 @@ async fn a_broken_store_does_not_cost_the_benchmark() {
         &["--num-prompts", "5", "--random-input-len", "8", "--random-output-len", "4"],
     );
     let (_tx, rx) = watch::channel(false);
-    let out =
-        tokio::time::timeout(Duration::from_secs(30), bench::run(&s, rx)).await.unwrap().unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), servelab::bench(&s, rx))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(out.summary.completed, 5);
     sim.shutdown().await;
 }

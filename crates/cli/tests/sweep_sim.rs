@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::Parser;
-use servelab::cli::{Cli, Command};
+use servelab::args::{Cli, Command};
 use servelab::{ExitStatus, Failure};
 use servelab_sim::{SimConfig, SimHandle};
 use servelab_sweep::render::num;
@@ -43,7 +43,7 @@ async fn sweep(url: &str, dir: &Path, extra: &[&str]) -> Result<ExitStatus, Fail
     let cli = Cli::try_parse_from(args).expect("valid args");
     let Command::Sweep(a) = cli.command else { unreachable!("sweep subcommand") };
     let (_tx, rx) = watch::channel(false);
-    tokio::time::timeout(Duration::from_secs(60), servelab::sweep_cmd::run(*a, rx))
+    tokio::time::timeout(Duration::from_secs(60), servelab::sweep(&a, rx))
         .await
         .expect("sweep finished within 60 s")
 }
@@ -210,7 +210,8 @@ async fn ctrl_c_stops_keeps_partial_results_and_resume_finishes() {
         *a
     };
     let (tx, rx) = watch::channel(false);
-    let run = tokio::spawn(servelab::sweep_cmd::run(parse(&["--output-dir", &path]), rx));
+    let args = parse(&["--output-dir", &path]);
+    let run = tokio::spawn(async move { servelab::sweep(&args, rx).await });
     tokio::time::sleep(Duration::from_millis(400)).await;
     tx.send(true).unwrap();
     let e = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap_err();
@@ -220,7 +221,8 @@ async fn ctrl_c_stops_keeps_partial_results_and_resume_finishes() {
     assert!(partial.summary.info.interrupted);
 
     let (_tx, rx) = watch::channel(false);
-    let resumed = servelab::sweep_cmd::run(parse(&["--resume", &path]), rx);
+    let args = parse(&["--resume", &path]);
+    let resumed = servelab::sweep(&args, rx);
     let status = tokio::time::timeout(Duration::from_secs(60), resumed).await.unwrap().unwrap();
     assert_eq!(status, ExitStatus::Success);
     let done = read_point(dir.path(), 1);

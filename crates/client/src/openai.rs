@@ -5,25 +5,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use servelab_records::{ChunkKind, Usage};
+pub use servelab_workload::Api;
 use servelab_workload::{ChatMessage, PromptBody};
-
-/// Which OpenAI API a backend speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    /// `/v1/completions`: `prompt` in, `choices[0].text` out.
-    Completions,
-    /// `/v1/chat/completions`: `messages` in, `choices[0].delta` out.
-    Chat,
-}
-
-impl Api {
-    pub fn default_endpoint(self) -> &'static str {
-        match self {
-            Api::Completions => "/v1/completions",
-            Api::Chat => "/v1/chat/completions",
-        }
-    }
-}
 
 /// What goes into every request body besides the prompt.
 #[derive(Debug, Clone)]

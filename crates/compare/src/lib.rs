@@ -18,9 +18,11 @@ pub mod narrative;
 pub mod rank;
 pub mod render;
 pub mod report;
+mod sources;
 pub mod svg;
 
 pub use compare::{compare, CompareOptions, Comparison, Delta, MetricRow, Noise, Verdict};
 pub use data::{RunData, Samples, Subject};
 pub use narrative::{written_summary, Finding};
 pub use rank::{group, rankings, LevelRanking, Series};
+pub use sources::{load_run, Sources};

@@ -6,8 +6,8 @@
 //! * [`process`]: engine process groups, logs, and the guard that kills them.
 //! * [`strategy`]: baseline, greedy and grid, as pure functions of finished trials;
 //!   [`noise`]: the run-to-run noise bar from repeated runs.
-//! * [`runner`]: the driver, generic over a [`runner::ProfileRunner`] (the CLI supplies
-//!   `servelab bench`).
+//! * [`runner`]: the driver, generic over a [`servelab_plan::Runner`] (the CLI supplies the
+//!   measuring conductor).
 //! * [`trial`]: trial results and their files; [`report`]: Markdown, HTML and SVG.
 
 pub mod config;
@@ -22,6 +22,6 @@ pub mod trial;
 
 pub use config::{Experiment, Strategy};
 pub use error::LabError;
-pub use runner::{run_experiment, Finish, ProfileRunner, RunError, RunOptions};
+pub use runner::{profile_plans, run_experiment, run_in_dir, Finish, RunOptions};
 pub use strategy::{Decision, Outcome, Step};
 pub use trial::{TrialResult, TrialSpec};

@@ -1,50 +1,21 @@
 //! The experiment driver: ask the strategy for the next trial, launch its engine, wait for
-//! it, run every profile through a [`ProfileRunner`] (the CLI's is `servelab bench`, which
+//! it, run every profile's plan through a [`Runner`] (the CLI's is the measuring conductor, which
 //! scrapes the engine's `/metrics` through each profile), stop the engine, save the trial;
 //! repeat until the strategy is done, then write the report.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use servelab_client::http::{self, Target};
 use servelab_metrics::Summary;
+use servelab_plan::{Plan, RunError, Runner};
 use tokio::sync::watch;
 
 use crate::config::Experiment;
 use crate::error::{invalid, LabError};
 use crate::process::{describe, free_port, render, Engine};
-use crate::profile::ProfileSpec;
 use crate::strategy::{command_template, next, Next, Outcome};
 use crate::trial::{self, ProfileResult, TrialResult, TrialSpec, TrialStatus};
-
-/// Why a profile run did not produce a summary.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RunError {
-    /// Ctrl-C: stop the experiment (the trial is not recorded, so `--resume` reruns it).
-    Interrupted,
-    /// The bench could not run (bad options, unreachable target): the trial fails.
-    Failed(String),
-}
-
-/// What a trial's profile runs go through.
-pub trait ProfileRunner {
-    /// Benchmark `base_url` with `profile` for `trial` (launched as `command`). `repeat`
-    /// counts the runs of this profile in this trial from 0; each run should send prompts of
-    /// its own (a prefix cache must not make the second run faster), the same ones for the
-    /// same `repeat` in every trial.
-    fn run_profile(
-        &mut self,
-        trial: &TrialSpec,
-        command: &str,
-        profile: &ProfileSpec,
-        repeat: u32,
-        base_url: &str,
-    ) -> impl Future<Output = Result<Summary, RunError>>;
-
-    /// A progress message for the user.
-    fn note(&mut self, message: &str);
-}
 
 /// Where and how an experiment runs.
 #[derive(Debug, Clone)]
@@ -56,6 +27,8 @@ pub struct RunOptions {
     pub servelab: String,
     /// Lines of the engine log kept with a failed trial.
     pub log_tail_lines: usize,
+    /// The plan of each profile, in the experiment's profile order (see [`profile_plans`]).
+    pub plans: Vec<Plan>,
 }
 
 /// How an experiment run ended.
@@ -71,9 +44,44 @@ pub enum Finish {
     },
 }
 
+/// Run `exp` (parsed from `text`) in `opts.dir`: refuse a folder with finished trials unless
+/// resuming, keep a copy of the experiment there (what `--resume` and `lab report` read), and
+/// warn when a resumed experiment file changed since.
+pub async fn run_in_dir<R: Runner>(
+    exp: &Experiment,
+    text: &str,
+    opts: &RunOptions,
+    runner: &mut R,
+    interrupt: watch::Receiver<bool>,
+) -> Result<Finish, LabError> {
+    let dir = &opts.dir;
+    if opts.resume && !dir.is_dir() {
+        return Err(invalid(
+            "--resume",
+            format!("{} does not exist (give the --output-dir of the earlier run)", dir.display()),
+        ));
+    }
+    let write = |e: std::io::Error| LabError::Write { path: dir.clone(), message: e.to_string() };
+    std::fs::create_dir_all(dir).map_err(write)?;
+    let copy = dir.join(crate::report::EXPERIMENT_COPY);
+    if opts.resume && std::fs::read_to_string(&copy).is_ok_and(|old| old != text) {
+        servelab_outputs::term::warn(&format!(
+            "the experiment differs from the one {} was started with; finished trials are \
+             reused by name",
+            dir.display()
+        ));
+    }
+    // The copy is written only once the folder is known to be ours (run_experiment refuses
+    // a folder with finished trials unless resuming).
+    if opts.resume || trial::load_all(dir).is_ok_and(|t| t.is_empty()) {
+        std::fs::write(&copy, text).map_err(write)?;
+    }
+    run_experiment(exp, opts, runner, interrupt).await
+}
+
 /// Run the experiment to the end (or to an interrupt), saving each trial as it finishes and
 /// the report at the end.
-pub async fn run_experiment<R: ProfileRunner>(
+pub async fn run_experiment<R: Runner>(
     exp: &Experiment,
     opts: &RunOptions,
     runner: &mut R,
@@ -94,7 +102,7 @@ pub async fn run_experiment<R: ProfileRunner>(
         ));
     }
     if !done.is_empty() {
-        runner.note(&format!("resuming: {} trials already finished", done.len()));
+        note(&format!("resuming: {} trials already finished", done.len()));
     }
     loop {
         if *interrupt.borrow() {
@@ -106,18 +114,18 @@ pub async fn run_experiment<R: ProfileRunner>(
                 return Ok(Finish::Done { outcome, trials: done });
             }
             Next::Run(spec) => {
-                runner.note(&format!("trial {}: starting", spec.id));
+                note(&format!("trial {}: starting", spec.id));
                 let all = 0..exp.acceptance.repeats.max(1);
                 let Some(t) = run_trial(exp, &spec, all, opts, runner, interrupt.clone()).await?
                 else {
                     return Ok(Finish::Interrupted { finished: done.len() });
                 };
-                finished(runner, &t);
+                finished(&t);
                 trial::save(&opts.dir, &t)?;
                 done.push(t);
             }
             Next::RunPair { reference, candidate } => {
-                runner.note(&format!(
+                note(&format!(
                     "trial {} and its reference {}: launched in turn",
                     candidate.id, reference.id
                 ));
@@ -127,7 +135,7 @@ pub async fn run_experiment<R: ProfileRunner>(
                     return Ok(Finish::Interrupted { finished: done.len() });
                 };
                 for t in [r, c] {
-                    finished(runner, &t);
+                    finished(&t);
                     trial::save(&opts.dir, &t)?;
                     done.push(t);
                 }
@@ -136,10 +144,10 @@ pub async fn run_experiment<R: ProfileRunner>(
     }
 }
 
-fn finished<R: ProfileRunner>(runner: &mut R, t: &TrialResult) {
+fn finished(t: &TrialResult) {
     match t.failure() {
-        Some(r) => runner.note(&format!("trial {}: failed: {r}", t.spec.id)),
-        None => runner.note(&format!("trial {}: finished", t.spec.id)),
+        Some(r) => note(&format!("trial {}: failed: {r}", t.spec.id)),
+        None => note(&format!("trial {}: finished", t.spec.id)),
     }
 }
 
@@ -147,7 +155,7 @@ fn finished<R: ProfileRunner>(runner: &mut R, t: &TrialResult) {
 /// the order A B B A A B ...: a linear drift of the machine then weighs on both alike. A
 /// configuration that fails a launch is not launched again. `Ok(None)`: interrupted (nothing
 /// saved; the pair runs again on resume).
-async fn run_pair<R: ProfileRunner>(
+async fn run_pair<R: Runner>(
     exp: &Experiment,
     reference: &TrialSpec,
     candidate: &TrialSpec,
@@ -238,7 +246,7 @@ async fn wait_ready(
 
 /// Launch, measure and stop one configuration: the profiles' runs `rounds` (each round runs
 /// every profile once). `Ok(None)`: interrupted (nothing saved).
-async fn run_trial<R: ProfileRunner>(
+async fn run_trial<R: Runner>(
     exp: &Experiment,
     spec: &TrialSpec,
     rounds: std::ops::Range<u32>,
@@ -296,7 +304,7 @@ async fn run_trial<R: ProfileRunner>(
         Ok(()) => {
             let secs = started.elapsed().as_secs_f64();
             result.startup_secs = Some(secs);
-            runner.note(&format!("trial {}: ready in {secs:.1} s at {base_url}", spec.id));
+            note(&format!("trial {}: ready in {secs:.1} s at {base_url}", spec.id));
         }
         Err(NotReady::Interrupted) => {
             engine.stop(engine_spec.stop_grace).await;
@@ -316,8 +324,13 @@ async fn run_trial<R: ProfileRunner>(
         ),
     }
     if result.failure().is_none() {
-        let run =
-            run_profiles(exp, rounds, &mut engine, &mut result, &base_url, runner, &interrupt);
+        // Every profile runs against this trial's engine.
+        let plans: Vec<Plan> = opts
+            .plans
+            .iter()
+            .map(|p| Plan { target: servelab_plan::Target::Url(base_url.clone()), ..p.clone() })
+            .collect();
+        let run = run_profiles(exp, rounds, &mut engine, &mut result, runner, &plans, &interrupt);
         match run.await {
             ProfilesEnd::Interrupted => {
                 engine.stop(engine_spec.stop_grace).await;
@@ -337,13 +350,13 @@ enum ProfilesEnd {
     Interrupted,
 }
 
-async fn run_profiles<R: ProfileRunner>(
+async fn run_profiles<R: Runner>(
     exp: &Experiment,
     rounds: std::ops::Range<u32>,
     engine: &mut Engine,
     result: &mut TrialResult,
-    base_url: &str,
     runner: &mut R,
+    plans: &[Plan],
     interrupt: &watch::Receiver<bool>,
 ) -> ProfilesEnd {
     // Rounds of every profile, not each profile N times in a row: a slow drift of the
@@ -355,7 +368,11 @@ async fn run_profiles<R: ProfileRunner>(
         if *interrupt.borrow() {
             return ProfilesEnd::Interrupted;
         }
-        let run = runner.run_profile(&result.spec, &result.command, p, repeat, base_url).await;
+        let Some(base) = plans.get(i) else {
+            return ProfilesEnd::Failed(format!("no plan for profile {}", p.name));
+        };
+        let plan = run_plan(base, exp, &result.spec, &result.command, &p.name, repeat);
+        let run = runner.run(&plan).await;
         if let Some(st) = engine.exited() {
             return ProfilesEnd::Failed(format!(
                 "engine exited ({}) during profile {}",
@@ -366,7 +383,7 @@ async fn run_profiles<R: ProfileRunner>(
         let summary = match run {
             Ok(s) => s,
             Err(RunError::Interrupted) => return ProfilesEnd::Interrupted,
-            Err(RunError::Failed(m)) => {
+            Err(RunError::Usage(m) | RunError::Failed(m)) => {
                 return ProfilesEnd::Failed(format!("profile {}: {m}", p.name))
             }
         };
@@ -377,7 +394,7 @@ async fn run_profiles<R: ProfileRunner>(
         r.repeat = repeat;
         result.profiles.push(r);
         let run_no = if of > 1 { format!(" (run {} of {of})", repeat + 1) } else { String::new() };
-        runner.note(&format!(
+        note(&format!(
             "trial {}: {}{run_no} {:.0} {} ({} ok, {} failed)",
             result.spec.id,
             p.name,
@@ -388,6 +405,53 @@ async fn run_profiles<R: ProfileRunner>(
         ));
     }
     ProfilesEnd::Done
+}
+
+/// The plans of the experiment's profiles as the lab runs them: no progress display, a short
+/// readiness wait (the lab waited for the engine already; a bench that cannot reach it should
+/// fail fast), and every percentile the reports and the SLO read.
+pub fn profile_plans(exp: &Experiment, plans: Vec<Plan>) -> Vec<Plan> {
+    let slo = exp.objective.slo.as_ref().map(|o| o.percentiles()).unwrap_or_default();
+    plans
+        .into_iter()
+        .map(|mut p| {
+            p.output.progress = false;
+            p.limits.ready_timeout = Duration::from_secs(10);
+            p.with_percentiles(slo.iter().copied().chain([99.0]))
+        })
+        .collect()
+}
+
+/// One run of a profile in a trial: fresh prompts per run (the same per run number in every
+/// trial), filed in the store under the trial.
+fn run_plan(
+    base: &Plan,
+    exp: &Experiment,
+    trial: &TrialSpec,
+    command: &str,
+    profile: &str,
+    repeat: u32,
+) -> Plan {
+    let mut p = base.clone();
+    p.workload.seed = p.workload.seed.wrapping_add(u64::from(repeat));
+    let run = if repeat > 0 { format!("#{}", repeat + 1) } else { String::new() };
+    p.record.label = Some(format!("{}/{}/{profile}{run}", exp.name, trial.id));
+    p.record.tags.extend([
+        ("lab.experiment".to_string(), exp.name.clone()),
+        ("lab.trial".to_string(), trial.id.clone()),
+        ("lab.engine".to_string(), trial.engine.clone()),
+        ("lab.options".to_string(), trial.options.join(",")),
+        ("lab.profile".to_string(), profile.to_string()),
+        ("lab.repeat".to_string(), (repeat + 1).to_string()),
+        ("engine".to_string(), trial.engine.clone()),
+        ("engine_flags".to_string(), command.to_string()),
+    ]);
+    p
+}
+
+/// A progress line for the user.
+fn note(message: &str) {
+    servelab_outputs::term::note(&format!("lab: {message}"));
 }
 
 fn summary_value(s: &Summary, exp: &Experiment) -> f64 {

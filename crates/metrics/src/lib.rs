@@ -89,6 +89,19 @@ impl MetricsConfig {
     }
 }
 
+/// `50,90,99.9` → percentiles in (0, 100], in the order given. The error names the bad item.
+pub fn parse_percentiles(s: &str) -> Result<Vec<f64>, String> {
+    s.split(',')
+        .map(|p| {
+            p.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| *v > 0.0 && *v <= 100.0)
+                .ok_or_else(|| format!("'{p}' is not a percentile in (0, 100]"))
+        })
+        .collect()
+}
+
 /// Summarizes a run: warm-ups excluded, failures counted by kind.
 pub fn summarize(records: &[RequestRecord], info: &RunInfo, cfg: &MetricsConfig) -> Summary {
     Collector::from_records(records).finish(info, cfg)

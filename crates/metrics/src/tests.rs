@@ -182,3 +182,10 @@ fn config_validation_names_the_bad_value() {
     let cfg = MetricsConfig { window_ns: 0, ..MetricsConfig::default() };
     assert_eq!(cfg.validate(), Err(ConfigError::Window));
 }
+
+#[test]
+fn percentile_lists() {
+    assert_eq!(crate::parse_percentiles("50, 99.9").unwrap(), vec![50.0, 99.9]);
+    assert!(crate::parse_percentiles("0").is_err());
+    assert!(crate::parse_percentiles("101").is_err());
+}

@@ -16,6 +16,7 @@ pub mod csv;
 pub mod fmt;
 pub mod json;
 pub mod markdown;
+pub mod term;
 pub mod text;
 
 pub use csv::{render_csv, render_csv_summary, REQUEST_COLUMNS};

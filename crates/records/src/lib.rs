@@ -222,6 +222,35 @@ pub struct ServerScrape {
     pub error: Option<String>,
 }
 
+/// What produced a run, as the results store files it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunKind {
+    /// One `servelab bench`.
+    Bench,
+    /// One point of a `servelab sweep`.
+    SweepPoint,
+}
+
+impl RunKind {
+    /// The name stored and shown: `bench`, `sweep-point`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Bench => "bench",
+            RunKind::SweepPoint => "sweep-point",
+        }
+    }
+
+    /// The kind a stored name stands for.
+    pub fn parse(s: &str) -> Option<RunKind> {
+        match s {
+            "bench" => Some(RunKind::Bench),
+            "sweep-point" => Some(RunKind::SweepPoint),
+            _ => None,
+        }
+    }
+}
+
 /// How the run was driven; stored with the result so any number can be traced to its setup.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunInfo {

@@ -10,6 +10,7 @@
 //! | [`store`] | [`Store`]: open, begin/append/finish, list, show, delete |
 //! | [`recorder`] | [`Recorder`]: the bench's store writer that warns instead of failing |
 //! | [`import`] | vLLM, SGLang and GuideLLM result files → [`ImportedRun`]s |
+//! | `view` | what `servelab runs` shows: the list table, one run, its export |
 
 pub mod import;
 pub mod model;
@@ -17,11 +18,13 @@ pub mod paths;
 pub mod recorder;
 pub mod schema;
 pub mod store;
+mod view;
 
 pub use import::{import_file, parse_result_text, ImportError, ImportedRun, SourceTool};
 pub use model::{
     Filter, Headline, NewRun, RunConfig, RunId, RunKind, RunRow, RunStatus, StoredRun,
 };
 pub use paths::{default_db_path, resolve_db_path};
-pub use recorder::Recorder;
+pub use recorder::{Recorder, StoreRecording};
 pub use store::{Store, StoreError};
+pub use view::{check_date, list_table, status_word, ViewError};

@@ -3,35 +3,12 @@
 use serde::{Deserialize, Serialize};
 use servelab_metrics::{Metric, MetricKey, Stat, Summary};
 use servelab_records::RunInfo;
+pub use servelab_records::RunKind;
 
 /// A run's id in the store.
 pub type RunId = i64;
 
 /// What produced a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RunKind {
-    Bench,
-    SweepPoint,
-}
-
-impl RunKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunKind::Bench => "bench",
-            RunKind::SweepPoint => "sweep-point",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<RunKind> {
-        match s {
-            "bench" => Some(RunKind::Bench),
-            "sweep-point" => Some(RunKind::SweepPoint),
-            _ => None,
-        }
-    }
-}
-
 /// Where a run is in its life. `Running` after the process is gone means it crashed or was
 /// killed: the run is incomplete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

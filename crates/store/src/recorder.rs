@@ -5,10 +5,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use servelab_metrics::Summary;
-use servelab_records::RequestRecord;
+use std::path::PathBuf;
 
-use crate::model::{NewRun, RunId, RunStatus};
+use servelab_metrics::Summary;
+use servelab_outputs::term;
+use servelab_plan::{RecordSink, RecordSpec, Recording};
+use servelab_records::{RequestRecord, RunInfo};
+
+use crate::model::{NewRun, RunConfig, RunId, RunStatus};
 use crate::store::Store;
 
 /// Records are written when this many are waiting...
@@ -69,7 +73,7 @@ impl Recorder {
     }
 
     fn warn(&mut self, msg: String) {
-        eprintln!("warning: results store: {msg}");
+        term::warn(&format!("results store: {msg}"));
         self.warnings.push(msg);
     }
 
@@ -126,5 +130,52 @@ impl Recorder {
                 None
             }
         }
+    }
+}
+
+/// Records every run of a conductor in the store at `db` (default: the user's data dir).
+#[derive(Debug, Clone)]
+pub struct StoreRecording {
+    /// The store file; `None`: the default under the user's data dir.
+    pub db: Option<PathBuf>,
+}
+
+impl Recording for StoreRecording {
+    fn begin(&self, info: &RunInfo, spec: &RecordSpec) -> Box<dyn RecordSink> {
+        let Some(path) = crate::resolve_db_path(self.db.clone()) else {
+            term::warn(
+                "results store: no HOME or XDG_DATA_HOME to put it in; pass --db PATH (or \
+                 --no-store). This run is not recorded.",
+            );
+            return Box::new(Recorder::disabled());
+        };
+        let run = NewRun {
+            label: spec.label.clone(),
+            kind: spec.kind,
+            config: RunConfig::new(info.clone(), &spec.tags),
+            tags: spec.tags.clone(),
+        };
+        Box::new(Recorder::begin(&path, &run))
+    }
+}
+
+impl RecordSink for Recorder {
+    fn push(&mut self, record: &RequestRecord) {
+        Recorder::push(self, record);
+    }
+
+    fn flush(&mut self) {
+        Recorder::flush(self);
+    }
+
+    fn finish(
+        self: Box<Self>,
+        records: &[RequestRecord],
+        summary: &Summary,
+        interrupted: bool,
+    ) -> Option<String> {
+        let status = if interrupted { RunStatus::Interrupted } else { RunStatus::Complete };
+        let id = Recorder::finish(*self, records, summary, status)?;
+        Some(format!("Recorded as run #{id} (servelab runs show {id})"))
     }
 }

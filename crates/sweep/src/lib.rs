@@ -3,13 +3,14 @@
 //! meets an SLO.
 //!
 //! This crate holds the plan, the pure analysis and the renderers, and a driver generic over
-//! a [`run::PointRunner`] that runs one bench: the CLI supplies the real one, tests a fake.
+//! a [`servelab_plan::Runner`] that runs each point's plan: the CLI supplies the measuring
+//! conductor, tests a fake.
 
 pub mod charts;
-pub mod drain;
 pub mod error;
 pub mod grid;
 pub mod knee;
+mod point;
 pub mod render;
 pub mod result;
 pub mod run;
@@ -20,5 +21,6 @@ pub mod suite;
 pub use error::SweepError;
 pub use grid::{DatasetChoice, PromptPolicy, Scenario};
 pub use knee::{find_knee, Knee, KneeRule};
+pub use point::{default_scenario, grid_levels, scenario_dataset, DEFAULT_CONCURRENCY};
 pub use result::{PointResult, Role, ScenarioResult, SweepResult};
-pub use run::{run_sweep, PointRunner, PointSpec, RunError, SweepPlan};
+pub use run::{run_sweep, PointSpec, SweepPlan};

@@ -21,6 +21,11 @@ pub enum Role {
 }
 
 impl Role {
+    /// The role as tags and file names spell it.
+    pub fn parse(s: &str) -> Option<Role> {
+        [Role::Grid, Role::Probe, Role::Confirm].into_iter().find(|r| r.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Grid => "grid",

@@ -1,10 +1,11 @@
-//! The sweep driver: every scenario × level as one bench run (through a [`PointRunner`]),
-//! stored as it completes, then the knee, the SLO search and the output files.
+//! The sweep driver: every scenario × level as one run (through a [`Runner`]), stored as it
+//! completes, then the knee, the SLO search and the output files.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 
-use servelab_metrics::{SloSpec, Summary};
+use servelab_plan::{Plan, RunError, Runner};
+
+use servelab_metrics::SloSpec;
 
 use crate::error::SweepError;
 use servelab_load::{Axis, Level};
@@ -25,42 +26,17 @@ pub struct PointSpec {
     pub role: Role,
 }
 
-/// Why a point produced no summary.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// Ctrl-C before the run could report anything.
-    #[error("interrupted")]
-    Interrupted,
-    #[error("{0}")]
-    Failed(String),
-}
-
-/// Runs single benchmarks for the driver. The CLI's runner calls `servelab bench`; tests
-/// use fakes.
-pub trait PointRunner {
-    /// Run one bench of `scenario` at `point`. A summary whose `info.interrupted` is set
-    /// stops the sweep (its point is stored as incomplete).
-    fn run_point(
-        &mut self,
-        scenario: &Scenario,
-        point: &PointSpec,
-    ) -> impl Future<Output = Result<Summary, RunError>>;
-
-    /// Wait until the server is idle; called before every run but the first.
-    fn settle(&mut self) -> impl Future<Output = ()>;
-
-    /// A progress line for the user.
-    fn note(&mut self, message: &str);
-}
-
 /// What to run and how to judge it.
 #[derive(Debug, Clone)]
 pub struct SweepPlan {
+    /// The plan every point derives from (its dataset, load, seed and tags change per point).
+    pub base: Plan,
+    /// `--dataset-path`: the file of scenarios that read one and name none.
+    pub dataset_path: Option<PathBuf>,
     pub scenarios: Vec<Scenario>,
     /// Levels for scenarios that do not list their own.
     pub loads: Vec<Level>,
     pub prompts: PromptPolicy,
-    pub base_seed: u64,
     /// Draw new prompts for every point (a seed per point); false reuses one seed.
     pub fresh_prompts: bool,
     pub knee: KneeRule,
@@ -72,8 +48,8 @@ pub struct SweepPlan {
     pub output_dir: PathBuf,
     /// Reuse complete point files found in `output_dir`.
     pub resume: bool,
-    /// Warnings from the caller, copied into the result.
-    pub warnings: Vec<String>,
+    /// The table's columns (their percentiles are computed at every point).
+    pub columns: Vec<Column>,
 }
 
 struct Driver<'a, R> {
@@ -83,7 +59,7 @@ struct Driver<'a, R> {
     interrupted: bool,
 }
 
-impl<R: PointRunner> Driver<'_, R> {
+impl<R: Runner> Driver<'_, R> {
     /// The point from disk (on resume) or from a new run; `None` once interrupted.
     async fn point(
         &mut self,
@@ -93,15 +69,15 @@ impl<R: PointRunner> Driver<'_, R> {
     ) -> Result<Option<PointResult>, SweepError> {
         let policy = scenario.prompt_policy(self.plan.prompts);
         let seed = if self.plan.fresh_prompts {
-            point_seed(self.plan.base_seed, &scenario.name, load, role.as_str())
+            point_seed(self.plan.base.workload.seed, &scenario.name, load, role.as_str())
         } else {
-            self.plan.base_seed
+            self.plan.base.workload.seed
         };
         let spec = PointSpec { load, num_prompts: policy.prompts_for(load), seed, role };
         let path = point_path(&self.plan.output_dir, &scenario.name, load, role);
         if self.plan.resume {
             if let Some(p) = read_complete_point(&path, &scenario.name, load, role) {
-                self.runner.note(&format!(
+                note(&format!(
                     "{} {} {}: already measured ({}), skipped",
                     scenario.name,
                     load,
@@ -115,20 +91,21 @@ impl<R: PointRunner> Driver<'_, R> {
             self.runner.settle().await;
         }
         self.runs += 1;
-        self.runner.note(&format!(
+        note(&format!(
             "{} {} {}: {} prompts",
             scenario.name,
             load,
             role.as_str(),
             spec.num_prompts
         ));
-        let summary = match self.runner.run_point(scenario, &spec).await {
+        let plan = self.plan.point_plan(scenario, &spec)?;
+        let summary = match self.runner.run(&plan).await {
             Ok(s) => s,
             Err(RunError::Interrupted) => {
                 self.interrupted = true;
                 return Ok(None);
             }
-            Err(RunError::Failed(message)) => {
+            Err(RunError::Usage(message) | RunError::Failed(message)) => {
                 return Err(SweepError::Point {
                     scenario: scenario.name.clone(),
                     load: load.to_string(),
@@ -254,6 +231,11 @@ impl<R: PointRunner> Driver<'_, R> {
     }
 }
 
+/// A progress line for the user.
+fn note(message: &str) {
+    servelab_outputs::term::note(&format!("sweep: {message}"));
+}
+
 /// The knee rule's view of grid points.
 pub fn curve(points: &[PointResult]) -> Vec<CurvePoint> {
     points
@@ -267,11 +249,11 @@ pub fn curve(points: &[PointResult]) -> Vec<CurvePoint> {
 }
 
 /// Run every scenario of `plan`. Stops early (with `interrupted` set) on Ctrl-C.
-pub async fn run_sweep<R: PointRunner>(
+pub async fn run_sweep<R: Runner>(
     plan: &SweepPlan,
     runner: &mut R,
 ) -> Result<SweepResult, SweepError> {
-    let mut warnings = plan.warnings.clone();
+    let mut warnings = plan.check()?;
     if !plan.fresh_prompts {
         warnings.push(
             "every point sends the same prompts (--same-prompts): a server with a prefix cache \

@@ -9,12 +9,10 @@ mod common;
 use common::summary;
 use servelab_load::{parse_concurrency_list, Level};
 use servelab_metrics::SloSpec;
+use servelab_plan::{Plan, RunError, Runner};
 use servelab_sweep::render::{csv, markdown_table, parse_columns, DEFAULT_COLUMNS};
 use servelab_sweep::run::write_outputs;
-use servelab_sweep::{
-    grid, run_sweep, KneeRule, PointRunner, PointSpec, PromptPolicy, Role, RunError, Scenario,
-    SweepPlan,
-};
+use servelab_sweep::{grid, run_sweep, KneeRule, PromptPolicy, Role, SweepPlan};
 
 #[derive(Default)]
 struct Fake {
@@ -24,27 +22,30 @@ struct Fake {
     interrupt_at: Option<usize>,
 }
 
-impl PointRunner for Fake {
-    async fn run_point(&mut self, sc: &Scenario, p: &PointSpec) -> Result<Summary, RunError> {
+impl Runner for Fake {
+    async fn run(&mut self, plan: &Plan) -> Result<Summary, RunError> {
         if self.interrupt_at == Some(self.runs.len()) {
             return Err(RunError::Interrupted);
         }
-        self.runs.push((sc.name.clone(), p.load, p.role));
-        let Level::Concurrency(c) = p.load else { panic!("concurrency only") };
-        Ok(summary(c, p.num_prompts))
+        let level = plan.load.level().expect("one axis");
+        let role = plan.tag("sweep.role").and_then(Role::parse).expect("role tag");
+        let scenario = plan.tag("sweep.scenario").expect("scenario tag").to_string();
+        self.runs.push((scenario, level, role));
+        let Level::Concurrency(c) = level else { panic!("concurrency only") };
+        Ok(summary(c, plan.workload.num_prompts))
     }
     async fn settle(&mut self) {
         self.settles += 1;
     }
-    fn note(&mut self, _message: &str) {}
 }
 
 fn plan(dir: &Path, slo: Option<&str>) -> SweepPlan {
     SweepPlan {
+        base: common::base_plan(),
+        dataset_path: None,
         scenarios: vec![grid::parse_scenario("100:20").unwrap()],
         loads: parse_concurrency_list("1,2,4,8,16").unwrap(),
         prompts: PromptPolicy::default(),
-        base_seed: 0,
         fresh_prompts: true,
         knee: KneeRule::default(),
         slo: slo.map(|s| SloSpec::parse("--slo", s).unwrap()),
@@ -52,7 +53,7 @@ fn plan(dir: &Path, slo: Option<&str>) -> SweepPlan {
         slo_max_probes: 6,
         output_dir: dir.to_path_buf(),
         resume: false,
-        warnings: vec![],
+        columns: parse_columns(DEFAULT_COLUMNS).unwrap(),
     }
 }
 

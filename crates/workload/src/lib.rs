@@ -5,9 +5,11 @@
 //! give the same prompts every time. `docs/datasets.md` describes each dataset and how it
 //! differs from `vllm bench serve`.
 
+mod api;
 mod error;
 pub mod hub;
 mod jsonl;
+mod label;
 mod prompt;
 mod random;
 mod sharegpt;
@@ -17,6 +19,7 @@ mod wordcount;
 
 use std::path::PathBuf;
 
+pub use api::Api;
 pub use error::DatasetError;
 pub use prompt::{ChatMessage, Prompt, PromptBody};
 pub use tokenizer::{Tokenizer, TokenizerError};

@@ -1,6 +1,10 @@
 //! A fake engine's summaries, shared by the driver and chart tests.
 
-use servelab_metrics::{Distribution, Summary};
+use servelab_metrics::{Distribution, MetricsConfig, Summary};
+use servelab_plan::{
+    Api, DatasetSpec, Limits, OutputSpec, Plan, RecordSpec, RequestSpec, SimTarget, Target,
+    WorkloadSpec,
+};
 use servelab_records::{LoadSpec, RunInfo};
 
 fn dist(mean: f64, p99: f64) -> Distribution {
@@ -77,5 +81,31 @@ pub fn summary(c: usize, n: usize) -> Summary {
         failures: vec![],
         warnings: vec![],
         requests: vec![],
+    }
+}
+
+/// The base plan of the fake sweeps: its target is never reached.
+#[allow(dead_code)]
+pub fn base_plan() -> Plan {
+    Plan {
+        target: Target::Simulator(SimTarget::default()),
+        request: RequestSpec::new(Api::Completions),
+        workload: WorkloadSpec {
+            tokenizer: None,
+            dataset: DatasetSpec::Random {
+                input_len: 100,
+                output_len: 20,
+                range_ratio: 0.0,
+                prefix_len: 0,
+            },
+            num_prompts: 10,
+            seed: 0,
+            num_warmups: 0,
+        },
+        load: LoadSpec::default(),
+        limits: Limits::default(),
+        metrics: MetricsConfig::default(),
+        output: OutputSpec::default(),
+        record: RecordSpec::default(),
     }
 }

@@ -49,10 +49,10 @@ pub fn spawn(progress: Arc<Progress>, total: Option<u64>, enabled: bool) -> Disp
                     b.set_message(line);
                 }
                 None if !done && last_plain.elapsed() >= period => {
-                    eprintln!(
+                    servelab_outputs::term::note(&format!(
                         "progress: {finished}{} {line}",
                         total.map_or(String::new(), |t| format!("/{t}"))
-                    );
+                    ));
                     last_plain = Instant::now();
                 }
                 None => {}

@@ -1,0 +1,458 @@
+//! One run: resolve the target, build the workload, run the measuring loop, summarize.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use servelab_client::openai::request_body;
+use servelab_client::scrape::{Baseline, Scraper};
+use servelab_client::{http, BodyOptions, PlannedRequest, Progress, RunConfig, StopReason, Target};
+use servelab_load::Arrivals;
+use servelab_metrics::Summary;
+use servelab_outputs::term;
+use servelab_plan::{NoRecording, Plan, RecordSink, Recording, RunError, Runner, SimTarget};
+use servelab_records::{RequestRecord, RunInfo};
+use servelab_workload::{Prompt, Tokenizer};
+use tokio::sync::{mpsc, watch};
+
+use crate::drain::{wait_drained, Drain};
+
+/// Everything a finished (or interrupted) run produced.
+#[derive(Debug)]
+pub struct BenchOutcome {
+    /// What it measured.
+    pub summary: Summary,
+    /// Every request, warm-ups first, with token counts.
+    pub records: Vec<RequestRecord>,
+    /// The result JSON, when the plan asked for one.
+    pub result_path: Option<PathBuf>,
+    /// Why issuing stopped.
+    pub stop: StopReason,
+}
+
+/// Runs plans against real servers or the built-in simulator.
+pub struct Conductor {
+    interrupt: watch::Receiver<bool>,
+    recording: Option<Arc<dyn Recording>>,
+    /// The simulator started for simulator plans, kept for the next run with the same setup
+    /// (a sweep's points share one, so its drain check sees one server).
+    sim: Option<(SimTarget, servelab_sim::SimHandle)>,
+    /// Between runs, with no `/metrics` to poll: pause this long.
+    pause: Duration,
+    /// Between runs: wait at most this long for the server to drain.
+    drain_timeout: Duration,
+    /// `/metrics` of the last URL target, while it answers with vLLM's gauges.
+    metrics: Option<Target>,
+}
+
+impl Conductor {
+    /// A conductor that stops issuing when `interrupt` turns true.
+    pub fn new(interrupt: watch::Receiver<bool>) -> Conductor {
+        Conductor {
+            interrupt,
+            recording: None,
+            sim: None,
+            pause: Duration::from_secs(2),
+            drain_timeout: Duration::from_secs(120),
+            metrics: None,
+        }
+    }
+
+    /// Record every run through `recording` (the results store).
+    pub fn with_recording(mut self, recording: Arc<dyn Recording>) -> Conductor {
+        self.recording = Some(recording);
+        self
+    }
+
+    /// How [`Runner::settle`] waits between runs: poll `/metrics` until the server holds no
+    /// request (at most `drain_timeout`), or pause `pause` when it has no such gauges.
+    pub fn with_settle(mut self, pause: Duration, drain_timeout: Duration) -> Conductor {
+        self.pause = pause;
+        self.drain_timeout = drain_timeout;
+        self
+    }
+
+    /// Stop the simulator this conductor started, if any.
+    pub async fn shutdown(mut self) {
+        if let Some((_, h)) = self.sim.take() {
+            h.shutdown().await;
+        }
+    }
+
+    /// Run one plan. Messages go to stderr; the summary is returned for the caller to print.
+    pub async fn bench(&mut self, plan: &Plan) -> Result<BenchOutcome, RunError> {
+        plan.check().map_err(|e| RunError::Usage(e.to_string()))?;
+        let (base_url, simulated) = match &plan.target {
+            servelab_plan::Target::Url(u) => (u.clone(), false),
+            servelab_plan::Target::Simulator(spec) => (self.simulator(*spec).await?, true),
+        };
+        if !simulated {
+            if let Ok(t) = Target::resolve(&base_url, "/metrics").await {
+                self.metrics.get_or_insert(t);
+            }
+        }
+        let recording = self.recording.clone();
+        run(plan, &base_url, simulated, recording, self.interrupt.clone()).await
+    }
+
+    /// The base URL of a running simulator set up as `spec`, started on first use.
+    async fn simulator(&mut self, spec: SimTarget) -> Result<String, RunError> {
+        if let Some((s, h)) = &self.sim {
+            if *s == spec {
+                return Ok(h.base_url());
+            }
+        }
+        if let Some((_, old)) = self.sim.take() {
+            old.shutdown().await;
+        }
+        let mut cfg = servelab_sim::SimConfig::default();
+        if let Some(n) = spec.max_num_seqs {
+            cfg = cfg.with_max_num_seqs(n);
+        }
+        let handle = servelab_sim::start(cfg)
+            .await
+            .map_err(|e| RunError::Failed(format!("cannot start the built-in simulator: {e}")))?;
+        let url = handle.base_url();
+        let slots = spec.max_num_seqs.map_or(String::new(), |n| format!(", {n} sequence slots"));
+        term::note(&format!(
+            "No --base-url given: benchmarking the built-in simulator at {url} (servelab sim \
+             defaults: TTFT 50 ms, ITL 10 ms{slots}). Pass --base-url to measure a real server."
+        ));
+        self.sim = Some((spec, handle));
+        Ok(url)
+    }
+}
+
+impl Runner for Conductor {
+    async fn run(&mut self, plan: &Plan) -> Result<Summary, RunError> {
+        if *self.interrupt.borrow() {
+            return Err(RunError::Interrupted);
+        }
+        Ok(self.bench(plan).await?.summary)
+    }
+
+    async fn settle(&mut self) {
+        let Some(target) = self.metrics.clone() else {
+            tokio::time::sleep(self.pause).await;
+            return;
+        };
+        let fetch = || {
+            let t = target.clone();
+            async move {
+                match tokio::time::timeout(Duration::from_secs(5), http::get(&t, "/metrics")).await
+                {
+                    Ok(Ok((200, body))) => Some(String::from_utf8_lossy(&body).into_owned()),
+                    _ => None,
+                }
+            }
+        };
+        match wait_drained(fetch, self.drain_timeout, Duration::from_millis(100)).await {
+            Drain::Drained => {}
+            Drain::Unknown => {
+                // No vLLM gauges: fall back to a fixed pause, once and for all.
+                self.metrics = None;
+                tokio::time::sleep(self.pause).await;
+            }
+            Drain::TimedOut(n) => term::warn(&format!(
+                "the server still holds {n} requests after {:.0} s; starting the next run \
+                 anyway (raise --drain-timeout-secs)",
+                self.drain_timeout.as_secs_f64()
+            )),
+        }
+    }
+}
+
+async fn run(
+    plan: &Plan,
+    base_url: &str,
+    simulated: bool,
+    recording: Option<Arc<dyn Recording>>,
+    interrupt: watch::Receiver<bool>,
+) -> Result<BenchOutcome, RunError> {
+    let usage = |e: &dyn std::fmt::Display| RunError::Usage(e.to_string());
+    let failed = |e: &dyn std::fmt::Display| RunError::Failed(e.to_string());
+    let req = &plan.request;
+    // Thousands of streams need thousands of sockets; most systems start with 1,024.
+    let _ = servelab_sim::raise_nofile_limit();
+    let mut target = Target::resolve(base_url, &req.endpoint).await.map_err(|e| usage(&e))?;
+    for h in &req.headers {
+        target.add_header(h).map_err(|e| usage(&e))?;
+    }
+    if let Some(key) = &req.api_key {
+        target.set_api_key(key).map_err(|e| usage(&e))?;
+    }
+    let limits = &plan.limits;
+    http::wait_ready(&target, limits.ready_timeout).await.map_err(|last| {
+        RunError::Failed(format!(
+            "{base_url} did not become ready within {:.0} s ({last}); is the server running? \
+             (raise --ready-timeout for slow starts)",
+            limits.ready_timeout.as_secs_f64()
+        ))
+    })?;
+    let model = match &req.model {
+        Some(m) => m.clone(),
+        None => http::first_model(&target).await.map_err(|e| failed(&e))?,
+    };
+
+    // Workload.
+    let w = &plan.workload;
+    let tokenizer = resolve_tokenizer(w.tokenizer.as_deref(), &model, simulated)?;
+    let prompts = servelab_workload::load(&w.dataset, w.num_prompts, &tokenizer.tokenizer, w.seed)
+        .map_err(|e| usage(&e))?;
+    let opts = BodyOptions {
+        api: req.api,
+        model: model.clone(),
+        ignore_eos: req.ignore_eos,
+        continuous_usage: req.continuous_usage.unwrap_or(simulated),
+        extra: req.extra_body.clone(),
+    };
+    let planned = |p: &Prompt| PlannedRequest {
+        body: request_body(&opts, &p.body, p.output_tokens).into(),
+        prompt_tokens: Some(p.prompt_tokens),
+        max_tokens: p.output_tokens,
+    };
+    let requests: Vec<PlannedRequest> = prompts.iter().map(planned).collect();
+    let warmups: Vec<PlannedRequest> = requests.iter().take(w.num_warmups).cloned().collect();
+
+    let info = RunInfo {
+        backend: req.api.backend().to_string(),
+        base_url: target.base_url.clone(),
+        endpoint: target.path.clone(),
+        model: model.clone(),
+        tokenizer: Some(tokenizer.tokenizer.name().to_string()),
+        dataset: w.dataset.label(),
+        num_prompts: requests.len() as u64,
+        load: plan.load,
+        num_warmups: w.num_warmups as u64,
+        seed: w.seed,
+        simulated,
+        started_at: servelab_plan::time::now_rfc3339(),
+        servelab_version: env!("CARGO_PKG_VERSION").to_string(),
+        interrupted: false,
+    };
+
+    // Run, streaming records to the collector (and to disk) as they finish.
+    let result_path = result_path(plan, &info);
+    let detail_path =
+        plan.output.save_detailed.then(|| result_path.with_extension("records.jsonl"));
+    let (tx, rx) = mpsc::unbounded_channel();
+    // The run is recorded as running before the first request is sent.
+    let sink: Box<dyn RecordSink> = match &recording {
+        Some(r) => r.begin(&info, &plan.record),
+        None => Box::new(NoRecording),
+    };
+    // Disk and store writes run on a blocking-pool thread, never on the runtime's workers
+    // that are timing streams.
+    let detail = detail_path.clone();
+    let collector = tokio::task::spawn_blocking(move || collect(rx, detail, sink));
+    let progress = Arc::new(Progress::default());
+    let total = plan.load.duration_s.is_none().then_some(requests.len() as u64);
+    let display = crate::progress::spawn(progress.clone(), total, plan.output.progress);
+    let duration = plan.load.duration_s.map(Duration::from_secs_f64);
+    let cfg = RunConfig {
+        target,
+        requests,
+        warmups,
+        arrivals: plan.load.arrivals(),
+        seed: w.seed,
+        max_concurrency: plan.load.concurrency(),
+        duration,
+        request_timeout: limits.request_timeout,
+        stall_timeout: limits.stall_timeout,
+        drain_timeout: limits.drain_timeout,
+        preconnect: preconnect_count(prompts.len(), plan.load.concurrency(), &plan.load.arrivals()),
+        baseline: None,
+    };
+    // The engine's own account, scraped before, during and after the run.
+    let baseline = Arc::new(Baseline::default());
+    let scraper = match limits.server_metrics_interval {
+        Some(every) => Scraper::start(&cfg.target, every, baseline.clone()).await,
+        None => None,
+    };
+    let cfg = RunConfig { baseline: scraper.as_ref().map(|_| baseline), ..cfg };
+    let run = servelab_client::run(cfg, progress.clone(), tx, interrupt).await;
+    let scrapes = match (&run, scraper) {
+        (Ok(end), Some(sc)) => sc.finish(end.origin).await,
+        _ => Vec::new(),
+    };
+    let end = run.map_err(|e| RunError::Failed(format!("cannot connect to {base_url}: {e}")))?;
+    display.finish().await;
+    let (mut records, sink) = collector
+        .await
+        .map_err(|e| RunError::Failed(format!("record collector failed: {e}")))?
+        .map_err(|e| RunError::Failed(format!("cannot write per-request records: {e}")))?;
+
+    // After the clock stops: per-chunk token counts, then metrics.
+    let tok = tokenizer.tokenizer.clone();
+    records = tokio::task::spawn_blocking(move || {
+        for r in &mut records {
+            servelab_client::tokens::attribute_tokens(r, &tok);
+        }
+        records
+    })
+    .await
+    .map_err(|e| RunError::Failed(format!("token attribution failed: {e}")))?;
+    let interrupted = end.stop == StopReason::Interrupted;
+    let info = RunInfo { interrupted, ..info };
+    let mut summary = servelab_metrics::summarize(&records, &info, &plan.metrics);
+    servelab_metrics::engine::attach(&mut summary, &scrapes);
+    if let Some(note) = &tokenizer.estimate_note {
+        summary.warnings.push(note.clone());
+    }
+    if interrupted {
+        summary.warnings.push(format!(
+            "interrupted: {} of {} planned requests were issued; this is a partial result",
+            end.issued,
+            prompts.len()
+        ));
+    }
+
+    let saved = if plan.output.save_result {
+        let json = servelab_outputs::json::render(&summary, &records, plan.output.save_detailed);
+        write_file(&result_path, json.as_bytes())?;
+        term::note(&format!("Saved result to {}", result_path.display()));
+        Some(result_path)
+    } else {
+        None
+    };
+    if let Some(p) = detail_path {
+        term::note(&format!("Saved per-request records to {}", p.display()));
+    }
+    if let Some(line) = sink.finish(&records, &summary, interrupted) {
+        term::note(&line);
+    }
+    Ok(BenchOutcome { summary, records, result_path: saved, stop: end.stop })
+}
+
+struct ResolvedTokenizer {
+    tokenizer: Tokenizer,
+    /// Set when counts come from a tokenizer that is not the model's.
+    estimate_note: Option<String>,
+}
+
+/// Connections to open before the clock starts. Each one takes a TCP handshake out of a
+/// measured request, but an idle one is not free for every server: a thread-per-connection
+/// server (llama.cpp's httplib) parks a worker on it until its keep-alive timeout, and 48 idle
+/// connections kept llama-server from answering anything, `/metrics` included, for 4.9 s. So
+/// open what the run uses at once: the concurrency cap, or at a finite rate the arrivals of
+/// its first second (more are opened on demand).
+pub fn preconnect_count(
+    prompts: usize,
+    max_concurrency: Option<usize>,
+    arrivals: &Arrivals,
+) -> usize {
+    let at_once = match arrivals {
+        Arrivals::Burst => prompts,
+        Arrivals::Gamma { rate, .. } | Arrivals::Constant { rate } => rate.ceil().max(1.0) as usize,
+    };
+    at_once.min(prompts).min(max_concurrency.unwrap_or(usize::MAX)).min(4096)
+}
+
+fn resolve_tokenizer(
+    spec: Option<&str>,
+    model: &str,
+    simulated: bool,
+) -> Result<ResolvedTokenizer, RunError> {
+    if let Some(spec) = spec {
+        let tokenizer = Tokenizer::from_spec(spec).map_err(|e| RunError::Usage(e.to_string()))?;
+        return Ok(ResolvedTokenizer { tokenizer, estimate_note: None });
+    }
+    let builtin = || {
+        Tokenizer::builtin(servelab_workload::tokenizer::DEFAULT_ENCODING)
+            .map_err(|e| RunError::Failed(e.to_string()))
+    };
+    if simulated {
+        // The simulator's default tokenizer: counts are exact.
+        return Ok(ResolvedTokenizer { tokenizer: builtin()?, estimate_note: None });
+    }
+    if model.contains('/') {
+        if let Ok(tokenizer) = Tokenizer::from_spec(model) {
+            return Ok(ResolvedTokenizer { tokenizer, estimate_note: None });
+        }
+    }
+    let name = servelab_workload::tokenizer::DEFAULT_ENCODING;
+    let note = format!(
+        "no tokenizer for model '{model}': prompt lengths and per-chunk token counts are \
+         estimates from {name}; output totals come from the server's usage when it sends it. \
+         Pass --tokenizer for exact counts."
+    );
+    term::warn(&note);
+    Ok(ResolvedTokenizer { tokenizer: builtin()?, estimate_note: Some(note) })
+}
+
+/// Receive records as requests finish; append each to the detail file at once, and to the
+/// recording sink. Blocking: runs on its own thread.
+fn collect(
+    mut rx: mpsc::UnboundedReceiver<RequestRecord>,
+    detail: Option<PathBuf>,
+    mut sink: Box<dyn RecordSink>,
+) -> std::io::Result<(Vec<RequestRecord>, Box<dyn RecordSink>)> {
+    let mut file = match &detail {
+        Some(p) => {
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            Some(std::io::BufWriter::new(std::fs::File::create(p)?))
+        }
+        None => None,
+    };
+    let mut records = Vec::new();
+    while let Some(r) = rx.blocking_recv() {
+        if let Some(f) = file.as_mut() {
+            serde_json::to_writer(&mut *f, &r)?;
+            f.write_all(b"\n")?;
+            // Flushed per record: a crash or kill loses at most the request in flight.
+            f.flush()?;
+        }
+        sink.push(&r);
+        records.push(r);
+    }
+    sink.flush();
+    records.sort_by_key(|r| (r.warmup as u8 ^ 1, r.index));
+    Ok((records, sink))
+}
+
+/// vLLM's default file name: `{backend}-{rate}qps-{model}-{YYYYmmdd-HHMMSS}.json`.
+fn result_path(plan: &Plan, info: &RunInfo) -> PathBuf {
+    let name = plan.output.result_filename.clone().unwrap_or_else(|| {
+        let rate = plan.load.request_rate.map_or("inf".to_string(), |r| format!("{r}"));
+        let model = info.model.rsplit('/').next().unwrap_or(&info.model);
+        let concurrency =
+            plan.load.max_concurrency.map_or(String::new(), |c| format!("-concurrency{c}"));
+        format!(
+            "{}-{rate}qps{concurrency}-{model}-{}.json",
+            info.backend,
+            servelab_plan::time::compact(&info.started_at)
+        )
+    });
+    plan.output.result_dir.join(name)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    std::fs::write(path, bytes)
+        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preconnect_opens_what_the_first_second_uses() {
+        // A burst sends everything at once, capped by the concurrency limit.
+        assert_eq!(preconnect_count(48, None, &Arrivals::Burst), 48);
+        assert_eq!(preconnect_count(48, Some(8), &Arrivals::Burst), 8);
+        assert_eq!(preconnect_count(10_000, None, &Arrivals::Burst), 4096);
+        // At 4 req/s only four requests start in the first second.
+        assert_eq!(preconnect_count(48, None, &Arrivals::Constant { rate: 4.0 }), 4);
+        assert_eq!(preconnect_count(48, None, &Arrivals::Gamma { rate: 2.5, shape: 1.0 }), 3);
+        assert_eq!(preconnect_count(48, None, &Arrivals::Gamma { rate: 0.1, shape: 1.0 }), 1);
+        assert_eq!(preconnect_count(2, Some(8), &Arrivals::Constant { rate: 100.0 }), 2);
+        assert_eq!(preconnect_count(500, Some(64), &Arrivals::Constant { rate: 100.0 }), 64);
+    }
+}

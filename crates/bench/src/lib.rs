@@ -1,0 +1,18 @@
+//! The conductor: one [`Plan`] run end to end.
+//!
+//! [`Conductor::bench`] resolves the target (starting the built-in simulator when the plan
+//! asks for it), builds the workload, runs the one measuring loop of `servelab-client`,
+//! writes records as they arrive (to the detail file and to the [`Recording`] hook), then
+//! attributes tokens and summarizes. The [`Conductor`] is the measuring [`Runner`] that
+//! `sweep` and `lab` drive; `servelab bench` calls it once.
+//!
+//! [`Plan`]: servelab_plan::Plan
+//! [`Recording`]: servelab_plan::Recording
+//! [`Runner`]: servelab_plan::Runner
+
+mod conductor;
+mod drain;
+mod progress;
+
+pub use conductor::{preconnect_count, BenchOutcome, Conductor};
+pub use drain::{gauge_sum, requests_in_server, wait_drained, Drain};

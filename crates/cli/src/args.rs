@@ -1,0 +1,437 @@
+//! Every command-line definition (raw, unvalidated); [`crate::resolve`] turns them into plans.
+//!
+//! Flag names follow `vllm bench serve` where it has the same concept, so existing scripts
+//! carry over.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use servelab_sweep::render::DEFAULT_COLUMNS;
+
+#[derive(Debug, Parser)]
+#[command(name = "servelab", version, about = "A performance lab for LLM serving.")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Benchmark an OpenAI-compatible endpoint (or, with no target, the built-in simulator).
+    Bench(Box<BenchArgs>),
+    /// Run a grid of loads (concurrency or request rate) × scenarios, as tables and charts.
+    Sweep(Box<SweepArgs>),
+    /// List, show, export, import or delete stored runs.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Compare runs side by side, with deltas against the first.
+    Compare(Box<CompareArgs>),
+    /// Write a self-contained HTML report (and a Markdown twin) for runs or sweeps.
+    Report(Box<ReportArgs>),
+    /// Launch engine configurations, benchmark each, keep what helps, recommend a command.
+    #[command(subcommand)]
+    Lab(LabCommand),
+    /// The simulated OpenAI-compatible engine.
+    #[command(subcommand)]
+    Sim(SimCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Serve the simulated engine until Ctrl-C.
+    Serve(Box<servelab_sim::SimArgs>),
+}
+
+/// The API a backend speaks. `vllm`, `sglang` and `lmdeploy` are the OpenAI backends under
+/// the names their users know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// `/v1/completions`.
+    #[value(alias = "vllm", alias = "sglang", alias = "lmdeploy", alias = "tgi")]
+    Openai,
+    /// `/v1/chat/completions`.
+    #[value(alias = "vllm-chat", alias = "sglang-chat", alias = "lmdeploy-chat")]
+    OpenaiChat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DatasetName {
+    /// Random token ids with exact input and output lengths.
+    Random,
+    /// ShareGPT conversations (`--dataset-path`).
+    Sharegpt,
+    /// One request per line: `{"prompt": ...}` or `{"messages": [...]}` (`--dataset-path`).
+    Jsonl,
+    /// N shared prefixes × unique suffixes, for prefix-cache studies.
+    Prefix,
+}
+
+/// Whether to ask the server for usage in every chunk (vLLM's `continuous_usage_stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContinuousUsage {
+    /// On for the built-in simulator, off otherwise (servers that reject unknown fields).
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    // --- target
+    /// Server base URL, e.g. http://127.0.0.1:8000. With no --base-url, --host or --port, the
+    /// built-in simulator is started in-process and benchmarked.
+    #[arg(long, help_heading = "Target")]
+    pub base_url: Option<String>,
+    #[arg(long, help_heading = "Target")]
+    pub host: Option<String>,
+    #[arg(long, help_heading = "Target")]
+    pub port: Option<u16>,
+    /// Endpoint path (default: /v1/completions or /v1/chat/completions by backend).
+    #[arg(long, help_heading = "Target")]
+    pub endpoint: Option<String>,
+    #[arg(long, value_enum, default_value = "openai", help_heading = "Target")]
+    pub backend: Backend,
+    /// Model name to request (default: the first model of /v1/models).
+    #[arg(long, help_heading = "Target")]
+    pub model: Option<String>,
+    /// Extra request header NAME:VALUE (repeatable). The API key comes from OPENAI_API_KEY.
+    #[arg(long = "header", value_name = "NAME:VALUE", help_heading = "Target")]
+    pub headers: Vec<String>,
+    /// JSON object merged into every request body (sampling parameters, ...).
+    #[arg(long, value_name = "JSON", help_heading = "Target")]
+    pub extra_body: Option<String>,
+    /// Ask the server to ignore EOS so every request generates exactly its output length.
+    #[arg(long, help_heading = "Target")]
+    pub ignore_eos: bool,
+    #[arg(long, value_enum, default_value = "auto", help_heading = "Target")]
+    pub continuous_usage: ContinuousUsage,
+    /// Seconds to wait for the server to become ready (/health or /v1/models).
+    #[arg(long, default_value_t = 60.0, help_heading = "Target")]
+    pub ready_timeout: f64,
+    /// Seconds after which one request fails with `timeout`.
+    #[arg(long, default_value_t = 600.0, help_heading = "Target")]
+    pub request_timeout: f64,
+    /// Seconds without any data, once a stream has sent its first token, after which the
+    /// request fails with `timeout` (an engine stopping mid-stream can leave connections open
+    /// and silent); 0 turns it off.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS", help_heading = "Target")]
+    pub stall_timeout: f64,
+    /// Seconds between scrapes of the server's Prometheus /metrics during the run (vLLM,
+    /// llama.cpp and SGLang names); 0 turns scraping off.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS", help_heading = "Target")]
+    pub server_metrics_interval: f64,
+
+    // --- workload
+    /// tokenizer.json path or directory, a built-in encoding (cl100k_base, o200k_base, ...),
+    /// or a Hugging Face model name (cached, or downloaded when a network exists).
+    #[arg(long, help_heading = "Workload")]
+    pub tokenizer: Option<String>,
+    #[arg(long, value_enum, default_value = "random", help_heading = "Workload")]
+    pub dataset_name: DatasetName,
+    #[arg(long, help_heading = "Workload")]
+    pub dataset_path: Option<PathBuf>,
+    #[arg(long, default_value_t = 1000, help_heading = "Workload")]
+    pub num_prompts: usize,
+    #[arg(long, default_value_t = 1024, help_heading = "Workload")]
+    pub random_input_len: u64,
+    #[arg(long, default_value_t = 128, help_heading = "Workload")]
+    pub random_output_len: u64,
+    #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
+    pub random_range_ratio: f64,
+    #[arg(long, default_value_t = 0, help_heading = "Workload")]
+    pub random_prefix_len: u64,
+    /// Fixed output length for ShareGPT (default: the reply's length).
+    #[arg(long, help_heading = "Workload")]
+    pub sharegpt_output_len: Option<u64>,
+    #[arg(long, default_value_t = 8, help_heading = "Workload")]
+    pub prefix_num_prefixes: u64,
+    #[arg(long, default_value_t = 512, help_heading = "Workload")]
+    pub prefix_len: u64,
+    #[arg(long, default_value_t = 128, help_heading = "Workload")]
+    pub prefix_suffix_len: u64,
+    #[arg(long, default_value_t = 128, help_heading = "Workload")]
+    pub prefix_output_len: u64,
+    #[arg(long, default_value_t = 0, help_heading = "Workload")]
+    pub seed: u64,
+
+    // --- load
+    /// Requests per second, or `inf` to send all at once.
+    #[arg(long, default_value = "inf", help_heading = "Load")]
+    pub request_rate: String,
+    /// Gamma shape of inter-arrival times: 1 = Poisson, `inf` = constant spacing.
+    #[arg(long, default_value = "1.0", help_heading = "Load")]
+    pub burstiness: String,
+    #[arg(long, help_heading = "Load")]
+    pub max_concurrency: Option<usize>,
+    /// Stop issuing after this many seconds (prompts are cycled), then drain.
+    #[arg(long, help_heading = "Load")]
+    pub duration: Option<f64>,
+    #[arg(long, default_value_t = 0, help_heading = "Load")]
+    pub num_warmups: usize,
+    /// Seconds in-flight requests may finish after Ctrl-C before they are cancelled.
+    #[arg(long, default_value_t = 5.0, help_heading = "Load")]
+    pub drain_timeout: f64,
+
+    // --- metrics and output
+    /// SLOs for goodput, e.g. `--goodput ttft:500 tpot:50 e2el:10000` (milliseconds).
+    #[arg(long, num_args = 1.., value_name = "METRIC:MS", help_heading = "Output")]
+    pub goodput: Vec<String>,
+    #[arg(long, default_value = "50,90,95,99", help_heading = "Output")]
+    pub metric_percentiles: String,
+    /// Save the result JSON (vllm bench serve compatible keys, plus servelab's own).
+    #[arg(long, help_heading = "Output")]
+    pub save_result: bool,
+    /// Also write one JSON line per request, as requests finish.
+    #[arg(long, help_heading = "Output")]
+    pub save_detailed: bool,
+    #[arg(long, default_value = ".", help_heading = "Output")]
+    pub result_dir: PathBuf,
+    #[arg(long, help_heading = "Output")]
+    pub result_filename: Option<String>,
+    /// No progress bar.
+    #[arg(long, alias = "disable-tqdm", help_heading = "Output")]
+    pub no_progress: bool,
+
+    // --- results store (docs/store.md)
+    /// Results store to record this run in (default: $XDG_DATA_HOME/servelab/servelab.db,
+    /// else ~/.local/share/servelab/servelab.db).
+    #[arg(long, env = "SERVELAB_DB", value_name = "PATH", help_heading = "Store")]
+    pub db: Option<PathBuf>,
+    /// Name for this run in the store (`servelab compare LABEL ...`).
+    #[arg(long, help_heading = "Store")]
+    pub label: Option<String>,
+    /// Tag the stored run, KEY=VALUE (repeatable), e.g. `--tag gpu=h100 --tag engine=vllm`.
+    #[arg(long = "tag", value_name = "KEY=VALUE", help_heading = "Store")]
+    pub tags: Vec<String>,
+    /// Do not record this run in the results store.
+    #[arg(long, help_heading = "Store")]
+    pub no_store: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub bench: BenchArgs,
+
+    /// Concurrency levels to sweep (closed loop), e.g. 1,2,4,8. Default 1,2,4,8,16,32,64
+    /// unless --request-rate lists rates (e.g. --request-rate 1,2,4 sweeps the rate).
+    #[arg(long, value_name = "N,N,...", help_heading = "Sweep")]
+    pub concurrency: Option<String>,
+    /// A random-dataset scenario with exactly ISL input and OSL output tokens (ignore_eos);
+    /// repeatable. Without --scenario or --suite, the bench dataset options make one scenario.
+    #[arg(long = "scenario", value_name = "ISL:OSL", help_heading = "Sweep")]
+    pub scenarios: Vec<String>,
+    /// A YAML suite of named scenarios, or `classic` (ShareGPT 10,000 prompts, which needs
+    /// --dataset-path; random 1024:1024, 2000:6000, 6000:2000).
+    #[arg(long, value_name = "FILE|classic", help_heading = "Sweep")]
+    pub suite: Option<String>,
+    /// Prompts per point = this × the level (concurrency, or req/s), clamped to
+    /// [--min-prompts, --max-prompts], so each point reaches steady state.
+    #[arg(long, default_value_t = 5.0, help_heading = "Sweep")]
+    pub prompts_per_concurrency: f64,
+    #[arg(long, default_value_t = 10, help_heading = "Sweep")]
+    pub min_prompts: usize,
+    #[arg(long, default_value_t = 2000, help_heading = "Sweep")]
+    pub max_prompts: usize,
+    /// Send the same prompts at every point (default: fresh prompts per point, so a prefix
+    /// cache cannot make later points look faster).
+    #[arg(long, help_heading = "Sweep")]
+    pub same_prompts: bool,
+    /// Seconds to pause between points when the server has no vLLM /metrics to poll.
+    #[arg(long, default_value_t = 2.0, help_heading = "Sweep")]
+    pub settle_secs: f64,
+    /// Longest wait for the server to drain (vllm:num_requests_running = 0) between points.
+    #[arg(long, default_value_t = 120.0, help_heading = "Sweep")]
+    pub drain_timeout_secs: f64,
+    /// Find the highest level meeting these objectives (ms), e.g. ttft_p99:500,tpot_p99:50:
+    /// bisect between the measured levels that bracket it, then confirm. Exit 1 if none does.
+    #[arg(long, value_name = "METRIC_STAT:MS,...", help_heading = "Sweep")]
+    pub slo: Option<String>,
+    /// A rate search stops when its bracket is narrower than this fraction.
+    #[arg(long, default_value_t = 0.1, help_heading = "Sweep")]
+    pub slo_resolution: f64,
+    /// At most this many probe runs per scenario for the SLO search (plus one confirming run).
+    #[arg(long, default_value_t = 6, help_heading = "Sweep")]
+    pub slo_max_probes: usize,
+    /// Knee: throughput must still rise by more than this percentage per doubling of load.
+    #[arg(long, default_value_t = 10.0, help_heading = "Sweep")]
+    pub knee_min_gain_pct: f64,
+    /// Knee: P99 TTFT must stay below this multiple of its value at the lowest level.
+    #[arg(long, default_value_t = 3.0, help_heading = "Sweep")]
+    pub knee_max_ttft_factor: f64,
+    /// Table columns: load, request_throughput, output_throughput, total_throughput,
+    /// peak_concurrency, completed, failed, or METRIC_STAT (ttft_p99, tpot_mean, e2el_median).
+    #[arg(long, default_value = DEFAULT_COLUMNS, help_heading = "Sweep")]
+    pub columns: String,
+    /// Where results go (default: sweep-<timestamp>).
+    #[arg(long, value_name = "DIR", help_heading = "Sweep")]
+    pub output_dir: Option<PathBuf>,
+    /// Continue the sweep in DIR: points whose result file is complete are not run again.
+    #[arg(long, value_name = "DIR", conflicts_with = "output_dir", help_heading = "Sweep")]
+    pub resume: Option<PathBuf>,
+    /// With no target: give the built-in simulator this many sequence slots, so the sweep
+    /// shows saturation.
+    #[arg(long, value_name = "N", help_heading = "Sweep")]
+    pub sim_max_num_seqs: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Run an experiment file: launch each configuration, benchmark it, keep what helps.
+    Run(Box<LabRunArgs>),
+    /// Rebuild report.md, report.html and chart.svg of an experiment folder.
+    Report {
+        /// The --output-dir of a `servelab lab run`.
+        dir: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LabRunArgs {
+    /// The experiment YAML (docs/lab.md).
+    pub experiment: PathBuf,
+    /// Continue the experiment in --output-dir: finished trials are not run again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Where trials, logs and the report go (default: lab-<experiment name>).
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// Results store every profile run is recorded in (default as for `servelab bench`).
+    #[arg(long, env = "SERVELAB_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Do not record the profile runs in the results store.
+    #[arg(long)]
+    pub no_store: bool,
+}
+
+/// The bench flags of a profile, parsed as `servelab bench` would.
+#[derive(Debug, Parser)]
+#[command(name = "profile")]
+pub struct ProfileArgs {
+    #[command(flatten)]
+    pub bench: BenchArgs,
+}
+
+/// `--db PATH` for the commands that read the store.
+#[derive(Debug, Clone, Args)]
+pub struct DbArg {
+    /// Results store (default: $XDG_DATA_HOME/servelab/servelab.db, else
+    /// ~/.local/share/servelab/servelab.db).
+    #[arg(long, env = "SERVELAB_DB", value_name = "PATH", global = true)]
+    pub db: Option<PathBuf>,
+}
+
+/// Output format of `runs list`, `compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned plain-text table.
+    Table,
+    Markdown,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List stored runs, newest first.
+    List(ListArgs),
+    /// Show one run: configuration, tags and its summary.
+    Show {
+        /// Run id (or label: its latest run).
+        run: String,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Write a run's result JSON (the shape of `bench --save-result`).
+    Export {
+        run: String,
+        /// Output file (default: stdout).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Add the per-request arrays (as `--save-detailed`).
+        #[arg(long)]
+        detailed: bool,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Import result files: vllm bench serve JSON, SGLang bench_serving JSONL, GuideLLM JSON.
+    Import {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Label for the imported runs (default: the label in the file, else its name).
+        #[arg(long)]
+        label: Option<String>,
+        /// Tag the imported runs, KEY=VALUE (repeatable).
+        #[arg(long = "tag", value_name = "KEY=VALUE")]
+        tags: Vec<String>,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Delete runs and everything stored with them.
+    Delete {
+        #[arg(required = true)]
+        runs: Vec<String>,
+        #[command(flatten)]
+        db: DbArg,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only runs with this tag (repeatable: all must match).
+    #[arg(long = "tag", value_name = "KEY=VALUE")]
+    pub tags: Vec<String>,
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Only runs started on or after this date (YYYY-MM-DD).
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    #[command(flatten)]
+    pub db: DbArg,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Runs to compare, the first is the baseline: run ids, labels (all runs with the label
+    /// are repeats), or result files (servelab/vLLM JSON, SGLang JSONL, GuideLLM JSON).
+    #[arg(required = true, num_args = 2..)]
+    pub runs: Vec<String>,
+    /// Runs below this success rate (percent) are rejected: shown, never the winner.
+    #[arg(long, default_value_t = 99.0, value_name = "PERCENT")]
+    pub min_success_rate: f64,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Bootstrap resamples for the noise intervals.
+    #[arg(long, default_value_t = 1000)]
+    pub resamples: usize,
+    /// Seed of the bootstrap (the same seed gives the same intervals).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub db: DbArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Runs to report on: run ids, labels (a label's runs at several loads form a series),
+    /// or result files.
+    #[arg(required = true)]
+    pub runs: Vec<String>,
+    /// HTML file to write; the Markdown twin goes next to it with the extension `.md`.
+    #[arg(short, long, default_value = "servelab-report.html")]
+    pub output: PathBuf,
+    #[arg(long, default_value = "servelab report")]
+    pub title: String,
+    /// Runs below this success rate (percent) are rejected: shown, never the winner.
+    #[arg(long, default_value_t = 99.0, value_name = "PERCENT")]
+    pub min_success_rate: f64,
+    #[arg(long, default_value_t = 1000)]
+    pub resamples: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[command(flatten)]
+    pub db: DbArg,
+}

@@ -1,0 +1,311 @@
+//! Second stage of argument parsing: raw arguments → validated plans. Every error names the
+//! flag and the bad value, and says what is expected.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Parser;
+use serde_json::{Map, Value};
+use servelab_load::{parse_positive_or_inf, LoadSpec};
+use servelab_metrics::{parse_percentiles, MetricsConfig, Slo, SloSpec};
+use servelab_plan::{
+    seconds, Api, DatasetSpec, Limits, OutputSpec, Plan, RecordSpec, Recording, RequestSpec,
+    SimTarget, Target, WorkloadSpec,
+};
+use servelab_store::StoreRecording;
+use servelab_sweep::render::parse_columns;
+use servelab_sweep::{default_scenario, grid_levels, KneeRule, PromptPolicy, SweepPlan};
+
+use crate::args::{Backend, BenchArgs, ContinuousUsage, DatasetName, ProfileArgs, SweepArgs};
+
+/// The plan of `servelab bench`.
+pub fn bench_plan(a: &BenchArgs, api_key: Option<String>) -> Result<Plan, String> {
+    let rate =
+        parse_positive_or_inf(&a.request_rate).map_err(|e| format!("--request-rate: {e}"))?;
+    plan(a, api_key, rate.is_finite().then_some(rate))
+}
+
+/// The plan of `a` with the request rate `rate` (`None`: all at once).
+fn plan(a: &BenchArgs, api_key: Option<String>, rate: Option<f64>) -> Result<Plan, String> {
+    let target = match (&a.base_url, &a.host, a.port) {
+        (Some(url), None, None) => Target::Url(url.clone()),
+        (Some(_), _, _) => return Err("--base-url: give either --base-url or --host/--port".into()),
+        (None, None, None) => Target::Simulator(SimTarget::default()),
+        (None, host, port) => Target::Url(format!(
+            "http://{}:{}",
+            host.as_deref().unwrap_or("127.0.0.1"),
+            port.unwrap_or(8000)
+        )),
+    };
+    let api = match a.backend {
+        Backend::Openai => Api::Completions,
+        Backend::OpenaiChat => Api::Chat,
+    };
+    let extra_body = match a.extra_body.as_deref().map(serde_json::from_str::<Value>) {
+        None => Map::new(),
+        Some(Ok(Value::Object(m))) => m,
+        Some(Ok(_)) => {
+            return Err("--extra-body: must be a JSON object, e.g. '{\"temperature\":0}'".into())
+        }
+        Some(Err(e)) => return Err(format!("--extra-body: invalid JSON: {e}")),
+    };
+    let burstiness =
+        parse_positive_or_inf(&a.burstiness).map_err(|e| format!("--burstiness: {e}"))?;
+    let load = LoadSpec::new(rate, burstiness, a.max_concurrency.map(|c| c as u64), a.duration)
+        .map_err(|e| e.to_string())?;
+    let request = RequestSpec {
+        endpoint: a.endpoint.clone().unwrap_or_else(|| api.default_endpoint().to_string()),
+        model: a.model.clone(),
+        headers: a.headers.clone(),
+        api_key,
+        extra_body,
+        ignore_eos: a.ignore_eos,
+        continuous_usage: match a.continuous_usage {
+            ContinuousUsage::Auto => None,
+            ContinuousUsage::On => Some(true),
+            ContinuousUsage::Off => Some(false),
+        },
+        ..RequestSpec::new(api)
+    };
+    let tags = a
+        .tags
+        .iter()
+        .map(|t| {
+            servelab_store::model::parse_tag(t)
+                .ok_or_else(|| format!("--tag: expected KEY=VALUE (got '{t}')"))
+        })
+        .collect::<Result<_, _>>()?;
+    let plan = Plan {
+        target,
+        request,
+        workload: WorkloadSpec {
+            tokenizer: a.tokenizer.clone(),
+            dataset: dataset(a)?,
+            num_prompts: a.num_prompts,
+            seed: a.seed,
+            num_warmups: a.num_warmups,
+        },
+        load,
+        limits: Limits {
+            ready_timeout: seconds("--ready-timeout", a.ready_timeout)?,
+            request_timeout: seconds("--request-timeout", a.request_timeout)?,
+            stall_timeout: Some(seconds("--stall-timeout", a.stall_timeout)?)
+                .filter(|d| !d.is_zero()),
+            drain_timeout: seconds("--drain-timeout", a.drain_timeout)?,
+            server_metrics_interval: Some(seconds(
+                "--server-metrics-interval",
+                a.server_metrics_interval,
+            )?)
+            .filter(|d| !d.is_zero()),
+        },
+        metrics: MetricsConfig {
+            percentiles: parse_percentiles(&a.metric_percentiles)
+                .map_err(|e| format!("--metric-percentiles: {e}"))?,
+            goodput: Slo::parse(&a.goodput)?,
+            ..MetricsConfig::default()
+        },
+        output: OutputSpec {
+            save_result: a.save_result,
+            save_detailed: a.save_detailed,
+            result_dir: a.result_dir.clone(),
+            result_filename: a.result_filename.clone(),
+            progress: !a.no_progress,
+        },
+        record: RecordSpec { label: a.label.clone(), tags, ..RecordSpec::default() },
+    };
+    plan.check().map_err(|e| e.to_string())?;
+    Ok(plan)
+}
+
+fn dataset(a: &BenchArgs) -> Result<DatasetSpec, String> {
+    let path = |name: &str| {
+        a.dataset_path.clone().ok_or_else(|| {
+            format!("--dataset-path: --dataset-name {name} needs --dataset-path FILE")
+        })
+    };
+    Ok(match a.dataset_name {
+        DatasetName::Random => {
+            if a.random_input_len == 0 {
+                return Err("--random-input-len: must be at least 1".into());
+            }
+            if !(0.0..1.0).contains(&a.random_range_ratio) {
+                return Err("--random-range-ratio: must be in [0, 1)".into());
+            }
+            DatasetSpec::Random {
+                input_len: a.random_input_len,
+                output_len: a.random_output_len,
+                range_ratio: a.random_range_ratio,
+                prefix_len: a.random_prefix_len,
+            }
+        }
+        DatasetName::Sharegpt => {
+            DatasetSpec::ShareGpt { path: path("sharegpt")?, output_len: a.sharegpt_output_len }
+        }
+        DatasetName::Jsonl => DatasetSpec::Jsonl { path: path("jsonl")? },
+        DatasetName::Prefix => DatasetSpec::Prefix {
+            num_prefixes: a.prefix_num_prefixes.max(1),
+            prefix_len: a.prefix_len,
+            suffix_len: a.prefix_suffix_len,
+            output_len: a.prefix_output_len,
+        },
+    })
+}
+
+/// The plan of a lab profile: its options parsed exactly as `servelab bench` parses flags
+/// (the target is the trial's engine, set per run).
+pub fn profile_plan(args: impl IntoIterator<Item = String>) -> Result<Plan, String> {
+    let argv = std::iter::once("profile".to_string()).chain(args);
+    let parsed = ProfileArgs::try_parse_from(argv).map_err(|e| {
+        // clap's first line says what is wrong; the usage text after it is not ours.
+        let text = e.to_string();
+        text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
+    })?;
+    bench_plan(&parsed.bench, api_key())
+}
+
+/// The API key from `OPENAI_API_KEY`, when set and not empty.
+pub fn api_key() -> Option<String> {
+    std::env::var("OPENAI_API_KEY").ok().filter(|k| !k.is_empty())
+}
+
+/// Recording into the results store, unless `--no-store`.
+pub fn recording(db: Option<PathBuf>, no_store: bool) -> Option<Arc<dyn Recording>> {
+    (!no_store).then(|| Arc::new(StoreRecording { db }) as Arc<dyn Recording>)
+}
+
+/// The plan of `servelab sweep`.
+pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
+    let rates = (a.bench.request_rate.trim() != "inf").then_some(a.bench.request_rate.as_str());
+    let loads = grid_levels(a.concurrency.as_deref(), rates).map_err(|e| e.to_string())?;
+    // On a rate grid each point sets its own rate; a single rate beside --concurrency
+    // holds at every point.
+    let base_rate = match (loads.first(), rates) {
+        (Some(servelab_load::Level::Concurrency(_)), Some(r)) => {
+            Some(parse_positive_or_inf(r).map_err(|e| format!("--request-rate: {e}"))?)
+        }
+        _ => None,
+    };
+    let mut base = plan(&a.bench, api_key(), base_rate.filter(|r| r.is_finite()))?;
+    if let (Target::Simulator(sim), Some(n)) = (&mut base.target, a.sim_max_num_seqs) {
+        sim.max_num_seqs = Some(n);
+    } else if a.sim_max_num_seqs.is_some() {
+        return Err(
+            "--sim-max-num-seqs: only for the built-in simulator (drop --base-url/--host/--port)"
+                .into(),
+        );
+    }
+    let mut scenarios = match &a.suite {
+        Some(spec) => servelab_sweep::suite::load_suite(spec).map_err(|e| e.to_string())?,
+        None => Vec::new(),
+    };
+    for s in &a.scenarios {
+        let sc = servelab_sweep::grid::parse_scenario(s).map_err(|e| e.to_string())?;
+        if scenarios.iter().any(|o| o.name == sc.name) {
+            return Err(format!("--scenario: '{s}' is given twice"));
+        }
+        scenarios.push(sc);
+    }
+    if scenarios.is_empty() {
+        scenarios.push(default_scenario(&base.workload.dataset));
+    }
+    let output_dir = match (&a.resume, &a.output_dir) {
+        (Some(d), _) if !d.is_dir() => {
+            return Err(format!(
+                "--resume {}: no such directory (give the --output-dir of an earlier sweep)",
+                d.display()
+            ))
+        }
+        (Some(d), _) | (None, Some(d)) => d.clone(),
+        (None, None) => PathBuf::from(format!(
+            "sweep-{}",
+            servelab_plan::time::compact(&servelab_plan::time::now_rfc3339())
+        )),
+    };
+    if a.min_prompts == 0 || a.max_prompts < a.min_prompts {
+        return Err(format!(
+            "--min-prompts {} / --max-prompts {}: need 1 <= min <= max",
+            a.min_prompts, a.max_prompts
+        ));
+    }
+    let positive = |flag: &str, v: f64| {
+        (v.is_finite() && v > 0.0)
+            .then_some(v)
+            .ok_or(format!("{flag}: must be a number > 0 (got {v})"))
+    };
+    let non_negative = |flag: &str, v: f64| {
+        (v.is_finite() && v >= 0.0)
+            .then_some(v)
+            .ok_or(format!("{flag}: must be a number >= 0 (got {v})"))
+    };
+    Ok(SweepPlan {
+        base,
+        dataset_path: a.bench.dataset_path.clone(),
+        scenarios,
+        loads,
+        prompts: PromptPolicy {
+            fixed: None,
+            per_load: positive("--prompts-per-concurrency", a.prompts_per_concurrency)?,
+            min: a.min_prompts,
+            max: a.max_prompts,
+        },
+        fresh_prompts: !a.same_prompts,
+        knee: KneeRule {
+            min_gain_per_doubling: non_negative("--knee-min-gain-pct", a.knee_min_gain_pct)?
+                / 100.0,
+            max_ttft_factor: positive("--knee-max-ttft-factor", a.knee_max_ttft_factor)?,
+        },
+        slo: a.slo.as_deref().map(|s| SloSpec::parse("--slo", s)).transpose()?,
+        slo_resolution: positive("--slo-resolution", a.slo_resolution)?,
+        slo_max_probes: a.slo_max_probes,
+        output_dir,
+        resume: a.resume.is_some(),
+        columns: parse_columns(&a.columns).map_err(|e| e.to_string())?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::{Cli, Command};
+
+    fn bench(args: &[&str]) -> Result<Plan, String> {
+        let argv = ["servelab", "bench"].iter().chain(args);
+        let Command::Bench(a) = Cli::try_parse_from(argv).unwrap().command else { unreachable!() };
+        bench_plan(&a, None)
+    }
+
+    #[test]
+    fn flags_become_a_plan_and_errors_name_the_flag() {
+        let p = bench(&["--request-rate", "2.5", "--burstiness", "inf"]).unwrap();
+        assert_eq!(p.load.request_rate, Some(2.5));
+        assert_eq!(p.load.arrivals(), servelab_load::Arrivals::Constant { rate: 2.5 });
+        assert!(p.target.is_simulator());
+        assert_eq!(p.workload.dataset.label(), "random(1024:128)");
+        let e = bench(&["--request-rate", "0"]).unwrap_err();
+        assert_eq!(e, "--request-rate: expected a positive number or 'inf' (got '0')");
+        let e = bench(&["--goodput", "itl:5"]).unwrap_err();
+        assert_eq!(e, "--goodput: unknown metric 'itl': use ttft, tpot or e2el");
+        let e = bench(&["--request-timeout", "1e20"]).unwrap_err();
+        assert!(e.starts_with("--request-timeout: "), "{e}");
+        let e = bench(&["--metric-percentiles", "101"]).unwrap_err();
+        assert!(e.starts_with("--metric-percentiles: "), "{e}");
+        assert!(bench(&["--max-concurrency", "0"]).is_err());
+        assert!(bench(&["--duration=-1"]).is_err());
+        let p = bench(&["--goodput", "ttft:500", "tpot:50"]).unwrap();
+        let slo = p.metrics.goodput.unwrap();
+        assert_eq!((slo.ttft_ms, slo.tpot_ms, slo.e2el_ms), (Some(500.0), Some(50.0), None));
+    }
+
+    #[test]
+    fn builtin_profiles_become_plans() {
+        let p = servelab_lab::profile::builtin("throughput").unwrap();
+        let s = profile_plan(p.args()).unwrap();
+        assert_eq!(s.workload.num_prompts, 1000);
+        assert_eq!(s.workload.dataset.label(), "random(1024:128)");
+        assert!(s.request.ignore_eos);
+        assert_eq!(s.workload.seed, 0);
+        let p = servelab_lab::profile::builtin("sharegpt").unwrap();
+        let e = profile_plan(p.args()).unwrap_err();
+        assert_eq!(e, "--dataset-path: --dataset-name sharegpt needs --dataset-path FILE");
+    }
+}

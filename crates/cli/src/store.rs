@@ -1,0 +1,159 @@
+//! `servelab runs | compare | report`: open the store, call the library, print.
+
+use std::path::Path;
+
+use servelab_compare::{CompareOptions, Sources};
+use servelab_outputs::term;
+use servelab_store::model::parse_tag;
+use servelab_store::{Filter, RunStatus, Store};
+
+use crate::args::{CompareArgs, DbArg, Format, ReportArgs, RunsCommand};
+use crate::{ExitStatus, Failure};
+
+fn open(db: &DbArg) -> Result<Store, Failure> {
+    let path = servelab_store::resolve_db_path(db.db.clone())
+        .ok_or_else(|| Failure::usage("no HOME or XDG_DATA_HOME: pass --db PATH"))?;
+    Store::open(&path).map_err(Failure::runtime)
+}
+
+fn tags(raw: &[String]) -> Result<Vec<(String, String)>, Failure> {
+    raw.iter()
+        .map(|t| {
+            parse_tag(t)
+                .ok_or_else(|| Failure::usage(format!("--tag: expected KEY=VALUE (got '{t}')")))
+        })
+        .collect()
+}
+
+pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
+    match cmd {
+        RunsCommand::List(a) => {
+            let filter = Filter {
+                tags: tags(&a.tags)?,
+                model: a.model,
+                label: a.label,
+                since: a
+                    .since
+                    .as_deref()
+                    .map(servelab_store::check_date)
+                    .transpose()
+                    .map_err(|e| Failure::usage(format!("--since: {e}")))?,
+            };
+            let rows = open(&a.db)?.list(&filter).map_err(Failure::runtime)?;
+            let t = servelab_store::list_table(&rows);
+            term::stdout(&match a.format {
+                Format::Json => {
+                    format!("{}\n", serde_json::to_string_pretty(&rows).unwrap_or_default())
+                }
+                Format::Markdown => t.to_markdown(),
+                Format::Table if rows.iter().any(|r| r.status == RunStatus::Running) => format!(
+                    "{}\nincomplete: still running, or the bench stopped before finishing\n",
+                    t.to_plain()
+                ),
+                Format::Table => t.to_plain(),
+            });
+        }
+        RunsCommand::Show { run, db } => {
+            let store = open(&db)?;
+            let id = store.one_run(&run).map_err(Failure::usage)?;
+            term::stdout(&store.show(id).map_err(Failure::runtime)?);
+        }
+        RunsCommand::Export { run, output, detailed, db } => {
+            let store = open(&db)?;
+            let id = store.one_run(&run).map_err(Failure::usage)?;
+            let json = store.export(id, detailed).map_err(Failure::usage)?;
+            match output {
+                Some(p) => {
+                    std::fs::write(&p, json).map_err(|e| {
+                        Failure::runtime(format!("cannot write {}: {e}", p.display()))
+                    })?;
+                    term::note(&format!("Exported run #{id} to {}", p.display()));
+                }
+                None => term::stdout(&json),
+            }
+        }
+        RunsCommand::Import { files, label, tags: raw, db } => {
+            let extra = tags(&raw)?;
+            let mut store = open(&db)?;
+            for f in &files {
+                for mut r in servelab_store::import_file(f).map_err(Failure::usage)? {
+                    if label.is_some() {
+                        r.label = label.clone();
+                    }
+                    r.tags.extend(extra.iter().cloned());
+                    let id = store.import_run(&r).map_err(Failure::runtime)?;
+                    let missing: Vec<&str> =
+                        r.missing.iter().map(String::as_str).filter(|m| *m != "records").collect();
+                    let note = if missing.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; missing: {}", missing.join(", "))
+                    };
+                    term::note(&format!(
+                        "Imported {} ({}) as run #{id}{note}",
+                        f.display(),
+                        r.source.as_str()
+                    ));
+                }
+            }
+        }
+        RunsCommand::Delete { runs, db } => {
+            let mut store = open(&db)?;
+            for spec in &runs {
+                for id in store.resolve(spec).map_err(Failure::usage)? {
+                    store.delete(id).map_err(Failure::runtime)?;
+                    term::note(&format!("Deleted run #{id}"));
+                }
+            }
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+pub async fn compare(a: CompareArgs) -> Result<ExitStatus, Failure> {
+    let o = CompareOptions::from_flags(a.min_success_rate, a.resamples, a.seed)
+        .map_err(Failure::usage)?;
+    let mut sources = Sources::new(a.db.db.clone());
+    let subjects = a.runs.iter().map(|spec| sources.subject(spec)).collect::<Result<Vec<_>, _>>();
+    let subjects = subjects.map_err(Failure::usage)?;
+    let c = tokio::task::spawn_blocking(move || servelab_compare::compare(&subjects, &o))
+        .await
+        .map_err(|e| Failure::runtime(format!("comparison failed: {e}")))?;
+    term::stdout(&match a.format {
+        Format::Table => servelab_compare::render::render_plain(&c),
+        Format::Markdown => servelab_compare::render::render_markdown(&c),
+        Format::Json => servelab_compare::render::render_json(&c),
+    });
+    Ok(ExitStatus::Success)
+}
+
+pub async fn report(a: ReportArgs) -> Result<ExitStatus, Failure> {
+    let o = CompareOptions::from_flags(a.min_success_rate, a.resamples, a.seed)
+        .map_err(Failure::usage)?;
+    let mut sources = Sources::new(a.db.db.clone());
+    let mut runs = Vec::new();
+    for spec in &a.runs {
+        runs.extend(sources.runs(spec).map_err(Failure::usage)?);
+    }
+    let title = a.title.clone();
+    let r = tokio::task::spawn_blocking(move || servelab_compare::report::build(&title, runs, &o))
+        .await
+        .map_err(|e| Failure::runtime(format!("report failed: {e}")))?;
+    let md_path = a.output.with_extension("md");
+    write(&a.output, &servelab_compare::report::html(&r))?;
+    write(&md_path, &servelab_compare::report::markdown(&r))?;
+    term::note(&format!("Wrote {} and {}", a.output.display(), md_path.display()));
+    for f in &r.findings {
+        term::note(&format!("  {}", f.text));
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn write(p: &Path, text: &str) -> Result<(), Failure> {
+    if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::runtime(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    std::fs::write(p, text)
+        .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", p.display())))
+}

@@ -1,0 +1,108 @@
+//! Where the runs of a comparison or a report come from: result files (servelab, vLLM,
+//! SGLang, GuideLLM), or run ids and labels in the results store, opened on first need.
+
+use std::path::{Path, PathBuf};
+
+use servelab_store::Store;
+
+use crate::compare::CompareOptions;
+use crate::data::{RunData, Subject};
+
+/// Resolves operands to runs.
+pub struct Sources {
+    db: Option<PathBuf>,
+    store: Option<Store>,
+}
+
+impl Sources {
+    /// Operands resolve against the store at `db` (default: the user's data dir).
+    pub fn new(db: Option<PathBuf>) -> Sources {
+        Sources { db, store: None }
+    }
+
+    fn store(&mut self) -> Result<&Store, String> {
+        if self.store.is_none() {
+            let path = servelab_store::resolve_db_path(self.db.clone())
+                .ok_or("no HOME or XDG_DATA_HOME: pass --db PATH")?;
+            self.store = Some(Store::open(&path).map_err(|e| e.to_string())?);
+        }
+        self.store.as_ref().ok_or_else(|| "results store unavailable".to_string())
+    }
+
+    /// The runs an operand names: a result file, else a run id or label in the store.
+    pub fn runs(&mut self, spec: &str) -> Result<Vec<RunData>, String> {
+        let path = Path::new(spec);
+        if path.is_file() {
+            let runs = servelab_store::import_file(path).map_err(|e| e.to_string())?;
+            return Ok(runs
+                .into_iter()
+                .map(|r| {
+                    let name = r.label.clone().unwrap_or_else(|| spec.to_string());
+                    let mut d = RunData::from_headline(&name, &r.config.info, r.headline);
+                    d.config = Some(r.config);
+                    d.tags = r.tags;
+                    d
+                })
+                .collect());
+        }
+        let store = self.store()?;
+        let ids = store.resolve(spec).map_err(|e| format!("{e}; '{spec}' is not a file either"))?;
+        ids.into_iter().map(|id| load_run(store, id).map_err(|e| e.to_string())).collect()
+    }
+
+    /// One subject per operand, for `compare`: each operand at one load (repeats of it).
+    pub fn subject(&mut self, spec: &str) -> Result<Subject, String> {
+        let runs = self.runs(spec)?;
+        let loads: Vec<String> = runs.iter().map(|r| r.load.to_string()).collect();
+        if loads.iter().any(|l| *l != loads[0]) {
+            return Err(format!(
+                "'{spec}' names runs at different loads ({}); compare takes one load per \
+                 argument: pass run ids, or use `servelab report` for series",
+                loads.join(", ")
+            ));
+        }
+        Ok(Subject { name: spec.to_string(), runs })
+    }
+}
+
+/// A stored run as comparison data; a run that never finished is summarized from its records.
+pub fn load_run(store: &Store, id: i64) -> Result<RunData, servelab_store::StoreError> {
+    let run = store.run(id)?;
+    let mut name = run.row.label.clone().unwrap_or_else(|| format!("#{id}"));
+    // A sweep's points share its label; each scenario is its own series, so a report never
+    // takes two scenarios at one load for repeats of each other.
+    if let Some((_, scenario)) = run.row.tags.iter().find(|(k, _)| k == "sweep.scenario") {
+        name = format!("{name} [{scenario}]");
+    }
+    let mut data = match store.summary_of(id)? {
+        Some((s, records)) => RunData::from_summary(&name, s, records),
+        None => RunData::from_headline(&name, &run.config.info, run.row.headline),
+    };
+    data.id = Some(id);
+    data.status = servelab_store::status_word(run.row.status).into();
+    // A summary recomputed from the records of an unfinished run gives the headline; else the
+    // stored row's does.
+    if run.summary.is_some() || data.summary.is_none() {
+        data.headline = run.row.headline;
+    }
+    data.config = Some(run.config);
+    data.tags = run.row.tags;
+    Ok(data)
+}
+
+impl CompareOptions {
+    /// Options from the flags: a minimum success rate in percent, resamples and a seed.
+    pub fn from_flags(min_success_pct: f64, resamples: usize, seed: u64) -> Result<Self, String> {
+        if !(0.0..=100.0).contains(&min_success_pct) {
+            return Err(format!(
+                "--min-success-rate: expected a percentage in [0, 100] (got {min_success_pct})"
+            ));
+        }
+        Ok(CompareOptions {
+            min_success_rate: min_success_pct / 100.0,
+            resamples,
+            seed,
+            level: 0.95,
+        })
+    }
+}

@@ -1,0 +1,266 @@
+//! The plan of one run and its parts.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use servelab_load::LoadSpec;
+use servelab_metrics::MetricsConfig;
+use servelab_records::RunKind;
+use servelab_workload::{Api, DatasetSpec};
+
+/// Where requests go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// An OpenAI-compatible server at this base URL (`http://host:port`).
+    Url(String),
+    /// The built-in simulator, started in-process for the run (a runner may keep one
+    /// running across the runs of a sweep).
+    Simulator(SimTarget),
+}
+
+impl Target {
+    /// True for the built-in simulator.
+    pub fn is_simulator(&self) -> bool {
+        matches!(self, Target::Simulator(_))
+    }
+}
+
+/// How the built-in simulator is set up when it is the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SimTarget {
+    /// Decode slots; `None`: no capacity limit.
+    pub max_num_seqs: Option<usize>,
+}
+
+/// How each request is written: API, endpoint, model, headers and body options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestSpec {
+    /// Completions or chat.
+    pub api: Api,
+    /// Request path, e.g. `/v1/completions`.
+    pub endpoint: String,
+    /// Model to request; `None`: the first of `/v1/models`.
+    pub model: Option<String>,
+    /// Extra headers, `NAME:VALUE`.
+    pub headers: Vec<String>,
+    /// Sent as a bearer token.
+    pub api_key: Option<String>,
+    /// Merged into every request body.
+    pub extra_body: Map<String, Value>,
+    /// Ask the server to ignore EOS so every request generates its full output length.
+    pub ignore_eos: bool,
+    /// Ask for usage in every chunk; `None`: on for the built-in simulator, off otherwise
+    /// (servers may reject unknown fields).
+    pub continuous_usage: Option<bool>,
+}
+
+impl RequestSpec {
+    /// Requests of `api` to its default endpoint, everything else off.
+    pub fn new(api: Api) -> RequestSpec {
+        RequestSpec {
+            api,
+            endpoint: api.default_endpoint().to_string(),
+            model: None,
+            headers: Vec::new(),
+            api_key: None,
+            extra_body: Map::new(),
+            ignore_eos: false,
+            continuous_usage: None,
+        }
+    }
+}
+
+/// What is sent: the dataset and how many prompts of it.
+#[derive(Debug, Clone)]
+pub struct WorkloadSpec {
+    /// Tokenizer spec; `None`: the model's, else an estimate (and a warning).
+    pub tokenizer: Option<String>,
+    /// Where prompts come from.
+    pub dataset: DatasetSpec,
+    /// Measured requests (cycled in duration mode).
+    pub num_prompts: usize,
+    /// Seed of the dataset draw and the arrival schedule.
+    pub seed: u64,
+    /// Requests sent before the clock starts, recorded as warm-ups.
+    pub num_warmups: usize,
+}
+
+/// How long things may take.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Waiting for the server to become ready.
+    pub ready_timeout: Duration,
+    /// One request, from its intended send.
+    pub request_timeout: Duration,
+    /// Silence after the first token; `None`: no stall detection.
+    pub stall_timeout: Option<Duration>,
+    /// In-flight requests after an interrupt, before they are cancelled.
+    pub drain_timeout: Duration,
+    /// Between scrapes of the server's `/metrics`; `None`: no scraping.
+    pub server_metrics_interval: Option<Duration>,
+}
+
+impl Default for Limits {
+    /// `servelab bench`'s defaults.
+    fn default() -> Self {
+        Limits {
+            ready_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(600),
+            stall_timeout: Some(Duration::from_secs(60)),
+            drain_timeout: Duration::from_secs(5),
+            server_metrics_interval: Some(Duration::from_secs(1)),
+        }
+    }
+}
+
+/// Files a run writes besides the store, and whether it shows progress.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OutputSpec {
+    /// Write the result JSON.
+    pub save_result: bool,
+    /// Write one JSON line per request as requests finish (and per-request arrays in the
+    /// result JSON).
+    pub save_detailed: bool,
+    /// Where result files go.
+    pub result_dir: PathBuf,
+    /// Result file name; `None`: vLLM's default name.
+    pub result_filename: Option<String>,
+    /// Show live progress on stderr.
+    pub progress: bool,
+}
+
+/// How the run is filed in the results store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordSpec {
+    /// Name to find the run by.
+    pub label: Option<String>,
+    /// `KEY=VALUE` tags.
+    pub tags: Vec<(String, String)>,
+    /// What produced the run.
+    pub kind: RunKind,
+}
+
+impl Default for RecordSpec {
+    fn default() -> Self {
+        RecordSpec { label: None, tags: Vec::new(), kind: RunKind::Bench }
+    }
+}
+
+/// One benchmark run, validated.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Where requests go.
+    pub target: Target,
+    /// How each request is written.
+    pub request: RequestSpec,
+    /// What is sent.
+    pub workload: WorkloadSpec,
+    /// When it is sent.
+    pub load: LoadSpec,
+    /// Timeouts and scraping.
+    pub limits: Limits,
+    /// Percentiles and goodput objectives.
+    pub metrics: MetricsConfig,
+    /// Files and progress.
+    pub output: OutputSpec,
+    /// How the run is filed.
+    pub record: RecordSpec,
+}
+
+/// A plan that cannot run; the message names the setting.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct PlanError(pub String);
+
+impl Plan {
+    /// Check what the parts cannot check alone. Every error names the flag.
+    pub fn check(&self) -> Result<(), PlanError> {
+        if self.workload.num_prompts == 0 {
+            return Err(PlanError("--num-prompts: must be at least 1".into()));
+        }
+        self.load.validate().map_err(|e| PlanError(e.to_string()))?;
+        self.metrics.validate().map_err(|e| PlanError(format!("--metric-percentiles: {e}")))
+    }
+
+    /// The plan with `extra` percentiles computed too (sorted, without repeats): what the
+    /// tables and objectives of a sweep or a lab read must be in every summary.
+    pub fn with_percentiles(mut self, extra: impl IntoIterator<Item = f64>) -> Plan {
+        let p = &mut self.metrics.percentiles;
+        p.extend(extra);
+        p.sort_by(f64::total_cmp);
+        p.dedup();
+        self
+    }
+
+    /// The tag `key`, if set.
+    pub fn tag(&self, key: &str) -> Option<&str> {
+        self.record.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A number of seconds from the user as a [`Duration`]: finite, non-negative and below a
+/// billion seconds (so no conversion can overflow). Errors name the flag.
+pub fn seconds(flag: &str, v: f64) -> Result<Duration, String> {
+    if v.is_finite() && (0.0..1e9).contains(&v) {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(format!("{flag}: must be a number of seconds from 0 to 1e9 (got {v})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            target: Target::Simulator(SimTarget::default()),
+            request: RequestSpec::new(Api::Chat),
+            workload: WorkloadSpec {
+                tokenizer: None,
+                dataset: DatasetSpec::Random {
+                    input_len: 8,
+                    output_len: 4,
+                    range_ratio: 0.0,
+                    prefix_len: 0,
+                },
+                num_prompts: 3,
+                seed: 0,
+                num_warmups: 0,
+            },
+            load: LoadSpec::default(),
+            limits: Limits::default(),
+            metrics: MetricsConfig::default(),
+            output: OutputSpec::default(),
+            record: RecordSpec::default(),
+        }
+    }
+
+    #[test]
+    fn checks_name_the_flag() {
+        assert_eq!(plan().check(), Ok(()));
+        let mut p = plan();
+        p.workload.num_prompts = 0;
+        assert_eq!(p.check().unwrap_err().0, "--num-prompts: must be at least 1");
+        let mut p = plan();
+        p.load.max_concurrency = Some(0);
+        assert_eq!(p.check().unwrap_err().0, "--max-concurrency must be at least 1");
+    }
+
+    #[test]
+    fn percentiles_merge_sorted_once() {
+        let p = plan().with_percentiles([99.0, 99.9, 50.0]);
+        assert_eq!(p.metrics.percentiles, vec![50.0, 90.0, 95.0, 99.0, 99.9]);
+        assert_eq!(RequestSpec::new(Api::Chat).endpoint, "/v1/chat/completions");
+    }
+
+    #[test]
+    fn seconds_are_bounded() {
+        assert_eq!(seconds("--x", 1.5), Ok(Duration::from_millis(1500)));
+        assert_eq!(seconds("--x", 0.0), Ok(Duration::ZERO));
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1e20] {
+            assert!(seconds("--x", bad).unwrap_err().starts_with("--x: "), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! How a dataset is named in results: `random(1024:128)`, `sharegpt(path)`.
+
+use crate::DatasetSpec;
+
+impl DatasetSpec {
+    /// The dataset as results and tables name it.
+    pub fn label(&self) -> String {
+        match self {
+            DatasetSpec::Random { input_len, output_len, .. } => {
+                format!("random({input_len}:{output_len})")
+            }
+            DatasetSpec::ShareGpt { path, .. } => format!("sharegpt({})", path.display()),
+            DatasetSpec::Jsonl { path } => format!("jsonl({})", path.display()),
+            DatasetSpec::Prefix { num_prefixes, prefix_len, suffix_len, .. } => {
+                format!("prefix({num_prefixes}x{prefix_len}+{suffix_len})")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels() {
+        let r =
+            DatasetSpec::Random { input_len: 3, output_len: 2, range_ratio: 0.5, prefix_len: 1 };
+        assert_eq!(r.label(), "random(3:2)");
+        let j = DatasetSpec::Jsonl { path: "a/b.jsonl".into() };
+        assert_eq!(j.label(), "jsonl(a/b.jsonl)");
+        let p = DatasetSpec::Prefix {
+            num_prefixes: 8,
+            prefix_len: 512,
+            suffix_len: 128,
+            output_len: 1,
+        };
+        assert_eq!(p.label(), "prefix(8x512+128)");
+    }
+}
