@@ -13,6 +13,8 @@
 mod conductor;
 mod drain;
 mod progress;
+mod signals;
 
 pub use conductor::{preconnect_count, BenchOutcome, Conductor};
 pub use drain::{gauge_sum, requests_in_server, wait_drained, Drain};
+pub use signals::{interrupt_on_signals, DRAIN};

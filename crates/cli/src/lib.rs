@@ -11,7 +11,7 @@ mod store;
 use std::path::PathBuf;
 
 use clap::Parser;
-use servelab_bench::{BenchOutcome, Conductor};
+use servelab_bench::{interrupt_on_signals, BenchOutcome, Conductor};
 use servelab_outputs::term;
 use servelab_plan::RunError;
 use tokio::sync::watch;
@@ -53,11 +53,11 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
             Ok(ExitStatus::Success)
         }
         Command::Bench(a) => {
-            let out = bench(&a, interrupt_on_signals(DRAIN)).await?;
+            let out = bench(&a, interrupt_on_signals(servelab_bench::DRAIN)).await?;
             term::stdout(&servelab_outputs::text::render(&out.summary));
             Ok(ExitStatus::Success)
         }
-        Command::Sweep(a) => sweep(&a, interrupt_on_signals(DRAIN)).await,
+        Command::Sweep(a) => sweep(&a, interrupt_on_signals(servelab_bench::DRAIN)).await,
         Command::Lab(LabCommand::Run(a)) => {
             lab(&a, interrupt_on_signals("stopping the engine and the lab")).await
         }
@@ -126,43 +126,31 @@ pub async fn run_experiment(
     a: &LabRunArgs,
     interrupt: watch::Receiver<bool>,
 ) -> Result<(servelab_lab::Finish, PathBuf), Failure> {
-    let text = std::fs::read_to_string(&a.experiment).map_err(|e| {
-        Failure::usage(format!("cannot read experiment file {}: {e}", a.experiment.display()))
-    })?;
-    let at = |m: String| Failure::usage(format!("{}: {m}", a.experiment.display()));
-    let exp = servelab_lab::config::parse(&text).map_err(|e| at(e.to_string()))?;
-    // Check every profile's options before any engine starts.
-    let mut plans = Vec::new();
-    for (i, p) in exp.profiles.iter().enumerate() {
-        plans.push(
-            resolve::profile_plan(p.args())
-                .map_err(|m| at(format!("profiles[{i}] ({}): {m}", p.name)))?,
-        );
-    }
-    let dir = a.output_dir.clone().unwrap_or_else(|| {
-        PathBuf::from(format!("lab-{}", servelab_sweep::grid::file_safe(&exp.name)))
-    });
-    let servelab = std::env::current_exe()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| "servelab".to_string());
+    let lab_failure = |e: servelab_lab::LabError| match e {
+        servelab_lab::LabError::Invalid { .. } | servelab_lab::LabError::Read { .. } => {
+            Failure::usage(e)
+        }
+        other => Failure::runtime(other),
+    };
+    let loaded =
+        servelab_lab::load_experiment(&a.experiment, resolve::profile_plan).map_err(lab_failure)?;
+    let dir = a.output_dir.clone().unwrap_or_else(|| servelab_lab::default_dir(&loaded.exp));
+    let servelab = std::env::current_exe().map_or("servelab".into(), |p| p.display().to_string());
     let opts = servelab_lab::RunOptions {
         dir: dir.clone(),
         resume: a.resume,
         servelab,
         log_tail_lines: 40,
-        plans: servelab_lab::profile_plans(&exp, plans),
+        plans: loaded.plans,
     };
     let mut c = Conductor::new(interrupt.clone());
     if let Some(r) = resolve::recording(a.db.clone(), a.no_store) {
         c = c.with_recording(r);
     }
-    let finish = servelab_lab::run_in_dir(&exp, &text, &opts, &mut c, interrupt).await;
+    let finish = servelab_lab::run_in_dir(&loaded.exp, &loaded.text, &opts, &mut c, interrupt);
+    let finish = finish.await;
     c.shutdown().await;
-    let finish = finish.map_err(|e| match e {
-        servelab_lab::LabError::Invalid { .. } => Failure::usage(e),
-        other => Failure::runtime(other),
-    })?;
-    Ok((finish, dir))
+    Ok((finish.map_err(lab_failure)?, dir))
 }
 
 async fn lab(a: &LabRunArgs, interrupt: watch::Receiver<bool>) -> Result<ExitStatus, Failure> {
@@ -201,42 +189,4 @@ impl From<RunError> for Failure {
             other => Failure::Runtime(other.to_string()),
         }
     }
-}
-
-/// What an interrupted bench or sweep does.
-const DRAIN: &str = "no new requests; draining those in flight";
-
-/// A flag that turns true on the first Ctrl-C or SIGTERM (so a job scheduler's stop leaves a
-/// usable partial result, and a lab stops its engines); a second signal exits at once.
-/// `what` says what stopping means, in the line printed.
-pub fn interrupt_on_signals(what: &'static str) -> watch::Receiver<bool> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        let mut term_sig = signal(SignalKind::terminate()).ok();
-        let mut next = async || {
-            let t = async {
-                match term_sig.as_mut() {
-                    Some(t) => {
-                        t.recv().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            tokio::select! {
-                r = tokio::signal::ctrl_c() => r.is_ok().then_some("interrupted"),
-                _ = t => Some("terminated"),
-            }
-        };
-        if let Some(how) = next().await {
-            term::note(&format!("\n{how}: {what} (interrupt again to quit now)"));
-            let _ = tx.send(true);
-            if next().await.is_some() {
-                std::process::exit(ExitStatus::Error as i32);
-            }
-        }
-        // Keep the sender alive so receivers never see the flag's channel close.
-        std::future::pending::<()>().await
-    });
-    rx
 }

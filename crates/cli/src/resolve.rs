@@ -153,7 +153,7 @@ fn dataset(a: &BenchArgs) -> Result<DatasetSpec, String> {
 
 /// The plan of a lab profile: its options parsed exactly as `servelab bench` parses flags
 /// (the target is the trial's engine, set per run).
-pub fn profile_plan(args: impl IntoIterator<Item = String>) -> Result<Plan, String> {
+pub fn profile_plan(args: Vec<String>) -> Result<Plan, String> {
     let argv = std::iter::once("profile".to_string()).chain(args);
     let parsed = ProfileArgs::try_parse_from(argv).map_err(|e| {
         // clap's first line says what is wrong; the usage text after it is not ours.
@@ -221,41 +221,20 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
             servelab_plan::time::compact(&servelab_plan::time::now_rfc3339())
         )),
     };
-    if a.min_prompts == 0 || a.max_prompts < a.min_prompts {
-        return Err(format!(
-            "--min-prompts {} / --max-prompts {}: need 1 <= min <= max",
-            a.min_prompts, a.max_prompts
-        ));
+    let slo_resolution = a.slo_resolution;
+    if !(slo_resolution.is_finite() && slo_resolution > 0.0) {
+        return Err(format!("--slo-resolution: must be a number > 0 (got {slo_resolution})"));
     }
-    let positive = |flag: &str, v: f64| {
-        (v.is_finite() && v > 0.0)
-            .then_some(v)
-            .ok_or(format!("{flag}: must be a number > 0 (got {v})"))
-    };
-    let non_negative = |flag: &str, v: f64| {
-        (v.is_finite() && v >= 0.0)
-            .then_some(v)
-            .ok_or(format!("{flag}: must be a number >= 0 (got {v})"))
-    };
     Ok(SweepPlan {
         base,
         dataset_path: a.bench.dataset_path.clone(),
         scenarios,
         loads,
-        prompts: PromptPolicy {
-            fixed: None,
-            per_load: positive("--prompts-per-concurrency", a.prompts_per_concurrency)?,
-            min: a.min_prompts,
-            max: a.max_prompts,
-        },
+        prompts: PromptPolicy::scaled(a.prompts_per_concurrency, a.min_prompts, a.max_prompts)?,
         fresh_prompts: !a.same_prompts,
-        knee: KneeRule {
-            min_gain_per_doubling: non_negative("--knee-min-gain-pct", a.knee_min_gain_pct)?
-                / 100.0,
-            max_ttft_factor: positive("--knee-max-ttft-factor", a.knee_max_ttft_factor)?,
-        },
+        knee: KneeRule::from_flags(a.knee_min_gain_pct, a.knee_max_ttft_factor)?,
         slo: a.slo.as_deref().map(|s| SloSpec::parse("--slo", s)).transpose()?,
-        slo_resolution: positive("--slo-resolution", a.slo_resolution)?,
+        slo_resolution,
         slo_max_probes: a.slo_max_probes,
         output_dir,
         resume: a.resume.is_some(),

@@ -76,24 +76,12 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
             let extra = tags(&raw)?;
             let mut store = open(&db)?;
             for f in &files {
-                for mut r in servelab_store::import_file(f).map_err(Failure::usage)? {
-                    if label.is_some() {
-                        r.label = label.clone();
-                    }
-                    r.tags.extend(extra.iter().cloned());
-                    let id = store.import_run(&r).map_err(Failure::runtime)?;
-                    let missing: Vec<&str> =
-                        r.missing.iter().map(String::as_str).filter(|m| *m != "records").collect();
-                    let note = if missing.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; missing: {}", missing.join(", "))
-                    };
-                    term::note(&format!(
-                        "Imported {} ({}) as run #{id}{note}",
-                        f.display(),
-                        r.source.as_str()
-                    ));
+                let lines = store.import_into(f, label.as_deref(), &extra);
+                for line in lines.map_err(|e| match e {
+                    servelab_store::ViewError::Store(e) => Failure::runtime(e),
+                    e => Failure::usage(e),
+                })? {
+                    term::note(&line);
                 }
             }
         }

@@ -10,7 +10,7 @@ use serde_yaml_ng::{Mapping, Value};
 use servelab_metrics::{Metric, MetricKey, SloSpec};
 
 use crate::error::{invalid, LabError};
-use crate::profile::ProfileSpec;
+use crate::profile::{scalar, ProfileSpec};
 
 /// A whole experiment, checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -323,16 +323,6 @@ fn check_name(field: &str, name: &str) -> Result<(), LabError> {
         Ok(())
     } else {
         Err(invalid(field, format!("'{name}' must be letters, digits, '.', '_' or '-'")))
-    }
-}
-
-/// A YAML scalar as text (strings, numbers, booleans).
-pub(crate) fn scalar(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
     }
 }
 

@@ -22,6 +22,9 @@ pub mod trial;
 
 pub use config::{Experiment, Strategy};
 pub use error::LabError;
-pub use runner::{profile_plans, run_experiment, run_in_dir, Finish, RunOptions};
+pub use runner::{
+    default_dir, load_experiment, profile_plans, run_experiment, run_in_dir, Finish, Loaded,
+    RunOptions,
+};
 pub use strategy::{Decision, Outcome, Step};
 pub use trial::{TrialResult, TrialSpec};

@@ -5,7 +5,6 @@
 
 use serde_yaml_ng::Value;
 
-use crate::config::scalar;
 use crate::error::{invalid, LabError};
 
 /// The value of one bench option.
@@ -200,6 +199,16 @@ fn option_value(v: &Value) -> Result<Option<ArgValue>, String> {
         )),
         Value::Tagged(_) => return Err("tagged values are not supported".to_string()),
     })
+}
+
+/// A YAML scalar as text (strings, numbers, booleans).
+pub(crate) fn scalar(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

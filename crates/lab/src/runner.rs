@@ -407,6 +407,43 @@ async fn run_profiles<R: Runner>(
     ProfilesEnd::Done
 }
 
+/// An experiment file read and checked, with every profile's plan, before any engine starts.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The experiment.
+    pub exp: Experiment,
+    /// The file as read (copied into the output folder).
+    pub text: String,
+    /// Each profile's plan, in profile order, as the lab runs them ([`profile_plans`]).
+    pub plans: Vec<Plan>,
+}
+
+/// Read the experiment at `path` and turn each profile's options into a plan with `plan_of`
+/// (the CLI parses them exactly as `servelab bench` flags). Errors name the file and field.
+pub fn load_experiment(
+    path: &Path,
+    plan_of: impl Fn(Vec<String>) -> Result<Plan, String>,
+) -> Result<Loaded, LabError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| LabError::Read { path: path.to_path_buf(), message: e.to_string() })?;
+    let at = |what: String, m: String| invalid(format!("{}: {what}", path.display()), m);
+    let exp = crate::config::parse(&text).map_err(|e| match e {
+        LabError::Invalid { field, message } => at(field, message),
+        other => other,
+    })?;
+    let mut plans = Vec::new();
+    for (i, p) in exp.profiles.iter().enumerate() {
+        plans.push(plan_of(p.args()).map_err(|m| at(format!("profiles[{i}] ({})", p.name), m))?);
+    }
+    let plans = profile_plans(&exp, plans);
+    Ok(Loaded { exp, text, plans })
+}
+
+/// The output folder when none is given: `lab-<experiment name>`.
+pub fn default_dir(exp: &Experiment) -> PathBuf {
+    PathBuf::from(format!("lab-{}", servelab_outputs::file_safe(&exp.name)))
+}
+
 /// The plans of the experiment's profiles as the lab runs them: no progress display, a short
 /// readiness wait (the lab waited for the engine already; a bench that cannot reach it should
 /// fail fast), and every percentile the reports and the SLO read.

@@ -234,7 +234,7 @@ impl TrialResult {
 
 /// The folder of one trial.
 pub fn trial_dir(dir: &Path, id: &str) -> PathBuf {
-    dir.join(servelab_sweep::grid::file_safe(id))
+    dir.join(servelab_outputs::file_safe(id))
 }
 
 const FILE: &str = "trial.json";

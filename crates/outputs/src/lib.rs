@@ -13,6 +13,7 @@
 //! | [`markdown_summary`], [`Table`] | Markdown reports; one table writer for all |
 
 pub mod csv;
+mod file;
 pub mod fmt;
 pub mod json;
 pub mod markdown;
@@ -20,6 +21,7 @@ pub mod term;
 pub mod text;
 
 pub use csv::{render_csv, render_csv_summary, REQUEST_COLUMNS};
+pub use file::file_safe;
 pub use json::{render_json, render_jsonl_records, result_value, vllm_date, SCHEMA_VERSION};
 pub use markdown::{latency_table, markdown_summary, Align, Table};
 pub use servelab_metrics::Summary;

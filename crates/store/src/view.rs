@@ -91,6 +91,38 @@ pub fn check_date(s: &str) -> Result<String, String> {
 }
 
 impl Store {
+    /// Import every run of a result file, labelled `label` (else the file's) and with `tags`
+    /// added; one line per run for the user.
+    pub fn import_into(
+        &mut self,
+        file: &std::path::Path,
+        label: Option<&str>,
+        tags: &[(String, String)],
+    ) -> Result<Vec<String>, ViewError> {
+        let runs = crate::import_file(file).map_err(|e| ViewError::NotFound(e.to_string()))?;
+        let mut lines = Vec::new();
+        for mut r in runs {
+            if let Some(l) = label {
+                r.label = Some(l.to_string());
+            }
+            r.tags.extend(tags.iter().cloned());
+            let id = self.import_run(&r)?;
+            let missing: Vec<&str> =
+                r.missing.iter().map(String::as_str).filter(|m| *m != "records").collect();
+            let note = if missing.is_empty() {
+                String::new()
+            } else {
+                format!("; missing: {}", missing.join(", "))
+            };
+            lines.push(format!(
+                "Imported {} ({}) as run #{id}{note}",
+                file.display(),
+                r.source.as_str()
+            ));
+        }
+        Ok(lines)
+    }
+
     /// One id for `spec`: the id itself, or the latest run with that label.
     pub fn one_run(&self, spec: &str) -> Result<RunId, ViewError> {
         let ids = self.resolve(spec).map_err(|e| ViewError::NotFound(e.to_string()))?;

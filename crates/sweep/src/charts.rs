@@ -14,8 +14,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::error::SweepError;
 use servelab_load::Axis;
 
-use crate::grid::file_safe;
 use crate::result::ScenarioResult;
+use servelab_outputs::file_safe;
 
 /// DejaVu Sans, cut to Latin-1 and a few symbols (license in `assets/LICENSE-DejaVu.txt`).
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans-subset.ttf");

@@ -76,6 +76,20 @@ impl Default for PromptPolicy {
 }
 
 impl PromptPolicy {
+    /// Prompts per unit of load (> 0), clamped to `[min, max]` (1 <= min <= max). Errors
+    /// name the flag.
+    pub fn scaled(per_load: f64, min: usize, max: usize) -> Result<PromptPolicy, String> {
+        if !(per_load.is_finite() && per_load > 0.0) {
+            return Err(format!(
+                "--prompts-per-concurrency: must be a number > 0 (got {per_load})"
+            ));
+        }
+        if min == 0 || max < min {
+            return Err(format!("--min-prompts {min} / --max-prompts {max}: need 1 <= min <= max"));
+        }
+        Ok(PromptPolicy { fixed: None, per_load, min, max })
+    }
+
     /// `clamp(ceil(per_load × load), min, max)`, or the fixed count; always ≥ 1.
     pub fn prompts_for(&self, load: Level) -> usize {
         if let Some(n) = self.fixed {
@@ -126,19 +140,6 @@ impl Scenario {
     }
 }
 
-/// A scenario name made safe as a file name: `[A-Za-z0-9._-]`, anything else becomes `_`.
-pub fn file_safe(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
-        .collect();
-    if s.is_empty() || s.starts_with('.') {
-        format!("_{s}")
-    } else {
-        s
-    }
-}
-
 /// The seed of one point: the base seed mixed with the scenario, level and role (FNV-1a),
 /// so every point draws fresh prompts and a resumed sweep draws the same ones again.
 pub fn point_seed(base: u64, scenario: &str, load: Level, role: &str) -> u64 {
@@ -175,12 +176,6 @@ mod tests {
         assert_eq!(p.prompts_for(Level::Rate(2.5)), 13);
         let f = PromptPolicy { fixed: Some(7), ..p };
         assert_eq!(f.prompts_for(Level::Concurrency(64)), 7);
-    }
-
-    #[test]
-    fn file_safe_names() {
-        assert_eq!(file_safe("chat/long 1"), "chat_long_1");
-        assert_eq!(file_safe(".."), "_..");
     }
 
     #[test]

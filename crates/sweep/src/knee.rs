@@ -31,6 +31,22 @@ impl Default for KneeRule {
     }
 }
 
+impl KneeRule {
+    /// The rule from the flags: a minimum gain in percent per doubling (>= 0) and a TTFT
+    /// growth factor (> 0). Errors name the flag.
+    pub fn from_flags(min_gain_pct: f64, max_ttft_factor: f64) -> Result<KneeRule, String> {
+        if !(min_gain_pct.is_finite() && min_gain_pct >= 0.0) {
+            return Err(format!("--knee-min-gain-pct: must be a number >= 0 (got {min_gain_pct})"));
+        }
+        if !(max_ttft_factor.is_finite() && max_ttft_factor > 0.0) {
+            return Err(format!(
+                "--knee-max-ttft-factor: must be a number > 0 (got {max_ttft_factor})"
+            ));
+        }
+        Ok(KneeRule { min_gain_per_doubling: min_gain_pct / 100.0, max_ttft_factor })
+    }
+}
+
 /// Where the curve bends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Knee {

@@ -219,7 +219,7 @@ pub fn summary_markdown(r: &SweepResult, cols: &[Column]) -> String {
                 out.push_str(&markdown_table(&s.probes, s.axis, &with_role));
             }
         }
-        let stem = crate::grid::file_safe(&s.name);
+        let stem = servelab_outputs::file_safe(&s.name);
         out.push_str(&format!(
             "\n![throughput](charts/{stem}-throughput.svg) ![TTFT](charts/{stem}-ttft.svg)\n\
              ![TPOT](charts/{stem}-tpot.svg) ![trade-off](charts/{stem}-tradeoff.svg)\n\n"

@@ -303,7 +303,7 @@ pub fn write_outputs(
     put("summary.md".into(), summary_markdown(r, cols).as_bytes())?;
     for s in &r.scenarios {
         let all: Vec<PointResult> = s.points.iter().chain(&s.probes).cloned().collect();
-        put(format!("{}.csv", crate::grid::file_safe(&s.name)), csv(&all).as_bytes())?;
+        put(format!("{}.csv", servelab_outputs::file_safe(&s.name)), csv(&all).as_bytes())?;
     }
     let json = serde_json::to_vec_pretty(&without_request_rows(r))
         .map_err(|e| SweepError::Write { path: dir.join("sweep.json"), message: e.to_string() })?;

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use crate::error::SweepError;
 use servelab_load::Level;
 
-use crate::grid::file_safe;
 use crate::result::{PointResult, Role};
+use servelab_outputs::file_safe;
 
 /// `DIR/points/<scenario>/<load>[-probe|-confirm].json`.
 pub fn point_path(dir: &Path, scenario: &str, load: Level, role: Role) -> PathBuf {
