@@ -66,6 +66,36 @@ pub enum DatasetName {
     Prefix,
 }
 
+/// The shapes one run can be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RunFormat {
+    /// vLLM's summary block, then servelab's sections.
+    Text,
+    Markdown,
+    /// The result JSON, with per-request arrays.
+    Json,
+    /// One CSV row for the run.
+    Csv,
+    /// One CSV row per request.
+    RequestsCsv,
+    /// One JSON line per request.
+    RequestsJsonl,
+}
+
+impl From<RunFormat> for servelab_outputs::RunFormat {
+    fn from(f: RunFormat) -> Self {
+        use servelab_outputs::RunFormat as R;
+        match f {
+            RunFormat::Text => R::Text,
+            RunFormat::Markdown => R::Markdown,
+            RunFormat::Json => R::Json,
+            RunFormat::Csv => R::Csv,
+            RunFormat::RequestsCsv => R::RequestsCsv,
+            RunFormat::RequestsJsonl => R::RequestsJsonl,
+        }
+    }
+}
+
 /// Whether to ask the server for usage in every chunk (vLLM's `continuous_usage_stats`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ContinuousUsage {
@@ -191,6 +221,9 @@ pub struct BenchArgs {
     /// No progress bar.
     #[arg(long, alias = "disable-tqdm", help_heading = "Output")]
     pub no_progress: bool,
+    /// What to print on stdout when the run ends.
+    #[arg(long, value_enum, default_value = "text", help_heading = "Output")]
+    pub format: RunFormat,
 
     // --- results store (docs/store.md)
     /// Results store to record this run in (default: $XDG_DATA_HOME/servelab/servelab.db,
@@ -350,6 +383,9 @@ pub enum RunsCommand {
         /// Add the per-request arrays (as `--save-detailed`).
         #[arg(long)]
         detailed: bool,
+        /// The shape to write (json: the result file, as imported or as `--save-result`).
+        #[arg(long, value_enum, default_value = "json")]
+        format: RunFormat,
         #[command(flatten)]
         db: DbArg,
     },

@@ -54,7 +54,11 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
         }
         Command::Bench(a) => {
             let out = bench(&a, interrupt_on_signals(servelab_bench::DRAIN)).await?;
-            term::stdout(&servelab_outputs::text::render(&out.summary));
+            term::stdout(&servelab_outputs::render_run(
+                &out.summary,
+                &out.records,
+                a.format.into(),
+            ));
             Ok(ExitStatus::Success)
         }
         Command::Sweep(a) => sweep(&a, interrupt_on_signals(servelab_bench::DRAIN)).await,

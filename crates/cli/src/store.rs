@@ -58,10 +58,10 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
             let id = store.one_run(&run).map_err(Failure::usage)?;
             term::stdout(&store.show(id).map_err(Failure::runtime)?);
         }
-        RunsCommand::Export { run, output, detailed, db } => {
+        RunsCommand::Export { run, output, detailed, format, db } => {
             let store = open(&db)?;
             let id = store.one_run(&run).map_err(Failure::usage)?;
-            let json = store.export(id, detailed).map_err(Failure::usage)?;
+            let json = store.export(id, detailed, format.into()).map_err(Failure::usage)?;
             match output {
                 Some(p) => {
                     std::fs::write(&p, json).map_err(|e| {

@@ -96,7 +96,7 @@ async fn fixed_timing_matches_the_truth_log() {
         let lag = s.read_lag_ms.as_ref().expect("read lag reported");
         assert_eq!(lag.count, 16);
         assert!(lag.median < SLACK_MS, "{}", lag.median);
-        let text = servelab_outputs::text::render(s);
+        let text = servelab_outputs::render_text(s);
         assert!(text.contains("Client Read Lag (handled - arrived, max)"), "{text}");
     }
     sim.shutdown().await;

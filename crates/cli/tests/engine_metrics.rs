@@ -64,7 +64,7 @@ async fn engine_counts_agree_with_the_client_and_warmups_are_not_counted() {
     assert!(e.series.len() >= 5, "{}", e.series.len());
     assert!(!s.warnings.iter().any(|w| w.contains("engine")), "{:?}", s.warnings);
     // The text report says it.
-    let text = servelab_outputs::text::render(s);
+    let text = servelab_outputs::render_text(s);
     assert!(text.contains("Engine /metrics (vllm"), "{text}");
     assert!(text.contains(&format!("{:<40} {:<10}", "Engine generated tokens:", "720")), "{text}");
     sim.shutdown().await;
@@ -78,7 +78,7 @@ async fn scraping_off_or_no_metrics_gives_no_engine_section() {
     let out = bench(&sim.base_url(), &off).await;
     assert_eq!(out.summary.completed, 4);
     assert!(out.summary.engine.is_none());
-    assert!(!servelab_outputs::text::render(&out.summary).contains("Engine /metrics"));
+    assert!(!servelab_outputs::render_text(&out.summary).contains("Engine /metrics"));
     sim.shutdown().await;
 }
 

@@ -162,7 +162,7 @@ async fn greedy_keeps_what_helps_and_rejects_what_hurts_or_fails() {
     assert!(md.contains("--itl-ms 5 --max-num-seqs 16"), "{md}");
     assert!(md.contains("| sim+slots16+flaky"), "{md}");
     let svg = std::fs::read_to_string(dir.join("chart.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("<path"), "{svg}");
+    assert!(svg.starts_with("<svg") && svg.contains("<polyline"), "{svg}");
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("Steps"));
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 use clap::Parser;
 use servelab::args::{Cli, Command};
 use servelab::{ExitStatus, Failure};
+use servelab_outputs::fmt::round2 as num;
 use servelab_sim::{SimConfig, SimHandle};
-use servelab_sweep::render::num;
 use servelab_sweep::{PointResult, SweepResult};
 use tokio::sync::watch;
 
@@ -136,7 +136,7 @@ async fn grid_table_knee_slo_and_charts() {
     // Charts: valid PNG of the documented size, and SVG with the expected series.
     for name in ["throughput", "ttft", "tpot", "tradeoff"] {
         let png = std::fs::read(dir.path().join(format!("charts/64x20-{name}.png"))).unwrap();
-        assert_eq!(png_size(&png), servelab_sweep::charts::SIZE, "{name}");
+        assert_eq!(png_size(&png), servelab_outputs::chart::SIZE, "{name}");
         let svg =
             std::fs::read_to_string(dir.path().join(format!("charts/64x20-{name}.svg"))).unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{name}");

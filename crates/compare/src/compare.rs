@@ -8,8 +8,8 @@
 
 use serde::Serialize;
 
-use crate::bootstrap::{diff_interval, pooled, Interval};
 use crate::data::Subject;
+use servelab_metrics::bootstrap::{diff_interval, pooled, Interval};
 use servelab_metrics::{Metric, MetricKey, Stat, HEADLINE};
 use servelab_records::LoadSpec;
 

@@ -3,7 +3,6 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`bootstrap`] | seeded bootstrap confidence intervals (pure) |
 //! | [`data`] | [`RunData`], [`Subject`]: what a comparison reads |
 //! | [`compare`] | [`compare()`]: deltas against a baseline with noise verdicts |
 //! | [`rank`] | series, rankings per metric per load level |
@@ -11,7 +10,6 @@
 //! | [`render`] | the comparison as plain text, Markdown, JSON |
 //! | [`report`] | the report: Markdown and HTML with inline SVG charts |
 
-pub mod bootstrap;
 pub mod compare;
 pub mod data;
 pub mod narrative;
@@ -19,7 +17,6 @@ pub mod rank;
 pub mod render;
 pub mod report;
 mod sources;
-pub mod svg;
 
 pub use compare::{compare, CompareOptions, Comparison, Delta, MetricRow, Noise, Verdict};
 pub use data::{RunData, Samples, Subject};

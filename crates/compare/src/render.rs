@@ -1,18 +1,14 @@
 //! The comparison as text: one [`Table`] (servelab-outputs' writer) for the terminal and
 //! Markdown, plus notes; or JSON.
 
+use servelab_outputs::fmt::{num, MISSING};
 use servelab_outputs::Table;
 
 use crate::compare::{Comparison, Delta, Noise, Verdict};
 
-/// A number with two decimals, `-` when missing.
-pub fn num(v: Option<f64>) -> String {
-    v.map_or("-".into(), |x| format!("{x:.2}"))
-}
-
 /// `+1.23 (+4.5%) better`.
 pub fn delta_cell(d: Option<&Delta>) -> String {
-    let Some(d) = d else { return "-".into() };
+    let Some(d) = d else { return MISSING.into() };
     let pct = d.pct.map(|p| format!(" ({p:+.1}%)")).unwrap_or_default();
     let word = match d.verdict {
         Verdict::Better => "better",

@@ -6,9 +6,12 @@ use servelab_load::Level;
 use servelab_metrics::engine::EnginePoint;
 use servelab_metrics::request::token_events;
 use servelab_metrics::timeline::tokens_per_window;
+use servelab_outputs::chart::{self, Chart};
+use servelab_outputs::fmt::{num, MISSING};
+use servelab_outputs::html::{esc, figure, page, table as html_table};
 use servelab_outputs::{Align, Table};
 use servelab_records::RequestRecord;
-use servelab_sweep::charts::{render_svg, scenario_charts};
+use servelab_sweep::charts::scenario_charts;
 use servelab_sweep::run::curve;
 use servelab_sweep::{find_knee, KneeRule, PointResult, Role, ScenarioResult};
 
@@ -16,8 +19,7 @@ use crate::compare::{compare, CompareOptions, Comparison};
 use crate::data::{RunData, Subject};
 use crate::narrative::{written_summary, Finding};
 use crate::rank::{group, levels, rankings, LevelRanking, Series};
-use crate::render::{comparison_table, notes, num};
-use crate::svg::{esc, histogram, line_chart, Line};
+use crate::render::{comparison_table, notes};
 use servelab_metrics::HEADLINE;
 use servelab_records::LoadSpec;
 
@@ -75,7 +77,7 @@ pub fn config_table(r: &Report) -> Table {
     t = t.with_align(&vec![Align::Left; all.len() + 1]);
     type Getter = fn(&RunData) -> String;
     let rows: [(&str, Getter); 13] = [
-        ("run id", |d| d.id.map_or("-".into(), |i| format!("#{i}"))),
+        ("run id", |d| d.id.map_or(MISSING.into(), |i| format!("#{i}"))),
         ("status", |d| d.status.clone()),
         ("model", |d| info(d, |i| i.model.clone())),
         ("backend", |d| info(d, |i| i.backend.clone())),
@@ -87,7 +89,7 @@ pub fn config_table(r: &Report) -> Table {
         ("started", |d| info(d, |i| i.started_at.clone())),
         ("servelab", |d| info(d, |i| i.servelab_version.clone())),
         ("engine", |d| {
-            d.config.as_ref().and_then(|c| c.engine.clone()).unwrap_or_else(|| "-".into())
+            d.config.as_ref().and_then(|c| c.engine.clone()).unwrap_or_else(|| MISSING.into())
         }),
         ("tags", |d| d.tags.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")),
     ];
@@ -103,7 +105,7 @@ fn info(d: &RunData, f: impl Fn(&servelab_records::RunInfo) -> String) -> String
     match (&d.config, &d.summary) {
         (Some(c), _) => f(&c.info),
         (None, Some(s)) => f(&s.info),
-        (None, None) => "-".into(),
+        (None, None) => MISSING.into(),
     }
 }
 
@@ -135,8 +137,8 @@ pub fn engine_table(r: &Report) -> Table {
         "restarts",
     ])
     .with_align(&[[Align::Left; 2].as_slice(), &[Align::Right; 8]].concat());
-    let count = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
-    let pct = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{:.1}%", x * 100.0));
+    let count = |v: Option<f64>| servelab_outputs::fmt::fixed(v, 0);
+    let pct = servelab_outputs::fmt::percent;
     for (name, d) in runs(r) {
         let Some(e) = d.summary.as_ref().and_then(|s| s.engine.as_ref()) else { continue };
         t.push([
@@ -248,29 +250,54 @@ pub fn as_sweep(series: &Series) -> Option<ScenarioResult> {
 }
 
 /// The sweep charts (throughput, TTFT and TPOT against load, and the trade-off curve with
-/// the knee marked) of every series that has a curve, as SVG.
-pub fn sweep_charts(r: &Report) -> Vec<String> {
-    r.series
-        .iter()
-        .filter_map(as_sweep)
-        .flat_map(|s| scenario_charts(&s))
-        .filter_map(|c| render_svg(&c).ok())
-        .map(|svg| format!("<div class=\"sweep-chart\">{}</div>\n", strip_xml_prolog(&svg)))
-        .collect()
+/// the knee marked) of every series that has a curve.
+pub fn sweep_charts(r: &Report) -> Vec<Chart> {
+    r.series.iter().filter_map(as_sweep).flat_map(|s| scenario_charts(&s)).collect()
 }
 
-/// An SVG document as an inline element: without the `<?xml ...?>` line HTML does not want.
-fn strip_xml_prolog(svg: &str) -> &str {
-    match svg.strip_prefix("<?xml") {
-        Some(rest) => rest.split_once("?>").map_or(svg, |(_, body)| body.trim_start()),
-        None => svg,
+/// A chart of the report: its stem, title and axes, and the lines.
+fn chart(name: &str, title: &str, x: &str, y: &str, series: Vec<chart::Series>) -> Chart {
+    Chart {
+        name: name.into(),
+        title: title.into(),
+        x_label: x.into(),
+        y_label: y.into(),
+        series,
+        x_log: None,
+        y_log: None,
+        mark: None,
     }
 }
 
-/// The report's charts, as SVG strings with their titles.
-pub fn charts(r: &Report) -> Vec<String> {
+/// Percent of values per bin over `[lo, hi]` in `bins` equal bins (values outside are
+/// clamped into the end bins), as points at bin starts plus a closing point, for step lines.
+pub fn histogram(values: &[f64], lo: f64, hi: f64, bins: usize) -> Vec<(f64, f64)> {
+    if values.is_empty() || bins == 0 || hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
+        return Vec::new();
+    }
+    let width = (hi - lo) / bins as f64;
+    let mut counts = vec![0u64; bins];
+    for v in values {
+        let i = (((v - lo) / width).floor().max(0.0) as usize).min(bins - 1);
+        counts[i] += 1;
+    }
+    let n = values.len() as f64;
+    let mut pts: Vec<(f64, f64)> = counts
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (lo + width * i as f64, *c as f64 / n * 100.0))
+        .collect();
+    if let Some(&(_, last)) = pts.last() {
+        pts.push((hi, last));
+    }
+    pts
+}
+
+/// The report's own charts: latency distributions, and requests in flight, throughput and
+/// (with `/metrics`) KV-cache usage over each run.
+pub fn charts(r: &Report) -> Vec<Chart> {
     let all = runs(r);
-    let dist = |title: &str, pick: fn(&crate::data::Samples) -> Vec<f64>| {
+    let dist = |name: &str, title: &str, pick: fn(&crate::data::Samples) -> Vec<f64>| {
         let sets: Vec<(String, Vec<f64>)> = all
             .iter()
             .filter_map(|(n, d)| Some((n.clone(), pick(d.samples.as_ref()?))))
@@ -281,15 +308,19 @@ pub fn charts(r: &Report) -> Vec<String> {
         let lo = pooled.first().copied().unwrap_or(0.0);
         // Up to the 99.5th percentile, so one outlier does not flatten the shape.
         let hi = servelab_metrics::stats::percentile(&pooled, 99.5).max(lo + 1e-3);
-        let lines: Vec<Line> = sets
+        let series = sets
             .iter()
-            .map(|(n, v)| Line { name: n.clone(), points: histogram(v, lo, hi, 40) })
+            .map(|(n, v)| chart::Series::steps(n.clone(), histogram(v, lo, hi, 40)))
             .collect();
-        line_chart(title, "milliseconds", "% of samples", &lines, true)
+        chart(name, title, "milliseconds", "% of samples", series)
     };
     let mut out = vec![
-        dist("TTFT distribution", |s| s.ttft.iter().flatten().copied().collect()),
-        dist("ITL distribution (per token)", |s| s.itl.iter().flatten().copied().collect()),
+        dist("ttft-distribution", "TTFT distribution", |s| {
+            s.ttft.iter().flatten().copied().collect()
+        }),
+        dist("itl-distribution", "ITL distribution (per token)", |s| {
+            s.itl.iter().flatten().copied().collect()
+        }),
     ];
     let mut conc = Vec::new();
     let mut tps = Vec::new();
@@ -299,8 +330,8 @@ pub fn charts(r: &Report) -> Vec<String> {
             continue;
         }
         let (c, t) = timeline(&d.records, 40);
-        conc.push(Line { name: n.clone(), points: c });
-        tps.push(Line { name: n.clone(), points: t });
+        conc.push(chart::Series::steps(n.clone(), c));
+        tps.push(chart::Series::steps(n.clone(), t));
         // The engine's own view on the same time axis (seconds from the first send).
         let Some(e) = d.summary.as_ref().and_then(|s| s.engine.as_ref()) else { continue };
         let origin_s = d.records.iter().filter(|r| !r.warmup).map(|r| r.intended_ns).min();
@@ -309,21 +340,27 @@ pub fn charts(r: &Report) -> Vec<String> {
             e.series.iter().filter_map(|p| Some((p.t_s - origin_s, f(p)? * scale))).collect()
         };
         let named = |what: &str| format!("{n} (engine {what})");
-        conc.push(Line { name: named("running"), points: series(|p| p.requests_running, 1.0) });
-        conc.push(Line { name: named("waiting"), points: series(|p| p.requests_waiting, 1.0) });
-        tps.push(Line {
-            name: named("/metrics"),
-            points: series(|p| p.generation_tokens_per_s, 1.0),
-        });
-        kv.push(Line { name: n.clone(), points: series(|p| p.kv_cache_usage, 100.0) });
+        conc.push(chart::Series::steps(named("running"), series(|p| p.requests_running, 1.0)));
+        conc.push(chart::Series::steps(named("waiting"), series(|p| p.requests_waiting, 1.0)));
+        tps.push(chart::Series::steps(
+            named("/metrics"),
+            series(|p| p.generation_tokens_per_s, 1.0),
+        ));
+        kv.push(chart::Series::steps(n.clone(), series(|p| p.kv_cache_usage, 100.0)));
     }
     conc.retain(|l| !l.points.is_empty());
     tps.retain(|l| !l.points.is_empty());
     kv.retain(|l| !l.points.is_empty());
-    out.push(line_chart("Requests in flight over the run", "seconds", "requests", &conc, true));
-    out.push(line_chart("Output token throughput over the run", "seconds", "tokens/s", &tps, true));
+    out.push(chart("in-flight", "Requests in flight over the run", "seconds", "requests", conc));
+    out.push(chart(
+        "throughput-over-time",
+        "Output token throughput over the run",
+        "seconds",
+        "tokens/s",
+        tps,
+    ));
     if !kv.is_empty() {
-        out.push(line_chart("Engine KV-cache usage over the run", "seconds", "% used", &kv, true));
+        out.push(chart("kv-cache", "Engine KV-cache usage over the run", "seconds", "% used", kv));
     }
     out
 }
@@ -393,61 +430,21 @@ pub fn markdown(r: &Report) -> String {
     out
 }
 
-/// A [`Table`] as an HTML table (the same cells and alignment as its Markdown).
-pub fn html_table(t: &Table) -> String {
-    let align = |i: usize| match t.align.get(i) {
-        Some(Align::Right) => " class=\"num\"",
-        Some(Align::Center) => " class=\"mid\"",
-        _ => "",
-    };
-    let mut s = String::from("<table>\n<thead><tr>");
-    for (i, h) in t.headers.iter().enumerate() {
-        s.push_str(&format!("<th{}>{}</th>", align(i), esc(h)));
-    }
-    s.push_str("</tr></thead>\n<tbody>\n");
-    for row in &t.rows {
-        s.push_str("<tr>");
-        for (i, c) in row.iter().enumerate() {
-            s.push_str(&format!("<td{}>{}</td>", align(i), esc(c)));
-        }
-        s.push_str("</tr>\n");
-    }
-    s.push_str("</tbody>\n</table>\n");
-    s
-}
-
-const CSS: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1100px;padding:0 1rem;color:#222}\
-h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}\
-table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0;display:block;overflow-x:auto}\
-th,td{border:1px solid #ddd;padding:.25rem .5rem;white-space:nowrap}th{background:#f4f4f4}\
-td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\
-ul.findings li{margin:.3rem 0}.notes{color:#555;font-size:.85rem}\
-svg.chart{display:block;margin:1rem 0;max-width:100%;height:auto}\
-.sweep-chart svg{display:block;margin:1rem 0;max-width:100%;height:auto}\
-svg .grid{stroke:#eee}svg .axis{stroke:#888}svg .tick,svg .legend{font-size:11px;fill:#444}\
-svg .label{font-size:12px;fill:#333}svg .chart-title{font-size:14px;font-weight:600;fill:#222}";
-
 /// The self-contained HTML report.
 pub fn html(r: &Report) -> String {
-    let mut out = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{t}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<h1>{t}</h1>\n",
-        t = esc(&r.title)
-    );
-    out.push_str("<h2 id=\"summary\">Summary</h2>\n<ul class=\"findings\">\n");
+    let mut out = String::from("<h2 id=\"summary\">Summary</h2>\n<ul class=\"findings\">\n");
     for f in &r.findings {
         out.push_str(&format!("<li>{} <small>({})</small></li>\n", esc(&f.text), f.rule));
     }
     out.push_str("</ul>\n<h2 id=\"charts\">Charts</h2>\n");
     for c in charts(r) {
-        out.push_str(&c);
+        out.push_str(&figure(&c));
     }
     let curves = sweep_charts(r);
     if !curves.is_empty() {
         out.push_str("<h2 id=\"curves\">Curves (each series against load, knee marked)</h2>\n");
         for c in curves {
-            out.push_str(&c);
+            out.push_str(&figure(&c));
         }
     }
     out.push_str("<h2 id=\"configuration\">Configuration</h2>\n");
@@ -475,6 +472,6 @@ pub fn html(r: &Report) -> String {
             out.push_str(&html_table(&t));
         }
     }
-    out.push_str("<p class=\"notes\">Generated by servelab report. Written summary rules: docs/store.md.</p>\n</body>\n</html>\n");
-    out
+    out.push_str("<p class=\"notes\">Generated by servelab report. Written summary rules: docs/store.md.</p>\n");
+    page(&r.title, &out)
 }

@@ -84,11 +84,11 @@ fn markdown_report_snapshot() {
 fn html_is_self_contained_with_its_charts() {
     let page = html(&sample_report());
     assert!(page.starts_with("<!DOCTYPE html>"));
-    assert_eq!(
-        page.matches("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\"").count(),
-        4
-    );
-    assert_eq!(page.matches("<div class=\"sweep-chart\"><svg ").count(), 8);
+    // Four report charts, then each engine's four sweep charts, all drawn by the one chart
+    // backend as inline SVG figures.
+    let (own, curves) = page.split_once("id=\"curves\"").expect("a curves section");
+    assert_eq!(own.matches("<figure class=\"chart\"><svg ").count(), 4);
+    assert_eq!(curves.matches("<figure class=\"chart\"><svg ").count(), 8);
     assert!(!page.contains("<?xml"), "inline SVG carries no XML prolog");
     assert!(!page.contains("<script"));
     assert!(!page.contains("<link"));
@@ -129,9 +129,10 @@ fn html_renders_in_headless_chromium() {
     let dom = String::from_utf8_lossy(&dom.stdout);
     // Four report charts, then each engine's four sweep charts (two concurrency points each).
     assert_eq!(dom.matches("<svg").count(), 12, "twelve charts in the DOM");
-    assert_eq!(dom.matches("class=\"chart\"").count(), 4, "four report charts");
-    assert_eq!(dom.matches("class=\"sweep-chart\"").count(), 8, "two sweeps of four charts");
-    assert!(dom.matches("class=\"series\"").count() >= 8, "two lines per chart");
+    let (own, curves) = dom.split_once("id=\"curves\"").expect("a curves section");
+    assert_eq!(own.matches("class=\"chart\"").count(), 4, "four report charts");
+    assert_eq!(curves.matches("class=\"chart\"").count(), 8, "two sweeps of four charts");
+    assert!(dom.matches("<polyline").count() >= 24, "two lines per chart");
     assert!(dom.contains("Best throughput"));
     let shot = dir.path().join("shot.png");
     let out = base(&["--window-size=1200,2000", &format!("--screenshot={}", shot.display())]);

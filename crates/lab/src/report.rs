@@ -5,8 +5,9 @@
 
 use std::path::Path;
 
-use servelab_compare::report::html_table;
-use servelab_compare::svg::{esc, line_chart, Line};
+use servelab_outputs::chart::{render_svg, Chart, Series};
+use servelab_outputs::fmt::{fixed, percent, MISSING};
+use servelab_outputs::html::{esc, figure, page, table as html_table};
 use servelab_outputs::markdown::{Align, Table};
 
 use crate::config::Experiment;
@@ -17,10 +18,6 @@ use crate::trial::{TrialResult, TrialStatus};
 
 /// The file the experiment is copied to, so `--resume` and `lab report` read the same one.
 pub const EXPERIMENT_COPY: &str = "experiment.yaml";
-
-fn num(v: Option<f64>, digits: usize) -> String {
-    v.map_or("–".to_string(), |x| format!("{x:.digits$}"))
-}
 
 fn objective_line(exp: &Experiment) -> String {
     let slo = match &exp.objective.slo {
@@ -85,12 +82,12 @@ pub fn trials_table(exp: &Experiment, trials: &[TrialResult]) -> Table {
                 TrialStatus::Finished => "finished".to_string(),
                 TrialStatus::Failed { .. } => "failed".to_string(),
             },
-            num(tr.startup_secs, 1),
+            fixed(tr.startup_secs, 1),
         ];
         for p in &exp.profiles {
             let runs = tr.runs(&p.name);
             let Some(mean) = tr.value(&p.name, exp.objective.metric) else {
-                row.extend(["–".to_string(), "–".to_string()]);
+                row.extend([MISSING.to_string(), MISSING.to_string()]);
                 continue;
             };
             // With repeats: the mean, and how far apart its runs were.
@@ -137,12 +134,12 @@ pub fn steps_table(exp: &Experiment, steps: &[Step]) -> Table {
         let mut row = vec![
             i.to_string(),
             s.trial.clone(),
-            s.option.clone().unwrap_or_else(|| "–".into()),
-            s.against.clone().unwrap_or_else(|| "–".into()),
+            s.option.clone().unwrap_or_else(|| MISSING.into()),
+            s.against.clone().unwrap_or_else(|| MISSING.into()),
         ];
         for p in &exp.profiles {
             let d = s.deltas.iter().find(|d| d.profile == p.name);
-            row.push(d.map_or("–".to_string(), |d| format!("{:+.1}%", d.delta_pct)));
+            row.push(d.map_or(MISSING.to_string(), |d| format!("{:+.1}%", d.delta_pct)));
         }
         row.push(decision(s.decision).to_string());
         row.push(s.reason.clone());
@@ -167,7 +164,7 @@ pub fn engine_table(trials: &[TrialResult]) -> Table {
         "generation tokens",
     ])
     .with_align(&[[Align::Left; 2].as_slice(), &[Align::Right; 9]].concat());
-    let pct = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{:.1}%", x * 100.0));
+    let (pct, num) = (percent, fixed);
     for tr in trials {
         for p in &tr.profiles {
             let e = &p.engine;
@@ -198,29 +195,32 @@ pub fn engine_table(trials: &[TrialResult]) -> Table {
 }
 
 /// The objective per step, one line per profile (x: step number).
-pub fn chart(exp: &Experiment, steps: &[Step]) -> String {
-    let lines: Vec<Line> = exp
+pub fn chart(exp: &Experiment, steps: &[Step]) -> Chart {
+    let series = exp
         .profiles
         .iter()
-        .map(|p| Line {
-            name: p.name.clone(),
-            points: steps
+        .map(|p| {
+            let points = steps
                 .iter()
                 .enumerate()
                 .filter_map(|(i, s)| {
                     let v = s.values.iter().find(|(n, _)| *n == p.name)?.1?;
                     Some((i as f64, v))
                 })
-                .collect(),
+                .collect();
+            Series::line(p.name.clone(), points)
         })
         .collect();
-    line_chart(
-        &format!("{} per step", exp.objective.metric.label()),
-        "step (see the step table)",
-        &exp.objective.metric.label(),
-        &lines,
-        false,
-    )
+    Chart {
+        name: "chart".into(),
+        title: format!("{} per step", exp.objective.metric.label()),
+        x_label: "step (see the step table)".into(),
+        y_label: exp.objective.metric.label(),
+        series,
+        x_log: None,
+        y_log: None,
+        mark: None,
+    }
 }
 
 fn recommendation_md(o: Option<&Outcome>) -> String {
@@ -271,22 +271,10 @@ pub fn markdown(exp: &Experiment, trials: &[TrialResult], o: Option<&Outcome>) -
     out
 }
 
-const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;padding:0 1rem;color:#222}\
-table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0;display:block;overflow-x:auto}\
-th,td{border:1px solid #ddd;padding:.25rem .5rem}th{background:#f4f4f4}\
-td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}pre{background:#f6f6f6;padding:.5rem;overflow-x:auto}\
-svg .grid{stroke:#eee}svg .axis{stroke:#888}svg .tick,svg .legend{font-size:11px;fill:#444}\
-svg .label{font-size:12px;fill:#333}svg .chart-title{font-size:14px;font-weight:600;fill:#222}";
-
 /// The self-contained HTML report (inline CSS and SVG, no scripts).
 pub fn html(exp: &Experiment, trials: &[TrialResult], o: Option<&Outcome>) -> String {
     let title = format!("servelab lab: {}", exp.name);
-    let mut out = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{t}</title>\n\
-         <style>{CSS}</style>\n</head>\n<body>\n<h1>{t}</h1>\n<p>{}</p>\n<h2>Recommendation</h2>\n",
-        esc(&objective_line(exp)),
-        t = esc(&title)
-    );
+    let mut out = format!("<p>{}</p>\n<h2>Recommendation</h2>\n", esc(&objective_line(exp)));
     match o.and_then(|o| o.recommended.as_ref().map(|c| (o, c))) {
         Some((o, cmd)) => out.push_str(&format!(
             "<p>Best configuration: <code>{}</code> (options kept: {}).</p>\n<pre>{}</pre>\n",
@@ -301,7 +289,7 @@ pub fn html(exp: &Experiment, trials: &[TrialResult], o: Option<&Outcome>) -> St
     if let Some(o) = o {
         out.push_str("<h2>Steps</h2>\n");
         out.push_str(&html_table(&steps_table(exp, &o.steps)));
-        out.push_str(&chart(exp, &o.steps));
+        out.push_str(&figure(&chart(exp, &o.steps)));
     }
     let e = engine_table(trials);
     if !e.rows.is_empty() {
@@ -319,8 +307,7 @@ pub fn html(exp: &Experiment, trials: &[TrialResult], o: Option<&Outcome>) -> St
             ));
         }
     }
-    out.push_str("</body>\n</html>\n");
-    out
+    page(&title, &out)
 }
 
 fn write(path: &Path, text: &str) -> Result<(), LabError> {
@@ -338,7 +325,9 @@ pub fn write_all(
     write(&dir.join("report.md"), &markdown(exp, trials, o))?;
     write(&dir.join("report.html"), &html(exp, trials, o))?;
     if let Some(o) = o {
-        write(&dir.join("chart.svg"), &chart(exp, &o.steps))?;
+        let svg = render_svg(&chart(exp, &o.steps))
+            .map_err(|e| LabError::Write { path: dir.join("chart.svg"), message: e.to_string() })?;
+        write(&dir.join("chart.svg"), &svg)?;
     }
     let json = serde_json::json!({ "experiment": exp.name, "outcome": o, "trials": trials });
     write(&dir.join("lab.json"), &serde_json::to_string_pretty(&json).unwrap_or_default())

@@ -5,7 +5,7 @@
 //! one (finished trials are skipped) and `servelab lab report` (which replays it).
 
 use serde::Serialize;
-use servelab_compare::bootstrap::{diff_interval, Interval};
+use servelab_metrics::bootstrap::{diff_interval, Interval};
 use servelab_metrics::Stat;
 
 use crate::config::{Experiment, Strategy};

@@ -12,6 +12,7 @@
 //! assert_eq!(s.ttft_ms.count, 0);
 //! ```
 
+pub mod bootstrap;
 mod collect;
 pub mod engine;
 mod key;

@@ -1,4 +1,42 @@
-//! Number and line formatting shared by the text-like renderers.
+//! Number and line formatting shared by every renderer, and the one rule for a missing
+//! value: [`MISSING`]. (The vLLM-compatible terminal block is the exception: it prints an
+//! empty sample as `0.00`, as vLLM does, and names it in a warning.)
+
+/// What a table cell shows for a value that was not measured.
+pub const MISSING: &str = "-";
+
+/// `decimals` decimals, or [`MISSING`].
+pub fn fixed(v: Option<f64>, decimals: usize) -> String {
+    match v {
+        Some(x) if x.is_finite() => format!("{x:.decimals$}"),
+        _ => MISSING.to_string(),
+    }
+}
+
+/// Two decimals, or [`MISSING`].
+pub fn num(v: Option<f64>) -> String {
+    fixed(v, 2)
+}
+
+/// A number as Python's `round(v, 2)` prints it, the style of published sweep tables: at
+/// most two decimals, at least one (`20.2`, `0.27`, `3.0`); [`MISSING`] when non-finite.
+pub fn round2(v: f64) -> String {
+    if !v.is_finite() {
+        return MISSING.into();
+    }
+    let s = format!("{v:.2}");
+    let s = s.trim_end_matches('0');
+    if s.ends_with('.') {
+        format!("{s}0")
+    } else {
+        s.to_string()
+    }
+}
+
+/// A fraction as a percentage with one decimal (`0.123` → `12.3%`), or [`MISSING`].
+pub fn percent(v: Option<f64>) -> String {
+    v.filter(|x| x.is_finite()).map_or(MISSING.to_string(), |x| format!("{:.1}%", x * 100.0))
+}
 
 /// Two decimals, as vLLM's `{:.2f}`; a non-finite value (which a [`Summary`] never holds)
 /// prints as `0.00` rather than `NaN`.
@@ -26,14 +64,7 @@ pub fn rule(out: &mut String, title: &str, fill: char) {
     out.push('\n');
 }
 
-/// A percentile's name as vLLM writes it: `99` for integral values, else `99.9`.
-pub fn pct_word(p: f64) -> String {
-    if p.fract() == 0.0 && p.abs() < 1e15 {
-        format!("{}", p as i64)
-    } else {
-        format!("{p}")
-    }
-}
+pub use servelab_metrics::pct_word;
 
 #[cfg(test)]
 mod tests {
@@ -52,5 +83,13 @@ mod tests {
         assert_eq!(s, "---------------Time to First Token----------------\n");
         assert_eq!(pct_word(99.0), "99");
         assert_eq!(pct_word(99.9), "99.9");
+        assert_eq!(num(None), "-");
+        assert_eq!(fixed(Some(2.345), 1), "2.3");
+        assert_eq!(percent(Some(0.1234)), "12.3%");
+        assert_eq!(round2(20.2), "20.2");
+        assert_eq!(round2(0.2749), "0.27");
+        assert_eq!(round2(3.0), "3.0");
+        assert_eq!(round2(4628.256), "4628.26");
+        assert_eq!(round2(f64::NAN), "-");
     }
 }

@@ -1,20 +1,27 @@
-//! servelab-outputs: pure renderers from a [`Summary`] to text, JSON, CSV and Markdown.
+//! servelab-outputs: the one rendering stage. Pure renderers from a [`Summary`] to text,
+//! JSON, CSV and Markdown, and the pieces every other report is made of: one table writer
+//! ([`Table`]), one chart model and backend ([`chart`]), one HTML page shell ([`html`]), one
+//! number formatter and missing-value rule ([`fmt`]), and the terminal ([`term`]).
 //!
 //! Every function here only formats; all numbers come computed and sorted in the
-//! [`Summary`] (see `servelab-metrics`). Numbers print with two decimals like vLLM; an empty
-//! sample prints `0.00` like vLLM and is named in servelab's warnings.
+//! [`Summary`] (see `servelab-metrics`). Numbers print with two decimals like vLLM; a missing
+//! value prints [`fmt::MISSING`], except in vLLM's own block, where an empty sample prints
+//! `0.00` like vLLM and is named in servelab's warnings.
 //!
 //! | renderer | for |
 //! |---|---|
+//! | [`render_run`] | one run in any [`RunFormat`] (`bench --format`, `runs export --format`) |
 //! | [`render_text`] | the terminal block: vLLM's layout byte for byte, then servelab's sections |
 //! | [`render_json`], [`json::render`] | `--save-result`: vLLM's keys plus a `"servelab"` object |
-//! | [`render_jsonl_records`] | `--save-detailed`: one JSON line per request |
+//! | [`render_jsonl_records`] | one JSON line per request |
 //! | [`render_csv`], [`render_csv_summary`] | one row per request; one row per run |
 //! | [`markdown_summary`], [`Table`] | Markdown reports; one table writer for all |
 
+pub mod chart;
 pub mod csv;
 mod file;
 pub mod fmt;
+pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod term;
@@ -26,3 +33,34 @@ pub use json::{render_json, render_jsonl_records, result_value, vllm_date, SCHEM
 pub use markdown::{latency_table, markdown_summary, Align, Table};
 pub use servelab_metrics::Summary;
 pub use text::{notes, render_text, servelab_block, vllm_block};
+
+use servelab_records::RequestRecord;
+
+/// The shapes one run can be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunFormat {
+    /// vLLM's summary block, then servelab's sections.
+    Text,
+    /// The run as a Markdown report.
+    Markdown,
+    /// The result JSON (`--save-result`'s shape, with per-request arrays).
+    Json,
+    /// One CSV row for the run.
+    Csv,
+    /// One CSV row per measured request.
+    RequestsCsv,
+    /// One JSON line per measured request.
+    RequestsJsonl,
+}
+
+/// `s` (with its `records`, for the JSON's generated texts) in format `f`.
+pub fn render_run(s: &Summary, records: &[RequestRecord], f: RunFormat) -> String {
+    match f {
+        RunFormat::Text => render_text(s),
+        RunFormat::Markdown => markdown_summary(s),
+        RunFormat::Json => json::render(s, records, true),
+        RunFormat::Csv => render_csv_summary(s),
+        RunFormat::RequestsCsv => render_csv(s),
+        RunFormat::RequestsJsonl => render_jsonl_records(s),
+    }
+}

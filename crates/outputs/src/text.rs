@@ -165,8 +165,3 @@ pub fn render_text(s: &Summary) -> String {
     out.push_str(&servelab_block(s));
     out
 }
-
-/// The same as [`render_text`], under the module's name (`text::render`).
-pub fn render(s: &Summary) -> String {
-    render_text(s)
-}

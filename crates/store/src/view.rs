@@ -2,7 +2,8 @@
 //! of a run that never finished (recomputed from its records).
 
 use servelab_metrics::{MetricsConfig, Summary, HEADLINE};
-use servelab_outputs::{Align, Table};
+use servelab_outputs::fmt::{num as opt, MISSING};
+use servelab_outputs::{Align, RunFormat, Table};
 use servelab_records::RequestRecord;
 
 use crate::model::{RunId, RunRow, RunStatus};
@@ -25,11 +26,6 @@ pub fn status_word(s: RunStatus) -> &'static str {
         RunStatus::Running => "incomplete",
         s => s.as_str(),
     }
-}
-
-/// `-` for a missing number, else two decimals.
-fn opt(v: Option<f64>) -> String {
-    v.map_or("-".into(), |x| format!("{x:.2}"))
 }
 
 /// The table of `runs list`.
@@ -69,7 +65,7 @@ pub fn list_table(rows: &[RunRow]) -> Table {
             opt(r.headline.request_throughput),
             opt(r.headline.output_throughput),
             opt(r.headline.ttft_p99_ms),
-            r.headline.success_rate().map_or("-".into(), |s| format!("{:.1}", s * 100.0)),
+            r.headline.success_rate().map_or(MISSING.into(), |s| format!("{:.1}", s * 100.0)),
         ]);
     }
     t
@@ -176,7 +172,7 @@ impl Store {
         out.push_str(&serde_json::to_string_pretty(&run.config).unwrap_or_default());
         out.push('\n');
         match self.summary_of(id)? {
-            Some((s, _)) => out.push_str(&servelab_outputs::text::render(&s)),
+            Some((s, _)) => out.push_str(&servelab_outputs::render_text(&s)),
             None => {
                 let mut t = Table::new(["metric", "value"]);
                 for k in HEADLINE {
@@ -188,15 +184,24 @@ impl Store {
         Ok(out)
     }
 
-    /// `runs export`: the run's result JSON (the file it was imported from, as it was).
-    pub fn export(&self, id: RunId, detailed: bool) -> Result<String, ViewError> {
+    /// `runs export`: the run in `format`; as JSON, the file it was imported from (as it was)
+    /// or its result JSON (per-request arrays with `detailed`).
+    pub fn export(
+        &self,
+        id: RunId,
+        detailed: bool,
+        format: RunFormat,
+    ) -> Result<String, ViewError> {
         let run = self.run(id)?;
-        Ok(match (&run.raw, self.summary_of(id)?) {
-            (Some(raw), _) => format!("{raw}\n"),
-            (None, Some((s, records))) => servelab_outputs::json::render(&s, &records, detailed),
-            (None, None) => {
+        Ok(match (&run.raw, self.summary_of(id)?, format) {
+            (Some(raw), _, RunFormat::Json) => format!("{raw}\n"),
+            (_, Some((s, records)), RunFormat::Json) => {
+                servelab_outputs::json::render(&s, &records, detailed)
+            }
+            (_, Some((s, records)), f) => servelab_outputs::render_run(&s, &records, f),
+            (_, None, _) => {
                 return Err(ViewError::NotFound(format!(
-                    "run #{id} has no summary and no records to export"
+                    "run #{id} has no summary and no records to export as {format:?}"
                 )))
             }
         })

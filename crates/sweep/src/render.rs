@@ -4,6 +4,7 @@
 use servelab_load::Axis;
 use servelab_metrics::{Metric, MetricKey, Stat};
 use servelab_outputs::csv::field;
+use servelab_outputs::fmt::{round2 as num, MISSING};
 use servelab_outputs::markdown::{Align, Table};
 
 use crate::error::{invalid, SweepError};
@@ -82,25 +83,10 @@ impl Column {
                 // Counts print as whole numbers, like the summary's own fields.
                 Some(v) if k.unit().is_empty() => format!("{v:.0}"),
                 Some(v) => num(v),
-                None => "-".to_string(),
+                None => MISSING.to_string(),
             },
             Column::Role => p.role.as_str().to_string(),
         }
-    }
-}
-
-/// A number as Python's `round(v, 2)` prints it: at most two decimals, at least one
-/// (`20.2`, `0.27`, `3.0`); non-finite values print as `-`.
-pub fn num(v: f64) -> String {
-    if !v.is_finite() {
-        return "-".into();
-    }
-    let s = format!("{v:.2}");
-    let s = s.trim_end_matches('0');
-    if s.ends_with('.') {
-        format!("{s}0")
-    } else {
-        s.to_string()
     }
 }
 
@@ -237,15 +223,6 @@ pub fn summary_markdown(r: &SweepResult, cols: &[Column]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn numbers_print_like_python_round() {
-        assert_eq!(num(20.2), "20.2");
-        assert_eq!(num(0.2749), "0.27");
-        assert_eq!(num(3.0), "3.0");
-        assert_eq!(num(4628.256), "4628.26");
-        assert_eq!(num(f64::NAN), "-");
-    }
 
     #[test]
     fn columns_parse_and_name_themselves() {

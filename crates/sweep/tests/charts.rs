@@ -1,7 +1,8 @@
 //! Charts decode as PNG (the embedded font needs no system fonts) and parse as SVG with the
 //! expected series.
 
-use servelab_sweep::charts::{render_png, render_svg, scenario_charts, write_charts, SIZE};
+use servelab_outputs::chart::{render_png, render_svg, SIZE};
+use servelab_sweep::charts::{scenario_charts, write_charts};
 use servelab_sweep::grid::parse_scenario;
 use servelab_sweep::{PointResult, Role, ScenarioResult};
 

@@ -9,9 +9,9 @@
 //! differences of independently resampled A and B; when it excludes 0, the difference is
 //! larger than run-to-run noise at that confidence.
 
-use servelab_metrics::stats::percentile;
+use crate::stats::percentile;
 
-use servelab_metrics::Stat;
+use crate::Stat;
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and fully determined by its seed, so a
 /// comparison prints the same interval every time it is run.

@@ -1,0 +1,518 @@
+//! Charts: one model ([`Chart`]: titled axes, series drawn as lines or steps, a marked point)
+//! and one backend (plotters) that draws it as SVG (inline in reports) or PNG (files).
+//!
+//! Text is drawn with a font compiled into the binary (a DejaVu Sans subset under `assets/`),
+//! so charts render the same on a machine with no fonts installed.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// DejaVu Sans, cut to Latin-1 and a few symbols (license in `assets/LICENSE-DejaVu.txt`).
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans-subset.ttf");
+const FAMILY: &str = "sans-serif";
+/// Chart size in pixels.
+pub const SIZE: (u32, u32) = (960, 600);
+
+/// Line colours in order: the colour-blind-safe Okabe–Ito palette.
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(213, 94, 0),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(240, 228, 66),
+    RGBColor(0, 0, 0),
+];
+
+/// How a series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Style {
+    /// Straight segments between points, each point marked.
+    #[default]
+    Line,
+    /// A step line (histograms, per-window series): flat until the next point, unmarked.
+    Step,
+}
+
+/// One line of a chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+    /// Text beside each point (e.g. its load when x is not the load), or empty.
+    pub notes: Vec<String>,
+    /// Lines or steps.
+    pub style: Style,
+}
+
+impl Series {
+    /// A plain line through `points`.
+    pub fn line(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { label: label.into(), points, notes: Vec::new(), style: Style::Line }
+    }
+
+    /// A step line through `points`.
+    pub fn steps(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { label: label.into(), points, notes: Vec::new(), style: Style::Step }
+    }
+}
+
+/// A point to point out (the knee): drawn as a ring with a label, or as a vertical dashed
+/// line when `y` is `None`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    pub x: f64,
+    pub y: Option<f64>,
+    pub label: String,
+}
+
+/// Everything a chart shows; the renderers only draw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    /// File stem, e.g. `1000x100-ttft`.
+    pub name: String,
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
+    /// Log axes: base 2 for x when it is a load axis, base 10 otherwise.
+    pub x_log: Option<f64>,
+    pub y_log: Option<f64>,
+    pub mark: Option<Mark>,
+}
+
+/// A corner of the plot, for the legend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Corner {
+    UpperLeft,
+    UpperRight,
+    LowerRight,
+    LowerLeft,
+}
+
+/// True when positive values span at least `ratio` (max/min), i.e. a log axis reads better.
+pub fn spans(values: impl IntoIterator<Item = f64>, ratio: f64) -> bool {
+    let (lo, hi) = bounds(values);
+    lo > 0.0 && hi / lo >= ratio
+}
+
+fn bounds(values: impl IntoIterator<Item = f64>) -> (f64, f64) {
+    values
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)))
+}
+
+/// One label per distinct spot: points within 3% of the axes' spans of an earlier point
+/// share its label (`4, 8, 16`), so labels of overlapping points do not print on each other.
+pub fn merge_notes(points: &[(f64, f64)], notes: &[String]) -> Vec<String> {
+    let (x0, x1) = bounds(points.iter().map(|p| p.0));
+    let (y0, y1) = bounds(points.iter().map(|p| p.1));
+    let (sx, sy) = ((x1 - x0).abs().max(x1.abs() * 0.05), (y1 - y0).abs().max(y1.abs() * 0.05));
+    let mut out: Vec<String> = vec![String::new(); points.len()];
+    let mut owner: Vec<usize> = (0..points.len()).collect();
+    for i in 0..points.len() {
+        for j in 0..i {
+            let near = (points[i].0 - points[j].0).abs() <= 0.03 * sx
+                && (points[i].1 - points[j].1).abs() <= 0.03 * sy;
+            if near {
+                owner[i] = owner[j];
+                break;
+            }
+        }
+        let o = owner[i];
+        let n = notes.get(i).cloned().unwrap_or_default();
+        out[o] = if out[o].is_empty() { n } else { format!("{}, {n}", out[o]) };
+    }
+    out
+}
+
+fn register_font() -> Result<(), String> {
+    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+    DONE.get_or_init(|| {
+        plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
+            .map_err(|_| "the embedded font is not a valid TrueType font".to_string())
+    })
+    .clone()
+}
+
+/// Axis range with a margin; positive for log axes; never empty.
+fn range(values: impl IntoIterator<Item = f64>, log: bool, from_zero: bool) -> (f64, f64) {
+    let (lo, hi) = bounds(values);
+    if !(lo.is_finite() && hi.is_finite()) {
+        return (0.0, 1.0);
+    }
+    if log {
+        let lo = if lo > 0.0 { lo } else { hi.max(1.0) / 1000.0 };
+        return (lo / 1.3, hi.max(lo) * 1.3);
+    }
+    let lo = if from_zero { lo.min(0.0) } else { lo };
+    let span = (hi - lo).abs().max(hi.abs() * 0.1).max(1e-9);
+    let lo = if from_zero { lo } else { lo - span * 0.08 };
+    (lo, hi + span * 0.12)
+}
+
+/// Position of `v` in `[lo, hi]` as a fraction, on a log or linear axis.
+fn frac(v: f64, lo: f64, hi: f64, log: bool) -> f64 {
+    if log && v > 0.0 && lo > 0.0 {
+        (v.ln() - lo.ln()) / (hi.ln() - lo.ln())
+    } else {
+        (v - lo) / (hi - lo)
+    }
+}
+
+/// The corner whose legend box would cover the fewest samples of the plotted lines (first
+/// in the order upper left, upper right, lower right, lower left on a tie).
+pub fn legend_corner(c: &Chart, (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> Corner {
+    let entries = c.series.len() + usize::from(c.mark.as_ref().is_some_and(|m| m.y.is_none()));
+    let (w, h) = (0.45, 0.05 + 0.065 * entries as f64);
+    let mut samples = Vec::new();
+    for s in &c.series {
+        let pts: Vec<(f64, f64)> = s
+            .points
+            .iter()
+            .map(|&(x, y)| (frac(x, x0, x1, c.x_log.is_some()), frac(y, y0, y1, c.y_log.is_some())))
+            .collect();
+        samples.extend(pts.iter().copied());
+        for seg in pts.windows(2) {
+            for i in 1..10 {
+                let t = f64::from(i) / 10.0;
+                let (a, b) = (seg[0], seg[1]);
+                samples.push((a.0 + (b.0 - a.0) * t, a.1 + (b.1 - a.1) * t));
+            }
+        }
+    }
+    let inside = |corner: Corner| {
+        let (left, top) = match corner {
+            Corner::UpperLeft => (true, true),
+            Corner::UpperRight => (false, true),
+            Corner::LowerRight => (false, false),
+            Corner::LowerLeft => (true, false),
+        };
+        samples
+            .iter()
+            .filter(|&&(x, y)| {
+                let in_x = if left { x <= w } else { x >= 1.0 - w };
+                let in_y = if top { y >= 1.0 - h } else { y <= h };
+                in_x && in_y
+            })
+            .count()
+    };
+    let order = [Corner::UpperLeft, Corner::UpperRight, Corner::LowerRight, Corner::LowerLeft];
+    order.into_iter().min_by_key(|&k| inside(k)).unwrap_or(Corner::UpperLeft)
+}
+
+/// Labelled ticks of a log axis over `[lo, hi]`: powers of two for base 2, and 1-2-5 steps
+/// (…, 100, 200, 500, 1000, …) otherwise, so a two-decade axis still has several labels.
+pub fn log_ticks(lo: f64, hi: f64, base: f64) -> Vec<f64> {
+    if !(lo > 0.0 && hi > lo && hi.is_finite()) {
+        return Vec::new();
+    }
+    let steps: &[f64] = if base == 2.0 { &[1.0] } else { &[1.0, 2.0, 5.0] };
+    let step: f64 = if base == 2.0 { 2.0 } else { 10.0 };
+    let mut decade = step.powf((lo.ln() / step.ln()).floor());
+    let mut out = Vec::new();
+    while decade <= hi {
+        for m in steps {
+            let v = decade * m;
+            if v >= lo && v <= hi {
+                out.push(v);
+            }
+        }
+        decade *= step;
+    }
+    out
+}
+
+/// Short tick labels: `2`, `1.5`, `250`, `2k`, `12.5k`, `0.05`.
+pub fn tick(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1000.0 {
+        format!("{}k", trim(v / 1000.0, 1))
+    } else if a >= 100.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        trim(v, 1)
+    } else {
+        trim(v, 3)
+    }
+}
+
+fn trim(v: f64, decimals: usize) -> String {
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+fn draw<DB, X, Y>(
+    root: &DrawingArea<DB, Shift>,
+    c: &Chart,
+    legend: Corner,
+    x: X,
+    y: Y,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: AsRangedCoord<Value = f64>,
+    Y: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let empty = c.series.iter().all(|s| s.points.is_empty());
+    let title = if empty { format!("{} (no data)", c.title) } else { c.title.clone() };
+    let mut chart = ChartBuilder::on(root)
+        .caption(&title, (FAMILY, 26))
+        .margin(18)
+        .x_label_area_size(56)
+        .y_label_area_size(84)
+        .build_cartesian_2d(x, y)
+        .map_err(e)?;
+    let (xr, yr) = (chart.x_range(), chart.y_range());
+    chart
+        .configure_mesh()
+        .x_desc(&c.x_label)
+        .y_desc(&c.y_label)
+        .axis_desc_style((FAMILY, 19))
+        .label_style((FAMILY, 16))
+        .x_labels(12)
+        .y_labels(12)
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .light_line_style(RGBColor(236, 236, 236))
+        .bold_line_style(RGBColor(210, 210, 210))
+        .draw()
+        .map_err(e)?;
+    for (i, s) in c.series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let style = ShapeStyle::from(color).stroke_width(3);
+        let path = match s.style {
+            Style::Line => s.points.clone(),
+            Style::Step => step_path(&s.points),
+        };
+        chart
+            .draw_series(LineSeries::new(path, style))
+            .map_err(e)?
+            .label(s.label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+        if s.style == Style::Line {
+            chart
+                .draw_series(s.points.iter().map(|&p| Circle::new(p, 5, color.filled())))
+                .map_err(e)?;
+        }
+        let note_style = TextStyle::from((FAMILY, 15)).color(&color);
+        chart
+            .draw_series(s.points.iter().zip(&s.notes).map(|(&p, n)| {
+                EmptyElement::at(p) + Text::new(n.clone(), (12, -28), note_style.clone())
+            }))
+            .map_err(e)?;
+    }
+    if let Some(m) = &c.mark {
+        let ink = RGBColor(90, 90, 90);
+        let text = TextStyle::from((FAMILY, 17)).color(&ink);
+        match m.y {
+            Some(yv) => {
+                chart.draw_series([Circle::new((m.x, yv), 12, ink.stroke_width(3))]).map_err(e)?;
+                // Label on the side with room: left of a mark in the right half.
+                // Below the ring, on the side with room: left of a mark in the right half.
+                let right_half = m.x > (xr.start + xr.end) / 2.0;
+                let (dx, text) = if right_half {
+                    (6, text.pos(Pos::new(HPos::Right, VPos::Top)))
+                } else {
+                    (-6, text.pos(Pos::new(HPos::Left, VPos::Top)))
+                };
+                chart
+                    .draw_series([
+                        EmptyElement::at((m.x, yv)) + Text::new(m.label.clone(), (dx, 18), text)
+                    ])
+                    .map_err(e)?;
+            }
+            None => {
+                let line = [(m.x, yr.start), (m.x, yr.end)];
+                chart
+                    .draw_series(DashedLineSeries::new(line, 8, 6, ink.stroke_width(2)))
+                    .map_err(e)?
+                    .label(m.label.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 24, y)], ink.stroke_width(2))
+                    });
+            }
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(match legend {
+            Corner::UpperLeft => SeriesLabelPosition::UpperLeft,
+            Corner::UpperRight => SeriesLabelPosition::UpperRight,
+            Corner::LowerRight => SeriesLabelPosition::LowerRight,
+            Corner::LowerLeft => SeriesLabelPosition::LowerLeft,
+        })
+        .label_font((FAMILY, 16))
+        .background_style(WHITE.mix(0.9))
+        .border_style(RGBColor(180, 180, 180))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+fn draw_any<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Result<(), String> {
+    let xs = || {
+        c.series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .chain(c.mark.as_ref().map(|m| m.x))
+    };
+    let ys = || {
+        c.series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .chain(c.mark.as_ref().and_then(|m| m.y))
+    };
+    let (x0, x1) = range(xs(), c.x_log.is_some(), false);
+    let (y0, y1) = range(ys(), c.y_log.is_some(), true);
+    let legend = legend_corner(c, (x0, x1), (y0, y1));
+    let log = |lo: f64, hi: f64, base: f64| {
+        (lo..hi).log_scale().base(base).with_key_points(log_ticks(lo, hi, base))
+    };
+    match (c.x_log, c.y_log) {
+        (Some(bx), Some(by)) => draw(root, c, legend, log(x0, x1, bx), log(y0, y1, by)),
+        (Some(bx), None) => draw(root, c, legend, log(x0, x1, bx), y0..y1),
+        (None, Some(by)) => draw(root, c, legend, x0..x1, log(y0, y1, by)),
+        (None, None) => draw(root, c, legend, x0..x1, y0..y1),
+    }
+}
+
+/// A chart that could not be drawn.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("chart {name}: {message}")]
+pub struct ChartError {
+    /// The chart's file stem.
+    pub name: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// `(x0, y0), (x1, y1)` → `(x0, y0), (x1, y0), (x1, y1)`: each value holds until the next.
+fn step_path(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(points.len() * 2);
+    for (i, &(x, y)) in points.iter().enumerate() {
+        if i > 0 {
+            out.push((x, points[i - 1].1));
+        }
+        out.push((x, y));
+    }
+    out
+}
+
+/// The chart as an SVG document.
+pub fn render_svg(c: &Chart) -> Result<String, ChartError> {
+    let err = |message: String| ChartError { name: c.name.clone(), message };
+    register_font().map_err(err)?;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        draw_any(&root, c).map_err(err)?;
+    }
+    Ok(out)
+}
+
+/// The chart as an SVG element to put inside an HTML page (no XML prolog).
+pub fn inline_svg(c: &Chart) -> Result<String, ChartError> {
+    let svg = render_svg(c)?;
+    Ok(match svg.strip_prefix("<?xml") {
+        Some(rest) => {
+            rest.split_once("?>").map_or(svg.clone(), |(_, body)| body.trim_start().to_string())
+        }
+        None => svg,
+    })
+}
+
+/// The chart as a PNG file at `path`.
+pub fn render_png(c: &Chart, path: &Path) -> Result<(), ChartError> {
+    let err = |message: String| ChartError { name: c.name.clone(), message };
+    register_font().map_err(err)?;
+    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+    draw_any(&root, c).map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_point_labels_merge() {
+        let pts = [(100.0, 50.0), (200.0, 50.0), (3000.0, 10.0), (3010.0, 10.0), (3020.0, 10.1)];
+        let notes: Vec<String> = ["1", "2", "4", "8", "16"].map(String::from).to_vec();
+        assert_eq!(merge_notes(&pts, &notes), ["1", "2", "4, 8, 16", "", ""]);
+    }
+
+    #[test]
+    fn legend_avoids_the_data() {
+        let chart = |points: Vec<(f64, f64)>| Chart {
+            name: "t".into(),
+            title: String::new(),
+            x_label: String::new(),
+            y_label: String::new(),
+            series: vec![Series::line("s", points)],
+            x_log: None,
+            y_log: None,
+            mark: None,
+        };
+        let rising = chart(vec![(0.0, 0.0), (1.0, 1.0)]);
+        assert_eq!(legend_corner(&rising, (0.0, 1.0), (0.0, 1.0)), Corner::UpperLeft);
+        let flat_high = chart(vec![(0.0, 0.95), (1.0, 0.95)]);
+        assert_eq!(legend_corner(&flat_high, (0.0, 1.0), (0.0, 1.0)), Corner::LowerRight);
+        let falling = chart(vec![(0.0, 1.0), (1.0, 0.0)]);
+        assert_eq!(legend_corner(&falling, (0.0, 1.0), (0.0, 1.0)), Corner::UpperRight);
+    }
+
+    #[test]
+    fn log_ticks_step_by_powers_or_1_2_5() {
+        assert_eq!(log_ticks(0.8, 70.0, 2.0), [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]);
+        assert_eq!(log_ticks(150.0, 2100.0, 10.0), [200.0, 500.0, 1000.0, 2000.0]);
+        assert!(log_ticks(0.0, 10.0, 10.0).is_empty());
+    }
+
+    #[test]
+    fn ticks_are_short() {
+        assert_eq!(tick(2.0), "2");
+        assert_eq!(tick(1.5), "1.5");
+        assert_eq!(tick(0.05), "0.05");
+        assert_eq!(tick(250.4), "250");
+        assert_eq!(tick(12_345.0), "12.3k");
+        assert_eq!(tick(2000.0), "2k");
+    }
+
+    #[test]
+    fn log_axes_only_across_wide_spans() {
+        assert!(spans([1.0, 2.0, 64.0], 8.0));
+        assert!(!spans([1.0, 2.0, 4.0], 8.0));
+        assert!(!spans([0.0, 100.0], 8.0));
+    }
+
+    #[test]
+    fn ranges_have_margins_and_stay_positive_on_log() {
+        assert_eq!(range([0.0, 100.0], false, true), (0.0, 112.0));
+        let (lo, hi) = range([1.0, 64.0], true, false);
+        assert!(lo > 0.0 && lo < 1.0 && hi > 64.0);
+        assert_eq!(range(std::iter::empty(), false, true), (0.0, 1.0));
+    }
+
+    #[test]
+    fn steps_hold_each_value_until_the_next() {
+        let p = step_path(&[(0.0, 1.0), (1.0, 3.0), (2.0, 2.0)]);
+        assert_eq!(p, [(0.0, 1.0), (1.0, 1.0), (1.0, 3.0), (2.0, 3.0), (2.0, 2.0)]);
+        assert!(step_path(&[]).is_empty());
+    }
+}
