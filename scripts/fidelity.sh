@@ -19,14 +19,17 @@
 #   cpu_s, peak_mb: the client's CPU time (user + sys) and peak RSS
 #
 #   scripts/fidelity.sh [LEVELS...]      default: 100 1000 2000
-# Env: ITL_MS (10), TOKENS (100). On 2 shared cores the sim and the client together carry
+# Env: ITL_MS (10), TOKENS (100), BIN (a servelab binary to measure instead of building this
+# tree's, e.g. an older build for a before/after comparison). On 2 shared cores the sim and the client together carry
 # about 100k SSE events/s; streams x 1000 / ITL_MS above that saturates the machine and both
 # fall behind (truth_p99 above ITL_MS shows it); e.g. ITL_MS=50 keeps 1,000 streams below it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LEVELS=("$@"); [ ${#LEVELS[@]} -gt 0 ] || LEVELS=(100 1000 2000)
-cargo build --release -q -p servelab
-BIN=target/release/servelab
+if [ -z "${BIN:-}" ]; then
+  cargo build --release -q -p servelab
+  BIN=target/release/servelab
+fi
 OUT=$(mktemp -d); trap 'kill $SIM 2>/dev/null || true; rm -rf "$OUT"' EXIT
 PORT=${PORT:-$(python3 -c "import socket;s=socket.socket();s.bind((\"127.0.0.1\",0));print(s.getsockname()[1])")}
 printf '%-8s %-9s %-12s %-13s %-12s %-12s %-12s %-11s %-10s %-10s %-7s %-7s\n' streams requests ttft_err_ms steady_err_ms sent_err_ms err_vs_plan send_lag_ms steady_lag itl_p99_ms truth_p99 cpu_s peak_mb

@@ -10,6 +10,9 @@
 //! [`Recording`]: servelab_plan::Recording
 //! [`Runner`]: servelab_plan::Runner
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 mod conductor;
 mod drain;
 mod progress;

@@ -8,13 +8,16 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use servelab_sweep::render::DEFAULT_COLUMNS;
 
+/// The `servelab` command line.
 #[derive(Debug, Parser)]
 #[command(name = "servelab", version, about = "A performance lab for LLM serving.")]
 pub struct Cli {
+    /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The commands of `servelab`.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Benchmark an OpenAI-compatible endpoint (or, with no target, the built-in simulator).
@@ -36,6 +39,7 @@ pub enum Command {
     Sim(SimCommand),
 }
 
+/// The commands of `servelab sim`.
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
     /// Serve the simulated engine until Ctrl-C.
@@ -54,6 +58,7 @@ pub enum Backend {
     OpenaiChat,
 }
 
+/// Where the prompts come from (`--dataset-name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DatasetName {
     /// Random token ids with exact input and output lengths.
@@ -71,6 +76,7 @@ pub enum DatasetName {
 pub enum RunFormat {
     /// vLLM's summary block, then servelab's sections.
     Text,
+    /// The run summary as Markdown tables.
     Markdown,
     /// The result JSON, with per-request arrays.
     Json,
@@ -101,10 +107,13 @@ impl From<RunFormat> for servelab_outputs::RunFormat {
 pub enum ContinuousUsage {
     /// On for the built-in simulator, off otherwise (servers that reject unknown fields).
     Auto,
+    /// Always ask.
     On,
+    /// Never ask: per-chunk token counts come from retokenizing the output after the run.
     Off,
 }
 
+/// The flags of `servelab bench`, shared by `servelab sweep` and lab profiles.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     // --- target
@@ -112,13 +121,16 @@ pub struct BenchArgs {
     /// built-in simulator is started in-process and benchmarked.
     #[arg(long, help_heading = "Target")]
     pub base_url: Option<String>,
+    /// Server host, instead of --base-url (default: 127.0.0.1 when only --port is given).
     #[arg(long, help_heading = "Target")]
     pub host: Option<String>,
+    /// Server port, instead of --base-url (default: 8000 when only --host is given).
     #[arg(long, help_heading = "Target")]
     pub port: Option<u16>,
     /// Endpoint path (default: /v1/completions or /v1/chat/completions by backend).
     #[arg(long, help_heading = "Target")]
     pub endpoint: Option<String>,
+    /// API to benchmark: completions or chat completions.
     #[arg(long, value_enum, default_value = "openai", help_heading = "Target")]
     pub backend: Backend,
     /// Model name to request (default: the first model of /v1/models).
@@ -133,6 +145,8 @@ pub struct BenchArgs {
     /// Ask the server to ignore EOS so every request generates exactly its output length.
     #[arg(long, help_heading = "Target")]
     pub ignore_eos: bool,
+    /// Ask for token usage in every streamed chunk (vLLM's continuous_usage_stats), so each
+    /// chunk's token count comes from the server.
     #[arg(long, value_enum, default_value = "auto", help_heading = "Target")]
     pub continuous_usage: ContinuousUsage,
     /// Seconds to wait for the server to become ready (/health or /v1/models).
@@ -156,31 +170,45 @@ pub struct BenchArgs {
     /// or a Hugging Face model name (cached, or downloaded when a network exists).
     #[arg(long, help_heading = "Workload")]
     pub tokenizer: Option<String>,
+    /// Dataset to draw prompts from.
     #[arg(long, value_enum, default_value = "random", help_heading = "Workload")]
     pub dataset_name: DatasetName,
+    /// Dataset file (needed by sharegpt and jsonl).
     #[arg(long, help_heading = "Workload")]
     pub dataset_path: Option<PathBuf>,
+    /// Number of prompts to send (warm-ups not included).
     #[arg(long, default_value_t = 1000, help_heading = "Workload")]
     pub num_prompts: usize,
+    /// Input tokens per request (random dataset).
     #[arg(long, default_value_t = 1024, help_heading = "Workload")]
     pub random_input_len: u64,
+    /// Output tokens per request (random dataset).
     #[arg(long, default_value_t = 128, help_heading = "Workload")]
     pub random_output_len: u64,
+    /// Draw each input and output length uniformly from [len × (1 − R), len × (1 + R)]
+    /// (random dataset; 0 = exact lengths).
     #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
     pub random_range_ratio: f64,
+    /// Tokens of a prefix shared by every prompt, added before its random input tokens
+    /// (random dataset).
     #[arg(long, default_value_t = 0, help_heading = "Workload")]
     pub random_prefix_len: u64,
     /// Fixed output length for ShareGPT (default: the reply's length).
     #[arg(long, help_heading = "Workload")]
     pub sharegpt_output_len: Option<u64>,
+    /// Number of distinct shared prefixes (prefix dataset).
     #[arg(long, default_value_t = 8, help_heading = "Workload")]
     pub prefix_num_prefixes: u64,
+    /// Tokens of each shared prefix (prefix dataset).
     #[arg(long, default_value_t = 512, help_heading = "Workload")]
     pub prefix_len: u64,
+    /// Tokens of each prompt's own suffix after the prefix (prefix dataset).
     #[arg(long, default_value_t = 128, help_heading = "Workload")]
     pub prefix_suffix_len: u64,
+    /// Output tokens per request (prefix dataset).
     #[arg(long, default_value_t = 128, help_heading = "Workload")]
     pub prefix_output_len: u64,
+    /// Random seed for the prompts and the arrival times.
     #[arg(long, default_value_t = 0, help_heading = "Workload")]
     pub seed: u64,
 
@@ -191,11 +219,13 @@ pub struct BenchArgs {
     /// Gamma shape of inter-arrival times: 1 = Poisson, `inf` = constant spacing.
     #[arg(long, default_value = "1.0", help_heading = "Load")]
     pub burstiness: String,
+    /// Most requests in flight at once (default: no limit).
     #[arg(long, help_heading = "Load")]
     pub max_concurrency: Option<usize>,
     /// Stop issuing after this many seconds (prompts are cycled), then drain.
     #[arg(long, help_heading = "Load")]
     pub duration: Option<f64>,
+    /// Warm-up requests sent before the run starts, left out of the metrics.
     #[arg(long, default_value_t = 0, help_heading = "Load")]
     pub num_warmups: usize,
     /// Seconds in-flight requests may finish after Ctrl-C before they are cancelled.
@@ -206,6 +236,7 @@ pub struct BenchArgs {
     /// SLOs for goodput, e.g. `--goodput ttft:500 tpot:50 e2el:10000` (milliseconds).
     #[arg(long, num_args = 1.., value_name = "METRIC:MS", help_heading = "Output")]
     pub goodput: Vec<String>,
+    /// Comma-separated percentiles to report for every latency metric, e.g. 50,90,99.9.
     #[arg(long, default_value = "50,90,95,99", help_heading = "Output")]
     pub metric_percentiles: String,
     /// Save the result JSON (vllm bench serve compatible keys, plus servelab's own).
@@ -214,8 +245,10 @@ pub struct BenchArgs {
     /// Also write one JSON line per request, as requests finish.
     #[arg(long, help_heading = "Output")]
     pub save_detailed: bool,
+    /// Directory for the result files.
     #[arg(long, default_value = ".", help_heading = "Output")]
     pub result_dir: PathBuf,
+    /// Result file name (default: BACKEND-RATEqps[-concurrencyN]-MODEL-TIME.json).
     #[arg(long, help_heading = "Output")]
     pub result_filename: Option<String>,
     /// No progress bar.
@@ -241,8 +274,10 @@ pub struct BenchArgs {
     pub no_store: bool,
 }
 
+/// The flags of `servelab sweep`: every bench flag, plus the grid and how to judge it.
 #[derive(Debug, Args)]
 pub struct SweepArgs {
+    /// The bench flags every point starts from.
     #[command(flatten)]
     pub bench: BenchArgs,
 
@@ -262,8 +297,10 @@ pub struct SweepArgs {
     /// [--min-prompts, --max-prompts], so each point reaches steady state.
     #[arg(long, default_value_t = 5.0, help_heading = "Sweep")]
     pub prompts_per_concurrency: f64,
+    /// Fewest prompts per point.
     #[arg(long, default_value_t = 10, help_heading = "Sweep")]
     pub min_prompts: usize,
+    /// Most prompts per point.
     #[arg(long, default_value_t = 2000, help_heading = "Sweep")]
     pub max_prompts: usize,
     /// Send the same prompts at every point (default: fresh prompts per point, so a prefix
@@ -296,7 +333,7 @@ pub struct SweepArgs {
     /// peak_concurrency, completed, failed, or METRIC_STAT (ttft_p99, tpot_mean, e2el_median).
     #[arg(long, default_value = DEFAULT_COLUMNS, help_heading = "Sweep")]
     pub columns: String,
-    /// Where results go (default: sweep-<timestamp>).
+    /// Where results go (default: `sweep-<timestamp>`).
     #[arg(long, value_name = "DIR", help_heading = "Sweep")]
     pub output_dir: Option<PathBuf>,
     /// Continue the sweep in DIR: points whose result file is complete are not run again.
@@ -308,6 +345,7 @@ pub struct SweepArgs {
     pub sim_max_num_seqs: Option<usize>,
 }
 
+/// The commands of `servelab lab`.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
     /// Run an experiment file: launch each configuration, benchmark it, keep what helps.
@@ -319,6 +357,7 @@ pub enum LabCommand {
     },
 }
 
+/// The arguments of `servelab lab run`.
 #[derive(Debug, Clone, Args)]
 pub struct LabRunArgs {
     /// The experiment YAML (docs/lab.md).
@@ -326,7 +365,7 @@ pub struct LabRunArgs {
     /// Continue the experiment in --output-dir: finished trials are not run again.
     #[arg(long)]
     pub resume: bool,
-    /// Where trials, logs and the report go (default: lab-<experiment name>).
+    /// Where trials, logs and the report go (default: `lab-<experiment name>`).
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
     /// Results store every profile run is recorded in (default as for `servelab bench`).
@@ -341,6 +380,7 @@ pub struct LabRunArgs {
 #[derive(Debug, Parser)]
 #[command(name = "profile")]
 pub struct ProfileArgs {
+    /// The profile's options, as bench flags.
     #[command(flatten)]
     pub bench: BenchArgs,
 }
@@ -359,10 +399,13 @@ pub struct DbArg {
 pub enum Format {
     /// Aligned plain-text table.
     Table,
+    /// Markdown table.
     Markdown,
+    /// JSON, for scripts.
     Json,
 }
 
+/// The commands of `servelab runs`.
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
     /// List stored runs, newest first.
@@ -371,11 +414,13 @@ pub enum RunsCommand {
     Show {
         /// Run id (or label: its latest run).
         run: String,
+        /// The results store.
         #[command(flatten)]
         db: DbArg,
     },
     /// Write a run's result JSON (the shape of `bench --save-result`).
     Export {
+        /// Run id (or label: its latest run).
         run: String,
         /// Output file (default: stdout).
         #[arg(short, long)]
@@ -386,11 +431,13 @@ pub enum RunsCommand {
         /// The shape to write (json: the result file, as imported or as `--save-result`).
         #[arg(long, value_enum, default_value = "json")]
         format: RunFormat,
+        /// The results store.
         #[command(flatten)]
         db: DbArg,
     },
     /// Import result files: vllm bench serve JSON, SGLang bench_serving JSONL, GuideLLM JSON.
     Import {
+        /// Result files to import.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Label for the imported runs (default: the label in the file, else its name).
@@ -399,36 +446,45 @@ pub enum RunsCommand {
         /// Tag the imported runs, KEY=VALUE (repeatable).
         #[arg(long = "tag", value_name = "KEY=VALUE")]
         tags: Vec<String>,
+        /// The results store.
         #[command(flatten)]
         db: DbArg,
     },
     /// Delete runs and everything stored with them.
     Delete {
+        /// Run ids, or labels (a label deletes every run with it).
         #[arg(required = true)]
         runs: Vec<String>,
+        /// The results store.
         #[command(flatten)]
         db: DbArg,
     },
 }
 
+/// The flags of `servelab runs list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Only runs with this tag (repeatable: all must match).
     #[arg(long = "tag", value_name = "KEY=VALUE")]
     pub tags: Vec<String>,
+    /// Only runs of this model (exact name).
     #[arg(long)]
     pub model: Option<String>,
+    /// Only runs with this label.
     #[arg(long)]
     pub label: Option<String>,
     /// Only runs started on or after this date (YYYY-MM-DD).
     #[arg(long, value_name = "DATE")]
     pub since: Option<String>,
+    /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// The results store.
     #[command(flatten)]
     pub db: DbArg,
 }
 
+/// The arguments of `servelab compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// Runs to compare, the first is the baseline: run ids, labels (all runs with the label
@@ -438,6 +494,7 @@ pub struct CompareArgs {
     /// Runs below this success rate (percent) are rejected: shown, never the winner.
     #[arg(long, default_value_t = 99.0, value_name = "PERCENT")]
     pub min_success_rate: f64,
+    /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Bootstrap resamples for the noise intervals.
@@ -446,10 +503,12 @@ pub struct CompareArgs {
     /// Seed of the bootstrap (the same seed gives the same intervals).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// The results store.
     #[command(flatten)]
     pub db: DbArg,
 }
 
+/// The arguments of `servelab report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Runs to report on: run ids, labels (a label's runs at several loads form a series),
@@ -459,15 +518,19 @@ pub struct ReportArgs {
     /// HTML file to write; the Markdown twin goes next to it with the extension `.md`.
     #[arg(short, long, default_value = "servelab-report.html")]
     pub output: PathBuf,
+    /// Title of the report.
     #[arg(long, default_value = "servelab report")]
     pub title: String,
     /// Runs below this success rate (percent) are rejected: shown, never the winner.
     #[arg(long, default_value_t = 99.0, value_name = "PERCENT")]
     pub min_success_rate: f64,
+    /// Bootstrap resamples for the noise intervals.
     #[arg(long, default_value_t = 1000)]
     pub resamples: usize,
+    /// Seed of the bootstrap (the same seed gives the same intervals).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// The results store.
     #[command(flatten)]
     pub db: DbArg,
 }

@@ -31,14 +31,17 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// A [`Failure::Usage`] with `e`'s message.
     pub fn usage(e: impl std::fmt::Display) -> Self {
         Failure::Usage(e.to_string())
     }
 
+    /// A [`Failure::Runtime`] with `e`'s message.
     pub fn runtime(e: impl std::fmt::Display) -> Self {
         Failure::Runtime(e.to_string())
     }
 
+    /// The exit status the command ends with: always [`ExitStatus::Error`].
     pub fn status(&self) -> ExitStatus {
         ExitStatus::Error
     }

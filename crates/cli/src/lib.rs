@@ -3,6 +3,9 @@
 //!
 //! `main` only calls [`main_with`]; tests call the same functions with arguments they build.
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 pub mod args;
 pub mod exit;
 pub mod resolve;
@@ -49,7 +52,7 @@ pub fn main_with(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitStat
 async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
     match cli.command {
         Command::Sim(SimCommand::Serve(args)) => {
-            servelab_sim::serve(*args).await.map_err(Failure::runtime)?;
+            servelab_sim::serve(*args, term::note).await.map_err(Failure::runtime)?;
             Ok(ExitStatus::Success)
         }
         Command::Bench(a) => {

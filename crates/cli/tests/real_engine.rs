@@ -10,7 +10,7 @@
 //! up with a real run's figures in `docs/real-engine.md`.
 
 // Printing the measured figures next to the engine's is the point of these tests.
-#![allow(clippy::print_stdout)]
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

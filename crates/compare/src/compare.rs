@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 use crate::data::Subject;
-use servelab_metrics::bootstrap::{diff_interval, pooled, Interval};
+use servelab_metrics::bootstrap::{diff_interval, Interval};
 use servelab_metrics::{Metric, MetricKey, Stat, HEADLINE};
 use servelab_records::LoadSpec;
 
@@ -20,6 +20,7 @@ pub struct CompareOptions {
     pub min_success_rate: f64,
     /// Bootstrap replicates.
     pub resamples: usize,
+    /// Seed of the bootstrap, so intervals are the same every time.
     pub seed: u64,
     /// Confidence level of the intervals.
     pub level: f64,
@@ -36,9 +37,19 @@ impl Default for CompareOptions {
 #[serde(rename_all = "snake_case")]
 pub enum Noise {
     /// Bootstrap over repeated runs (counts of the baseline's and this subject's runs).
-    Repeats { baseline: usize, this: usize },
+    Repeats {
+        /// The baseline's runs.
+        baseline: usize,
+        /// This subject's runs.
+        this: usize,
+    },
     /// Bootstrap over per-request samples.
-    Requests { baseline: usize, this: usize },
+    Requests {
+        /// The baseline's requests.
+        baseline: usize,
+        /// This subject's requests.
+        this: usize,
+    },
     /// No estimate: single runs of a run-level metric, or runs without records.
     Unknown,
 }
@@ -47,7 +58,9 @@ pub enum Noise {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// Better than the baseline, beyond the noise.
     Better,
+    /// Worse than the baseline, beyond the noise.
     Worse,
     /// The interval includes 0: not distinguishable from noise.
     WithinNoise,
@@ -58,18 +71,24 @@ pub enum Verdict {
 /// A subject's difference from the baseline on one metric.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Delta {
+    /// This value minus the baseline's, in the metric's unit.
     pub abs: f64,
     /// Relative to the baseline, percent; `None` when the baseline is 0.
     pub pct: Option<f64>,
+    /// Confidence interval of `abs`; `None` without a noise estimate.
     pub interval: Option<Interval>,
+    /// How the interval was estimated.
     pub noise: Noise,
+    /// What the difference means, given the interval and the metric's direction.
     pub verdict: Verdict,
 }
 
 /// One metric across subjects.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MetricRow {
+    /// The metric and statistic.
     pub metric: MetricKey,
+    /// Each subject's value, in subject order; `None` where it lacks the metric.
     pub values: Vec<Option<f64>>,
     /// `None` for the baseline and where either value is missing.
     pub deltas: Vec<Option<Delta>>,
@@ -80,17 +99,26 @@ pub struct MetricRow {
 /// A subject's header facts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SubjectInfo {
+    /// Display name.
     pub name: String,
+    /// The load it ran at.
     pub load: LoadSpec,
+    /// How many runs (repeats) it has.
     pub runs: usize,
+    /// Completed / (completed + failed) over its runs, a fraction; `None` when unknown.
     pub success_rate: Option<f64>,
+    /// True when its success rate is below the minimum: shown, never the winner.
     pub rejected: bool,
 }
 
+/// Subjects side by side against the first (the baseline), one row per headline metric.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
+    /// Header facts of each subject, baseline first.
     pub subjects: Vec<SubjectInfo>,
+    /// One row per headline metric, in [`HEADLINE`] order.
     pub rows: Vec<MetricRow>,
+    /// The settings used.
     pub options: CompareOptions,
 }
 
@@ -214,9 +242,4 @@ pub fn compare(subjects: &[Subject], o: &CompareOptions) -> Comparison {
         })
         .collect();
     Comparison { subjects: infos, rows, options: *o }
-}
-
-/// A subject's latency statistic recomputed from its pooled samples (for checks and charts).
-pub fn sample_stat(s: &Subject, metric: MetricKey) -> Option<f64> {
-    pooled(&s.units(metric.metric)?, metric.stat?)
 }

@@ -12,8 +12,11 @@ use servelab_records::LoadSpec;
 /// Per-request samples of one run, one unit per successful measured request.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Samples {
+    /// TTFT of each request, ms (one value per unit).
     pub ttft: Vec<Vec<f64>>,
+    /// TPOT of each request with at least 2 output tokens, ms (one value per unit).
     pub tpot: Vec<Vec<f64>>,
+    /// End-to-end latency of each request, ms (one value per unit).
     pub e2el: Vec<Vec<f64>>,
     /// The per-token inter-token gaps of each request.
     pub itl: Vec<Vec<f64>>,
@@ -59,14 +62,23 @@ impl Samples {
 pub struct RunData {
     /// Display name: the label, else `#id`, else the file name.
     pub name: String,
+    /// The run's id in the results store; `None` for a run read from a file.
     pub id: Option<i64>,
+    /// `complete`, `interrupted`, `incomplete`, ... as `runs list` shows it.
     pub status: String,
+    /// Rate, burstiness, concurrency cap and duration it ran with.
     pub load: LoadSpec,
+    /// Its headline numbers.
     pub headline: Headline,
+    /// Per-request samples; `None` for a run known only by its headline (an import).
     pub samples: Option<Samples>,
+    /// The full configuration, when the store or the imported file has it.
     pub config: Option<RunConfig>,
+    /// `key=value` tags, in stored order.
     pub tags: Vec<(String, String)>,
+    /// The full summary; `None` for a run known only by its headline.
     pub summary: Option<Summary>,
+    /// Its per-request records; empty when none were kept.
     pub records: Vec<RequestRecord>,
 }
 
@@ -108,15 +120,19 @@ impl RunData {
 /// Runs of one configuration at one load: a single run, or repeats of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subject {
+    /// Display name: the operand as given, or the single run's name.
     pub name: String,
+    /// The runs: one, or repeats of the same configuration.
     pub runs: Vec<RunData>,
 }
 
 impl Subject {
+    /// A subject of one run, named after it.
     pub fn single(run: RunData) -> Subject {
         Subject { name: run.name.clone(), runs: vec![run] }
     }
 
+    /// The load of its first run (all its runs share one); the default when it has none.
     pub fn load(&self) -> LoadSpec {
         self.runs.first().map(|r| r.load).unwrap_or_default()
     }

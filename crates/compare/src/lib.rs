@@ -3,17 +3,20 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`data`] | [`RunData`], [`Subject`]: what a comparison reads |
+//! | `data` | [`RunData`], [`Subject`]: what a comparison reads |
 //! | [`compare`] | [`compare()`]: deltas against a baseline with noise verdicts |
-//! | [`rank`] | series, rankings per metric per load level |
+//! | `rank` | series, rankings per metric per load level |
 //! | [`narrative`] | the written summary rules |
 //! | [`render`] | the comparison as plain text, Markdown, JSON |
 //! | [`report`] | the report: Markdown and HTML with inline SVG charts |
 
-pub mod compare;
-pub mod data;
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
+mod compare;
+mod data;
 pub mod narrative;
-pub mod rank;
+mod rank;
 pub mod render;
 pub mod report;
 mod sources;

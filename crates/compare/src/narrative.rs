@@ -26,7 +26,9 @@ const TTFT_P99: MetricKey = MetricKey::stat(Metric::Ttft, Stat::P(99.0));
 /// One sentence and the rule that produced it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
+    /// The rule's id, `R0` to `R4`.
     pub rule: &'static str,
+    /// The sentence.
     pub text: String,
 }
 

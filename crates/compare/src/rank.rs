@@ -11,7 +11,9 @@ use servelab_records::LoadSpec;
 /// A named set of runs, one [`Subject`] per load level, lightest load first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
+    /// The runs' shared display name.
     pub name: String,
+    /// One subject per load level, lightest first.
     pub points: Vec<Subject>,
 }
 
@@ -62,7 +64,9 @@ pub fn levels(series: &[Series]) -> Vec<LoadSpec> {
 /// One series' place in a ranking.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RankEntry {
+    /// The series' name.
     pub name: String,
+    /// Its value of the metric at this level (success rate in percent).
     pub value: f64,
     /// 1-based; equal values share a rank (1, 1, 3).
     pub rank: usize,
@@ -71,7 +75,9 @@ pub struct RankEntry {
 /// The ranking of one metric at one load level.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LevelRanking {
+    /// The load level.
     pub load: LoadSpec,
+    /// The metric ranked.
     pub metric: MetricKey,
     /// Best first; rejected series and series without the metric are left out.
     pub entries: Vec<RankEntry>,

@@ -26,11 +26,17 @@ use servelab_records::LoadSpec;
 /// Everything a report shows, computed once; the renderers only format.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The report's heading.
     pub title: String,
+    /// The runs, grouped by name into series and by load into points.
     pub series: Vec<Series>,
+    /// A comparison at each load level two or more series ran, lightest first.
     pub comparisons: Vec<(LoadSpec, Comparison)>,
+    /// Each headline metric ranked at each load level.
     pub rankings: Vec<LevelRanking>,
+    /// The written summary, one sentence per rule that applied.
     pub findings: Vec<Finding>,
+    /// The comparison settings used.
     pub options: CompareOptions,
 }
 

@@ -1,5 +1,8 @@
 //! The report: a Markdown snapshot, and the HTML rendered by headless Chromium when present.
 
+// Tests and benchmarks print the figures they measure.
+#![allow(clippy::print_stderr, clippy::print_stdout)]
+
 use std::path::Path;
 use std::process::Command;
 

@@ -15,13 +15,19 @@ use crate::profile::{scalar, ProfileSpec};
 /// A whole experiment, checked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Experiment {
+    /// The experiment's name (default `lab`).
     pub name: String,
+    /// How trials are chosen.
     pub strategy: Strategy,
+    /// The engines to launch, in file order; names are unique.
     pub engines: Vec<EngineSpec>,
+    /// The benchmarks every trial runs, in file order; names are unique.
     pub profiles: Vec<ProfileSpec>,
     /// Options to try, in the order the file lists them (greedy tries them in this order).
     pub options: Vec<OptionSpec>,
+    /// What to maximise.
     pub objective: Objective,
+    /// When a trial counts, and when a gain is real.
     pub acceptance: Acceptance,
 }
 
@@ -29,26 +35,32 @@ pub struct Experiment {
 /// trial) and `{servelab}` (this servelab binary).
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineSpec {
+    /// Letters, digits, `.`, `_` or `-`; it starts trial ids and folder names.
     pub name: String,
     /// Shell command (run with `sh -c`), without the options under test.
     pub command: String,
+    /// Environment variables set for the command, in file order.
     pub env: Vec<(String, String)>,
     /// GET this until it answers 200.
     pub ready_url: String,
+    /// How long to wait for `ready_url` before giving up on the launch (default 600 s).
     pub ready_timeout: Duration,
     /// The OpenAI-compatible base URL the profiles benchmark.
     pub base_url: String,
-    /// SIGTERM to SIGKILL.
+    /// SIGTERM to SIGKILL (default 10 s).
     pub stop_grace: Duration,
 }
 
 /// One option under test: flags appended to an engine's command.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OptionSpec {
+    /// Letters, digits, `.`, `_` or `-`; it joins trial ids (`engine+opt1+opt2`).
     pub name: String,
+    /// The flags, as one shell string.
     pub flags: String,
 }
 
+/// How an experiment chooses its trials.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
@@ -62,6 +74,7 @@ pub enum Strategy {
 
 /// The number a trial is judged by, per profile.
 impl Strategy {
+    /// The name as the file spells it: `baseline`, `greedy` or `grid`.
     pub fn name(self) -> &'static str {
         match self {
             Strategy::Baseline => "baseline",
@@ -81,6 +94,7 @@ pub const OBJECTIVES: [Metric; 3] =
 pub struct Objective {
     /// One of [`OBJECTIVES`].
     pub metric: MetricKey,
+    /// Objectives a run must meet to count; `None` counts every run.
     pub slo: Option<SloSpec>,
 }
 

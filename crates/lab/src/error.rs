@@ -2,18 +2,42 @@
 
 use std::path::PathBuf;
 
+/// Why an experiment could not start or finish.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
     /// A field of the experiment file has a bad value; `field` is its path, e.g.
     /// `engines[0].command`.
     #[error("{field}: {message}")]
-    Invalid { field: String, message: String },
+    Invalid {
+        /// The field's path.
+        field: String,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+    /// The experiment file could not be read.
     #[error("cannot read experiment file {path}: {message}")]
-    Read { path: PathBuf, message: String },
+    Read {
+        /// The experiment file.
+        path: PathBuf,
+        /// The I/O error.
+        message: String,
+    },
+    /// An output file or folder could not be written.
     #[error("cannot write {path}: {message} (check the --output-dir permissions and free space)")]
-    Write { path: PathBuf, message: String },
+    Write {
+        /// The file or folder.
+        path: PathBuf,
+        /// The I/O error.
+        message: String,
+    },
+    /// A finished trial's saved result could not be read back.
     #[error("{path}: {message}")]
-    State { path: PathBuf, message: String },
+    State {
+        /// The trial's result file.
+        path: PathBuf,
+        /// The I/O or parse error, and what to do.
+        message: String,
+    },
 }
 
 /// Shorthand for [`LabError::Invalid`].

@@ -3,20 +3,23 @@
 //!
 //! * [`config`]: the experiment file, checked up front.
 //! * [`profile`]: built-in and custom profiles (sets of bench options).
-//! * [`process`]: engine process groups, logs, and the guard that kills them.
+//! * `process`: engine process groups, logs, and the guard that kills them.
 //! * [`strategy`]: baseline, greedy and grid, as pure functions of finished trials;
-//!   [`noise`]: the run-to-run noise bar from repeated runs.
-//! * [`runner`]: the driver, generic over a [`servelab_plan::Runner`] (the CLI supplies the
+//!   `noise`: the run-to-run noise bar from repeated runs.
+//! * `runner`: the driver, generic over a [`servelab_plan::Runner`] (the CLI supplies the
 //!   measuring conductor).
 //! * [`trial`]: trial results and their files; [`report`]: Markdown, HTML and SVG.
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 pub mod config;
-pub mod error;
-pub mod noise;
-pub mod process;
+mod error;
+mod noise;
+mod process;
 pub mod profile;
 pub mod report;
-pub mod runner;
+mod runner;
 pub mod strategy;
 pub mod trial;
 

@@ -12,6 +12,7 @@ use crate::error::{invalid, LabError};
 pub enum ArgValue {
     /// A switch such as `--ignore-eos`.
     Flag,
+    /// An option with one value, such as `--num-prompts 1000`.
     Value(String),
     /// A repeatable or multi-value option such as `--goodput ttft:500 tpot:50`.
     Values(Vec<String>),
@@ -20,7 +21,9 @@ pub enum ArgValue {
 /// A named set of bench options, in order, keyed by `snake_case` option name.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProfileSpec {
+    /// The profile's name, e.g. `throughput`.
     pub name: String,
+    /// `(snake_case option name, value)` pairs, in order.
     pub options: Vec<(String, ArgValue)>,
 }
 
@@ -33,6 +36,7 @@ impl ProfileSpec {
         }
     }
 
+    /// The value of one option, if set.
     pub fn get(&self, key: &str) -> Option<&ArgValue> {
         self.options.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
@@ -102,6 +106,7 @@ pub fn builtin(name: &str) -> Option<ProfileSpec> {
     Some(ProfileSpec { name: name.to_string(), options })
 }
 
+/// The names of the built-in profiles.
 pub const BUILTIN_NAMES: [&str; 4] = ["sharegpt", "throughput", "long-context", "generation-heavy"];
 
 fn unknown_builtin(field: String, name: &str) -> LabError {

@@ -20,6 +20,7 @@ use crate::trial::{self, ProfileResult, TrialResult, TrialSpec, TrialStatus};
 /// Where and how an experiment runs.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The experiment folder: one sub-folder per trial, and the report.
     pub dir: PathBuf,
     /// Skip trials already finished in `dir` (otherwise `dir` must have none).
     pub resume: bool,
@@ -34,12 +35,16 @@ pub struct RunOptions {
 /// How an experiment run ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finish {
+    /// The strategy is done; the report is written.
     Done {
+        /// What the experiment found.
         outcome: Outcome,
+        /// Every finished trial.
         trials: Vec<TrialResult>,
     },
     /// Interrupted: the finished trials are saved; `--resume` continues.
     Interrupted {
+        /// Trials finished so far.
         finished: usize,
     },
 }

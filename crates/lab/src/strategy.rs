@@ -16,39 +16,51 @@ use crate::trial::{ProfileResult, TrialResult, TrialSpec};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// The objective rose by more than the noise bar.
     Better,
+    /// The objective fell by more than the noise bar.
     Worse,
     /// Within noise.
     Same,
 }
 
+/// How one profile's objective changed from the trial compared against to the candidate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProfileDelta {
+    /// The profile's name.
     pub profile: String,
-    /// The objective of the trial compared against, and of the candidate.
+    /// The objective of the trial compared against.
     pub base: f64,
+    /// The objective of the candidate.
     pub value: f64,
+    /// The change, percent (interleaved steps: the geometric mean of the ratios of
+    /// neighbouring launches).
     pub delta_pct: f64,
     /// The bar a change must clear: max(min gain, bootstrap interval half-width, run-to-run
     /// bar), percent.
     pub noise_pct: f64,
     /// The run-to-run bar alone, when repeated runs gave one.
     pub run_noise_pct: Option<f64>,
+    /// Whether the change clears the noise bar, and which way.
     pub verdict: Verdict,
 }
 
+/// What a step did with its trial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     /// A starting point (an engine with its own flags).
     Baseline,
+    /// Better than noise in some profile and worse in none: the option stays.
     Kept,
+    /// Invalid, worse in some profile, or within noise: the option is dropped.
     Rejected,
 }
 
 /// One row of the step table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
+    /// The trial's id (`engine+opt1+opt2`).
     pub trial: String,
     /// The option this step added (none for a baseline).
     pub option: Option<String>,
@@ -56,15 +68,20 @@ pub struct Step {
     pub against: Option<String>,
     /// Objective per profile (`None`: the trial has no valid value there).
     pub values: Vec<(String, Option<f64>)>,
+    /// The change per profile against `against`; empty for a baseline or an invalid trial.
     pub deltas: Vec<ProfileDelta>,
+    /// What the step did with the trial.
     pub decision: Decision,
+    /// Why, in one line (`ok`, `worse: ...`, `better: ...`, or why the trial cannot count).
     pub reason: String,
 }
 
 /// What an experiment found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Outcome {
+    /// The strategy that ran.
     pub strategy: Strategy,
+    /// Every step, in the order run.
     pub steps: Vec<Step>,
     /// The winning trial, if any trial was valid.
     pub best: Option<String>,
@@ -77,13 +94,17 @@ pub struct Outcome {
 /// What to do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
+    /// Launch this trial.
     Run(TrialSpec),
     /// With `acceptance.interleave`: launch `reference` and `candidate` in turn, one round of
     /// profiles per launch (A B B A ...), and save both.
     RunPair {
+        /// The configuration the candidate would replace.
         reference: TrialSpec,
+        /// The configuration with one more option.
         candidate: TrialSpec,
     },
+    /// Nothing left to run; what the experiment found.
     Done(Outcome),
 }
 

@@ -24,17 +24,21 @@ pub struct EngineFigures {
     pub preemptions: Option<f64>,
     /// Accepted / drafted speculative tokens over the profile.
     pub spec_decode_acceptance: Option<f64>,
-    /// Gauges at the end of the profile.
+    /// Requests running at the end of the profile (gauge).
     pub requests_running: Option<f64>,
+    /// Requests waiting at the end of the profile (gauge).
     pub requests_waiting: Option<f64>,
-    /// The largest values of those gauges scraped during the profile.
+    /// The most requests running in any scrape during the profile.
     #[serde(default)]
     pub peak_requests_running: Option<f64>,
+    /// The most requests waiting in any scrape during the profile.
     #[serde(default)]
     pub peak_requests_waiting: Option<f64>,
     /// Token counters over the profile (a check against the client's counts).
     pub prompt_tokens: Option<f64>,
+    /// Tokens the engine generated over the profile.
     pub generation_tokens: Option<f64>,
+    /// Requests the engine finished successfully over the profile.
     pub requests_succeeded: Option<f64>,
 }
 
@@ -63,7 +67,9 @@ pub struct TrialSpec {
     /// `engine` or `engine+option+option` (options in experiment order); a reference run
     /// adds `.ref-<option>` (see [`TrialSpec::reference`]).
     pub id: String,
+    /// The engine's name.
     pub engine: String,
+    /// Names of the options added to its command, in experiment order.
     pub options: Vec<String>,
     /// With `acceptance.interleave`: this is the configuration `options` measured again,
     /// launch by launch in turn with the step that tries this option.
@@ -72,6 +78,7 @@ pub struct TrialSpec {
 }
 
 impl TrialSpec {
+    /// The trial of `engine` with `options`, its id joined with `+`.
     pub fn new(engine: &str, options: &[String]) -> TrialSpec {
         let id = std::iter::once(engine.to_string())
             .chain(options.iter().cloned())
@@ -93,17 +100,26 @@ impl TrialSpec {
 /// One profile's outcome in one trial (one run of it, with `acceptance.repeats` > 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProfileResult {
+    /// The profile's name.
     pub profile: String,
     /// Which run of the profile this is, from 0.
     #[serde(default)]
     pub repeat: u32,
+    /// Measured requests that succeeded.
     pub completed: u64,
+    /// Measured requests that failed.
     pub failed: u64,
+    /// First intended send to last response end, seconds.
     pub duration_s: f64,
+    /// Prompt plus output tokens of completed requests per second.
     pub total_tokens_per_s: f64,
+    /// Output tokens of completed requests per second.
     pub output_tokens_per_s: f64,
+    /// Completed requests per second.
     pub requests_per_s: f64,
+    /// P99 TTFT, ms; `None` when no request produced a token.
     pub ttft_p99_ms: Option<f64>,
+    /// P99 TPOT, ms; `None` when no request produced 2 or more tokens.
     pub tpot_p99_ms: Option<f64>,
     /// The objective's SLO check, when the objective has one.
     pub slo: Option<SloCheck>,
@@ -112,6 +128,7 @@ pub struct ProfileResult {
     /// Total (prompt + output) and output tokens of each completed request: the units the
     /// bootstrap resamples.
     pub request_total_tokens: Vec<f64>,
+    /// Output tokens of each completed request.
     pub request_output_tokens: Vec<f64>,
     /// What the engine's `/metrics` said about this profile.
     pub engine: EngineFigures,
@@ -120,6 +137,7 @@ pub struct ProfileResult {
 }
 
 impl ProfileResult {
+    /// The result of one bench run of `profile`, with `slo` checked when given.
     pub fn from_summary(profile: &str, s: &Summary, slo: Option<&SloSpec>) -> ProfileResult {
         let engine = s.engine.as_ref().map(EngineFigures::from).unwrap_or_default();
         let ok = || s.requests.iter().filter(|r| r.is_success());
@@ -189,25 +207,34 @@ pub enum TrialStatus {
     Finished,
     /// The engine did not start, never became ready, or died mid-profile; or a bench
     /// could not run.
-    Failed { reason: String, log_tail: String },
+    Failed {
+        /// What went wrong.
+        reason: String,
+        /// The last lines of the engine's log.
+        log_tail: String,
+    },
 }
 
 /// A finished trial, as stored in `trial.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialResult {
+    /// The configuration it ran.
     pub spec: TrialSpec,
     /// The launch command as run (port and binary substituted).
     pub command: String,
     /// The launch command as a template: the engine's command plus the options' flags.
     pub command_template: String,
+    /// How it ended.
     #[serde(flatten)]
     pub status: TrialStatus,
     /// Seconds from spawn to ready.
     pub startup_secs: Option<f64>,
+    /// Every profile run, in the order run (one per profile and repeat).
     pub profiles: Vec<ProfileResult>,
 }
 
 impl TrialResult {
+    /// Why the trial failed, or `None` when it finished.
     pub fn failure(&self) -> Option<&str> {
         match &self.status {
             TrialStatus::Finished => None,

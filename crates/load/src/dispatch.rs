@@ -37,6 +37,8 @@ pub struct Dispatch {
 }
 
 impl Dispatch {
+    /// Issue `requests` requests on the given schedule; with `duration_ns` (ns since the run
+    /// origin), cycle through them until that limit instead.
     pub fn new(arrivals: Arrivals, seed: u64, requests: usize, duration_ns: Option<u64>) -> Self {
         Self {
             schedule: Schedule::new(arrivals, seed),

@@ -7,6 +7,9 @@
 //! the client running a fixed number of workers that each take the next arrival when they
 //! become free, so a waiting request's intended send time is exactly the moment its slot freed.
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 mod dispatch;
 mod schedule;
 mod spec;

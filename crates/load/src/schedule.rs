@@ -12,15 +12,26 @@ pub enum Arrivals {
     /// Gamma-distributed gaps with mean `1/rate` and the given shape (`--burstiness`):
     /// shape 1 is a Poisson process, below 1 burstier, above 1 more regular. This is the
     /// parameterisation `vllm bench serve` uses (scale = 1 / (rate × shape)).
-    Gamma { rate: f64, shape: f64 },
+    Gamma {
+        /// Mean arrivals per second.
+        rate: f64,
+        /// Gamma shape (`--burstiness`).
+        shape: f64,
+    },
     /// Exactly `1/rate` apart (`--burstiness inf`).
-    Constant { rate: f64 },
+    Constant {
+        /// Arrivals per second.
+        rate: f64,
+    },
 }
 
+/// An invalid `--request-rate` or `--burstiness`.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum ScheduleError {
+    /// The request rate is zero, negative or NaN.
     #[error("--request-rate must be a positive number of requests per second or 'inf' (got {0})")]
     Rate(f64),
+    /// The burstiness is zero, negative or NaN.
     #[error("--burstiness must be a positive number or 'inf' (got {0})")]
     Burstiness(f64),
 }
@@ -50,6 +61,7 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// A schedule for `arrivals`; the same `seed` gives the same gamma gaps.
     pub fn new(arrivals: Arrivals, seed: u64) -> Self {
         let gamma = match arrivals {
             // Validated in `Arrivals::new`; a hand-built invalid one degrades to constant.

@@ -2,7 +2,7 @@
 //!
 //! `cargo run --release -p servelab-metrics --example summarize_speed -- 10000 256`
 //! (requests, chunks per request; each chunk carries 2 tokens).
-#![allow(clippy::print_stdout)]
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::time::Instant;
 

@@ -19,10 +19,12 @@ use crate::Stat;
 pub struct SplitMix64(u64);
 
 impl SplitMix64 {
+    /// A generator whose whole sequence is fixed by `seed`.
     pub fn new(seed: u64) -> SplitMix64 {
         SplitMix64(seed)
     }
 
+    /// The next 64 uniformly random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -89,11 +91,14 @@ fn resample_stat(
 /// A confidence interval.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Interval {
+    /// Lower bound, in the statistic's unit.
     pub lo: f64,
+    /// Upper bound, in the statistic's unit.
     pub hi: f64,
 }
 
 impl Interval {
+    /// True when 0 lies outside `[lo, hi]`: the difference is larger than the noise.
     pub fn excludes_zero(&self) -> bool {
         self.lo > 0.0 || self.hi < 0.0
     }

@@ -72,6 +72,7 @@ fn cut(message: &str) -> String {
 }
 
 impl Collector {
+    /// An empty collector.
     pub fn new() -> Collector {
         Collector::default()
     }
@@ -141,6 +142,7 @@ impl Collector {
         self.rows.len()
     }
 
+    /// True when no measured request has been collected.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }

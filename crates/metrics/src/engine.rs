@@ -18,10 +18,13 @@ use crate::Summary;
 /// The names each figure is read from, in order of preference (vLLM V1, vLLM V0,
 /// llama.cpp, SGLang).
 pub mod names {
+    /// Requests the engine is running (gauge).
     pub const RUNNING: &[&str] =
         &["vllm:num_requests_running", "llamacpp:requests_processing", "sglang:num_running_reqs"];
+    /// Requests queued in the engine, waiting to be scheduled (gauge).
     pub const WAITING: &[&str] =
         &["vllm:num_requests_waiting", "llamacpp:requests_deferred", "sglang:num_queue_reqs"];
+    /// Fraction of the KV cache in use, in [0, 1] (gauge).
     pub const KV_CACHE_USAGE: &[&str] = &[
         "vllm:kv_cache_usage_perc",
         "vllm:gpu_cache_usage_perc",
@@ -40,12 +43,15 @@ pub mod names {
         "llamacpp:prompt_tokens_cached_total",
         "sglang:cached_tokens_total",
     ];
+    /// Tokens the engine generated.
     pub const GENERATION_TOKENS: &[&str] = &[
         "vllm:generation_tokens_total",
         "llamacpp:tokens_predicted_total",
         "sglang:generation_tokens_total",
     ];
+    /// Requests the engine finished successfully.
     pub const REQUESTS: &[&str] = &["vllm:request_success_total", "sglang:num_requests_total"];
+    /// Requests the engine preempted to free KV-cache space.
     pub const PREEMPTIONS: &[&str] = &["vllm:num_preemptions_total"];
     /// (hits, queries) counter pairs, in tokens.
     pub const PREFIX_CACHE: &[(&str, &str)] = &[
@@ -66,9 +72,11 @@ pub mod names {
             "llamacpp:spec_decode_num_draft_tokens_total",
         ),
     ];
-    /// Histograms (without `_sum`/`_count`) of the server's own TTFT and E2E, in seconds.
+    /// Histograms (without `_sum`/`_count`) of the server's own TTFT, in seconds.
     pub const TTFT: &[&str] =
         &["vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"];
+    /// Histograms (without `_sum`/`_count`) of the server's own end-to-end request latency,
+    /// in seconds.
     pub const E2E: &[&str] =
         &["vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds"];
 }
@@ -78,7 +86,9 @@ pub mod names {
 pub struct EnginePoint {
     /// Seconds since the run origin.
     pub t_s: f64,
+    /// Requests the engine was running.
     pub requests_running: Option<f64>,
+    /// Requests queued in the engine, waiting to be scheduled.
     pub requests_waiting: Option<f64>,
     /// In [0, 1].
     pub kv_cache_usage: Option<f64>,
@@ -93,8 +103,9 @@ pub struct EnginePoint {
 pub struct EngineMetrics {
     /// Whose names the scrapes carried: `vllm`, `llamacpp` or `sglang`.
     pub engine: String,
-    /// Scrapes taken, and how many of them failed.
+    /// Scrapes taken, failed ones included.
     pub scrapes: u64,
+    /// Scrapes that failed (no answer, an HTTP error, no engine series).
     pub failed_scrapes: u64,
     /// Seconds since the origin of each scrape that found a counter lower than the scrape
     /// before: the engine restarted between the two.
@@ -110,8 +121,11 @@ pub struct EngineMetrics {
     /// Of those, the ones served from the prefix cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_prompt_tokens: Option<f64>,
+    /// Tokens the engine generated.
     pub generation_tokens: Option<f64>,
+    /// Requests the engine finished successfully.
     pub requests_finished: Option<f64>,
+    /// Requests the engine preempted to free KV-cache space.
     pub preemptions: Option<f64>,
     /// Prefix-cache hits / queries (tokens) over the run, in [0, 1].
     pub prefix_cache_hit_rate: Option<f64>,
@@ -119,15 +133,22 @@ pub struct EngineMetrics {
     pub spec_decode_acceptance: Option<f64>,
     /// The server's own mean TTFT and E2E over the run (its histograms' sum / count), ms.
     pub server_mean_ttft_ms: Option<f64>,
+    /// The server's own mean end-to-end request latency over the run, ms.
     pub server_mean_e2e_ms: Option<f64>,
 
     /// Gauges: the largest value of any scrape, and the mean of the scrapes taken while the
     /// run went on (origin to the end of the last request).
+    /// Most requests running at once.
     pub peak_requests_running: Option<f64>,
+    /// Mean requests running.
     pub mean_requests_running: Option<f64>,
+    /// Most requests waiting at once.
     pub peak_requests_waiting: Option<f64>,
+    /// Mean requests waiting.
     pub mean_requests_waiting: Option<f64>,
+    /// Highest KV-cache usage, in [0, 1].
     pub peak_kv_cache_usage: Option<f64>,
+    /// Mean KV-cache usage, in [0, 1].
     pub mean_kv_cache_usage: Option<f64>,
 
     /// Every counter's increase over the run, by the engine's own name.

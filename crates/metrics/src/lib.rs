@@ -12,12 +12,15 @@
 //! assert_eq!(s.ttft_ms.count, 0);
 //! ```
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 pub mod bootstrap;
 mod collect;
 pub mod engine;
 mod key;
 pub mod request;
-pub mod server;
+mod server;
 mod slo;
 pub mod stats;
 mod summary;
@@ -62,10 +65,18 @@ impl Default for MetricsConfig {
 /// A [`MetricsConfig`] value that cannot give meaningful numbers.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
+    /// A percentile outside [0, 100].
     #[error("percentile {0} is outside [0, 100]: give percentiles such as 50,90,99 or 99.9")]
     Percentile(f64),
+    /// A goodput objective that is negative, NaN or infinite.
     #[error("goodput SLO {name}:{value} must be a finite number of milliseconds >= 0")]
-    Slo { name: &'static str, value: f64 },
+    Slo {
+        /// The metric it bounds: `ttft`, `tpot` or `e2el`.
+        name: &'static str,
+        /// The rejected bound, ms.
+        value: f64,
+    },
+    /// A zero-width throughput window.
     #[error("throughput window must be longer than 0 ns (the default is 1 s)")]
     Window,
 }

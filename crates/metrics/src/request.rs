@@ -18,11 +18,17 @@ pub fn ms(ns: u64) -> f64 {
 /// when the record does not have what it needs (no first token, no end, unknown counts).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestRow {
+    /// Position in the arrival schedule (0-based).
     pub index: u64,
+    /// When the schedule said the request arrives.
     pub scheduled_ms: f64,
+    /// When it was due to be sent (arrival, or a freed concurrency slot if later).
     pub intended_ms: f64,
+    /// When its bytes were handed to the connection.
     pub sent_ms: f64,
+    /// When the first output text arrived.
     pub first_token_ms: Option<f64>,
+    /// When the response ended.
     pub end_ms: Option<f64>,
     /// First output text (reasoning or content) minus intended send.
     pub ttft_ms: Option<f64>,
@@ -58,6 +64,7 @@ pub struct RequestRow {
 }
 
 impl RequestRow {
+    /// True when the request succeeded.
     pub fn is_success(&self) -> bool {
         self.outcome == "success"
     }

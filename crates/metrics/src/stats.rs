@@ -110,10 +110,15 @@ pub fn max(sorted: &[f64]) -> f64 {
 pub struct Distribution {
     /// Number of samples; 0 means every other field is a placeholder 0.
     pub count: u64,
+    /// Arithmetic mean.
     pub mean: f64,
+    /// Middle value (mean of the two middle ones for an even count).
     pub median: f64,
+    /// Population standard deviation (`ddof=0`, as `np.std`).
     pub std: f64,
+    /// Smallest sample.
     pub min: f64,
+    /// Largest sample.
     pub max: f64,
     /// `(p, value)` for each requested percentile, in the requested order.
     pub percentiles: Vec<(f64, f64)>,

@@ -12,7 +12,9 @@ use crate::Slo;
 /// Failed requests of one kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailureGroup {
+    /// The failure class.
     pub kind: FailureKind,
+    /// Measured requests that failed this way.
     pub count: u64,
     /// The first few distinct messages, in arrival order (each cut to a few hundred chars).
     pub messages: Vec<String>,
@@ -31,8 +33,9 @@ pub struct Summary {
     /// Width of the throughput windows, nanoseconds.
     pub window_ns: u64,
 
-    /// Measured requests that succeeded / failed (warm-ups excluded).
+    /// Measured requests that succeeded (warm-ups excluded).
     pub completed: u64,
+    /// Measured requests that failed (warm-ups excluded).
     pub failed: u64,
     /// First intended send to last response end, seconds.
     pub duration_s: f64,
@@ -44,11 +47,15 @@ pub struct Summary {
     /// Sum of per-chunk token counts of completed requests, when all are known.
     pub retokenized_output_tokens: Option<u64>,
 
+    /// Completed requests per second.
     pub request_throughput: f64,
     /// Completed requests meeting every SLO, per second; `None` without SLOs.
     pub request_goodput: Option<f64>,
+    /// Prompt tokens of completed requests per second.
     pub input_throughput: f64,
+    /// Output tokens of completed requests per second.
     pub output_throughput: f64,
+    /// Prompt plus output tokens of completed requests per second.
     pub total_token_throughput: f64,
     /// Most output tokens in one window, divided by the window length (tokens/s).
     pub peak_output_throughput: f64,
@@ -59,12 +66,15 @@ pub struct Summary {
     /// Time-weighted mean of requests in flight over the duration.
     pub mean_concurrency: f64,
 
+    /// Time to first token (reasoning or content), from the intended send.
     pub ttft_ms: Distribution,
+    /// Time per output token after the first, per request with at least 2 output tokens.
     pub tpot_ms: Distribution,
     /// Per-token inter-token latency: a chunk of k tokens after a gap g gives k samples g/k.
     pub itl_ms: Distribution,
     /// Per-chunk gaps, as vLLM and SGLang report ITL.
     pub itl_chunk_ms: Distribution,
+    /// End-to-end latency: intended send to response end.
     pub e2el_ms: Distribution,
     /// Time to first answer content, only when some response carried reasoning text.
     pub ttfc_ms: Option<Distribution>,

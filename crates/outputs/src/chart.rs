@@ -43,7 +43,9 @@ pub enum Style {
 /// One line of a chart.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
+    /// Name shown in the legend.
     pub label: String,
+    /// `(x, y)` points in drawing order.
     pub points: Vec<(f64, f64)>,
     /// Text beside each point (e.g. its load when x is not the load), or empty.
     pub notes: Vec<String>,
@@ -67,8 +69,11 @@ impl Series {
 /// line when `y` is `None`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mark {
+    /// Where it is on the x axis.
     pub x: f64,
+    /// Where it is on the y axis; `None` for a vertical line at `x`.
     pub y: Option<f64>,
+    /// Text shown with it.
     pub label: String,
 }
 
@@ -77,22 +82,32 @@ pub struct Mark {
 pub struct Chart {
     /// File stem, e.g. `1000x100-ttft`.
     pub name: String,
+    /// Title above the plot.
     pub title: String,
+    /// Caption of the x axis (with its unit).
     pub x_label: String,
+    /// Caption of the y axis (with its unit).
     pub y_label: String,
+    /// The lines drawn, in legend order.
     pub series: Vec<Series>,
     /// Log axes: base 2 for x when it is a load axis, base 10 otherwise.
     pub x_log: Option<f64>,
+    /// Log base of the y axis; `None` for a linear axis.
     pub y_log: Option<f64>,
+    /// The point to point out, if any.
     pub mark: Option<Mark>,
 }
 
 /// A corner of the plot, for the legend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Corner {
+    /// Top left.
     UpperLeft,
+    /// Top right.
     UpperRight,
+    /// Bottom right.
     LowerRight,
+    /// Bottom left.
     LowerLeft,
 }
 

@@ -17,6 +17,9 @@
 //! | [`render_csv`], [`render_csv_summary`] | one row per request; one row per run |
 //! | [`markdown_summary`], [`Table`] | Markdown reports; one table writer for all |
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 pub mod chart;
 pub mod csv;
 mod file;
@@ -25,7 +28,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod term;
-pub mod text;
+mod text;
 
 pub use csv::{render_csv, render_csv_summary, REQUEST_COLUMNS};
 pub use file::file_safe;

@@ -8,16 +8,22 @@ use crate::text::notes;
 /// Column alignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Align {
+    /// Flush left (text).
     Left,
+    /// Flush right (numbers).
     Right,
+    /// Centred.
     Center,
 }
 
 /// A table of strings: headers, per-column alignment, rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Table {
+    /// Column headers; they fix the number of columns.
     pub headers: Vec<String>,
+    /// Alignment of each column.
     pub align: Vec<Align>,
+    /// Cells, one `Vec` per row, as many as there are headers.
     pub rows: Vec<Vec<String>>,
 }
 

@@ -26,7 +26,7 @@ pub fn sanitize(s: &str) -> Cow<'_, str> {
 
 /// Write `text` to stdout as it is (a report). A closed pipe (`| head`) is not an error
 /// worth reporting.
-#[allow(clippy::print_stdout)]
+#[allow(clippy::print_stdout, clippy::print_stderr)]
 pub fn stdout(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(sanitize(text).as_bytes());

@@ -10,6 +10,9 @@
 //! (`servelab-bench`) is one runner; tests use fakes. Recording into the results store is a
 //! [`Recording`] hook the conductor calls, so no runner depends on the store.
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 mod record;
 mod runner;
 mod spec;

@@ -8,6 +8,9 @@
 //! All times are nanoseconds since the run's origin (one `Instant` taken before the first
 //! arrival), so records serialize compactly and compare across requests exactly.
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +47,7 @@ pub struct RequestRecord {
     pub end_ns: Option<Nanos>,
     /// HTTP status of the response, if headers arrived.
     pub status: Option<u16>,
+    /// Whether the request succeeded, and if not, why.
     pub outcome: Outcome,
     /// The engine's own account of its work on this request (llama.cpp's `timings` object),
     /// when the server sent one. Absent from records of servers that do not.
@@ -75,7 +79,9 @@ pub struct ServerTimings {
 /// Server-reported token accounting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
+    /// Prompt tokens the server counted.
     pub prompt_tokens: u64,
+    /// Output tokens the server generated (reasoning included).
     pub completion_tokens: u64,
     /// Reasoning tokens when the server breaks them out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -97,6 +103,7 @@ pub enum ChunkKind {
 pub struct Chunk {
     /// When the network read that completed this event returned.
     pub t_ns: Nanos,
+    /// Whether it carried answer or reasoning text.
     pub kind: ChunkKind,
     /// The text it carried (may be empty for a usage-only event).
     pub text: String,
@@ -110,8 +117,15 @@ pub struct Chunk {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum Outcome {
+    /// The response completed normally.
     Success,
-    Failure { kind: FailureKind, message: String },
+    /// The request failed.
+    Failure {
+        /// The class of failure.
+        kind: FailureKind,
+        /// What went wrong, in words (status line, error text, I/O error).
+        message: String,
+    },
 }
 
 /// Failure classes, so a report can say *why* requests failed.
@@ -137,6 +151,7 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// Every failure kind, in report order.
     pub const ALL: [FailureKind; 8] = [
         FailureKind::HttpStatus,
         FailureKind::Timeout,
@@ -148,6 +163,7 @@ impl FailureKind {
         FailureKind::Cancelled,
     ];
 
+    /// The snake_case name stored and shown: `http_status`, `timeout`, ...
     pub fn as_str(self) -> &'static str {
         match self {
             FailureKind::HttpStatus => "http_status",
@@ -169,6 +185,7 @@ impl std::fmt::Display for FailureKind {
 }
 
 impl RequestRecord {
+    /// True when the outcome is [`Outcome::Success`].
     pub fn is_success(&self) -> bool {
         matches!(self.outcome, Outcome::Success)
     }
@@ -254,22 +271,32 @@ impl RunKind {
 /// How the run was driven; stored with the result so any number can be traced to its setup.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunInfo {
+    /// API flavour the requests used (`openai` for completions, `openai-chat` for chat).
     pub backend: String,
+    /// The server's base URL.
     pub base_url: String,
+    /// The request path (`/v1/completions`, `/v1/chat/completions`).
     pub endpoint: String,
+    /// The model name sent in each request.
     pub model: String,
+    /// The tokenizer prompts and outputs were counted with, if known.
     pub tokenizer: Option<String>,
+    /// The dataset's label, e.g. `random(1024:128)` or `sharegpt(path)`.
     pub dataset: String,
+    /// Measured requests planned (warm-ups excluded).
     pub num_prompts: u64,
     /// Rate, burstiness, concurrency cap and duration (serialized as four fields here).
     #[serde(flatten)]
     pub load: LoadSpec,
+    /// Warm-up requests sent before the measured ones.
     pub num_warmups: u64,
+    /// Seed for the dataset sampling and the arrival schedule.
     pub seed: u64,
     /// True when the target was the built-in simulator started in-process.
     pub simulated: bool,
     /// Wall-clock start as RFC 3339 / ISO 8601 (`YYYY-MM-DDTHH:MM:SSZ`).
     pub started_at: String,
+    /// The servelab version that ran it (empty for imported runs).
     pub servelab_version: String,
     /// True when the run was interrupted and holds only part of the schedule.
     pub interrupted: bool,

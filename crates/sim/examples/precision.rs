@@ -4,7 +4,7 @@
 //! streaming requests (one keep-alive connection each, plain hyper client) and reads them to
 //! the end. `precision analyze --truth FILE` prints the sim's send precision (actual −
 //! intended per chunk) from its truth log.
-#![allow(clippy::print_stdout)] // printing the figures is the point
+#![allow(clippy::print_stdout, clippy::print_stderr)] // printing the figures is the point
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -11,8 +11,9 @@ struct Cli {
 }
 
 #[tokio::main]
+#[allow(clippy::print_stderr)]
 async fn main() -> std::process::ExitCode {
-    match servelab_sim::serve(Cli::parse().sim).await {
+    match servelab_sim::serve(Cli::parse().sim, |line| eprintln!("{line}")).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -111,11 +111,12 @@ async fn bind(addr: &str) -> std::io::Result<TcpListener> {
     Err(last)
 }
 
-/// Run the sim for the CLI: start, announce on stderr, serve until Ctrl-C, shut down.
-pub async fn serve(args: SimArgs) -> Result<(), SimError> {
+/// Run the sim for the CLI: start, `announce` where it listens, serve until Ctrl-C, shut
+/// down.
+pub async fn serve(args: SimArgs, announce: impl FnOnce(&str)) -> Result<(), SimError> {
     let config = args.into_config()?;
     let handle = start(config).await?;
-    eprintln!("servelab sim listening on {}", handle.base_url());
+    announce(&format!("servelab sim listening on {}", handle.base_url()));
     let _ = tokio::signal::ctrl_c().await;
     handle.shutdown().await;
     Ok(())

@@ -21,6 +21,9 @@
 //! not CPU saturation of a debug build; scripts/sim-precision.sh measures the release build at
 //! up to 5,000 streams.
 
+// Tests and benchmarks print the figures they measure.
+#![allow(clippy::print_stderr, clippy::print_stdout)]
+
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};

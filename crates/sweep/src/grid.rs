@@ -16,16 +16,24 @@ pub enum DatasetChoice {
     /// The dataset options given to the command (`--dataset-name`, ...).
     FromArgs,
     /// Random prompts with exactly these token lengths (ignore_eos is forced on).
-    Random { input_len: u64, output_len: u64 },
+    Random {
+        /// Prompt length, tokens.
+        input_len: u64,
+        /// Output length, tokens.
+        output_len: u64,
+    },
     /// ShareGPT conversations; `path` defaults to `--dataset-path`.
     Sharegpt {
+        /// The ShareGPT JSON file.
         #[serde(default)]
         path: Option<PathBuf>,
+        /// Output length in tokens for every request; `None` keeps each conversation's own.
         #[serde(default)]
         output_len: Option<u64>,
     },
     /// One request per JSON line; `path` defaults to `--dataset-path`.
     Jsonl {
+        /// The JSONL file.
         #[serde(default)]
         path: Option<PathBuf>,
     },
@@ -65,7 +73,9 @@ pub struct PromptPolicy {
     pub fixed: Option<usize>,
     /// Prompts per unit of load (per concurrent request, or per req/s).
     pub per_load: f64,
+    /// Fewest prompts a scaled point sends.
     pub min: usize,
+    /// Most prompts a scaled point sends.
     pub max: usize,
 }
 
@@ -104,7 +114,9 @@ impl PromptPolicy {
 /// A named workload swept over load levels.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
+    /// Name in tables, charts and file names, e.g. `3000x150`.
     pub name: String,
+    /// What its requests send.
     pub dataset: DatasetChoice,
     /// Levels; `None` uses the command's grid.
     pub loads: Option<Vec<Level>>,
@@ -117,6 +129,7 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// A scenario with the command's levels, prompt policy and concurrency cap.
     pub fn new(name: impl Into<String>, dataset: DatasetChoice) -> Self {
         Self {
             name: name.into(),

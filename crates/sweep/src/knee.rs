@@ -10,9 +10,11 @@ use serde::{Deserialize, Serialize};
 /// One measured level, reduced to what the knee rule reads.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CurvePoint {
+    /// The level: concurrent requests, or requests per second.
     pub load: f64,
     /// Output tokens per second.
     pub throughput: f64,
+    /// P99 TTFT, ms.
     pub ttft_p99_ms: f64,
 }
 
@@ -52,6 +54,7 @@ impl KneeRule {
 pub struct Knee {
     /// Index into the (load-sorted) points.
     pub index: usize,
+    /// The load at the knee.
     pub load: f64,
     /// Why the next level is past saturation; `None` when the grid never saturated.
     pub reason: Option<String>,

@@ -6,21 +6,26 @@
 //! a [`servelab_plan::Runner`] that runs each point's plan: the CLI supplies the measuring
 //! conductor, tests a fake.
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 pub mod charts;
-pub mod error;
+mod error;
 pub mod grid;
-pub mod knee;
+mod knee;
 mod point;
 pub mod render;
-pub mod result;
+mod result;
 pub mod run;
-pub mod slo;
-pub mod store;
+mod slo;
+mod store;
 pub mod suite;
 
 pub use error::SweepError;
 pub use grid::{DatasetChoice, PromptPolicy, Scenario};
-pub use knee::{find_knee, Knee, KneeRule};
+pub use knee::{find_knee, gain_per_doubling, CurvePoint, Knee, KneeRule};
 pub use point::{default_scenario, grid_levels, scenario_dataset, DEFAULT_CONCURRENCY};
-pub use result::{PointResult, Role, ScenarioResult, SweepResult};
+pub use result::{PointResult, Role, ScenarioResult, SloOutcome, SweepResult};
 pub use run::{run_sweep, PointSpec, SweepPlan};
+pub use slo::{bracket, next_probe, Bracket};
+pub use store::{point_path, read_complete_point, write_atomic};

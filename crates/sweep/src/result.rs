@@ -26,6 +26,7 @@ impl Role {
         [Role::Grid, Role::Probe, Role::Confirm].into_iter().find(|r| r.as_str() == s)
     }
 
+    /// `grid`, `probe` or `confirm`.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Grid => "grid",
@@ -38,19 +39,26 @@ impl Role {
 /// One full bench run of a sweep, as written to `points/<scenario>/<load>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PointResult {
+    /// The scenario's name.
     pub scenario: String,
+    /// The load level it ran at.
     pub load: Level,
+    /// Why it was run.
     pub role: Role,
+    /// Prompts it sent.
     pub num_prompts: usize,
+    /// The seed its prompts and arrivals were drawn with.
     pub seed: u64,
     /// False for a run that stopped early (Ctrl-C); such a point is run again on resume.
     pub complete: bool,
+    /// What the run measured.
     pub summary: Summary,
 }
 
 /// The SLO search's answer for one scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SloOutcome {
+    /// The objectives searched for.
     pub spec: SloSpec,
     /// The bracket among all measured levels (grid and probes).
     pub bracket: Bracket,
@@ -65,7 +73,9 @@ pub struct SloOutcome {
 /// Everything measured and found for one scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScenarioResult {
+    /// The scenario's name.
     pub name: String,
+    /// Whether its levels are concurrencies or request rates.
     pub axis: Axis,
     /// The dataset as bench labels it, e.g. `random(1000:100)`.
     pub dataset: String,
@@ -73,7 +83,9 @@ pub struct ScenarioResult {
     pub points: Vec<PointResult>,
     /// SLO probes and confirming runs, in the order they ran.
     pub probes: Vec<PointResult>,
+    /// Where throughput saturated; `None` when no point was measured.
     pub knee: Option<Knee>,
+    /// The SLO search's answer; `None` without `--slo`, or when no point was measured.
     pub slo: Option<SloOutcome>,
 }
 
@@ -81,7 +93,9 @@ pub struct ScenarioResult {
 /// the per-point files).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepResult {
+    /// Every scenario, in the order run.
     pub scenarios: Vec<ScenarioResult>,
+    /// The thresholds the knees were found with.
     pub knee_rule: KneeRule,
     /// Things the reader must know (e.g. repeated prompts and prefix caches).
     pub warnings: Vec<String>,

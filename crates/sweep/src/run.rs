@@ -20,9 +20,13 @@ use crate::store::{point_path, read_complete_point, write_atomic, write_point};
 /// One bench run to make.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PointSpec {
+    /// The load level to run at.
     pub load: Level,
+    /// Prompts to send.
     pub num_prompts: usize,
+    /// Seed for its prompts and arrivals.
     pub seed: u64,
+    /// Why it is run.
     pub role: Role,
 }
 
@@ -33,18 +37,23 @@ pub struct SweepPlan {
     pub base: Plan,
     /// `--dataset-path`: the file of scenarios that read one and name none.
     pub dataset_path: Option<PathBuf>,
+    /// The scenarios to sweep, in order.
     pub scenarios: Vec<Scenario>,
     /// Levels for scenarios that do not list their own.
     pub loads: Vec<Level>,
+    /// How many prompts each point sends, unless its scenario says otherwise.
     pub prompts: PromptPolicy,
     /// Draw new prompts for every point (a seed per point); false reuses one seed.
     pub fresh_prompts: bool,
+    /// When throughput counts as saturated.
     pub knee: KneeRule,
+    /// The objectives to search the highest passing load for; `None` skips the search.
     pub slo: Option<SloSpec>,
     /// Rate searches stop when the bracket is narrower than this factor (0.1 = 10%).
     pub slo_resolution: f64,
     /// At most this many probe runs per scenario.
     pub slo_max_probes: usize,
+    /// Where point files, tables and charts are written.
     pub output_dir: PathBuf,
     /// Reuse complete point files found in `output_dir`.
     pub resume: bool,

@@ -11,9 +11,17 @@ pub enum Bracket {
     /// Even the lowest level misses the objectives.
     NonePass,
     /// Every level meets them: the limit is above the grid.
-    AllPass { pass: f64 },
+    AllPass {
+        /// The highest level measured.
+        pass: f64,
+    },
     /// `pass` meets them, the next level `fail` does not.
-    Between { pass: f64, fail: f64 },
+    Between {
+        /// The highest level that meets them.
+        pass: f64,
+        /// The lowest level that misses them.
+        fail: f64,
+    },
 }
 
 /// Bracket the limit in `(load, pass)` pairs sorted by load: the lowest failing level and

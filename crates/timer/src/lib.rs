@@ -8,6 +8,9 @@
 //! wakes every future whose deadline has passed in one batch. No busy spinning: an idle timer
 //! costs nothing, a busy one costs one wakeup per distinct deadline batch.
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::future::Future;
@@ -170,6 +173,7 @@ pub struct Sleep {
 }
 
 impl Sleep {
+    /// The instant this sleep completes at.
     pub fn deadline(&self) -> Instant {
         self.deadline
     }

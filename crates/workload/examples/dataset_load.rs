@@ -6,7 +6,7 @@
 //! dataset_load time SPEC TOKENIZER NUM_PROMPTS
 //!     SPEC: sharegpt:PATH | jsonl:PATH | random:INPUT_LEN | prefix:NUM_PREFIXES
 //! ```
-#![allow(clippy::print_stdout)]
+#![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::Write;
 use std::path::PathBuf;

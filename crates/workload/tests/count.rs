@@ -1,5 +1,8 @@
 //! `Tokenizer::count` must equal `encode(..).len()` exactly, whatever shortcut it takes.
 
+// Tests and benchmarks print the figures they measure.
+#![allow(clippy::print_stderr, clippy::print_stdout)]
+
 use std::path::Path;
 
 use servelab_workload::Tokenizer;
