@@ -37,6 +37,9 @@ pub enum DatasetError {
         path.display()
     )]
     NoneUsable { path: PathBuf, candidates: usize, tokenizer: String },
+    /// A whole-file problem (nothing usable in it, or an inconsistent row set).
+    #[error("{}: {problem}", path.display())]
+    Content { path: PathBuf, problem: String },
     /// A generation parameter that cannot be honoured.
     #[error("invalid dataset parameter: {0}")]
     Spec(String),

@@ -13,7 +13,7 @@ use crate::prompt::{ChatMessage, Prompt, PromptBody};
 use crate::tokenizer::Tokenizer;
 
 /// The JSON type name of a value, for "got ..." in messages.
-fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
@@ -28,13 +28,13 @@ fn kind(v: &Value) -> &'static str {
 type Request = (PromptBody, Option<u64>);
 
 /// Builds errors that point at one line.
-struct At<'p> {
-    path: &'p Path,
-    line: usize,
+pub(crate) struct At<'p> {
+    pub path: &'p Path,
+    pub line: usize,
 }
 
 impl At<'_> {
-    fn field(&self, field: impl Into<String>, expected: &str, got: &Value) -> DatasetError {
+    pub fn field(&self, field: impl Into<String>, expected: &str, got: &Value) -> DatasetError {
         DatasetError::Field {
             path: self.path.into(),
             line: self.line,
@@ -44,7 +44,7 @@ impl At<'_> {
         }
     }
 
-    fn shape(&self, problem: impl Into<String>) -> DatasetError {
+    pub fn shape(&self, problem: impl Into<String>) -> DatasetError {
         DatasetError::Shape { path: self.path.into(), line: self.line, problem: problem.into() }
     }
 }
@@ -99,13 +99,16 @@ fn parse_messages(at: &At<'_>, value: &Value) -> Result<Vec<ChatMessage>, Datase
                 Some(other) => Err(at.field(format!("messages[{i}].{key}"), "a string", other)),
                 None => Err(at.shape(format!("missing field \"messages[{i}].{key}\""))),
             };
-            Ok(ChatMessage { role: text("role")?, content: text("content")? })
+            Ok(ChatMessage::new(text("role")?, text("content")?))
         })
         .collect()
 }
 
 /// `output_tokens`, else `max_tokens`, as a non-negative integer.
-fn output_tokens(at: &At<'_>, obj: &Map<String, Value>) -> Result<Option<u64>, DatasetError> {
+pub(crate) fn output_tokens(
+    at: &At<'_>,
+    obj: &Map<String, Value>,
+) -> Result<Option<u64>, DatasetError> {
     for key in ["output_tokens", "max_tokens"] {
         match obj.get(key) {
             None | Some(Value::Null) => continue,

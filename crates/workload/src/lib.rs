@@ -10,15 +10,21 @@ pub mod hub;
 mod jsonl;
 mod prompt;
 mod random;
+mod session;
 mod sharegpt;
 mod synth;
+mod textgen;
 pub mod tokenizer;
 mod wordcount;
 
 use std::path::PathBuf;
 
 pub use error::DatasetError;
-pub use prompt::{ChatMessage, Prompt, PromptBody};
+pub use prompt::{ChatMessage, ContentPart, ImageUrl, MessageContent, Prompt, PromptBody};
+pub use session::{
+    load_sessions, HistoryError, Session, SessionSource, SessionSpec, SessionWorkload,
+    SyntheticSessions, SystemPrompt, ThinkTime, Turn,
+};
 pub use tokenizer::{Tokenizer, TokenizerError};
 
 /// Which prompts to generate or read.
