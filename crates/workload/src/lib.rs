@@ -15,6 +15,7 @@ mod sharegpt;
 mod synth;
 mod textgen;
 pub mod tokenizer;
+mod trace;
 mod wordcount;
 
 use std::path::PathBuf;
@@ -26,6 +27,9 @@ pub use session::{
     SyntheticSessions, SystemPrompt, ThinkTime, Turn,
 };
 pub use tokenizer::{Tokenizer, TokenizerError};
+pub use trace::{
+    load_trace, TraceFormat, TraceOptions, TraceSpec, TraceStats, TraceWorkload, DEFAULT_BLOCK_SIZE,
+};
 
 /// Which prompts to generate or read.
 #[derive(Debug, Clone)]

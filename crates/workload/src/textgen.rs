@@ -24,7 +24,6 @@ const MAX_WORDS: usize = 8000;
 const MIN_WORDS: usize = 1000;
 
 pub(crate) struct TextGen<'t> {
-    tok: &'t Tokenizer,
     /// Texts of the word tokens (fast path), or empty.
     words: Vec<Box<str>>,
     /// The checked generator, for tokenizers without the fast path.
@@ -40,20 +39,16 @@ impl<'t> TextGen<'t> {
                     .iter()
                     .map(|&id| tok.decode(&[id]).map(String::into_boxed_str))
                     .collect::<Result<_, _>>()?;
-                return Ok(Self { tok, words, synth: None });
+                return Ok(Self { words, synth: None });
             }
         }
-        Ok(Self { tok, words: Vec::new(), synth: Some(Synth::new(tok)?) })
+        Ok(Self { words: Vec::new(), synth: Some(Synth::new(tok)?) })
     }
 
     /// Whether texts from [`Self::text`] joined together have exactly the sum of their counts,
     /// and whether [`Self::prefix`] is exact.
     pub fn composes(&self) -> bool {
         self.synth.is_none()
-    }
-
-    pub fn tokenizer(&self) -> &'t Tokenizer {
-        self.tok
     }
 
     /// Random text of exactly `n` tokens. On the fast path it starts with a space followed by
