@@ -11,8 +11,8 @@
 //! Other tokenizers fall back to [`Synth`], which checks every text with a full encode; callers
 //! then check concatenations themselves ([`TextGen::composes`] is false).
 
-use rand::rngs::StdRng;
-use rand::Rng;
+use rand::rngs::{SmallRng, StdRng};
+use rand::{RngCore, SeedableRng};
 
 use crate::error::DatasetError;
 use crate::synth::{Prefix, Synth};
@@ -65,10 +65,21 @@ impl<'t> TextGen<'t> {
     }
 
     /// Append `n` random word tokens (fast path only).
+    ///
+    /// Four word indices come from each 64-bit draw of a small generator seeded from `rng`
+    /// (16 bits each, scaled to the pool: a bias below 1 in 8 between words, irrelevant for
+    /// filler text), which makes generation about twice as fast as one draw per word.
     fn push_words(&self, rng: &mut StdRng, n: usize, out: &mut String) {
-        let len = self.words.len();
-        for _ in 0..n {
-            out.push_str(&self.words[rng.random_range(0..len)]);
+        let len = self.words.len() as u64;
+        let mut fast = SmallRng::from_rng(rng);
+        let mut left = n;
+        while left > 0 {
+            let bits = fast.next_u64();
+            for k in 0..left.min(4) {
+                let chunk = (bits >> (16 * k)) & 0xFFFF;
+                out.push_str(&self.words[((chunk * len) >> 16) as usize]);
+            }
+            left -= left.min(4);
         }
     }
 

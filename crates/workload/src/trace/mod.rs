@@ -328,10 +328,10 @@ fn mooncake_pieces(
                     let block = index[h];
                     let text = &blocks[block as usize];
                     let tokens = if (k as u64) + 1 < n { bs } else { r.input - (n - 1) * bs };
-                    let len = if gen.composes() {
-                        TextGen::prefix(text, tokens as usize).len()
-                    } else if tokens == need[block as usize].1 {
+                    let len = if tokens == need[block as usize].1 {
                         text.len()
+                    } else if gen.composes() {
+                        TextGen::prefix(text, tokens as usize).len()
                     } else {
                         // Checked path: a partial use gets its own exact text of that length,
                         // the same for every use of (id, length).
@@ -377,11 +377,11 @@ fn filler_pieces(
                 let block = rng.random_range(0..pool) as u32;
                 let tokens = left.min(FILLER_TOKENS);
                 let text = &blocks[block as usize];
-                if gen.composes() {
+                if tokens == FILLER_TOKENS {
+                    pieces.push(Piece::Block { block, len: text.len() as u32 });
+                } else if gen.composes() {
                     let len = TextGen::prefix(text, tokens as usize).len() as u32;
                     pieces.push(Piece::Block { block, len });
-                } else if tokens == FILLER_TOKENS {
-                    pieces.push(Piece::Block { block, len: text.len() as u32 });
                 } else {
                     pieces.push(Piece::Own(gen.text(&mut rng, tokens as usize)?.into_boxed_str()));
                 }
