@@ -7,7 +7,9 @@
 
 mod error;
 pub mod hub;
+pub mod image;
 mod jsonl;
+mod multimodal;
 mod prompt;
 mod random;
 mod session;
@@ -21,6 +23,8 @@ mod wordcount;
 use std::path::PathBuf;
 
 pub use error::DatasetError;
+pub use image::{ImageFormat, ImageSize};
+pub use multimodal::ImageOptions;
 pub use prompt::{ChatMessage, ContentPart, ImageUrl, MessageContent, Prompt, PromptBody};
 pub use session::{
     load_sessions, HistoryError, Session, SessionSource, SessionSpec, SessionWorkload,
@@ -43,6 +47,9 @@ pub enum DatasetSpec {
     Jsonl { path: PathBuf },
     /// `num_prefixes` shared prefixes, used round-robin, each followed by a unique suffix.
     Prefix { num_prefixes: u64, prefix_len: u64, suffix_len: u64, output_len: u64 },
+    /// `Random` text (no prefix) followed by random images, as one chat user message of
+    /// content parts. `prompt_tokens` counts the text only.
+    RandomMultimodal { input_len: u64, output_len: u64, range_ratio: f64, images: ImageOptions },
 }
 
 /// The prompts of `spec`: exactly `num_prompts` of them, deterministic for a given `seed`.
@@ -64,6 +71,15 @@ pub fn load(
         &DatasetSpec::Prefix { num_prefixes, prefix_len, suffix_len, output_len } => {
             let params = random::PrefixParams { num_prefixes, prefix_len, suffix_len, output_len };
             random::prefix(&params, num_prompts, tokenizer, seed)
+        }
+        DatasetSpec::RandomMultimodal { input_len, output_len, range_ratio, images } => {
+            let params = random::RandomParams {
+                input_len: *input_len,
+                output_len: *output_len,
+                range_ratio: *range_ratio,
+                prefix_len: 0,
+            };
+            multimodal::random_multimodal(&params, images, num_prompts, tokenizer, seed)
         }
     }
 }
