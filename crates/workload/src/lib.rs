@@ -6,6 +6,7 @@
 //! differs from `vllm bench serve`.
 
 mod error;
+pub mod hf;
 pub mod hub;
 pub mod image;
 mod jsonl;
@@ -23,6 +24,7 @@ mod wordcount;
 use std::path::PathBuf;
 
 pub use error::DatasetError;
+pub use hf::HfDatasetSpec;
 pub use image::{ImageFormat, ImageSize};
 pub use multimodal::ImageOptions;
 pub use prompt::{ChatMessage, ContentPart, ImageUrl, MessageContent, Prompt, PromptBody};
@@ -50,6 +52,10 @@ pub enum DatasetSpec {
     /// `Random` text (no prefix) followed by random images, as one chat user message of
     /// content parts. `prompt_tokens` counts the text only.
     RandomMultimodal { input_len: u64, output_len: u64, range_ratio: f64, images: ImageOptions },
+    /// A Hugging Face dataset (`--dataset-name hf --hf-name ORG/NAME`): a local directory, the
+    /// local HF cache, or a download (see [`hf`]). The hub settings come from the environment
+    /// (`HF_HUB_CACHE`/`HF_HOME`, `HF_ENDPOINT`, `HF_TOKEN`, `HF_HUB_OFFLINE`).
+    Hf(HfDatasetSpec),
 }
 
 /// The prompts of `spec`: exactly `num_prompts` of them, deterministic for a given `seed`.
@@ -80,6 +86,10 @@ pub fn load(
                 prefix_len: 0,
             };
             multimodal::random_multimodal(&params, images, num_prompts, tokenizer, seed)
+        }
+        DatasetSpec::Hf(hf_spec) => {
+            let config = hub::HubConfig::from_env();
+            hf::load_hf(hf_spec, config.as_ref(), num_prompts, tokenizer, seed)
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::error::DatasetError;
 use crate::prompt::{ChatMessage, PromptBody};
 use crate::tokenizer::Tokenizer;
 
+pub(crate) use sharegpt::{role as sharegpt_role, Role};
 pub use synthetic::SyntheticSessions;
 
 /// A system prompt, shared (one allocation) by every session that starts with it.
