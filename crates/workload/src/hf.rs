@@ -314,6 +314,7 @@ fn store(target: &Path, body: &[u8]) -> std::io::Result<()> {
 }
 
 /// One row's prompt, and its reference answer if any.
+#[derive(Debug)]
 struct Row {
     body: PromptBody,
     reference: Option<String>,
