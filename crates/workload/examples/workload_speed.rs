@@ -30,15 +30,14 @@ fn gen_mooncake(out: &PathBuf, lines: u64, seed: u64) -> std::io::Result<()> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut w = std::io::BufWriter::new(std::fs::File::create(out)?);
     let mut t_ms = 0u64;
-    let mut next_unique = DOCUMENTS * DOC_BLOCKS;
-    for _ in 0..lines {
+    for line in 0..lines {
+        let unique = DOCUMENTS * DOC_BLOCKS + line;
         let doc = rng.random_range(0..DOCUMENTS);
         let shared = rng.random_range(1..=DOC_BLOCKS);
         let last = rng.random_range(1..=DEFAULT_BLOCK_SIZE);
         let mut ids: Vec<String> =
             (0..shared).map(|b| (doc * DOC_BLOCKS + b).to_string()).collect();
-        ids.push(next_unique.to_string());
-        next_unique += 1;
+        ids.push(unique.to_string());
         let input = shared * DEFAULT_BLOCK_SIZE + last;
         let output = rng.random_range(1..=1000);
         writeln!(

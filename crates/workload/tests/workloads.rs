@@ -650,7 +650,7 @@ fn hf_download_into_the_cache_then_offline() {
         HubConfig { endpoint, token: Some("tok".into()), offline: false, ..offline(cache.path()) };
     let files = resolve_hf_dataset(&hf("org/data", None, None), Some(&config)).unwrap();
     let expected = dataset_dir(cache.path(), "org/data").join("snapshots/abc123/data/train.jsonl");
-    assert_eq!(files, [expected.clone()]);
+    assert_eq!(files, std::slice::from_ref(&expected));
     assert_eq!(std::fs::read_to_string(&expected).unwrap(), train);
     let heads = seen.lock().unwrap().clone();
     assert_eq!(heads.len(), 2);

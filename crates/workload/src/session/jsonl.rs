@@ -22,12 +22,15 @@ use crate::error::{read_text, serde_message, DatasetError};
 use crate::jsonl::{output_tokens, At};
 use crate::tokenizer::Tokenizer;
 
+/// A turn before tokenization: user text, reference reply, explicit output length, explicit
+/// think time in ns.
+type RawTurn = (String, Option<String>, Option<u64>, Option<u64>);
+
 /// One line before tokenization.
 struct Raw {
     id: String,
     system: Option<String>,
-    /// (user text, reference reply, explicit output length, explicit think time ns)
-    turns: Vec<(String, Option<String>, Option<u64>, Option<u64>)>,
+    turns: Vec<RawTurn>,
 }
 
 fn string_field(

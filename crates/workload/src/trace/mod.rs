@@ -241,6 +241,9 @@ pub(crate) fn select(mut rows: Vec<Row>, o: &TraceOptions) -> (Vec<(u64, Row)>, 
     (out, stats)
 }
 
+/// Shared block texts, and each request's pieces.
+type Assembly = (Vec<Box<str>>, Vec<Box<[Piece]>>);
+
 /// Filler blocks for traces without content.
 const FILLER_BLOCKS: u64 = 64;
 const FILLER_TOKENS: u64 = 512;
@@ -293,7 +296,7 @@ fn mooncake_pieces(
     bs: u64,
     gen: &TextGen<'_>,
     seed: u64,
-) -> Result<(Vec<Box<str>>, Vec<Box<[Piece]>>), DatasetError> {
+) -> Result<Assembly, DatasetError> {
     use std::collections::HashMap;
     // Distinct ids in order of first use, with the most tokens any use needs.
     let mut index: HashMap<u64, u32> = HashMap::new();
@@ -355,7 +358,7 @@ fn filler_pieces(
     selected: &[(u64, Row)],
     gen: &TextGen<'_>,
     seed: u64,
-) -> Result<(Vec<Box<str>>, Vec<Box<[Piece]>>), DatasetError> {
+) -> Result<Assembly, DatasetError> {
     let longest = selected.iter().map(|(_, r)| r.input).max().unwrap_or(0);
     let pool = if longest > HEAD_TOKENS { FILLER_BLOCKS } else { 0 };
     let blocks: Vec<Box<str>> = (0..pool)
