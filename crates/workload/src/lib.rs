@@ -4,6 +4,10 @@
 //! [`load`] is the entry point: a [`DatasetSpec`], a prompt count, a [`Tokenizer`] and a seed
 //! give the same prompts every time. `docs/datasets.md` describes each dataset and how it
 //! differs from `vllm bench serve`.
+//!
+//! Workloads that are not a flat list of prompts have their own entry points:
+//! [`load_sessions`] (multi-turn sessions; [`Session::turn_messages`] builds turn `k` from the
+//! server's replies) and [`load_trace`] (timestamped replay with `arrivals_ns`).
 
 mod error;
 pub mod hf;
