@@ -33,7 +33,7 @@ pub fn request_body(opts: &BodyOptions, prompt: &PromptBody, max_tokens: Option<
             }
         }
         Api::Chat => {
-            body.insert("messages".into(), json!(messages(prompt)));
+            body.insert("messages".into(), messages(prompt));
             if let Some(n) = max_tokens {
                 body.insert("max_completion_tokens".into(), json!(n));
             }
@@ -58,19 +58,22 @@ pub fn request_body(opts: &BodyOptions, prompt: &PromptBody, max_tokens: Option<
     serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
 }
 
+/// The completions API takes text only: chat message texts joined with `"\n"` (images, which
+/// it cannot carry, are left out).
 fn prompt_text(prompt: &PromptBody) -> String {
     match prompt {
         PromptBody::Text(t) => t.clone(),
-        PromptBody::Chat(msgs) => {
-            msgs.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n")
-        }
+        PromptBody::Chat(msgs) => msgs.iter().map(|m| m.text()).collect::<Vec<_>>().join("\n"),
     }
 }
 
-fn messages(prompt: &PromptBody) -> Vec<ChatMessage> {
+/// Chat messages as OpenAI takes them: a string `content`, or content parts
+/// (`[{"type": "text", ...}, {"type": "image_url", "image_url": {"url": ...}}]`) for a message
+/// that carries images.
+fn messages(prompt: &PromptBody) -> Value {
     match prompt {
-        PromptBody::Text(t) => vec![ChatMessage { role: "user".into(), content: t.clone() }],
-        PromptBody::Chat(msgs) => msgs.clone(),
+        PromptBody::Text(t) => json!([ChatMessage::new("user", t.as_str())]),
+        PromptBody::Chat(msgs) => json!(msgs),
     }
 }
 
@@ -230,6 +233,33 @@ mod tests {
             json!({"model":"m","messages":[{"role":"user","content":"hi"}],
                 "max_completion_tokens":3,"stream":true,"stream_options":{"include_usage":true}})
         );
+    }
+
+    #[test]
+    fn chat_body_carries_image_parts_and_completions_keep_text_only() {
+        use servelab_workload::{ContentPart, MessageContent};
+        let mut o = opts(Api::Chat);
+        o.extra.clear();
+        o.ignore_eos = false;
+        o.continuous_usage = false;
+        let chat = PromptBody::Chat(vec![
+            ChatMessage::new("system", "be brief"),
+            ChatMessage {
+                role: "user".into(),
+                content: MessageContent::Parts(vec![
+                    ContentPart::text("what is this?"),
+                    ContentPart::image("data:image/png;base64,iVBORw0KGgo="),
+                ]),
+            },
+        ]);
+        let b = request_body(&o, &chat, None);
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            r#"{"messages":[{"content":"be brief","role":"system"},{"content":[{"text":"what is this?","type":"text"},{"image_url":{"url":"data:image/png;base64,iVBORw0KGgo="},"type":"image_url"}],"role":"user"}],"model":"m","stream":true,"stream_options":{"include_usage":true}}"#
+        );
+        o.api = Api::Completions;
+        let v: Value = serde_json::from_slice(&request_body(&o, &chat, None)).unwrap();
+        assert_eq!(v["prompt"], "be brief\nwhat is this?");
     }
 
     #[test]

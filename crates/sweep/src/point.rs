@@ -42,6 +42,10 @@ pub fn default_scenario(dataset: &DatasetSpec) -> Scenario {
         DatasetSpec::ShareGpt { .. } => "sharegpt".into(),
         DatasetSpec::Jsonl { .. } => "jsonl".into(),
         DatasetSpec::Prefix { .. } => "prefix".into(),
+        DatasetSpec::RandomMultimodal { input_len, output_len, .. } => {
+            format!("random-mm-{input_len}x{output_len}")
+        }
+        DatasetSpec::Hf(h) => format!("hf-{}", h.name),
     };
     Scenario::new(name, DatasetChoice::FromArgs)
 }
@@ -78,7 +82,7 @@ pub fn scenario_dataset(
 
 /// True when the base plan reads its prompts from a file.
 fn reads_file(d: &DatasetSpec) -> bool {
-    matches!(d, DatasetSpec::ShareGpt { .. } | DatasetSpec::Jsonl { .. })
+    matches!(d, DatasetSpec::ShareGpt { .. } | DatasetSpec::Jsonl { .. } | DatasetSpec::Hf(_))
 }
 
 impl SweepPlan {

@@ -37,6 +37,12 @@ pub enum DatasetError {
         path.display()
     )]
     NoneUsable { path: PathBuf, candidates: usize, tokenizer: String },
+    /// A whole-file problem (nothing usable in it, or an inconsistent row set).
+    #[error("{}: {problem}", path.display())]
+    Content { path: PathBuf, problem: String },
+    /// A Hugging Face dataset that cannot be found, selected or downloaded.
+    #[error("{0}")]
+    Hub(String),
     /// A generation parameter that cannot be honoured.
     #[error("invalid dataset parameter: {0}")]
     Spec(String),

@@ -2,18 +2,26 @@
 //! `{"messages": [{"role": "...", "content": "..."}]}`, with an optional integer
 //! `"output_tokens"` or `"max_tokens"`. Blank lines are skipped; lines are used in file order
 //! and cycled when more prompts are asked for than the file holds.
+//!
+//! Images: a `prompt` line may carry `"images": ["a.png", "https://..."]` (becoming one user
+//! message of content parts: the text, then the images), and a message's `content` may be
+//! OpenAI content parts (`{"type": "text", "text"}`, `{"type": "image_url", "image_url":
+//! {"url"}}`). URLs (`http://`, `https://`, `data:`) are sent as they are; anything else is a
+//! file path, relative to the JSONL file's folder, read and sent as a `data:` URL.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use rayon::prelude::*;
 use serde_json::{Map, Value};
 
 use crate::error::{read_text, serde_message, DatasetError};
-use crate::prompt::{ChatMessage, Prompt, PromptBody};
+use crate::image::{image_file_data_url, is_url};
+use crate::prompt::{ChatMessage, ContentPart, MessageContent, Prompt, PromptBody};
 use crate::tokenizer::Tokenizer;
 
 /// The JSON type name of a value, for "got ..." in messages.
-fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
@@ -24,17 +32,17 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// One parsed line: its body and requested output length.
-type Request = (PromptBody, Option<u64>);
+/// One parsed line: its body and requested output length, and its line number.
+type Request = (PromptBody, Option<u64>, usize);
 
 /// Builds errors that point at one line.
-struct At<'p> {
-    path: &'p Path,
-    line: usize,
+pub(crate) struct At<'p> {
+    pub path: &'p Path,
+    pub line: usize,
 }
 
 impl At<'_> {
-    fn field(&self, field: impl Into<String>, expected: &str, got: &Value) -> DatasetError {
+    pub fn field(&self, field: impl Into<String>, expected: &str, got: &Value) -> DatasetError {
         DatasetError::Field {
             path: self.path.into(),
             line: self.line,
@@ -44,7 +52,7 @@ impl At<'_> {
         }
     }
 
-    fn shape(&self, problem: impl Into<String>) -> DatasetError {
+    pub fn shape(&self, problem: impl Into<String>) -> DatasetError {
         DatasetError::Shape { path: self.path.into(), line: self.line, problem: problem.into() }
     }
 }
@@ -67,8 +75,22 @@ fn parse_line(at: &At<'_>, line: &str) -> Result<Request, DatasetError> {
         (Some(_), Some(_)) => {
             return Err(at.shape("has both \"prompt\" and \"messages\"; give exactly one"))
         }
-        (Some(Value::String(p)), None) => PromptBody::Text(p.clone()),
+        (Some(Value::String(p)), None) => match obj.get("images") {
+            None | Some(Value::Null) => PromptBody::Text(p.clone()),
+            Some(images) => {
+                let mut parts = vec![ContentPart::text(p.as_str())];
+                parts.extend(parse_images(at, images)?.into_iter().map(ContentPart::image));
+                let content = MessageContent::Parts(parts);
+                PromptBody::Chat(vec![ChatMessage { role: "user".into(), content }])
+            }
+        },
         (Some(other), None) => return Err(at.field("prompt", "a string", other)),
+        (None, Some(_)) if obj.get("images").is_some_and(|v| !v.is_null()) => {
+            return Err(at.shape(
+                "\"images\" goes with \"prompt\"; with \"messages\", put images in a message's \
+                 content parts ({\"type\": \"image_url\", \"image_url\": {\"url\": ...}})",
+            ))
+        }
         (None, Some(m)) => PromptBody::Chat(parse_messages(at, m)?),
         (None, None) => {
             return Err(at.shape(
@@ -77,7 +99,7 @@ fn parse_line(at: &At<'_>, line: &str) -> Result<Request, DatasetError> {
             ))
         }
     };
-    Ok((body, output_tokens(at, &obj)?))
+    Ok((body, output_tokens(at, &obj)?, at.line))
 }
 
 fn parse_messages(at: &At<'_>, value: &Value) -> Result<Vec<ChatMessage>, DatasetError> {
@@ -94,18 +116,133 @@ fn parse_messages(at: &At<'_>, value: &Value) -> Result<Vec<ChatMessage>, Datase
             let Value::Object(m) = item else {
                 return Err(at.field(format!("messages[{i}]"), "an object", item));
             };
-            let text = |key: &str| match m.get(key) {
-                Some(Value::String(s)) => Ok(s.clone()),
-                Some(other) => Err(at.field(format!("messages[{i}].{key}"), "a string", other)),
-                None => Err(at.shape(format!("missing field \"messages[{i}].{key}\""))),
+            let role = match m.get("role") {
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => {
+                    return Err(at.field(format!("messages[{i}].role"), "a string", other))
+                }
+                None => return Err(at.shape(format!("missing field \"messages[{i}].role\""))),
             };
-            Ok(ChatMessage { role: text("role")?, content: text("content")? })
+            let content = match m.get("content") {
+                Some(Value::String(s)) => MessageContent::Text(s.clone()),
+                Some(Value::Array(parts)) => MessageContent::Parts(parse_parts(
+                    at,
+                    &format!("messages[{i}].content"),
+                    parts,
+                )?),
+                Some(other) => {
+                    return Err(at.field(
+                        format!("messages[{i}].content"),
+                        "a string or an array of content parts",
+                        other,
+                    ))
+                }
+                None => return Err(at.shape(format!("missing field \"messages[{i}].content\""))),
+            };
+            Ok(ChatMessage { role, content })
         })
         .collect()
 }
 
+/// `"images"`: one reference or an array of them.
+fn parse_images(at: &At<'_>, value: &Value) -> Result<Vec<String>, DatasetError> {
+    match value {
+        Value::String(s) => Ok(vec![s.clone()]),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(at.field(format!("images[{i}]"), "a path or URL string", other)),
+            })
+            .collect(),
+        other => Err(at.field("images", "a path or URL string, or an array of them", other)),
+    }
+}
+
+/// OpenAI content parts: `{"type": "text", "text"}` and `{"type": "image_url", "image_url":
+/// {"url"}}` (a plain string `image_url` is accepted too).
+fn parse_parts(
+    at: &At<'_>,
+    field: &str,
+    parts: &[Value],
+) -> Result<Vec<ContentPart>, DatasetError> {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(j, part)| {
+            let here = format!("{field}[{j}]");
+            let Value::Object(p) = part else {
+                return Err(at.field(
+                    here,
+                    "an object like {\"type\": \"text\", \"text\": \"...\"}",
+                    part,
+                ));
+            };
+            match p.get("type").and_then(Value::as_str) {
+                Some("text") => match p.get("text") {
+                    Some(Value::String(t)) => Ok(ContentPart::text(t.as_str())),
+                    Some(other) => Err(at.field(format!("{here}.text"), "a string", other)),
+                    None => Err(at.shape(format!("missing field \"{here}.text\""))),
+                },
+                Some("image_url") => match p.get("image_url") {
+                    Some(Value::String(u)) => Ok(ContentPart::image(u.as_str())),
+                    Some(Value::Object(o)) => match o.get("url") {
+                        Some(Value::String(u)) => Ok(ContentPart::image(u.as_str())),
+                        Some(other) => {
+                            Err(at.field(format!("{here}.image_url.url"), "a string", other))
+                        }
+                        None => Err(at.shape(format!("missing field \"{here}.image_url.url\""))),
+                    },
+                    Some(other) => Err(at.field(
+                        format!("{here}.image_url"),
+                        "an object {\"url\": ...}",
+                        other,
+                    )),
+                    None => Err(at.shape(format!("missing field \"{here}.image_url\""))),
+                },
+                _ => {
+                    Err(at
+                        .shape(format!("field \"{here}.type\" must be \"text\" or \"image_url\"")))
+                }
+            }
+        })
+        .collect()
+}
+
+/// Replace every image reference that is a file path by the file as a `data:` URL (paths are
+/// relative to `base`; each file is read once).
+fn resolve_images(path: &Path, requests: &mut [Request], base: &Path) -> Result<(), DatasetError> {
+    let mut cache: HashMap<String, String> = HashMap::new();
+    for (body, _, line) in requests.iter_mut() {
+        let PromptBody::Chat(messages) = body else { continue };
+        for m in messages.iter_mut() {
+            let MessageContent::Parts(parts) = &mut m.content else { continue };
+            for part in parts.iter_mut() {
+                let ContentPart::ImageUrl { image_url } = part else { continue };
+                if is_url(&image_url.url) {
+                    continue;
+                }
+                if let Some(url) = cache.get(&image_url.url) {
+                    image_url.url = url.clone();
+                    continue;
+                }
+                let url = image_file_data_url(&base.join(&image_url.url)).map_err(|problem| {
+                    DatasetError::Shape { path: path.into(), line: *line, problem }
+                })?;
+                cache.insert(std::mem::take(&mut image_url.url), url.clone());
+                image_url.url = url;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `output_tokens`, else `max_tokens`, as a non-negative integer.
-fn output_tokens(at: &At<'_>, obj: &Map<String, Value>) -> Result<Option<u64>, DatasetError> {
+pub(crate) fn output_tokens(
+    at: &At<'_>,
+    obj: &Map<String, Value>,
+) -> Result<Option<u64>, DatasetError> {
     for key in ["output_tokens", "max_tokens"] {
         match obj.get(key) {
             None | Some(Value::Null) => continue,
@@ -142,9 +279,10 @@ pub(crate) fn load(path: &Path, num: usize, tok: &Tokenizer) -> Result<Vec<Promp
     let text = read_text(path)?;
     let mut requests = parse(path, &text)?;
     requests.truncate(num); // lines past num are never sent: do not tokenize them
+    resolve_images(path, &mut requests, path.parent().unwrap_or(Path::new(".")))?;
     let prompts: Vec<Prompt> = requests
         .into_par_iter()
-        .map(|(body, output_tokens)| {
+        .map(|(body, output_tokens, _)| {
             let mut p = Prompt { body, prompt_tokens: 0, output_tokens };
             p.prompt_tokens = tok.count(&p.text()) as u64;
             p

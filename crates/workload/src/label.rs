@@ -14,6 +14,10 @@ impl DatasetSpec {
             DatasetSpec::Prefix { num_prefixes, prefix_len, suffix_len, .. } => {
                 format!("prefix({num_prefixes}x{prefix_len}+{suffix_len})")
             }
+            DatasetSpec::RandomMultimodal { input_len, output_len, images, .. } => {
+                format!("random-mm({input_len}:{output_len}, {} images)", images.per_prompt)
+            }
+            DatasetSpec::Hf(h) => format!("hf({})", h.name),
         }
     }
 }

@@ -4,25 +4,45 @@
 //! [`load`] is the entry point: a [`DatasetSpec`], a prompt count, a [`Tokenizer`] and a seed
 //! give the same prompts every time. `docs/datasets.md` describes each dataset and how it
 //! differs from `vllm bench serve`.
+//!
+//! Workloads that are not a flat list of prompts have their own entry points:
+//! [`load_sessions`] (multi-turn sessions; [`Session::turn_messages`] builds turn `k` from the
+//! server's replies) and [`load_trace`] (timestamped replay with `arrivals_ns`).
 
 mod api;
 mod error;
+pub mod hf;
 pub mod hub;
+pub mod image;
 mod jsonl;
 mod label;
+mod multimodal;
 mod prompt;
 mod random;
+mod session;
 mod sharegpt;
 mod synth;
+mod textgen;
 pub mod tokenizer;
+mod trace;
 mod wordcount;
 
 use std::path::PathBuf;
 
 pub use api::Api;
 pub use error::DatasetError;
-pub use prompt::{ChatMessage, Prompt, PromptBody};
+pub use hf::HfDatasetSpec;
+pub use image::{ImageFormat, ImageSize};
+pub use multimodal::ImageOptions;
+pub use prompt::{ChatMessage, ContentPart, ImageUrl, MessageContent, Prompt, PromptBody};
+pub use session::{
+    load_sessions, HistoryError, Session, SessionSource, SessionSpec, SessionWorkload,
+    SyntheticSessions, SystemPrompt, ThinkTime, Turn,
+};
 pub use tokenizer::{Tokenizer, TokenizerError};
+pub use trace::{
+    load_trace, TraceFormat, TraceOptions, TraceSpec, TraceStats, TraceWorkload, DEFAULT_BLOCK_SIZE,
+};
 
 /// Which prompts to generate or read.
 #[derive(Debug, Clone)]
@@ -36,6 +56,13 @@ pub enum DatasetSpec {
     Jsonl { path: PathBuf },
     /// `num_prefixes` shared prefixes, used round-robin, each followed by a unique suffix.
     Prefix { num_prefixes: u64, prefix_len: u64, suffix_len: u64, output_len: u64 },
+    /// `Random` text (no prefix) followed by random images, as one chat user message of
+    /// content parts. `prompt_tokens` counts the text only.
+    RandomMultimodal { input_len: u64, output_len: u64, range_ratio: f64, images: ImageOptions },
+    /// A Hugging Face dataset (`--dataset-name hf --hf-name ORG/NAME`): a local directory, the
+    /// local HF cache, or a download (see [`hf`]). The hub settings come from the environment
+    /// (`HF_HUB_CACHE`/`HF_HOME`, `HF_ENDPOINT`, `HF_TOKEN`, `HF_HUB_OFFLINE`).
+    Hf(HfDatasetSpec),
 }
 
 /// The prompts of `spec`: exactly `num_prompts` of them, deterministic for a given `seed`.
@@ -57,6 +84,19 @@ pub fn load(
         &DatasetSpec::Prefix { num_prefixes, prefix_len, suffix_len, output_len } => {
             let params = random::PrefixParams { num_prefixes, prefix_len, suffix_len, output_len };
             random::prefix(&params, num_prompts, tokenizer, seed)
+        }
+        DatasetSpec::RandomMultimodal { input_len, output_len, range_ratio, images } => {
+            let params = random::RandomParams {
+                input_len: *input_len,
+                output_len: *output_len,
+                range_ratio: *range_ratio,
+                prefix_len: 0,
+            };
+            multimodal::random_multimodal(&params, images, num_prompts, tokenizer, seed)
+        }
+        DatasetSpec::Hf(hf_spec) => {
+            let config = hub::HubConfig::from_env();
+            hf::load_hf(hf_spec, config.as_ref(), num_prompts, tokenizer, seed)
         }
     }
 }

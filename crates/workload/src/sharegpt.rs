@@ -71,7 +71,10 @@ fn parse<'a>(path: &Path, text: &'a str) -> Result<Vec<Pair<'a>>, DatasetError> 
 }
 
 /// A syntax error as `Json`, a shape error as `Field` naming the JSON path.
-fn json_error(path: &Path, err: serde_path_to_error::Error<serde_json::Error>) -> DatasetError {
+pub(crate) fn json_error(
+    path: &Path,
+    err: serde_path_to_error::Error<serde_json::Error>,
+) -> DatasetError {
     let field = err.path().to_string();
     let inner = err.into_inner();
     let (line, column) = (inner.line(), inner.column());

@@ -359,7 +359,16 @@ fn jsonl_errors_name_line_and_field() {
         format!("{p}:1: missing field \"prompt\" or \"messages\"; expected {{\"prompt\": \"...\"}} or {{\"messages\": [{{\"role\": \"user\", \"content\": \"...\"}}]}}")
     );
     let (err, p) = load_jl("{\"messages\": [{\"role\": \"user\", \"content\": [1]}]}\n");
-    assert_eq!(err, format!("{p}:1: field \"messages[0].content\" must be a string (got array)"));
+    // An array is OpenAI content parts (text and images); each part must be an object.
+    assert_eq!(
+        err,
+        format!("{p}:1: field \"messages[0].content[0]\" must be an object like {{\"type\": \"text\", \"text\": \"...\"}} (got number)")
+    );
+    let (err, p) = load_jl("{\"messages\": [{\"role\": \"user\", \"content\": 5}]}\n");
+    assert_eq!(
+        err,
+        format!("{p}:1: field \"messages[0].content\" must be a string or an array of content parts (got number)")
+    );
     let (err, p) = load_jl("{\"messages\": [{\"content\": \"x\"}]}\n");
     assert_eq!(err, format!("{p}:1: missing field \"messages[0].role\""));
     let (err, p) = load_jl("{\"prompt\": \"x\", \"max_tokens\": -3}\n");
