@@ -33,6 +33,8 @@ pub enum FitParam {
     StepOverheadUs,
     /// [`Calibration::layer_overhead_us`], bounds 0.5–200 µs.
     LayerOverheadUs,
+    /// [`Calibration::per_seq_overhead_us`], bounds 1–500 µs.
+    PerSeqOverheadUs,
 }
 
 impl FitParam {
@@ -45,6 +47,7 @@ impl FitParam {
             FitParam::EtaLink => (0.1, 1.0),
             FitParam::StepOverheadUs => (50.0, 20_000.0),
             FitParam::LayerOverheadUs => (0.5, 200.0),
+            FitParam::PerSeqOverheadUs => (1.0, 500.0),
         }
     }
 
@@ -57,6 +60,7 @@ impl FitParam {
             FitParam::EtaLink => "eta_link",
             FitParam::StepOverheadUs => "step_overhead_us",
             FitParam::LayerOverheadUs => "layer_overhead_us",
+            FitParam::PerSeqOverheadUs => "per_seq_overhead_us",
         }
     }
 
@@ -69,6 +73,7 @@ impl FitParam {
             FitParam::EtaLink => c.eta_link,
             FitParam::StepOverheadUs => c.step_overhead_us,
             FitParam::LayerOverheadUs => c.layer_overhead_us,
+            FitParam::PerSeqOverheadUs => c.per_seq_overhead_us,
         }
     }
 
@@ -83,6 +88,7 @@ impl FitParam {
             FitParam::EtaLink => c.eta_link = v,
             FitParam::StepOverheadUs => c.step_overhead_us = v,
             FitParam::LayerOverheadUs => c.layer_overhead_us = v,
+            FitParam::PerSeqOverheadUs => c.per_seq_overhead_us = v,
         }
     }
 }
@@ -107,9 +113,14 @@ pub struct FitOptions {
 impl Default for FitOptions {
     fn default() -> Self {
         Self {
-            params: vec![FitParam::EtaGemm, FitParam::EtaMem, FitParam::StepOverheadUs],
+            params: vec![
+                FitParam::EtaGemm,
+                FitParam::EtaMem,
+                FitParam::StepOverheadUs,
+                FitParam::PerSeqOverheadUs,
+            ],
             min_requests: 100,
-            requests_per_concurrency: 4,
+            requests_per_concurrency: 8,
             max_evals: 60,
             // TTFT at high load is mostly queueing on the first burst: weigh it half.
             weights: [1.0, 1.0, 0.5],

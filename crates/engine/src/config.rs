@@ -25,6 +25,19 @@ pub struct Calibration {
     pub step_overhead_us: f64,
     /// Fixed GPU time per layer per step: kernel latencies a roofline misses (µs).
     pub layer_overhead_us: f64,
+    /// CPU time per sequence per step: input preparation, sampling, detokenisation (µs).
+    pub per_seq_overhead_us: f64,
+    /// API-server time per request before the scheduler sees it (parsing, templating), µs;
+    /// requests pass one at a time per worker, so simultaneous arrivals are spread.
+    pub frontend_us: f64,
+    /// API-server tokenisation time per prompt token, µs.
+    pub frontend_per_token_us: f64,
+    /// Step-time noise: each step lasts `(1 + step_jitter·u)` times its cost, `u` uniform in
+    /// [−1, 1) from a seeded generator per worker. Breaks the lockstep that identical
+    /// requests would otherwise keep forever in a deterministic model.
+    pub step_jitter: f64,
+    /// Seed of the step-time noise.
+    pub seed: u64,
 }
 
 impl Default for Calibration {
@@ -36,6 +49,11 @@ impl Default for Calibration {
             eta_link: 0.7,
             step_overhead_us: 1000.0,
             layer_overhead_us: 10.0,
+            per_seq_overhead_us: 20.0,
+            frontend_us: 1000.0,
+            frontend_per_token_us: 1.0,
+            step_jitter: 0.05,
+            seed: 0,
         }
     }
 }
@@ -56,10 +74,19 @@ impl Calibration {
         for (key, v) in [
             ("calibration.step_overhead_us", self.step_overhead_us),
             ("calibration.layer_overhead_us", self.layer_overhead_us),
+            ("calibration.per_seq_overhead_us", self.per_seq_overhead_us),
+            ("calibration.frontend_us", self.frontend_us),
+            ("calibration.frontend_per_token_us", self.frontend_per_token_us),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(EngineError::invalid(key, format!("expected a value >= 0, got {v}")));
             }
+        }
+        if !(0.0..0.5).contains(&self.step_jitter) {
+            return Err(EngineError::invalid(
+                "calibration.step_jitter",
+                format!("expected 0 <= value < 0.5, got {}", self.step_jitter),
+            ));
         }
         Ok(())
     }

@@ -12,6 +12,8 @@ use crate::dtype::ComputeClass;
 pub struct BatchShape {
     /// New tokens of all sequences (the GEMM `M`).
     pub tokens: u64,
+    /// Sequences in the step.
+    pub seqs: u64,
     /// Sequences that sample a token this step (LM-head rows).
     pub sampled: u64,
     /// Σ over decode sequences (1 new token) of their context, the new token included.
@@ -55,6 +57,7 @@ impl BatchShape {
     pub fn add(&mut self, new: u64, before: u64, samples: bool, window: Option<u64>) {
         let w = window.unwrap_or(u64::MAX);
         self.tokens += new;
+        self.seqs += 1;
         if samples {
             self.sampled += 1;
         }
@@ -86,7 +89,7 @@ pub struct StepCost {
     pub attn_decode: f64,
     /// TP all-reduces: 2 per layer.
     pub all_reduce: f64,
-    /// Fixed step and per-layer overheads.
+    /// Fixed step, per-layer and per-sequence overheads.
     pub overhead: f64,
 }
 
@@ -142,6 +145,7 @@ pub struct CostModel {
     ar_link_bw: f64,
     ar_latency: f64,
     overhead: f64,
+    per_seq: f64,
     window: Option<u64>,
 }
 
@@ -194,6 +198,7 @@ impl CostModel {
             ar_link_bw: g.intra.bandwidth_gb_s * 1e9 * c.eta_link,
             ar_latency: hops * g.intra.latency_us * 1e-6,
             overhead: (c.step_overhead_us + layers * c.layer_overhead_us) * 1e-6,
+            per_seq: c.per_seq_overhead_us * 1e-6,
             window: m.sliding_window.map(u64::from),
         }
     }
@@ -255,7 +260,7 @@ impl CostModel {
             attn_prefill,
             attn_decode,
             all_reduce,
-            overhead: self.overhead,
+            overhead: self.overhead + b.seqs as f64 * self.per_seq,
         }
     }
 
@@ -289,7 +294,7 @@ mod tests {
 
     /// Qwen3-8B, bf16, H100 SXM, TP 1: a decode step of 64 sequences at context 1024 (1023
     /// cached + the new token), with η_mem = 0.8, η_gemm = 0.7, η_attn = 0.5 and overheads 1 ms
-    /// + 36 × 10 µs. Every class is memory-bound; bandwidth 3.35e12 × 0.8 = 2.68e12 B/s.
+    /// + 36 layers × 10 µs + 64 sequences × 20 µs = 2.64 ms. Every class is memory-bound; bandwidth 3.35e12 × 0.8 = 2.68e12 B/s.
     ///
     /// - QKVO: 36 × (2·4096·4096 + 2·4096·1024) = 1,509,949,440 params × 2 B = 3,019,898,880 B
     ///   → 1.126828 ms (compute: 2·64·1.51e9 / 692.3e12 = 0.279 ms).
@@ -297,10 +302,10 @@ mod tests {
     /// - LM head: 151,936 × 4096 × 2 B = 1,244,659,712 B → 0.464425 ms.
     /// - Attention decode: 64 × 1024 tokens × 36 layers × (2·8·128·2 = 4096 B) =
     ///   9,663,676,416 B → 3.605850 ms (compute: 4·4096·65536·36 / 494.5e12 = 0.078 ms).
-    /// - All-reduce: none at TP 1. Overhead: 1.36 ms.
+    /// - All-reduce: none at TP 1. Overhead: 2.64 ms.
     ///
-    /// Total: 24,799,870,976 B / 2.68e12 B/s = 9.2536832 ms, + 1.36 ms = 10.6136832 ms, i.e.
-    /// 64 tokens per 10.61 ms = 6,030 tok/s.
+    /// Total: 24,799,870,976 B / 2.68e12 B/s = 9.2536832 ms, + 2.64 ms = 11.8936832 ms, i.e.
+    /// 64 tokens per 11.89 ms = 5,381 tok/s.
     #[test]
     fn decode_step_qwen3_8b_h100_batch_64() {
         let w = worker("model: qwen3-8b\ngpu: h100\n", 1);
@@ -317,9 +322,9 @@ mod tests {
         close(c.attn_decode, 9_663_676_416.0 / bw);
         assert_eq!(c.attn_prefill, 0.0);
         assert_eq!(c.all_reduce, 0.0);
-        close(c.overhead, 1.36e-3);
-        close(c.total(), 10.613_683_2e-3);
-        assert_eq!(cm.step_ns(&b), 10_613_683);
+        close(c.overhead, 2.64e-3);
+        close(c.total(), 11.893_683_2e-3);
+        assert_eq!(cm.step_ns(&b), 11_893_683);
     }
 
     /// Qwen3-32B on H20 TP 4, a 3000-token prefill from scratch (one step): compute-bound.
@@ -327,7 +332,7 @@ mod tests {
     /// 148e12 × 0.7 → 0.4518 s, split as QKVO 0.0874 s and MLP 0.3644 s.
     /// Attention: 4 × 8192 × (3000·3001/2) × 64 / 4 = 2.360e12 FLOP at 74e12 → 0.03190 s.
     /// All-reduce: 128 × (6 hops × 2 µs + 3000 × 5120 × 2 B × 2·3/4 / 315e9) = 128 × 158.3 µs.
-    /// LM head (memory-bound) 0.12 ms; overhead 1.64 ms. Total ≈ 0.506 s.
+    /// LM head (memory-bound) 0.12 ms; overhead 1 + 0.64 + 0.02 ms. Total ≈ 0.506 s.
     #[test]
     fn prefill_step_qwen3_32b_h20_tp4() {
         let w = worker("model: qwen3-32b\ngpu: h20\ntp: 4\n", 4);

@@ -88,6 +88,10 @@ struct Slot {
     worker: Worker,
     role: Role,
     busy_until: u64,
+    /// When this worker's API server is free to take the next request.
+    frontend_free: u64,
+    /// Requests in its API server, not yet in the scheduler.
+    in_frontend: usize,
 }
 
 /// KV transfer: fixed latency plus bytes over the link.
@@ -111,6 +115,11 @@ pub struct Engine {
     seq: u64,
     /// Shapes of requests between prefill and decode (P/D only).
     parked: HashMap<RequestId, RequestShape>,
+    /// (ready_ns, sequence, worker, request) of requests in an API server.
+    frontend: BinaryHeap<Reverse<(u64, u64, usize, RequestId)>>,
+    /// Shapes of requests in an API server.
+    queued: HashMap<RequestId, RequestShape>,
+    frontend_ns: (f64, f64),
     generation_tokens: u64,
 }
 
@@ -122,7 +131,9 @@ impl Engine {
             let spec = cfg.worker(tp);
             let blocks = spec.kv_blocks().map_err(|m| EngineError::invalid(key, m))?;
             for _ in 0..n {
-                slots.push(Slot { worker: Worker::new(&spec, blocks), role, busy_until: 0 });
+                let stream = slots.len() as u64;
+                let worker = Worker::new(&spec, blocks, stream);
+                slots.push(Slot { worker, role, busy_until: 0, frontend_free: 0, in_frontend: 0 });
             }
             Ok(())
         };
@@ -152,6 +163,12 @@ impl Engine {
             in_flight: BinaryHeap::new(),
             seq: 0,
             parked: HashMap::new(),
+            frontend: BinaryHeap::new(),
+            queued: HashMap::new(),
+            frontend_ns: (
+                cfg.calibration.frontend_us * 1e3,
+                cfg.calibration.frontend_per_token_us * 1e3,
+            ),
             generation_tokens: 0,
         })
     }
@@ -173,33 +190,68 @@ impl Engine {
                 i
             }
             Router::LeastLoaded => {
-                *idx.iter().min_by_key(|&&i| (self.slots[i].worker.load(), i)).unwrap_or(&idx[0])
+                let load = |i: usize| self.slots[i].worker.load() + self.slots[i].in_frontend;
+                *idx.iter().min_by_key(|&&i| (load(i), i)).unwrap_or(&idx[0])
             }
         }
     }
 
-    /// A request arrives at `now_ns`. Rejected (with the reason) if it could never run.
+    /// A request arrives at `now_ns`: it is routed, passes its worker's API server (one request
+    /// at a time) and then waits for the scheduler. Rejected at once (with the reason) if it
+    /// could never run.
     pub fn add_request(&mut self, id: RequestId, shape: RequestShape, now_ns: u64) -> Result<()> {
-        let _ = now_ns; // Arrival time matters to the driver's records, not to the scheduler.
         let role = if self.transfer.is_some() { Role::Prefill } else { Role::Both };
-        if role == Role::Prefill {
-            // Check the decode side too, before any work is done.
-            if let Some(d) = self.slots.iter().find(|s| s.role == Role::Decode) {
-                d.worker
-                    .check(shape.prompt_tokens, shape.output_tokens)
-                    .map_err(|r| EngineError::invalid("request", r.to_string()))?;
+        let check = |role: Role, output: u32| -> Result<()> {
+            match self.slots.iter().find(|s| s.role == role) {
+                Some(s) => s
+                    .worker
+                    .check(shape.prompt_tokens, output)
+                    .map_err(|r| EngineError::invalid("request", r.to_string())),
+                None => Ok(()),
             }
+        };
+        if role == Role::Prefill {
+            check(Role::Prefill, 1)?;
+            check(Role::Decode, shape.output_tokens)?;
+        } else {
+            check(Role::Both, shape.output_tokens)?;
         }
         let w = self.route(role);
-        let output = if role == Role::Prefill { 1 } else { shape.output_tokens };
-        self.slots[w]
-            .worker
-            .add(id, shape.prompt_tokens, output, (&shape.block_hashes, shape.hash_block_tokens), 0)
-            .map_err(|r| EngineError::invalid("request", r.to_string()))?;
-        if role == Role::Prefill {
-            self.parked.insert(id, shape);
-        }
+        let (fixed, per_token) = self.frontend_ns;
+        let dt = (fixed + per_token * f64::from(shape.prompt_tokens)).round() as u64;
+        let slot = &mut self.slots[w];
+        let ready = slot.frontend_free.max(now_ns) + dt;
+        slot.frontend_free = ready;
+        slot.in_frontend += 1;
+        self.seq += 1;
+        self.frontend.push(Reverse((ready, self.seq, w, id)));
+        self.queued.insert(id, shape);
         Ok(())
+    }
+
+    /// Moves requests whose API-server time is over by `now_ns` into their worker's queue.
+    fn admit(&mut self, now_ns: u64) {
+        while let Some(&Reverse((t, _, w, id))) = self.frontend.peek() {
+            if t > now_ns {
+                break;
+            }
+            self.frontend.pop();
+            let Some(shape) = self.queued.remove(&id) else { continue };
+            let slot = &mut self.slots[w];
+            slot.in_frontend -= 1;
+            let output = if slot.role == Role::Prefill { 1 } else { shape.output_tokens };
+            // Checked in `add_request`, so this cannot be rejected.
+            let _ = slot.worker.add(
+                id,
+                shape.prompt_tokens,
+                output,
+                (&shape.block_hashes, shape.hash_block_tokens),
+                0,
+            );
+            if slot.role == Role::Prefill {
+                self.parked.insert(id, shape);
+            }
+        }
     }
 
     /// Moves KV transfers that completed by `now_ns` to decode workers.
@@ -226,6 +278,7 @@ impl Engine {
     /// Starts a step on the first idle worker that has work, at `now_ns`; `None` if there is
     /// none. Call until `None`.
     pub fn step(&mut self, now_ns: u64) -> Option<StepOutcome> {
+        self.admit(now_ns);
         self.deliver(now_ns);
         for i in 0..self.slots.len() {
             let s = &mut self.slots[i];
@@ -272,19 +325,20 @@ impl Engine {
     }
 
     /// The earliest time a call to [`Engine::step`] may start something: a busy worker with
-    /// work frees up, or a KV transfer lands. `None` when the engine is idle.
+    /// work frees up, a request leaves an API server, or a KV transfer lands. `None` when the
+    /// engine is idle.
     pub fn next_event_ns(&self) -> Option<u64> {
-        let busy = self.slots.iter().filter(|s| s.worker.has_work()).map(|s| s.busy_until).min();
+        let busy = self.slots.iter().filter(|s| s.worker.has_work()).map(|s| s.busy_until);
         let transfer = self.in_flight.peek().map(|Reverse((t, _, _))| *t);
-        match (busy, transfer) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let frontend = self.frontend.peek().map(|Reverse((t, _, _, _))| *t);
+        busy.chain(transfer).chain(frontend).min()
     }
 
-    /// Whether nothing is running, waiting or in transfer.
+    /// Whether nothing is in an API server, running, waiting or in transfer.
     pub fn is_idle(&self) -> bool {
-        self.in_flight.is_empty() && self.slots.iter().all(|s| !s.worker.has_work())
+        self.in_flight.is_empty()
+            && self.frontend.is_empty()
+            && self.slots.iter().all(|s| !s.worker.has_work())
     }
 
     /// Counters of worker `i`.
@@ -296,6 +350,7 @@ impl Engine {
     pub fn snapshot(&self) -> EngineGauges {
         let mut g = EngineGauges {
             transferring: self.in_flight.len() as u32,
+            waiting: self.frontend.len() as u32,
             generation_tokens_total: self.generation_tokens,
             ..Default::default()
         };
@@ -323,8 +378,13 @@ mod tests {
     use super::*;
     use crate::config::EngineFile;
 
+    /// An engine without API-server time or step noise, for exact traces.
     fn engine(yaml: &str) -> Engine {
-        Engine::new(&EngineFile::parse(yaml).unwrap().build(None).unwrap()).unwrap()
+        let mut cfg = EngineFile::parse(yaml).unwrap().build(None).unwrap();
+        cfg.calibration.frontend_us = 0.0;
+        cfg.calibration.frontend_per_token_us = 0.0;
+        cfg.calibration.step_jitter = 0.0;
+        Engine::new(&cfg).unwrap()
     }
 
     fn shape(p: u32, o: u32) -> RequestShape {
@@ -355,6 +415,7 @@ mod tests {
         let _ = e.step(0);
         let _ = e.step(0);
         e.add_request(2, shape(100, 1), 0).unwrap();
+        assert!(e.step(0).is_none(), "both busy; request 2 enters worker 0's queue");
         assert_eq!(e.worker_counters(0).unwrap().waiting, 1);
     }
 
@@ -382,6 +443,29 @@ mod tests {
         assert_eq!(d3.finished, vec![7]);
         assert!(e.is_idle());
         assert_eq!(e.snapshot().generation_tokens_total, 3);
+    }
+
+    #[test]
+    fn the_api_server_spreads_simultaneous_arrivals() {
+        let mut cfg =
+            EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+        cfg.calibration.step_jitter = 0.0;
+        let mut e = Engine::new(&cfg).unwrap();
+        // 1000 µs + 100 tokens × 1 µs = 1.1 ms each, one after the other.
+        e.add_request(0, shape(100, 2), 0).unwrap();
+        e.add_request(1, shape(100, 2), 0).unwrap();
+        assert!(e.step(0).is_none());
+        assert_eq!(e.next_event_ns(), Some(1_100_000));
+        assert_eq!(e.snapshot().waiting, 2);
+        let a = e.step(1_100_000).unwrap();
+        assert_eq!(a.first_token, vec![0]);
+        // Request 1 left the API server at 2.2 ms, during request 0's step: it waits for it.
+        assert!(a.end_ns > 2_200_000);
+        assert_eq!(e.next_event_ns(), Some(2_200_000));
+        assert!(e.step(2_200_000).is_none());
+        let b = e.step(a.end_ns).unwrap();
+        assert_eq!(b.batch_seqs, 2);
+        assert_eq!(b.first_token, vec![1]);
     }
 
     #[test]

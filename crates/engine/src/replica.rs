@@ -90,6 +90,27 @@ pub struct Worker {
     waiting: VecDeque<usize>,
     counters: WorkerCounters,
     scratch: Vec<(usize, u32)>,
+    jitter: f64,
+    rng: SplitMix64,
+}
+
+/// SplitMix64: a tiny, seeded, portable generator (deterministic across platforms).
+#[derive(Debug, Clone)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [−1, 1).
+    fn signed_unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
 }
 
 /// Why a request can never run on a worker.
@@ -127,8 +148,8 @@ impl std::fmt::Display for Reject {
 }
 
 impl Worker {
-    /// A worker of spec `w` with `blocks` KV blocks.
-    pub fn new(w: &WorkerSpec, blocks: u64) -> Self {
+    /// A worker of spec `w` with `blocks` KV blocks; `stream` tells workers' noise apart.
+    pub fn new(w: &WorkerSpec, blocks: u64, stream: u64) -> Self {
         let s = &w.scheduler;
         let blocks = u32::try_from(blocks).unwrap_or(u32::MAX);
         Self {
@@ -145,6 +166,8 @@ impl Worker {
             waiting: VecDeque::new(),
             counters: WorkerCounters { blocks_total: u64::from(blocks), ..Default::default() },
             scratch: Vec::new(),
+            jitter: w.calibration.step_jitter,
+            rng: SplitMix64(w.calibration.seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F)),
         }
     }
 
@@ -371,7 +394,7 @@ impl Worker {
             let samples = r.computed + n == r.len;
             shape.add(u64::from(n), u64::from(r.computed), samples, window);
         }
-        out.duration_ns = self.cost.step_ns(&shape);
+        out.duration_ns = self.jittered(self.cost.step_ns(&shape));
         let scheduled = std::mem::take(&mut self.scratch);
         let mut any_finished = false;
         for &(slot, n) in &scheduled {
@@ -382,6 +405,14 @@ impl Worker {
             self.remove_finished();
         }
         Some(out)
+    }
+
+    fn jittered(&mut self, ns: u64) -> u64 {
+        if self.jitter == 0.0 {
+            return ns;
+        }
+        let f = 1.0 + self.jitter * self.rng.signed_unit();
+        ((ns as f64 * f).round() as u64).max(1)
     }
 
     /// Applies `n` computed tokens to a request; true if it finished.
@@ -446,7 +477,7 @@ mod tests {
              chunked_prefill: {chunked}, prefix_caching: {caching}}}\n"
         );
         let cfg = EngineFile::parse(&yaml).unwrap().build(None).unwrap();
-        Worker::new(&cfg.worker(1), blocks)
+        Worker::new(&cfg.worker(1), blocks, 0)
     }
 
     fn batch(s: &WorkerStep) -> Vec<(u64, u32)> {
