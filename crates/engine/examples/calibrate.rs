@@ -1,10 +1,11 @@
 //! Fits the calibration of an engine file to a measured Markdown sweep table and prints the
 //! per-cell errors and median absolute % errors before and after.
 //!
-//! `cargo run --release -p servelab-engine --example calibrate -- ENGINE.yaml TABLE.md
-//! [param,param,...] [max_evals]` (params: eta_gemm, eta_attn, eta_mem, eta_link,
-//! step_overhead_us, layer_overhead_us, per_seq_overhead_us; default eta_gemm,eta_mem,
-//! step_overhead_us,per_seq_overhead_us).
+//! `cargo run --release -p servelab-engine --example calibrate -- [--defaults] ENGINE.yaml
+//! TABLE.md [param,param,...] [max_evals]`; `--defaults` starts from the default calibration
+//! instead of the engine file's. (params: eta_gemm, eta_attn, eta_mem, eta_link,
+//! step_overhead_us, layer_overhead_us, per_seq_overhead_us, frontend_us, allreduce_us;
+//! default eta_gemm,allreduce_us,per_seq_overhead_us,frontend_us).
 #![allow(clippy::print_stdout)]
 
 use servelab_engine::calibrate::{cells_markdown, error_stats};
@@ -19,13 +20,17 @@ fn param(s: &str) -> Option<FitParam> {
         FitParam::StepOverheadUs,
         FitParam::LayerOverheadUs,
         FitParam::PerSeqOverheadUs,
+        FitParam::FrontendUs,
+        FitParam::AllreduceUs,
     ]
     .into_iter()
     .find(|p| p.key() == s)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let defaults = all.iter().any(|a| a == "--defaults");
+    let args: Vec<String> = all.into_iter().filter(|a| a != "--defaults").collect();
     let engine = args.first().map_or("examples/engines/qwen3-32b-h20-tp4.yaml", String::as_str);
     let table = args
         .get(1)
@@ -40,7 +45,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(n) = args.get(3) {
         opts.max_evals = n.parse()?;
     }
-    let cfg = load_engine_file(engine)?;
+    let mut cfg = load_engine_file(engine)?;
+    if defaults {
+        cfg.calibration = servelab_engine::Calibration::default();
+    }
     let tables = parse_sweep_tables(&std::fs::read_to_string(table)?)?;
     let t0 = std::time::Instant::now();
     let r = calibrate(&cfg, &tables, &opts)?;

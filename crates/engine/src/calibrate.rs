@@ -35,6 +35,10 @@ pub enum FitParam {
     LayerOverheadUs,
     /// [`Calibration::per_seq_overhead_us`], bounds 1–500 µs.
     PerSeqOverheadUs,
+    /// [`Calibration::frontend_us`], bounds 10–200,000 µs.
+    FrontendUs,
+    /// [`Calibration::allreduce_us`], bounds 1–500 µs (starts from the link-derived value).
+    AllreduceUs,
 }
 
 impl FitParam {
@@ -48,6 +52,8 @@ impl FitParam {
             FitParam::StepOverheadUs => (50.0, 20_000.0),
             FitParam::LayerOverheadUs => (0.5, 200.0),
             FitParam::PerSeqOverheadUs => (1.0, 500.0),
+            FitParam::FrontendUs => (10.0, 200_000.0),
+            FitParam::AllreduceUs => (1.0, 500.0),
         }
     }
 
@@ -61,6 +67,8 @@ impl FitParam {
             FitParam::StepOverheadUs => "step_overhead_us",
             FitParam::LayerOverheadUs => "layer_overhead_us",
             FitParam::PerSeqOverheadUs => "per_seq_overhead_us",
+            FitParam::FrontendUs => "frontend_us",
+            FitParam::AllreduceUs => "allreduce_us",
         }
     }
 
@@ -74,6 +82,9 @@ impl FitParam {
             FitParam::StepOverheadUs => c.step_overhead_us,
             FitParam::LayerOverheadUs => c.layer_overhead_us,
             FitParam::PerSeqOverheadUs => c.per_seq_overhead_us,
+            FitParam::FrontendUs => c.frontend_us,
+            // The usual TP4 NVLink value when not set: 6 hops × 2 µs.
+            FitParam::AllreduceUs => c.allreduce_us.unwrap_or(12.0),
         }
     }
 
@@ -89,6 +100,8 @@ impl FitParam {
             FitParam::StepOverheadUs => c.step_overhead_us = v,
             FitParam::LayerOverheadUs => c.layer_overhead_us = v,
             FitParam::PerSeqOverheadUs => c.per_seq_overhead_us = v,
+            FitParam::FrontendUs => c.frontend_us = v,
+            FitParam::AllreduceUs => c.allreduce_us = Some(v),
         }
     }
 }
@@ -115,13 +128,13 @@ impl Default for FitOptions {
         Self {
             params: vec![
                 FitParam::EtaGemm,
-                FitParam::EtaMem,
-                FitParam::StepOverheadUs,
+                FitParam::AllreduceUs,
                 FitParam::PerSeqOverheadUs,
+                FitParam::FrontendUs,
             ],
             min_requests: 100,
-            requests_per_concurrency: 8,
-            max_evals: 60,
+            requests_per_concurrency: 10,
+            max_evals: 80,
             // TTFT at high load is mostly queueing on the first burst: weigh it half.
             weights: [1.0, 1.0, 0.5],
             drop_noisy: true,

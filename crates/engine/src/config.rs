@@ -25,12 +25,16 @@ pub struct Calibration {
     pub step_overhead_us: f64,
     /// Fixed GPU time per layer per step: kernel latencies a roofline misses (µs).
     pub layer_overhead_us: f64,
+    /// Fixed time per TP all-reduce call (launch, synchronisation, small-message latency), µs;
+    /// `None`: 2(n−1) ring hops × the GPU's link latency.
+    pub allreduce_us: Option<f64>,
     /// CPU time per sequence per step: input preparation, sampling, detokenisation (µs).
     pub per_seq_overhead_us: f64,
-    /// API-server time per request before the scheduler sees it (parsing, templating), µs;
-    /// requests pass one at a time per worker, so simultaneous arrivals are spread.
+    /// Fixed latency from a request's arrival until the scheduler sees it (HTTP, gateway,
+    /// templating, hand-off to the engine core), µs; requests overlap in it.
     pub frontend_us: f64,
-    /// API-server tokenisation time per prompt token, µs.
+    /// API-server tokenisation time per prompt token, µs; one request at a time per worker,
+    /// so simultaneous arrivals reach the scheduler spread out.
     pub frontend_per_token_us: f64,
     /// Step-time noise: each step lasts `(1 + step_jitter·u)` times its cost, `u` uniform in
     /// [−1, 1) from a seeded generator per worker. Breaks the lockstep that identical
@@ -49,6 +53,7 @@ impl Default for Calibration {
             eta_link: 0.7,
             step_overhead_us: 1000.0,
             layer_overhead_us: 10.0,
+            allreduce_us: None,
             per_seq_overhead_us: 20.0,
             frontend_us: 1000.0,
             frontend_per_token_us: 1.0,
@@ -80,6 +85,14 @@ impl Calibration {
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(EngineError::invalid(key, format!("expected a value >= 0, got {v}")));
+            }
+        }
+        if let Some(v) = self.allreduce_us {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(EngineError::invalid(
+                    "calibration.allreduce_us",
+                    format!("expected a value >= 0, got {v}"),
+                ));
             }
         }
         if !(0.0..0.5).contains(&self.step_jitter) {

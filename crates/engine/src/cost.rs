@@ -196,7 +196,7 @@ impl CostModel {
             // Ring all-reduce: each GPU sends and receives 2(n−1)/n of the message.
             ar_bytes_per_token: f64::from(m.hidden) * 2.0 * hops / tp,
             ar_link_bw: g.intra.bandwidth_gb_s * 1e9 * c.eta_link,
-            ar_latency: hops * g.intra.latency_us * 1e-6,
+            ar_latency: c.allreduce_us.unwrap_or(hops * g.intra.latency_us) * 1e-6,
             overhead: (c.step_overhead_us + layers * c.layer_overhead_us) * 1e-6,
             per_seq: c.per_seq_overhead_us * 1e-6,
             window: m.sliding_window.map(u64::from),

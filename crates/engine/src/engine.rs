@@ -218,10 +218,10 @@ impl Engine {
         }
         let w = self.route(role);
         let (fixed, per_token) = self.frontend_ns;
-        let dt = (fixed + per_token * f64::from(shape.prompt_tokens)).round() as u64;
+        let serial = (per_token * f64::from(shape.prompt_tokens)).round() as u64;
         let slot = &mut self.slots[w];
-        let ready = slot.frontend_free.max(now_ns) + dt;
-        slot.frontend_free = ready;
+        slot.frontend_free = slot.frontend_free.max(now_ns) + serial;
+        let ready = slot.frontend_free + fixed.round() as u64;
         slot.in_frontend += 1;
         self.seq += 1;
         self.frontend.push(Reverse((ready, self.seq, w, id)));
@@ -451,18 +451,19 @@ mod tests {
             EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
         cfg.calibration.step_jitter = 0.0;
         let mut e = Engine::new(&cfg).unwrap();
-        // 1000 µs + 100 tokens × 1 µs = 1.1 ms each, one after the other.
+        // Tokenising 100 tokens × 1 µs, one request after the other, then 1000 µs each.
         e.add_request(0, shape(100, 2), 0).unwrap();
         e.add_request(1, shape(100, 2), 0).unwrap();
         assert!(e.step(0).is_none());
         assert_eq!(e.next_event_ns(), Some(1_100_000));
+        assert!(e.step(1_099_999).is_none());
         assert_eq!(e.snapshot().waiting, 2);
         let a = e.step(1_100_000).unwrap();
         assert_eq!(a.first_token, vec![0]);
-        // Request 1 left the API server at 2.2 ms, during request 0's step: it waits for it.
-        assert!(a.end_ns > 2_200_000);
-        assert_eq!(e.next_event_ns(), Some(2_200_000));
-        assert!(e.step(2_200_000).is_none());
+        // Request 1 reaches the scheduler at 1.2 ms, during request 0's step: it waits.
+        assert!(a.end_ns > 1_200_000);
+        assert_eq!(e.next_event_ns(), Some(1_200_000));
+        assert!(e.step(1_200_000).is_none());
         let b = e.step(a.end_ns).unwrap();
         assert_eq!(b.batch_seqs, 2);
         assert_eq!(b.first_token, vec![1]);
