@@ -128,6 +128,10 @@ impl Engine {
     pub fn new(cfg: &EngineConfig) -> Result<Self> {
         let mut slots = Vec::new();
         let mut push = |tp: u32, n: u32, role: Role, key: &str| -> Result<()> {
+            // A config built in code skips `EngineFile::build`'s checks: keep the essentials.
+            if tp == 0 || n == 0 {
+                return Err(EngineError::invalid(key, "TP and worker counts must be >= 1"));
+            }
             let spec = cfg.worker(tp);
             let blocks = spec.kv_blocks().map_err(|m| EngineError::invalid(key, m))?;
             for _ in 0..n {

@@ -202,7 +202,7 @@ impl Worker {
 
     /// Checks a request could ever run here.
     pub fn check(&self, prompt: u32, output: u32) -> Result<(), Reject> {
-        let needed = self.blocks_for(prompt + output.max(1)) as u64;
+        let needed = self.blocks_for(prompt.saturating_add(output.max(1))) as u64;
         if needed > u64::from(self.pool.total()) {
             return Err(Reject::TooLong { needed, capacity: u64::from(self.pool.total()) });
         }
