@@ -1,0 +1,78 @@
+//! Fits the calibration of an engine file to a measured Markdown sweep table and prints the
+//! per-cell errors and median absolute % errors before and after.
+//!
+//! `cargo run --release -p servelab-engine --example calibrate -- [--defaults] ENGINE.yaml
+//! TABLE.md [param,param,...] [max_evals]`; `--defaults` starts from the default calibration
+//! instead of the engine file's. (params: eta_gemm, eta_attn, eta_mem, eta_link,
+//! step_overhead_us, layer_overhead_us, per_seq_overhead_us, frontend_us, allreduce_us;
+//! default eta_gemm,allreduce_us,per_seq_overhead_us,frontend_us).
+#![allow(clippy::print_stdout)]
+
+use servelab_engine::calibrate::{cells_markdown, error_stats};
+use servelab_engine::{calibrate, load_engine_file, parse_sweep_tables, FitOptions, FitParam};
+
+fn param(s: &str) -> Option<FitParam> {
+    [
+        FitParam::EtaGemm,
+        FitParam::EtaAttn,
+        FitParam::EtaMem,
+        FitParam::EtaLink,
+        FitParam::StepOverheadUs,
+        FitParam::LayerOverheadUs,
+        FitParam::PerSeqOverheadUs,
+        FitParam::FrontendUs,
+        FitParam::AllreduceUs,
+    ]
+    .into_iter()
+    .find(|p| p.key() == s)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let defaults = all.iter().any(|a| a == "--defaults");
+    let args: Vec<String> = all.into_iter().filter(|a| a != "--defaults").collect();
+    let engine = args.first().map_or("examples/engines/qwen3-32b-h20-tp4.yaml", String::as_str);
+    let table = args
+        .get(1)
+        .map_or("crates/engine/testdata/calibration-qwen3-32b-h20-vllm-v1.md", String::as_str);
+    let mut opts = FitOptions::default();
+    if let Some(list) = args.get(2) {
+        opts.params = list
+            .split(',')
+            .map(|s| param(s.trim()).ok_or_else(|| format!("unknown parameter `{s}`")))
+            .collect::<Result<_, _>>()?;
+    }
+    if let Some(n) = args.get(3) {
+        opts.max_evals = n.parse()?;
+    }
+    let mut cfg = load_engine_file(engine)?;
+    if defaults {
+        cfg.calibration = servelab_engine::Calibration::default();
+    }
+    let tables = parse_sweep_tables(&std::fs::read_to_string(table)?)?;
+    let t0 = std::time::Instant::now();
+    let r = calibrate(&cfg, &tables, &opts)?;
+    println!(
+        "engine {engine}, table {table}: {} evaluations in {:.1} s\n",
+        r.evals,
+        t0.elapsed().as_secs_f64()
+    );
+    println!("| parameter | before | after |\n|---|---:|---:|");
+    for p in &r.fitted {
+        println!("| {} | {:.4} | {:.4} |", p.key(), p.get(&r.before), p.get(&r.after));
+    }
+    println!("\nloss (kept cells): before {:.4}, after {:.4}\n", r.loss_before, r.loss_after);
+    println!("| cells | median abs % err | before | after |\n|---|---|---:|---:|");
+    for (label, noisy) in [("all", true), ("kept (noisy dropped)", false)] {
+        let (b, a) = (error_stats(&r.cells_before, noisy), error_stats(&r.cells_after, noisy));
+        println!(
+            "| {label} ({}) | output throughput | {:.1} | {:.1} |",
+            a.cells, b.throughput, a.throughput
+        );
+        println!("| {label} ({}) | mean TPOT | {:.1} | {:.1} |", a.cells, b.tpot, a.tpot);
+        println!("| {label} ({}) | mean TTFT | {:.1} | {:.1} |", a.cells, b.ttft, a.ttft);
+    }
+    println!("\nBefore:\n\n{}", cells_markdown(&r.cells_before));
+    println!("After:\n\n{}", cells_markdown(&r.cells_after));
+    Ok(())
+}

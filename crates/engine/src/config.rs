@@ -1,0 +1,567 @@
+//! Deployment description: the YAML engine file, its validation, and the per-worker spec the
+//! scheduler and cost model use.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::DType;
+use crate::error::{EngineError, Result};
+use crate::gpu::{GpuSpec, LinkSpec};
+use crate::model::ModelSpec;
+
+/// Calibration parameters of the step-time model. Each has a physical meaning and a bound;
+/// defaults are typical of well-tuned engines on Hopper-class GPUs before any fit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Calibration {
+    /// Fraction of peak dense FLOP/s that GEMMs reach when compute-bound (0–1].
+    pub eta_gemm: f64,
+    /// Fraction of peak FLOP/s that attention kernels reach when compute-bound (0–1].
+    pub eta_attn: f64,
+    /// Fraction of peak memory bandwidth reached streaming weights and KV (0–1].
+    pub eta_mem: f64,
+    /// Fraction of link bandwidth reached by all-reduce and KV transfer (0–1].
+    pub eta_link: f64,
+    /// Fixed time per engine step: CPU scheduling, input preparation, sampling, launch (µs).
+    pub step_overhead_us: f64,
+    /// Fixed GPU time per layer per step: kernel latencies a roofline misses (µs).
+    pub layer_overhead_us: f64,
+    /// Fixed time per TP all-reduce call (launch, synchronisation, small-message latency), µs;
+    /// `None`: 2(n−1) ring hops × the GPU's link latency.
+    pub allreduce_us: Option<f64>,
+    /// CPU time per sequence per step: input preparation, sampling, detokenisation (µs).
+    pub per_seq_overhead_us: f64,
+    /// Fixed latency from a request's arrival until the scheduler sees it (HTTP, gateway,
+    /// templating, hand-off to the engine core), µs; requests overlap in it.
+    pub frontend_us: f64,
+    /// API-server tokenisation time per prompt token, µs; one request at a time per worker,
+    /// so simultaneous arrivals reach the scheduler spread out.
+    pub frontend_per_token_us: f64,
+    /// Step-time noise: each step lasts `(1 + step_jitter·u)` times its cost, `u` uniform in
+    /// [−1, 1) from a seeded generator per worker. Breaks the lockstep that identical
+    /// requests would otherwise keep forever in a deterministic model.
+    pub step_jitter: f64,
+    /// Seed of the step-time noise.
+    pub seed: u64,
+}
+
+impl Default for Calibration {
+    fn default() -> Self {
+        Self {
+            eta_gemm: 0.7,
+            eta_attn: 0.5,
+            eta_mem: 0.8,
+            eta_link: 0.7,
+            step_overhead_us: 1000.0,
+            layer_overhead_us: 10.0,
+            allreduce_us: None,
+            per_seq_overhead_us: 20.0,
+            frontend_us: 1000.0,
+            frontend_per_token_us: 1.0,
+            step_jitter: 0.05,
+            seed: 0,
+        }
+    }
+}
+
+impl Calibration {
+    /// Checks every value is within its bound, naming the bad key.
+    pub fn validate(&self) -> Result<()> {
+        for (key, v) in [
+            ("calibration.eta_gemm", self.eta_gemm),
+            ("calibration.eta_attn", self.eta_attn),
+            ("calibration.eta_mem", self.eta_mem),
+            ("calibration.eta_link", self.eta_link),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(EngineError::invalid(key, format!("expected 0 < value <= 1, got {v}")));
+            }
+        }
+        for (key, v) in [
+            ("calibration.step_overhead_us", self.step_overhead_us),
+            ("calibration.layer_overhead_us", self.layer_overhead_us),
+            ("calibration.per_seq_overhead_us", self.per_seq_overhead_us),
+            ("calibration.frontend_us", self.frontend_us),
+            ("calibration.frontend_per_token_us", self.frontend_per_token_us),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(EngineError::invalid(key, format!("expected a value >= 0, got {v}")));
+            }
+        }
+        if let Some(v) = self.allreduce_us {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(EngineError::invalid(
+                    "calibration.allreduce_us",
+                    format!("expected a value >= 0, got {v}"),
+                ));
+            }
+        }
+        if !(0.0..0.5).contains(&self.step_jitter) {
+            return Err(EngineError::invalid(
+                "calibration.step_jitter",
+                format!("expected 0 <= value < 0.5, got {}", self.step_jitter),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Scheduler options, named as vLLM names its flags.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    /// Most requests running at once.
+    pub max_num_seqs: u32,
+    /// Token budget of one step (decodes count one token each).
+    pub max_num_batched_tokens: u32,
+    /// Split long prompts over steps; off: a prompt is scheduled whole or waits.
+    pub chunked_prefill: bool,
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// Fraction of GPU memory the engine may use (weights + activations + KV).
+    pub gpu_memory_utilization: f64,
+    /// Reuse cached KV blocks of identical prompt prefixes.
+    pub prefix_caching: bool,
+    /// Memory per GPU reserved for activations, CUDA graphs and NCCL (GB); default: derived.
+    pub activation_reserve_gb: Option<f64>,
+    /// Fixes the KV capacity (blocks per worker) instead of deriving it from memory.
+    pub num_gpu_blocks: Option<u64>,
+}
+
+impl Default for SchedulerConfig {
+    /// vLLM V1 defaults for the OpenAI server on a data-centre GPU.
+    fn default() -> Self {
+        Self {
+            max_num_seqs: 256,
+            max_num_batched_tokens: 8192,
+            chunked_prefill: true,
+            block_size: 16,
+            gpu_memory_utilization: 0.9,
+            prefix_caching: true,
+            activation_reserve_gb: None,
+            num_gpu_blocks: None,
+        }
+    }
+}
+
+/// How DP replicas share requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Router {
+    /// Replica `i mod n` for the i-th request.
+    #[default]
+    RoundRobin,
+    /// The replica with the fewest running + waiting requests (lowest index on ties).
+    LeastLoaded,
+}
+
+/// A pool of identical workers in a P/D deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolFile {
+    /// Number of workers.
+    pub workers: u32,
+    /// TP of each worker.
+    pub tp: u32,
+}
+
+/// The `pd:` section of an engine file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PdFile {
+    /// Prefill workers.
+    pub prefill: PoolFile,
+    /// Decode workers.
+    pub decode: PoolFile,
+    /// Link carrying KV from prefill to decode, per GPU; default: the GPU's network link.
+    #[serde(default)]
+    pub link: Option<LinkSpec>,
+}
+
+/// An engine file as written (YAML). [`EngineFile::build`] validates it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineFile {
+    /// A model preset name (see [`crate::model_preset_names`]).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Path of a Hugging Face `config.json` (relative to the engine file).
+    #[serde(default)]
+    pub model_config: Option<String>,
+    /// A GPU preset name.
+    pub gpu: String,
+    /// Tensor parallelism of each replica (default 1; not with `pd`).
+    #[serde(default)]
+    pub tp: Option<u32>,
+    /// Data-parallel replicas behind the router (default 1; not with `pd`).
+    #[serde(default)]
+    pub replicas: Option<u32>,
+    /// Request router across replicas.
+    #[serde(default)]
+    pub router: Router,
+    /// Overrides the weight format of the model's config (e.g. `fp8` for an FP8 checkpoint).
+    #[serde(default)]
+    pub weight_dtype: Option<String>,
+    /// KV-cache format (default bf16).
+    #[serde(default)]
+    pub kv_dtype: Option<String>,
+    /// Scheduler options.
+    #[serde(default)]
+    pub scheduler: SchedulerConfig,
+    /// Calibration parameters.
+    #[serde(default)]
+    pub calibration: Calibration,
+    /// Disaggregated prefill/decode.
+    #[serde(default)]
+    pub pd: Option<PdFile>,
+}
+
+/// The P/D part of a validated deployment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PdConfig {
+    /// Prefill workers.
+    pub prefill: PoolFile,
+    /// Decode workers.
+    pub decode: PoolFile,
+    /// KV transfer link per GPU.
+    pub link: LinkSpec,
+}
+
+/// A validated deployment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// The model.
+    pub model: ModelSpec,
+    /// The GPU of every worker.
+    pub gpu: GpuSpec,
+    /// KV-cache format.
+    pub kv_dtype: DType,
+    /// TP of each replica (unused with `pd`).
+    pub tp: u32,
+    /// DP replicas (unused with `pd`).
+    pub replicas: u32,
+    /// Router across replicas (and across the workers of each P/D pool).
+    pub router: Router,
+    /// Scheduler options of every worker.
+    pub scheduler: SchedulerConfig,
+    /// Calibration parameters.
+    pub calibration: Calibration,
+    /// Disaggregated prefill/decode, if any.
+    pub pd: Option<PdConfig>,
+}
+
+impl EngineFile {
+    /// Parses YAML text.
+    pub fn parse(yaml: &str) -> Result<Self> {
+        serde_yaml_ng::from_str(yaml)
+            .map_err(|e| EngineError::Parse { what: "engine file".into(), message: e.to_string() })
+    }
+
+    /// Validates into an [`EngineConfig`]; `model_config_json` is the text of the file named by
+    /// `model_config` (the caller reads it: the library does no I/O).
+    pub fn build(&self, model_config_json: Option<&str>) -> Result<EngineConfig> {
+        let mut model = match (&self.model, &self.model_config, model_config_json) {
+            (Some(_), Some(_), _) => {
+                return Err(EngineError::invalid(
+                    "model",
+                    "give `model` or `model_config`, not both",
+                ))
+            }
+            (Some(name), None, _) => ModelSpec::preset(name)?,
+            (None, Some(path), Some(text)) => ModelSpec::from_hf_config(path, text)?,
+            (None, Some(_), None) => {
+                return Err(EngineError::invalid(
+                    "model_config",
+                    "the config.json text was not loaded",
+                ))
+            }
+            (None, None, _) => {
+                return Err(EngineError::invalid(
+                    "model",
+                    "missing: give a preset name (`model: qwen3-32b`) or `model_config: path`",
+                ))
+            }
+        };
+        if let Some(w) = &self.weight_dtype {
+            let d = DType::parse("weight_dtype", w)?;
+            model.weight_dtype = d;
+            model.expert_dtype = d;
+        }
+        let kv_dtype = match &self.kv_dtype {
+            Some(s) => DType::parse("kv_dtype", s)?,
+            None => DType::Bf16,
+        };
+        let gpu = GpuSpec::preset(&self.gpu)?;
+        self.calibration.validate()?;
+        validate_scheduler(&self.scheduler)?;
+        let pd = match &self.pd {
+            Some(p) => Some(self.build_pd(p, &gpu, &model)?),
+            None => None,
+        };
+        let tp = self.tp.unwrap_or(1);
+        let replicas = self.replicas.unwrap_or(1);
+        check_count("tp", tp)?;
+        check_count("replicas", replicas)?;
+        check_tp("tp", tp, &model)?;
+        let cfg = EngineConfig {
+            model,
+            gpu,
+            kv_dtype,
+            tp,
+            replicas,
+            router: self.router,
+            scheduler: self.scheduler,
+            calibration: self.calibration,
+            pd,
+        };
+        for (key, tp) in cfg.worker_tps() {
+            cfg.worker(tp).kv_blocks().map_err(|m| EngineError::invalid(key, m))?;
+        }
+        Ok(cfg)
+    }
+
+    fn build_pd(&self, p: &PdFile, gpu: &GpuSpec, model: &ModelSpec) -> Result<PdConfig> {
+        if self.tp.is_some() || self.replicas.is_some() {
+            return Err(EngineError::invalid(
+                if self.tp.is_some() { "tp" } else { "replicas" },
+                "not allowed with `pd` (set pd.prefill/pd.decode `workers` and `tp`)",
+            ));
+        }
+        for (pool, f) in [("pd.prefill", p.prefill), ("pd.decode", p.decode)] {
+            check_count(&format!("{pool}.workers"), f.workers)?;
+            check_count(&format!("{pool}.tp"), f.tp)?;
+            check_tp(&format!("{pool}.tp"), f.tp, model)?;
+        }
+        let link = p.link.unwrap_or(gpu.network);
+        if !(link.bandwidth_gb_s > 0.0 && link.latency_us >= 0.0) {
+            return Err(EngineError::invalid(
+                "pd.link",
+                "expected bandwidth_gb_s > 0 and latency_us >= 0",
+            ));
+        }
+        Ok(PdConfig { prefill: p.prefill, decode: p.decode, link })
+    }
+}
+
+fn check_count(key: &str, n: u32) -> Result<()> {
+    if n == 0 {
+        return Err(EngineError::invalid(key, "expected an integer >= 1, got 0"));
+    }
+    Ok(())
+}
+
+fn check_tp(key: &str, tp: u32, model: &ModelSpec) -> Result<()> {
+    if model.heads % tp != 0 {
+        return Err(EngineError::invalid(
+            key,
+            format!("{tp} does not divide num_attention_heads {} of {}", model.heads, model.name),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_scheduler(s: &SchedulerConfig) -> Result<()> {
+    check_count("scheduler.max_num_seqs", s.max_num_seqs)?;
+    check_count("scheduler.max_num_batched_tokens", s.max_num_batched_tokens)?;
+    check_count("scheduler.block_size", s.block_size)?;
+    if !(s.gpu_memory_utilization > 0.0 && s.gpu_memory_utilization <= 1.0) {
+        return Err(EngineError::invalid(
+            "scheduler.gpu_memory_utilization",
+            format!("expected 0 < value <= 1, got {}", s.gpu_memory_utilization),
+        ));
+    }
+    if let Some(r) = s.activation_reserve_gb {
+        if !(r.is_finite() && r >= 0.0) {
+            return Err(EngineError::invalid(
+                "scheduler.activation_reserve_gb",
+                format!("expected a value >= 0, got {r}"),
+            ));
+        }
+    }
+    if s.num_gpu_blocks == Some(0) {
+        return Err(EngineError::invalid("scheduler.num_gpu_blocks", "expected >= 1, got 0"));
+    }
+    Ok(())
+}
+
+/// Everything one worker (a TP group running one scheduler) needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerSpec {
+    /// The model.
+    pub model: ModelSpec,
+    /// The GPU.
+    pub gpu: GpuSpec,
+    /// TP degree.
+    pub tp: u32,
+    /// KV-cache format.
+    pub kv_dtype: DType,
+    /// Scheduler options.
+    pub scheduler: SchedulerConfig,
+    /// Calibration parameters.
+    pub calibration: Calibration,
+}
+
+impl EngineConfig {
+    /// The spec of a worker with TP `tp`.
+    pub fn worker(&self, tp: u32) -> WorkerSpec {
+        WorkerSpec {
+            model: self.model.clone(),
+            gpu: self.gpu.clone(),
+            tp,
+            kv_dtype: self.kv_dtype,
+            scheduler: self.scheduler,
+            calibration: self.calibration,
+        }
+    }
+
+    /// (key, TP) of each kind of worker, for messages.
+    fn worker_tps(&self) -> Vec<(&'static str, u32)> {
+        match &self.pd {
+            Some(p) => vec![("pd.prefill.tp", p.prefill.tp), ("pd.decode.tp", p.decode.tp)],
+            None => vec![("tp", self.tp)],
+        }
+    }
+
+    /// GPUs the deployment uses.
+    pub fn gpus(&self) -> u32 {
+        match &self.pd {
+            Some(p) => p.prefill.workers * p.prefill.tp + p.decode.workers * p.decode.tp,
+            None => self.replicas * self.tp,
+        }
+    }
+}
+
+impl WorkerSpec {
+    /// KV heads held by one GPU: heads are split over TP, and replicated when TP exceeds them.
+    pub fn kv_heads_per_gpu(&self) -> u32 {
+        self.model.kv_heads.div_ceil(self.tp)
+    }
+
+    /// KV bytes of one token on one GPU.
+    pub fn kv_bytes_per_token_per_gpu(&self) -> f64 {
+        2.0 * f64::from(self.model.layers)
+            * f64::from(self.kv_heads_per_gpu())
+            * f64::from(self.model.head_dim)
+            * self.kv_dtype.bytes()
+    }
+
+    /// Memory per GPU kept for activations, CUDA graphs and NCCL buffers, bytes: 1.5 GB fixed
+    /// plus the 16-bit activations of a full step (8 hidden-wide and 4 intermediate-wide
+    /// tensors per token, TP-split where the weights are) plus FP32 logits of `max_num_seqs`
+    /// rows (what vLLM's profiling run peaks at, roughly).
+    pub fn activation_reserve_bytes(&self) -> f64 {
+        if let Some(gb) = self.scheduler.activation_reserve_gb {
+            return gb * 1e9;
+        }
+        let m = &self.model;
+        let tp = f64::from(self.tp);
+        let inter = match &m.moe {
+            Some(moe) => f64::from(
+                (moe.experts_per_token * moe.expert_intermediate + moe.shared_intermediate)
+                    .max(m.intermediate),
+            ),
+            None => f64::from(m.intermediate),
+        };
+        let t = f64::from(self.scheduler.max_num_batched_tokens);
+        let act = t * (8.0 * f64::from(m.hidden) + 4.0 * inter / tp) * 2.0;
+        let logits = f64::from(self.scheduler.max_num_seqs) * f64::from(m.vocab) / tp * 4.0;
+        1.5e9 + act + logits
+    }
+
+    /// KV capacity in blocks: `(memory × utilization − weights/TP − activation reserve) / KV
+    /// bytes per block per GPU`, or an error saying what does not fit.
+    pub fn kv_blocks(&self) -> std::result::Result<u64, String> {
+        if let Some(n) = self.scheduler.num_gpu_blocks {
+            return Ok(n);
+        }
+        let budget = self.gpu.mem_bytes() * self.scheduler.gpu_memory_utilization;
+        let weights = self.model.weight_bytes() / f64::from(self.tp);
+        let free = budget - weights - self.activation_reserve_bytes();
+        let per_block = self.kv_bytes_per_token_per_gpu() * f64::from(self.scheduler.block_size);
+        let blocks = (free / per_block).floor();
+        if blocks < 1.0 {
+            return Err(format!(
+                "{} weights ({:.1} GB per GPU at TP {}) leave no room for KV cache in {:.1} GB \
+                 ({} × {:.2}): raise TP or use a smaller weight dtype",
+                self.model.name,
+                weights / 1e9,
+                self.tp,
+                budget / 1e9,
+                self.gpu.name,
+                self.scheduler.gpu_memory_utilization
+            ));
+        }
+        Ok(blocks as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE_DEPLOYMENT: &str = "
+model: qwen3-32b
+gpu: h20
+tp: 4
+replicas: 4
+scheduler:
+  chunked_prefill: true
+";
+
+    #[test]
+    fn builds_the_table_deployment() {
+        let cfg = EngineFile::parse(TABLE_DEPLOYMENT).unwrap().build(None).unwrap();
+        assert_eq!((cfg.tp, cfg.replicas, cfg.gpus()), (4, 4, 16));
+        let w = cfg.worker(4);
+        // 2 KV heads per GPU: 2 × 64 layers × 2 × 128 × 2 bytes = 65,536 bytes per token.
+        assert_eq!(w.kv_bytes_per_token_per_gpu(), 65_536.0);
+        // 96 GB × 0.9 = 86.4 GB; weights 65.5 GB / 4 = 16.4 GB; reserve ≈ 2.7 GB →
+        // ≈ 67.3 GB / 1 MiB per block ≈ 64 k blocks ≈ 1 M tokens per replica.
+        let blocks = w.kv_blocks().unwrap();
+        assert!((60_000..68_000).contains(&blocks), "{blocks}");
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            ("model: qwen3-32b\ngpu: h20\ntp: 3\n", "tp: 3 does not divide"),
+            ("model: qwen3-32b\ngpu: h20\nscheduler: {max_num_seqs: 0}\n", "scheduler.max_num_seqs:"),
+            ("model: qwen3-32b\ngpu: h20\nbogus: 1\n", "unknown field `bogus`, expected one of"),
+            ("model: qwen3-32b\ngpu: h20\ncalibration: {eta_mem: 1.5}\n", "calibration.eta_mem:"),
+            ("model: llama-3.3-70b\ngpu: l40s\n", "tp: llama-3.3-70b weights"),
+            ("gpu: h20\n", "model: missing"),
+            (
+                "model: qwen3-8b\ngpu: h100\ntp: 2\npd: {prefill: {workers: 1, tp: 1}, decode: {workers: 1, tp: 1}}\n",
+                "tp: not allowed with `pd`",
+            ),
+            (
+                "model: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 0, tp: 1}, decode: {workers: 1, tp: 1}}\n",
+                "pd.prefill.workers:",
+            ),
+        ];
+        for (yaml, want) in cases {
+            let e = EngineFile::parse(yaml).and_then(|f| f.build(None)).unwrap_err().to_string();
+            assert!(e.contains(want), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn model_config_text_is_used() {
+        let f = EngineFile::parse("model_config: c.json\ngpu: h100\nkv_dtype: fp8\n").unwrap();
+        let json = r#"{"num_hidden_layers":2,"hidden_size":64,"num_attention_heads":4,
+            "intermediate_size":128,"vocab_size":100}"#;
+        let cfg = f.build(Some(json)).unwrap();
+        assert_eq!(cfg.model.layers, 2);
+        assert_eq!(cfg.kv_dtype, DType::Fp8);
+        assert!(f.build(None).is_err());
+    }
+
+    #[test]
+    fn kv_heads_replicate_past_tp() {
+        let cfg = EngineFile::parse("model: qwen3-30b-a3b\ngpu: h100\ntp: 8\n")
+            .unwrap()
+            .build(None)
+            .unwrap();
+        // 4 KV heads over 8 GPUs: each GPU keeps a copy of one head.
+        assert_eq!(cfg.worker(8).kv_heads_per_gpu(), 1);
+    }
+}

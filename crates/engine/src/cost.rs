@@ -1,0 +1,371 @@
+//! Step time: a roofline per operator class, summed, plus fixed overheads.
+//!
+//! Each class costs `max(flops / (peak × η_compute), bytes / (bandwidth × η_mem))` on one GPU of
+//! the TP group (all GPUs of a group do the same work in lockstep). Activation traffic is
+//! ignored: next to weights and KV it is small at the batch sizes served.
+
+use crate::config::WorkerSpec;
+use crate::dtype::ComputeClass;
+
+/// What a step computes, aggregated over its sequences. Build it with [`BatchShape::add`].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BatchShape {
+    /// New tokens of all sequences (the GEMM `M`).
+    pub tokens: u64,
+    /// Sequences in the step.
+    pub seqs: u64,
+    /// Sequences that sample a token this step (LM-head rows).
+    pub sampled: u64,
+    /// Σ over decode sequences (1 new token) of their context, the new token included.
+    pub decode_ctx: f64,
+    /// The same, each capped at the sliding window.
+    pub decode_ctx_win: f64,
+    /// Σ over prefill chunks of the (query, key) pairs of causal attention.
+    pub prefill_pairs: f64,
+    /// The same under the sliding window.
+    pub prefill_pairs_win: f64,
+    /// Σ over prefill chunks of the context read (prefix + chunk).
+    pub prefill_ctx: f64,
+    /// The same, capped at the sliding window.
+    pub prefill_ctx_win: f64,
+}
+
+/// Σ_{j=p+1}^{p+q} min(j, w): causal pairs of a chunk of `q` tokens after `p` cached ones,
+/// each token seeing at most `w` keys (`w = u64::MAX`: no window).
+fn pairs(p: u64, q: u64, w: u64) -> f64 {
+    let tri = |a: u64, b: u64| -> f64 {
+        // Σ_{j=a}^{b} j, in f64 (exact below 2^53).
+        if b < a {
+            0.0
+        } else {
+            (a + b) as f64 * (b - a + 1) as f64 / 2.0
+        }
+    };
+    let end = p + q;
+    if end <= w {
+        tri(p + 1, end)
+    } else if p >= w {
+        q as f64 * w as f64
+    } else {
+        tri(p + 1, w) + (end - w) as f64 * w as f64
+    }
+}
+
+impl BatchShape {
+    /// Adds one sequence computing `new` tokens after `before` already in its KV cache;
+    /// `samples` if the step ends its prompt or is a decode (it then produces a token).
+    pub fn add(&mut self, new: u64, before: u64, samples: bool, window: Option<u64>) {
+        let w = window.unwrap_or(u64::MAX);
+        self.tokens += new;
+        self.seqs += 1;
+        if samples {
+            self.sampled += 1;
+        }
+        let ctx = before + new;
+        if new == 1 && before > 0 {
+            self.decode_ctx += ctx as f64;
+            self.decode_ctx_win += ctx.min(w) as f64;
+        } else {
+            self.prefill_pairs += pairs(before, new, u64::MAX);
+            self.prefill_pairs_win += pairs(before, new, w);
+            self.prefill_ctx += ctx as f64;
+            self.prefill_ctx_win += ctx.min(w) as f64;
+        }
+    }
+}
+
+/// Seconds per operator class of one step.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StepCost {
+    /// Q, K, V, O projections.
+    pub attn_proj: f64,
+    /// Dense MLPs and MoE blocks (routed experts touched, shared experts, routers).
+    pub mlp: f64,
+    /// LM head of the sampled rows.
+    pub lm_head: f64,
+    /// Attention of prefill chunks.
+    pub attn_prefill: f64,
+    /// Attention of decodes: reads each running sequence's whole KV.
+    pub attn_decode: f64,
+    /// TP all-reduces: 2 per layer.
+    pub all_reduce: f64,
+    /// Fixed step, per-layer and per-sequence overheads.
+    pub overhead: f64,
+}
+
+impl StepCost {
+    /// The step's duration in seconds.
+    pub fn total(&self) -> f64 {
+        self.attn_proj
+            + self.mlp
+            + self.lm_head
+            + self.attn_prefill
+            + self.attn_decode
+            + self.all_reduce
+            + self.overhead
+    }
+}
+
+/// Per-GPU constants of one worker, precomputed so a step costs a few multiplications.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CostModel {
+    tp: f64,
+    /// Effective FLOP/s of 16-bit, dense-weight and expert GEMMs, and attention.
+    half_flops: f64,
+    weight_flops: f64,
+    expert_flops: f64,
+    attn_flops: f64,
+    /// Effective memory bandwidth, bytes/s.
+    mem_bw: f64,
+    /// Parameters (whole model, not split) and bytes per GPU of each class.
+    attn_params: f64,
+    attn_bytes: f64,
+    dense_params: f64,
+    dense_bytes: f64,
+    /// MoE: layers, experts, top-k, per-expert params and bytes per GPU, shared + router.
+    moe_layers: f64,
+    experts: f64,
+    top_k: f64,
+    expert_params: f64,
+    expert_bytes: f64,
+    shared_params: f64,
+    shared_bytes: f64,
+    router_params: f64,
+    lm_params: f64,
+    lm_bytes: f64,
+    /// 4 × q_dim: attention FLOPs per (query, key) pair per layer.
+    attn_pair_flops: f64,
+    full_layers: f64,
+    win_layers: f64,
+    /// KV bytes per token per layer on one GPU.
+    kv_layer_bytes: f64,
+    /// All-reduce: calls per step, bytes per token per call, ring factor, link, latency.
+    ar_calls: f64,
+    ar_bytes_per_token: f64,
+    ar_link_bw: f64,
+    ar_latency: f64,
+    overhead: f64,
+    per_seq: f64,
+    window: Option<u64>,
+}
+
+impl CostModel {
+    /// Precomputes the constants of `w`.
+    pub fn new(w: &WorkerSpec) -> Self {
+        let m = &w.model;
+        let c = &w.calibration;
+        let g = &w.gpu;
+        let tp = f64::from(w.tp);
+        let layers = f64::from(m.layers);
+        let wb = m.weight_dtype.bytes();
+        let eb = m.expert_dtype.bytes();
+        let attn_params = layers * m.attn_params_per_layer() as f64;
+        let dense_params = f64::from(m.dense_layers()) * m.dense_mlp_params() as f64;
+        let (experts, top_k) = m
+            .moe
+            .as_ref()
+            .map_or((0.0, 0.0), |x| (f64::from(x.experts), f64::from(x.experts_per_token)));
+        let lm_params = m.embedding_params() as f64;
+        let hops = 2.0 * (tp - 1.0);
+        Self {
+            tp,
+            half_flops: g.flops(ComputeClass::Half) * c.eta_gemm,
+            weight_flops: g.flops(m.weight_dtype.compute_class()) * c.eta_gemm,
+            expert_flops: g.flops(m.expert_dtype.compute_class()) * c.eta_gemm,
+            attn_flops: g.flops(ComputeClass::Half) * c.eta_attn,
+            mem_bw: g.mem_bw() * c.eta_mem,
+            attn_params,
+            attn_bytes: attn_params * wb / tp,
+            dense_params,
+            dense_bytes: dense_params * wb / tp,
+            moe_layers: f64::from(m.moe_layers()),
+            experts,
+            top_k,
+            expert_params: m.expert_params() as f64,
+            expert_bytes: m.expert_params() as f64 * eb / tp,
+            shared_params: m.shared_expert_params() as f64,
+            shared_bytes: m.shared_expert_params() as f64 * eb / tp,
+            router_params: m.router_params() as f64,
+            lm_params,
+            lm_bytes: lm_params * 2.0 / tp,
+            attn_pair_flops: 4.0 * m.q_dim() as f64,
+            full_layers: f64::from(m.layers - m.sliding_layers),
+            win_layers: f64::from(m.sliding_layers),
+            kv_layer_bytes: w.kv_bytes_per_token_per_gpu() / layers,
+            ar_calls: if w.tp > 1 { 2.0 * layers } else { 0.0 },
+            // Ring all-reduce: each GPU sends and receives 2(n−1)/n of the message.
+            ar_bytes_per_token: f64::from(m.hidden) * 2.0 * hops / tp,
+            ar_link_bw: g.intra.bandwidth_gb_s * 1e9 * c.eta_link,
+            ar_latency: c.allreduce_us.unwrap_or(hops * g.intra.latency_us) * 1e-6,
+            overhead: (c.step_overhead_us + layers * c.layer_overhead_us) * 1e-6,
+            per_seq: c.per_seq_overhead_us * 1e-6,
+            window: m.sliding_window.map(u64::from),
+        }
+    }
+
+    /// The sliding window of the model, for [`BatchShape::add`].
+    pub fn window(&self) -> Option<u64> {
+        self.window
+    }
+
+    /// Expected distinct experts `E·(1 − (1 − k/E)^T)` touched by `tokens` tokens, each routed
+    /// to `k` of `E` experts independently and uniformly.
+    pub fn experts_touched(&self, tokens: f64) -> f64 {
+        if self.experts == 0.0 {
+            return 0.0;
+        }
+        self.experts * (1.0 - (1.0 - self.top_k / self.experts).powf(tokens))
+    }
+
+    fn roof(&self, flops: f64, rate: f64, bytes: f64) -> f64 {
+        (flops / rate).max(bytes / self.mem_bw)
+    }
+
+    /// Cost of each operator class of a step.
+    pub fn breakdown(&self, b: &BatchShape) -> StepCost {
+        let t = b.tokens as f64;
+        let tp = self.tp;
+        let attn_proj =
+            self.roof(2.0 * t * self.attn_params / tp, self.weight_flops, self.attn_bytes);
+        let dense =
+            self.roof(2.0 * t * self.dense_params / tp, self.weight_flops, self.dense_bytes);
+        let moe = if self.moe_layers > 0.0 {
+            let touched = self.experts_touched(t);
+            let flops = 2.0 * t * (self.top_k * self.expert_params + self.shared_params) / tp;
+            let bytes = touched * self.expert_bytes + self.shared_bytes;
+            let router =
+                self.roof(2.0 * t * self.router_params, self.half_flops, self.router_params * 2.0);
+            self.moe_layers * (self.roof(flops, self.expert_flops, bytes) + router)
+        } else {
+            0.0
+        };
+        let s = b.sampled as f64;
+        let lm_head = self.roof(2.0 * s * self.lm_params / tp, self.half_flops, self.lm_bytes);
+        let pf_pairs = b.prefill_pairs * self.full_layers + b.prefill_pairs_win * self.win_layers;
+        let pf_ctx = b.prefill_ctx * self.full_layers + b.prefill_ctx_win * self.win_layers;
+        let attn_prefill = self.roof(
+            self.attn_pair_flops * pf_pairs / tp,
+            self.attn_flops,
+            pf_ctx * self.kv_layer_bytes,
+        );
+        let dc = b.decode_ctx * self.full_layers + b.decode_ctx_win * self.win_layers;
+        let attn_decode =
+            self.roof(self.attn_pair_flops * dc / tp, self.attn_flops, dc * self.kv_layer_bytes);
+        let all_reduce =
+            self.ar_calls * (self.ar_latency + t * self.ar_bytes_per_token / self.ar_link_bw);
+        StepCost {
+            attn_proj,
+            mlp: dense + moe,
+            lm_head,
+            attn_prefill,
+            attn_decode,
+            all_reduce,
+            overhead: self.overhead + b.seqs as f64 * self.per_seq,
+        }
+    }
+
+    /// The step's duration in ns (at least 1).
+    pub fn step_ns(&self, b: &BatchShape) -> u64 {
+        let s = self.breakdown(b).total();
+        ((s * 1e9).round() as u64).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EngineFile;
+
+    fn worker(yaml: &str, tp: u32) -> WorkerSpec {
+        EngineFile::parse(yaml).unwrap().build(None).unwrap().worker(tp)
+    }
+
+    fn close(got: f64, want: f64) {
+        assert!((got - want).abs() <= 1e-9 * want.abs().max(1e-12), "got {got}, want {want}");
+    }
+
+    #[test]
+    fn pairs_with_and_without_window() {
+        assert_eq!(pairs(0, 4, u64::MAX), 10.0); // 1+2+3+4
+        assert_eq!(pairs(2, 3, u64::MAX), 12.0); // 3+4+5
+        assert_eq!(pairs(2, 3, 4), 11.0); // 3+4+4
+        assert_eq!(pairs(10, 3, 4), 12.0); // 4+4+4
+    }
+
+    /// Qwen3-8B, bf16, H100 SXM, TP 1: a decode step of 64 sequences at context 1024 (1023
+    /// cached + the new token), with η_mem = 0.8, η_gemm = 0.7, η_attn = 0.5 and overheads 1 ms
+    /// + 36 layers × 10 µs + 64 sequences × 20 µs = 2.64 ms. Every class is memory-bound; bandwidth 3.35e12 × 0.8 = 2.68e12 B/s.
+    ///
+    /// - QKVO: 36 × (2·4096·4096 + 2·4096·1024) = 1,509,949,440 params × 2 B = 3,019,898,880 B
+    ///   → 1.126828 ms (compute: 2·64·1.51e9 / 692.3e12 = 0.279 ms).
+    /// - MLP: 36 × 3·4096·12288 = 5,435,817,984 params × 2 B = 10,871,635,968 B → 4.056581 ms.
+    /// - LM head: 151,936 × 4096 × 2 B = 1,244,659,712 B → 0.464425 ms.
+    /// - Attention decode: 64 × 1024 tokens × 36 layers × (2·8·128·2 = 4096 B) =
+    ///   9,663,676,416 B → 3.605850 ms (compute: 4·4096·65536·36 / 494.5e12 = 0.078 ms).
+    /// - All-reduce: none at TP 1. Overhead: 2.64 ms.
+    ///
+    /// Total: 24,799,870,976 B / 2.68e12 B/s = 9.2536832 ms, + 2.64 ms = 11.8936832 ms, i.e.
+    /// 64 tokens per 11.89 ms = 5,381 tok/s.
+    #[test]
+    fn decode_step_qwen3_8b_h100_batch_64() {
+        let w = worker("model: qwen3-8b\ngpu: h100\n", 1);
+        let cm = CostModel::new(&w);
+        let mut b = BatchShape::default();
+        for _ in 0..64 {
+            b.add(1, 1023, true, None);
+        }
+        let c = cm.breakdown(&b);
+        let bw = 3.35e12 * 0.8;
+        close(c.attn_proj, 3_019_898_880.0 / bw);
+        close(c.mlp, 10_871_635_968.0 / bw);
+        close(c.lm_head, 1_244_659_712.0 / bw);
+        close(c.attn_decode, 9_663_676_416.0 / bw);
+        assert_eq!(c.attn_prefill, 0.0);
+        assert_eq!(c.all_reduce, 0.0);
+        close(c.overhead, 2.64e-3);
+        close(c.total(), 11.893_683_2e-3);
+        assert_eq!(cm.step_ns(&b), 11_893_683);
+    }
+
+    /// Qwen3-32B on H20 TP 4, a 3000-token prefill from scratch (one step): compute-bound.
+    /// GEMMs: 2 × 3000 × (64 × 94,371,840 + 64 × 393,216,000) / 4 = 4.68e13 FLOP at
+    /// 148e12 × 0.7 → 0.4518 s, split as QKVO 0.0874 s and MLP 0.3644 s.
+    /// Attention: 4 × 8192 × (3000·3001/2) × 64 / 4 = 2.360e12 FLOP at 74e12 → 0.03190 s.
+    /// All-reduce: 128 × (6 hops × 2 µs + 3000 × 5120 × 2 B × 2·3/4 / 315e9) = 128 × 158.3 µs.
+    /// LM head (memory-bound) 0.12 ms; overhead 1 + 0.64 + 0.02 ms. Total ≈ 0.506 s.
+    #[test]
+    fn prefill_step_qwen3_32b_h20_tp4() {
+        let w = worker("model: qwen3-32b\ngpu: h20\ntp: 4\n", 4);
+        let cm = CostModel::new(&w);
+        let mut b = BatchShape::default();
+        b.add(3000, 0, true, None);
+        let c = cm.breakdown(&b);
+        let rate = 148e12 * 0.7;
+        close(c.attn_proj, 2.0 * 3000.0 * 64.0 * 94_371_840.0 / 4.0 / rate);
+        close(c.mlp, 2.0 * 3000.0 * 64.0 * 393_216_000.0 / 4.0 / rate);
+        close(c.attn_prefill, 4.0 * 8192.0 * 4_501_500.0 * 64.0 / 4.0 / 74e12);
+        let ar = 128.0 * (6.0 * 2e-6 + 3000.0 * 5120.0 * 2.0 * 1.5 / 315e9);
+        close(c.all_reduce, ar);
+        assert!((c.total() - 0.506).abs() < 0.002, "{}", c.total());
+    }
+
+    #[test]
+    fn moe_weight_bytes_count_touched_experts() {
+        let w = worker("model: qwen3-30b-a3b\ngpu: h100\n", 1);
+        let cm = CostModel::new(&w);
+        // One token touches exactly k = 8 of 128 experts; many tokens touch nearly all.
+        close(cm.experts_touched(1.0), 8.0);
+        close(cm.experts_touched(2.0), 128.0 * (1.0 - (120.0f64 / 128.0).powi(2)));
+        assert!(cm.experts_touched(1000.0) > 127.99);
+        let step = |n: u64| {
+            let mut b = BatchShape::default();
+            for _ in 0..n {
+                b.add(1, 100, true, None);
+            }
+            cm.breakdown(&b).mlp
+        };
+        // Memory-bound MoE: batch 1 reads 8 experts, batch 64 reads ~127: ~16x the bytes.
+        let r = step(64) / step(1);
+        assert!(r > 10.0 && r < 16.0, "{r}");
+    }
+}

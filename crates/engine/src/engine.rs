@@ -1,0 +1,482 @@
+//! The engine: workers composed as DP replicas behind a router, or as P/D pools linked by a
+//! KV transfer. One step machine serves both the virtual-time driver and a wall-clock server.
+//!
+//! A driver calls [`Engine::step`] with the current time until it returns `None` (every idle
+//! worker with work has started a step), delivers each outcome's tokens at its `end_ns`, and
+//! waits until the earlier of [`Engine::next_event_ns`] and its next arrival.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use crate::config::{EngineConfig, Router};
+use crate::error::{EngineError, Result};
+use crate::replica::{RequestId, Worker, WorkerCounters};
+
+/// What the engine knows about a request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestShape {
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Tokens to generate (the engine stops exactly there, as with `ignore_eos`).
+    pub output_tokens: u32,
+    /// Prefix hashes of the prompt's blocks (Mooncake `hash_ids`); empty: no prefix reuse.
+    pub block_hashes: Vec<u64>,
+    /// Tokens each hash covers; 0: the engine's block size.
+    pub hash_block_tokens: u32,
+}
+
+/// What one started step will do; its tokens are emitted at `end_ns`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StepOutcome {
+    /// Index of the worker that runs it.
+    pub worker: usize,
+    /// Start, ns.
+    pub start_ns: u64,
+    /// End, ns: every token of the step is emitted then.
+    pub end_ns: u64,
+    /// (request, tokens) emitted to clients at `end_ns`.
+    pub emitted: Vec<(RequestId, u32)>,
+    /// Requests whose first token is among `emitted`.
+    pub first_token: Vec<RequestId>,
+    /// Requests whose last token is among `emitted`.
+    pub finished: Vec<RequestId>,
+    /// Requests preempted while scheduling this step.
+    pub preempted: Vec<RequestId>,
+    /// Requests whose prefill ended here and whose KV leaves for a decode worker (P/D).
+    pub handed_off: Vec<RequestId>,
+    /// Tokens computed by the step.
+    pub batch_tokens: u64,
+    /// Sequences in the step.
+    pub batch_seqs: u32,
+}
+
+/// Engine-wide gauges and counters, as a real engine's `/metrics` shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EngineGauges {
+    /// Requests running on some worker.
+    pub running: u32,
+    /// Requests waiting on some worker.
+    pub waiting: u32,
+    /// KV blocks in use over all blocks (0–1).
+    pub kv_usage: f64,
+    /// KV transfers in flight (P/D).
+    pub transferring: u32,
+    /// Preemptions so far.
+    pub preemptions_total: u64,
+    /// Prompt tokens of requests that got their first token (prefill workers' for P/D).
+    pub prompt_tokens_total: u64,
+    /// Tokens emitted to clients.
+    pub generation_tokens_total: u64,
+    /// Prompt tokens looked up in prefix caches.
+    pub prefix_cache_queries: u64,
+    /// Prompt tokens found cached.
+    pub prefix_cache_hits: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Prefill and decode (a plain replica).
+    Both,
+    /// Prefill only; the request then moves to a decode worker.
+    Prefill,
+    /// Decode of requests whose KV arrived from a prefill worker.
+    Decode,
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    worker: Worker,
+    role: Role,
+    busy_until: u64,
+    /// When this worker's API server is free to take the next request.
+    frontend_free: u64,
+    /// Requests in its API server, not yet in the scheduler.
+    in_frontend: usize,
+}
+
+/// KV transfer: fixed latency plus bytes over the link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Transfer {
+    latency_ns: f64,
+    /// Seconds per prompt token: KV bytes per token / (link bandwidth × GPUs in parallel).
+    ns_per_token: f64,
+}
+
+/// A deployment's workers and their router.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    slots: Vec<Slot>,
+    router: Router,
+    /// Next worker per role for round robin: [plain/prefill, decode].
+    rr: [usize; 2],
+    transfer: Option<Transfer>,
+    /// (ready_ns, sequence, request) of KV transfers in flight.
+    in_flight: BinaryHeap<Reverse<(u64, u64, RequestId)>>,
+    seq: u64,
+    /// Shapes of requests between prefill and decode (P/D only).
+    parked: HashMap<RequestId, RequestShape>,
+    /// (ready_ns, sequence, worker, request) of requests in an API server.
+    frontend: BinaryHeap<Reverse<(u64, u64, usize, RequestId)>>,
+    /// Shapes of requests in an API server.
+    queued: HashMap<RequestId, RequestShape>,
+    frontend_ns: (f64, f64),
+    generation_tokens: u64,
+}
+
+impl Engine {
+    /// Builds the workers of `cfg`.
+    pub fn new(cfg: &EngineConfig) -> Result<Self> {
+        let mut slots = Vec::new();
+        let mut push = |tp: u32, n: u32, role: Role, key: &str| -> Result<()> {
+            // A config built in code skips `EngineFile::build`'s checks: keep the essentials.
+            if tp == 0 || n == 0 {
+                return Err(EngineError::invalid(key, "TP and worker counts must be >= 1"));
+            }
+            let spec = cfg.worker(tp);
+            let blocks = spec.kv_blocks().map_err(|m| EngineError::invalid(key, m))?;
+            for _ in 0..n {
+                let stream = slots.len() as u64;
+                let worker = Worker::new(&spec, blocks, stream);
+                slots.push(Slot { worker, role, busy_until: 0, frontend_free: 0, in_frontend: 0 });
+            }
+            Ok(())
+        };
+        let transfer = match &cfg.pd {
+            None => {
+                push(cfg.tp, cfg.replicas, Role::Both, "tp")?;
+                None
+            }
+            Some(pd) => {
+                push(pd.prefill.tp, pd.prefill.workers, Role::Prefill, "pd.prefill.tp")?;
+                push(pd.decode.tp, pd.decode.workers, Role::Decode, "pd.decode.tp")?;
+                // Each GPU sends its own KV shard over its own NIC; the smaller TP side limits.
+                let gpus = f64::from(pd.prefill.tp.min(pd.decode.tp));
+                let bw = pd.link.bandwidth_gb_s * 1e9 * cfg.calibration.eta_link * gpus;
+                let per_token = cfg.model.kv_bytes_per_token(cfg.kv_dtype);
+                Some(Transfer {
+                    latency_ns: pd.link.latency_us * 1e3,
+                    ns_per_token: per_token / bw * 1e9,
+                })
+            }
+        };
+        Ok(Self {
+            slots,
+            router: cfg.router,
+            rr: [0, 0],
+            transfer,
+            in_flight: BinaryHeap::new(),
+            seq: 0,
+            parked: HashMap::new(),
+            frontend: BinaryHeap::new(),
+            queued: HashMap::new(),
+            frontend_ns: (
+                cfg.calibration.frontend_us * 1e3,
+                cfg.calibration.frontend_per_token_us * 1e3,
+            ),
+            generation_tokens: 0,
+        })
+    }
+
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Picks a worker of `role` by the router.
+    fn route(&mut self, role: Role) -> usize {
+        let idx: Vec<usize> =
+            (0..self.slots.len()).filter(|&i| self.slots[i].role == role).collect();
+        let k = usize::from(role == Role::Decode);
+        match self.router {
+            Router::RoundRobin => {
+                let i = idx[self.rr[k] % idx.len()];
+                self.rr[k] += 1;
+                i
+            }
+            Router::LeastLoaded => {
+                let load = |i: usize| self.slots[i].worker.load() + self.slots[i].in_frontend;
+                *idx.iter().min_by_key(|&&i| (load(i), i)).unwrap_or(&idx[0])
+            }
+        }
+    }
+
+    /// A request arrives at `now_ns`: it is routed, passes its worker's API server (one request
+    /// at a time) and then waits for the scheduler. Rejected at once (with the reason) if it
+    /// could never run.
+    pub fn add_request(&mut self, id: RequestId, shape: RequestShape, now_ns: u64) -> Result<()> {
+        let role = if self.transfer.is_some() { Role::Prefill } else { Role::Both };
+        let check = |role: Role, output: u32| -> Result<()> {
+            match self.slots.iter().find(|s| s.role == role) {
+                Some(s) => s
+                    .worker
+                    .check(shape.prompt_tokens, output)
+                    .map_err(|r| EngineError::invalid("request", r.to_string())),
+                None => Ok(()),
+            }
+        };
+        if role == Role::Prefill {
+            check(Role::Prefill, 1)?;
+            check(Role::Decode, shape.output_tokens)?;
+        } else {
+            check(Role::Both, shape.output_tokens)?;
+        }
+        let w = self.route(role);
+        let (fixed, per_token) = self.frontend_ns;
+        let serial = (per_token * f64::from(shape.prompt_tokens)).round() as u64;
+        let slot = &mut self.slots[w];
+        slot.frontend_free = slot.frontend_free.max(now_ns) + serial;
+        let ready = slot.frontend_free + fixed.round() as u64;
+        slot.in_frontend += 1;
+        self.seq += 1;
+        self.frontend.push(Reverse((ready, self.seq, w, id)));
+        self.queued.insert(id, shape);
+        Ok(())
+    }
+
+    /// Moves requests whose API-server time is over by `now_ns` into their worker's queue.
+    fn admit(&mut self, now_ns: u64) {
+        while let Some(&Reverse((t, _, w, id))) = self.frontend.peek() {
+            if t > now_ns {
+                break;
+            }
+            self.frontend.pop();
+            let Some(shape) = self.queued.remove(&id) else { continue };
+            let slot = &mut self.slots[w];
+            slot.in_frontend -= 1;
+            let output = if slot.role == Role::Prefill { 1 } else { shape.output_tokens };
+            // Checked in `add_request`, so this cannot be rejected.
+            let _ = slot.worker.add(
+                id,
+                shape.prompt_tokens,
+                output,
+                (&shape.block_hashes, shape.hash_block_tokens),
+                0,
+            );
+            if slot.role == Role::Prefill {
+                self.parked.insert(id, shape);
+            }
+        }
+    }
+
+    /// Moves KV transfers that completed by `now_ns` to decode workers.
+    fn deliver(&mut self, now_ns: u64) {
+        while let Some(&Reverse((t, _, id))) = self.in_flight.peek() {
+            if t > now_ns {
+                break;
+            }
+            self.in_flight.pop();
+            let Some(shape) = self.parked.remove(&id) else { continue };
+            let w = self.route(Role::Decode);
+            let pre = shape.prompt_tokens.saturating_sub(1);
+            // Checked at arrival, so this cannot be rejected.
+            let _ = self.slots[w].worker.add(
+                id,
+                shape.prompt_tokens,
+                shape.output_tokens,
+                (&shape.block_hashes, shape.hash_block_tokens),
+                pre,
+            );
+        }
+    }
+
+    /// Starts a step on the first idle worker that has work, at `now_ns`; `None` if there is
+    /// none. Call until `None`.
+    pub fn step(&mut self, now_ns: u64) -> Option<StepOutcome> {
+        self.admit(now_ns);
+        self.deliver(now_ns);
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            if s.busy_until > now_ns || !s.worker.has_work() {
+                continue;
+            }
+            let Some(ws) = s.worker.step() else { continue };
+            let end = now_ns + ws.duration_ns;
+            s.busy_until = end;
+            let role = s.role;
+            let mut out = StepOutcome {
+                worker: i,
+                start_ns: now_ns,
+                end_ns: end,
+                preempted: ws.preempted,
+                batch_tokens: ws.batch.iter().map(|&(_, n)| u64::from(n)).sum(),
+                batch_seqs: ws.batch.len() as u32,
+                ..Default::default()
+            };
+            if role == Role::Prefill {
+                // The prefill worker's token is not streamed: the decode worker re-samples
+                // it once the KV has arrived (as vLLM's P/D proxy and Dynamo do).
+                for id in ws.finished {
+                    self.hand_off(id, end);
+                    out.handed_off.push(id);
+                }
+            } else {
+                out.emitted = ws.sampled.iter().map(|&id| (id, 1)).collect();
+                self.generation_tokens += ws.sampled.len() as u64;
+                out.first_token = ws.first_token;
+                out.finished = ws.finished;
+            }
+            return Some(out);
+        }
+        None
+    }
+
+    fn hand_off(&mut self, id: RequestId, end_ns: u64) {
+        let Some(t) = self.transfer else { return };
+        let prompt = self.parked.get(&id).map_or(0, |s| s.prompt_tokens);
+        let dt = t.latency_ns + f64::from(prompt) * t.ns_per_token;
+        self.seq += 1;
+        self.in_flight.push(Reverse((end_ns + dt.round() as u64, self.seq, id)));
+    }
+
+    /// The earliest time a call to [`Engine::step`] may start something: a busy worker with
+    /// work frees up, a request leaves an API server, or a KV transfer lands. `None` when the
+    /// engine is idle.
+    pub fn next_event_ns(&self) -> Option<u64> {
+        let busy = self.slots.iter().filter(|s| s.worker.has_work()).map(|s| s.busy_until);
+        let transfer = self.in_flight.peek().map(|Reverse((t, _, _))| *t);
+        let frontend = self.frontend.peek().map(|Reverse((t, _, _, _))| *t);
+        busy.chain(transfer).chain(frontend).min()
+    }
+
+    /// Whether nothing is in an API server, running, waiting or in transfer.
+    pub fn is_idle(&self) -> bool {
+        self.in_flight.is_empty()
+            && self.frontend.is_empty()
+            && self.slots.iter().all(|s| !s.worker.has_work())
+    }
+
+    /// Counters of worker `i`.
+    pub fn worker_counters(&self, i: usize) -> Option<WorkerCounters> {
+        self.slots.get(i).map(|s| s.worker.counters())
+    }
+
+    /// Engine-wide gauges now.
+    pub fn snapshot(&self) -> EngineGauges {
+        let mut g = EngineGauges {
+            transferring: self.in_flight.len() as u32,
+            waiting: self.frontend.len() as u32,
+            generation_tokens_total: self.generation_tokens,
+            ..Default::default()
+        };
+        let (mut used, mut total) = (0u64, 0u64);
+        for s in &self.slots {
+            let c = s.worker.counters();
+            g.running += c.running;
+            g.waiting += c.waiting;
+            used += c.blocks_used;
+            total += c.blocks_total;
+            g.preemptions_total += c.preemptions_total;
+            if s.role != Role::Decode {
+                g.prompt_tokens_total += c.prompt_tokens_total;
+                g.prefix_cache_queries += c.prefix_cache_queries;
+                g.prefix_cache_hits += c.prefix_cache_hits;
+            }
+        }
+        g.kv_usage = if total > 0 { used as f64 / total as f64 } else { 0.0 };
+        g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EngineFile;
+
+    /// An engine without API-server time or step noise, for exact traces.
+    fn engine(yaml: &str) -> Engine {
+        let mut cfg = EngineFile::parse(yaml).unwrap().build(None).unwrap();
+        cfg.calibration.frontend_us = 0.0;
+        cfg.calibration.frontend_per_token_us = 0.0;
+        cfg.calibration.step_jitter = 0.0;
+        Engine::new(&cfg).unwrap()
+    }
+
+    fn shape(p: u32, o: u32) -> RequestShape {
+        RequestShape { prompt_tokens: p, output_tokens: o, ..Default::default() }
+    }
+
+    #[test]
+    fn round_robin_spreads_requests() {
+        let mut e = engine("model: qwen3-8b\ngpu: h100\nreplicas: 2\n");
+        for id in 0..4 {
+            e.add_request(id, shape(100, 2), 0).unwrap();
+        }
+        let a = e.step(0).unwrap();
+        let b = e.step(0).unwrap();
+        assert!(e.step(0).is_none(), "both workers busy");
+        assert_eq!((a.worker, b.worker), (0, 1));
+        assert_eq!(a.first_token, vec![0, 2]);
+        assert_eq!(b.first_token, vec![1, 3]);
+        assert_eq!(e.next_event_ns(), Some(a.end_ns.min(b.end_ns)));
+        assert_eq!(e.snapshot().running, 4);
+    }
+
+    #[test]
+    fn least_loaded_picks_the_emptiest() {
+        let mut e = engine("model: qwen3-8b\ngpu: h100\nreplicas: 2\nrouter: least-loaded\n");
+        e.add_request(0, shape(100, 50), 0).unwrap();
+        e.add_request(1, shape(100, 50), 0).unwrap();
+        let _ = e.step(0);
+        let _ = e.step(0);
+        e.add_request(2, shape(100, 1), 0).unwrap();
+        assert!(e.step(0).is_none(), "both busy; request 2 enters worker 0's queue");
+        assert_eq!(e.worker_counters(0).unwrap().waiting, 1);
+    }
+
+    #[test]
+    fn pd_moves_the_request_after_prefill_and_transfer() {
+        let mut e = engine(
+            "model: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1}, decode: {workers: 1, tp: 1}, \
+             link: {bandwidth_gb_s: 10, latency_us: 100}}\n",
+        );
+        e.add_request(7, shape(1000, 3), 0).unwrap();
+        let p = e.step(0).unwrap();
+        assert_eq!(p.worker, 0);
+        assert!(p.emitted.is_empty());
+        assert_eq!(p.handed_off, vec![7]);
+        // KV: 147,456 B/token × 1000 / (10 GB/s × η_link 0.7) = 21.065 ms, + 0.1 ms latency.
+        let ready = e.next_event_ns().unwrap();
+        assert_eq!(ready - p.end_ns, 100_000 + 21_065_143);
+        assert!(e.step(ready - 1).is_none());
+        let d = e.step(ready).unwrap();
+        assert_eq!(d.worker, 1);
+        assert_eq!(d.batch_tokens, 1, "only the last prompt token is computed");
+        assert_eq!(d.first_token, vec![7]);
+        let d2 = e.step(d.end_ns).unwrap();
+        let d3 = e.step(d2.end_ns).unwrap();
+        assert_eq!(d3.finished, vec![7]);
+        assert!(e.is_idle());
+        assert_eq!(e.snapshot().generation_tokens_total, 3);
+    }
+
+    #[test]
+    fn the_api_server_spreads_simultaneous_arrivals() {
+        let mut cfg =
+            EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+        cfg.calibration.step_jitter = 0.0;
+        let mut e = Engine::new(&cfg).unwrap();
+        // Tokenising 100 tokens × 1 µs, one request after the other, then 1000 µs each.
+        e.add_request(0, shape(100, 2), 0).unwrap();
+        e.add_request(1, shape(100, 2), 0).unwrap();
+        assert!(e.step(0).is_none());
+        assert_eq!(e.next_event_ns(), Some(1_100_000));
+        assert!(e.step(1_099_999).is_none());
+        assert_eq!(e.snapshot().waiting, 2);
+        let a = e.step(1_100_000).unwrap();
+        assert_eq!(a.first_token, vec![0]);
+        // Request 1 reaches the scheduler at 1.2 ms, during request 0's step: it waits.
+        assert!(a.end_ns > 1_200_000);
+        assert_eq!(e.next_event_ns(), Some(1_200_000));
+        assert!(e.step(1_200_000).is_none());
+        let b = e.step(a.end_ns).unwrap();
+        assert_eq!(b.batch_seqs, 2);
+        assert_eq!(b.first_token, vec![1]);
+    }
+
+    #[test]
+    fn impossible_requests_are_rejected() {
+        let mut e = engine("model: qwen3-8b\ngpu: h100\nscheduler: {num_gpu_blocks: 10}\n");
+        let err = e.add_request(1, shape(1000, 10), 0).unwrap_err().to_string();
+        assert!(err.contains("needs 64 KV blocks, more than the 10"), "{err}");
+    }
+}

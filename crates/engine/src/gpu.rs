@@ -1,0 +1,195 @@
+//! GPU spec: peak dense FLOP/s per tensor-core class, memory, and links.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::ComputeClass;
+use crate::error::{EngineError, Result};
+
+/// A point-to-point link: bandwidth per direction and a per-message latency.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// Bandwidth per direction, GB/s (10^9 bytes).
+    pub bandwidth_gb_s: f64,
+    /// Latency per message (one ring hop, or one transfer), µs.
+    pub latency_us: f64,
+}
+
+/// Peak figures of one GPU. FLOP/s are dense (no 2:4 sparsity), in TFLOP/s.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuSpec {
+    /// Preset name.
+    pub name: String,
+    /// Dense BF16/FP16 tensor TFLOP/s.
+    pub bf16_tflops: f64,
+    /// Dense FP8 (or INT8) tensor TFLOP/s; `None` if the GPU has no FP8 tensor cores.
+    pub fp8_tflops: Option<f64>,
+    /// Dense FP4 tensor TFLOP/s; `None` if the GPU has no FP4 tensor cores.
+    pub fp4_tflops: Option<f64>,
+    /// Memory bandwidth, GB/s.
+    pub mem_bw_gb_s: f64,
+    /// Memory capacity, GB (10^9 bytes).
+    pub mem_gb: f64,
+    /// GPU-to-GPU link inside a node (NVLink or PCIe), used by TP all-reduce.
+    pub intra: LinkSpec,
+    /// Network link per GPU between nodes, used for the P/D KV transfer.
+    pub network: LinkSpec,
+}
+
+const fn link(bandwidth_gb_s: f64, latency_us: f64) -> LinkSpec {
+    LinkSpec { bandwidth_gb_s, latency_us }
+}
+
+// Link latencies are not on datasheets: 2 µs per NVLink ring hop and 5 µs per PCIe hop are
+// the usual small-message NCCL figures; 10 µs for an RDMA transfer setup.
+const NVLINK_HOP_US: f64 = 2.0;
+const PCIE_HOP_US: f64 = 5.0;
+const RDMA_US: f64 = 10.0;
+
+fn preset_table() -> Vec<GpuSpec> {
+    let g = |name: &str, bf16, fp8, fp4, bw, gb, intra, network| GpuSpec {
+        name: name.to_string(),
+        bf16_tflops: bf16,
+        fp8_tflops: fp8,
+        fp4_tflops: fp4,
+        mem_bw_gb_s: bw,
+        mem_gb: gb,
+        intra,
+        network,
+    };
+    vec![
+        // A100 SXM4 80 GB datasheet: BF16 312 TFLOPS dense, no FP8; HBM2e 2,039 GB/s; NVLink 3
+        // 600 GB/s total (300 per direction); HDR InfiniBand 200 Gb/s per GPU.
+        g("a100", 312.0, None, None, 2039.0, 80.0, link(300.0, NVLINK_HOP_US), link(25.0, RDMA_US)),
+        // H100 SXM5 datasheet: BF16 989 / FP8 1,979 TFLOPS dense (half the sparse figures);
+        // HBM3 3.35 TB/s, 80 GB; NVLink 4 900 GB/s total; ConnectX-7 400 Gb/s per GPU.
+        g(
+            "h100",
+            989.0,
+            Some(1979.0),
+            None,
+            3350.0,
+            80.0,
+            link(450.0, NVLINK_HOP_US),
+            link(50.0, RDMA_US),
+        ),
+        // H200 SXM datasheet: same tensor cores as H100; HBM3e 4.8 TB/s, 141 GB.
+        g(
+            "h200",
+            989.0,
+            Some(1979.0),
+            None,
+            4800.0,
+            141.0,
+            link(450.0, NVLINK_HOP_US),
+            link(50.0, RDMA_US),
+        ),
+        // H20 datasheet: BF16 148 / FP8 296 TFLOPS dense; HBM3 4.0 TB/s, 96 GB; NVLink 900 GB/s.
+        g(
+            "h20",
+            148.0,
+            Some(296.0),
+            None,
+            4000.0,
+            96.0,
+            link(450.0, NVLINK_HOP_US),
+            link(50.0, RDMA_US),
+        ),
+        // L40S datasheet: BF16 362 / FP8 733 TFLOPS dense (733 / 1,466 with sparsity); GDDR6
+        // 864 GB/s, 48 GB; no NVLink: PCIe Gen4 x16 64 GB/s total; 200 Gb/s NIC assumed.
+        g(
+            "l40s",
+            362.0,
+            Some(733.0),
+            None,
+            864.0,
+            48.0,
+            link(32.0, PCIE_HOP_US),
+            link(25.0, RDMA_US),
+        ),
+        // HGX B200 datasheet: FP4 9 / FP8 4.5 / BF16 2.25 PFLOPS dense per GPU; HBM3e 8 TB/s,
+        // 180 GB; NVLink 5 1.8 TB/s total; ConnectX-7/8 400 Gb/s per GPU.
+        g(
+            "b200",
+            2250.0,
+            Some(4500.0),
+            Some(9000.0),
+            8000.0,
+            180.0,
+            link(900.0, NVLINK_HOP_US),
+            link(50.0, RDMA_US),
+        ),
+        // GB10 (DGX Spark): NVIDIA states only "1 PFLOP FP4" with sparsity; dense FP4 500, FP8
+        // 250 and BF16 125 TFLOPS follow Blackwell's 2:1 ratios (an estimate). 128 GB LPDDR5x
+        // unified memory at 273 GB/s; one GPU, so no intra link; ConnectX-7 200 Gb/s.
+        g(
+            "gb10",
+            125.0,
+            Some(250.0),
+            Some(500.0),
+            273.0,
+            128.0,
+            link(25.0, PCIE_HOP_US),
+            link(25.0, RDMA_US),
+        ),
+    ]
+}
+
+/// Names of the GPU presets.
+pub fn gpu_preset_names() -> Vec<String> {
+    preset_table().into_iter().map(|g| g.name).collect()
+}
+
+impl GpuSpec {
+    /// A preset by name (`a100`, `h100`, `h200`, `h20`, `l40s`, `b200`, `gb10`).
+    pub fn preset(name: &str) -> Result<Self> {
+        let key = name.trim().to_ascii_lowercase();
+        preset_table().into_iter().find(|g| g.name == key).ok_or_else(|| {
+            EngineError::invalid(
+                "gpu",
+                format!(
+                    "unknown preset `{name}`, expected one of: {}",
+                    gpu_preset_names().join(", ")
+                ),
+            )
+        })
+    }
+
+    /// Peak dense FLOP/s of a GEMM of this class; a missing class falls back to the next wider
+    /// one (FP8 weights on an A100 run as W8A16, i.e. at the 16-bit rate).
+    pub fn flops(&self, class: ComputeClass) -> f64 {
+        let t = match class {
+            ComputeClass::Half => self.bf16_tflops,
+            ComputeClass::Eight => self.fp8_tflops.unwrap_or(self.bf16_tflops),
+            ComputeClass::Four => self.fp4_tflops.or(self.fp8_tflops).unwrap_or(self.bf16_tflops),
+        };
+        t * 1e12
+    }
+
+    /// Memory bandwidth in bytes/s.
+    pub fn mem_bw(&self) -> f64 {
+        self.mem_bw_gb_s * 1e9
+    }
+
+    /// Memory capacity in bytes.
+    pub fn mem_bytes(&self) -> f64 {
+        self.mem_gb * 1e9
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_and_fallbacks() {
+        assert_eq!(gpu_preset_names().len(), 7);
+        let a100 = GpuSpec::preset("A100").unwrap();
+        assert_eq!(a100.flops(ComputeClass::Eight), 312e12);
+        let h20 = GpuSpec::preset("h20").unwrap();
+        assert_eq!(h20.flops(ComputeClass::Four), 296e12);
+        assert_eq!(h20.mem_bw(), 4.0e12);
+        let e = GpuSpec::preset("v100").unwrap_err().to_string();
+        assert!(e.starts_with("gpu: unknown preset `v100`, expected one of: a100"), "{e}");
+    }
+}

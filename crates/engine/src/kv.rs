@@ -1,0 +1,234 @@
+//! KV blocks of one worker, with an LRU prefix cache over free blocks.
+//!
+//! A block holding a full, computed prompt block with a known key stays findable after its
+//! request frees it, until it is evicted. Allocation takes blocks with no cached content first,
+//! then evicts cached free blocks least recently freed first (vLLM evicts strictly by its free
+//! queue; taking uncached blocks first only keeps cached prefixes a little longer).
+
+use std::collections::{BTreeMap, HashMap};
+
+/// Block index inside one worker's pool.
+pub type BlockId = u32;
+
+/// The blocks of one worker.
+#[derive(Debug, Clone)]
+pub struct BlockPool {
+    total: u32,
+    refs: Vec<u32>,
+    key: Vec<Option<u64>>,
+    /// Tick at which a cached block was freed (its key in `free_cached`).
+    freed_at: Vec<u64>,
+    free_plain: Vec<BlockId>,
+    free_cached: BTreeMap<u64, BlockId>,
+    cached: HashMap<u64, BlockId>,
+    clock: u64,
+}
+
+impl BlockPool {
+    /// A pool of `total` free blocks.
+    pub fn new(total: u32) -> Self {
+        let n = total as usize;
+        Self {
+            total,
+            refs: vec![0; n],
+            key: vec![None; n],
+            freed_at: vec![0; n],
+            // Reversed so that `pop` hands out block 0 first (readable traces).
+            free_plain: (0..total).rev().collect(),
+            free_cached: BTreeMap::new(),
+            cached: HashMap::new(),
+            clock: 0,
+        }
+    }
+
+    /// Total blocks.
+    pub fn total(&self) -> u32 {
+        self.total
+    }
+
+    /// Blocks that can be allocated now (cached free blocks included: they can be evicted).
+    pub fn free(&self) -> usize {
+        self.free_plain.len() + self.free_cached.len()
+    }
+
+    /// Blocks held by requests.
+    pub fn used(&self) -> usize {
+        self.total as usize - self.free()
+    }
+
+    /// How many leading `keys` are cached, and how many of those are free (to be taken off the
+    /// free list by [`Self::acquire`]).
+    pub fn lookup(&self, keys: &[u64]) -> (usize, usize) {
+        let mut hit = 0;
+        let mut free = 0;
+        for k in keys {
+            match self.cached.get(k) {
+                Some(&b) => {
+                    hit += 1;
+                    if self.refs[b as usize] == 0 {
+                        free += 1;
+                    }
+                }
+                None => break,
+            }
+        }
+        (hit, free)
+    }
+
+    /// Takes a reference on the blocks of the first `n` keys (all cached, see [`Self::lookup`]).
+    pub fn acquire(&mut self, keys: &[u64], n: usize, out: &mut Vec<BlockId>) {
+        for k in &keys[..n] {
+            let Some(&b) = self.cached.get(k) else { return };
+            let i = b as usize;
+            if self.refs[i] == 0 {
+                self.free_cached.remove(&self.freed_at[i]);
+            }
+            self.refs[i] += 1;
+            out.push(b);
+        }
+    }
+
+    /// Appends `n` fresh blocks to `out`, or returns false (and allocates none) if fewer are
+    /// free.
+    pub fn allocate(&mut self, n: usize, out: &mut Vec<BlockId>) -> bool {
+        if n > self.free() {
+            return false;
+        }
+        for _ in 0..n {
+            let b = match self.free_plain.pop() {
+                Some(b) => b,
+                None => self.evict_oldest(),
+            };
+            self.refs[b as usize] = 1;
+            out.push(b);
+        }
+        true
+    }
+
+    fn evict_oldest(&mut self) -> BlockId {
+        // Called only when `free_plain` is empty and `free() > 0`.
+        let Some((_, b)) = self.free_cached.pop_first() else { return 0 };
+        if let Some(k) = self.key[b as usize].take() {
+            if self.cached.get(&k) == Some(&b) {
+                self.cached.remove(&k);
+            }
+        }
+        b
+    }
+
+    /// Marks a full, computed block as holding `key` (a block with the same key already cached
+    /// keeps the entry).
+    pub fn register(&mut self, block: BlockId, key: u64) {
+        if self.cached.contains_key(&key) {
+            return;
+        }
+        self.cached.insert(key, block);
+        self.key[block as usize] = Some(key);
+    }
+
+    /// Drops one reference on each block, last block first, so that a request's tail is
+    /// evicted before its prefix.
+    pub fn release(&mut self, blocks: &[BlockId]) {
+        for &b in blocks.iter().rev() {
+            let i = b as usize;
+            self.refs[i] = self.refs[i].saturating_sub(1);
+            if self.refs[i] > 0 {
+                continue;
+            }
+            if self.key[i].is_some() {
+                self.clock += 1;
+                self.freed_at[i] = self.clock;
+                self.free_cached.insert(self.clock, b);
+            } else {
+                self.free_plain.push(b);
+            }
+        }
+    }
+}
+
+/// Mixes a prefix hash and an offset into one key (SplitMix64 finaliser).
+fn mix(h: u64, offset: u64) -> u64 {
+    let mut z = h ^ offset.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Keys of the full engine blocks of a prompt: engine block `j` (tokens `[j·bs, (j+1)·bs)`)
+/// is keyed by the hash of the hash block holding its last token and that token's offset, so
+/// equal keys mean equal prefixes when `hashes` are prefix hashes (as Mooncake's `hash_ids`).
+/// Blocks past the hashed part of the prompt get no key.
+pub fn block_keys(
+    prompt: u32,
+    hashes: &[u64],
+    hash_block_tokens: u32,
+    block_size: u32,
+) -> Vec<u64> {
+    if hashes.is_empty() || block_size == 0 {
+        return Vec::new();
+    }
+    let hb = if hash_block_tokens == 0 { block_size } else { hash_block_tokens } as u64;
+    let bs = u64::from(block_size);
+    let full = u64::from(prompt) / bs;
+    let mut keys = Vec::with_capacity(full as usize);
+    for j in 0..full {
+        let last = (j + 1) * bs - 1;
+        let Some(&h) = hashes.get((last / hb) as usize) else { break };
+        keys.push(mix(h, last % hb));
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocate_release_and_reuse_cached_prefix() {
+        let mut p = BlockPool::new(4);
+        let mut a = Vec::new();
+        assert!(p.allocate(3, &mut a));
+        assert_eq!(a, vec![0, 1, 2]);
+        p.register(0, 100);
+        p.register(1, 101);
+        assert!(!p.allocate(2, &mut a), "only 1 free");
+        p.release(&a);
+        assert_eq!(p.free(), 4);
+        // Both cached blocks are found, and both are free.
+        assert_eq!(p.lookup(&[100, 101, 102]), (2, 2));
+        let mut b = Vec::new();
+        p.acquire(&[100, 101], 2, &mut b);
+        assert_eq!(b, vec![0, 1]);
+        assert_eq!(p.free(), 2);
+        // Uncached blocks (2, 3) go first; the cache stays intact.
+        assert!(p.allocate(2, &mut b));
+        assert_eq!(p.lookup(&[100, 101]), (2, 0));
+    }
+
+    #[test]
+    fn eviction_is_lru_tail_first() {
+        let mut p = BlockPool::new(2);
+        let mut a = Vec::new();
+        assert!(p.allocate(2, &mut a));
+        p.register(0, 7);
+        p.register(1, 8);
+        p.release(&a); // frees 1 (tail) then 0
+        let mut b = Vec::new();
+        assert!(p.allocate(1, &mut b));
+        assert_eq!(b, vec![1], "the tail block is evicted first");
+        assert_eq!(p.lookup(&[7, 8]), (1, 1));
+    }
+
+    #[test]
+    fn keys_follow_hash_blocks() {
+        // 512-token hash blocks (Mooncake), 16-token engine blocks: 32 keys per hash id.
+        let k = block_keys(1100, &[1, 2, 3], 512, 16);
+        assert_eq!(k.len(), 68); // 1100 / 16 = 68 full blocks
+        let same = block_keys(600, &[1, 9], 512, 16);
+        assert_eq!(&k[..32], &same[..32]);
+        assert_ne!(k[32], same[32]);
+        assert!(block_keys(100, &[], 16, 16).is_empty());
+        // Hashes covering only part of the prompt key only that part.
+        assert_eq!(block_keys(100, &[5], 16, 16).len(), 1);
+    }
+}

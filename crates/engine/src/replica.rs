@@ -1,0 +1,584 @@
+//! One worker's scheduler: vLLM-V1-like continuous batching over a KV block pool.
+//!
+//! Per step: running requests first, in admission order, each scheduling what it lacks (one
+//! token for a decode, the next chunk for a prefill) within the token budget; a request that
+//! cannot get its KV blocks preempts the most recently admitted running request (recompute: its
+//! blocks are freed and it goes back to the front of the waiting queue), possibly itself. Then,
+//! if nothing was preempted, waiting requests in FIFO order while `max_num_seqs` and the budget
+//! allow; a request whose blocks do not fit stops admission (no skipping ahead). A request
+//! whose computed tokens reach its length samples one token at the step's end.
+
+use std::collections::VecDeque;
+
+use crate::config::WorkerSpec;
+use crate::cost::{BatchShape, CostModel};
+use crate::kv::{block_keys, BlockId, BlockPool};
+
+/// Caller-chosen request id.
+pub type RequestId = u64;
+
+#[derive(Debug, Clone)]
+struct Req {
+    id: RequestId,
+    prompt: u32,
+    output: u32,
+    keys: Vec<u64>,
+    /// Prompt plus sampled tokens.
+    len: u32,
+    /// Tokens whose KV is computed.
+    computed: u32,
+    generated: u32,
+    blocks: Vec<BlockId>,
+    /// Leading blocks already registered in the prefix cache.
+    registered: usize,
+    preemptions: u32,
+}
+
+/// What one step of a worker did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkerStep {
+    /// Step duration, ns.
+    pub duration_ns: u64,
+    /// Requests that sampled one token at the step's end.
+    pub sampled: Vec<RequestId>,
+    /// Of those, the ones whose token is their first.
+    pub first_token: Vec<RequestId>,
+    /// Requests that completed (their last token was sampled); their blocks are freed.
+    pub finished: Vec<RequestId>,
+    /// Requests preempted while scheduling this step.
+    pub preempted: Vec<RequestId>,
+    /// (request, tokens computed) of the batch, in schedule order.
+    pub batch: Vec<(RequestId, u32)>,
+}
+
+/// Counters a worker exposes (a real engine's `/metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WorkerCounters {
+    /// Requests running.
+    pub running: u32,
+    /// Requests waiting.
+    pub waiting: u32,
+    /// KV blocks held by requests.
+    pub blocks_used: u64,
+    /// KV blocks in the pool.
+    pub blocks_total: u64,
+    /// Preemptions so far.
+    pub preemptions_total: u64,
+    /// Prompt tokens of requests that completed their prefill.
+    pub prompt_tokens_total: u64,
+    /// Tokens sampled.
+    pub generation_tokens_total: u64,
+    /// Prompt tokens looked up in the prefix cache.
+    pub prefix_cache_queries: u64,
+    /// Of those, tokens found cached.
+    pub prefix_cache_hits: u64,
+}
+
+/// One worker: a TP group with its scheduler, KV pool and cost model.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    cost: CostModel,
+    pool: BlockPool,
+    block_size: u32,
+    max_seqs: usize,
+    budget: u32,
+    chunked: bool,
+    caching: bool,
+    slab: Vec<Option<Req>>,
+    free_slots: Vec<usize>,
+    running: Vec<usize>,
+    waiting: VecDeque<usize>,
+    counters: WorkerCounters,
+    scratch: Vec<(usize, u32)>,
+    jitter: f64,
+    rng: SplitMix64,
+}
+
+/// SplitMix64: a tiny, seeded, portable generator (deterministic across platforms).
+#[derive(Debug, Clone)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [−1, 1).
+    fn signed_unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+}
+
+/// Why a request can never run on a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reject {
+    /// Needs more KV blocks than the worker has.
+    TooLong {
+        /// Blocks needed for prompt + output.
+        needed: u64,
+        /// Blocks of the worker.
+        capacity: u64,
+    },
+    /// Chunked prefill is off and the prompt exceeds the step's token budget.
+    PromptOverBudget {
+        /// Prompt tokens.
+        prompt: u32,
+        /// `max_num_batched_tokens`.
+        budget: u32,
+    },
+}
+
+impl std::fmt::Display for Reject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reject::TooLong { needed, capacity } => {
+                write!(f, "request needs {needed} KV blocks, more than the {capacity} a worker has")
+            }
+            Reject::PromptOverBudget { prompt, budget } => write!(
+                f,
+                "prompt of {prompt} tokens exceeds max_num_batched_tokens {budget} with \
+                 chunked prefill off"
+            ),
+        }
+    }
+}
+
+impl Worker {
+    /// A worker of spec `w` with `blocks` KV blocks; `stream` tells workers' noise apart.
+    pub fn new(w: &WorkerSpec, blocks: u64, stream: u64) -> Self {
+        let s = &w.scheduler;
+        let blocks = u32::try_from(blocks).unwrap_or(u32::MAX);
+        Self {
+            cost: CostModel::new(w),
+            pool: BlockPool::new(blocks),
+            block_size: s.block_size,
+            max_seqs: s.max_num_seqs as usize,
+            budget: s.max_num_batched_tokens,
+            chunked: s.chunked_prefill,
+            caching: s.prefix_caching,
+            slab: Vec::new(),
+            free_slots: Vec::new(),
+            running: Vec::new(),
+            waiting: VecDeque::new(),
+            counters: WorkerCounters { blocks_total: u64::from(blocks), ..Default::default() },
+            scratch: Vec::new(),
+            jitter: w.calibration.step_jitter,
+            rng: SplitMix64(w.calibration.seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F)),
+        }
+    }
+
+    /// The worker's cost model.
+    pub fn cost(&self) -> &CostModel {
+        &self.cost
+    }
+
+    /// Whether it has requests running or waiting.
+    pub fn has_work(&self) -> bool {
+        !self.running.is_empty() || !self.waiting.is_empty()
+    }
+
+    /// Running plus waiting requests (the least-loaded router's measure).
+    pub fn load(&self) -> usize {
+        self.running.len() + self.waiting.len()
+    }
+
+    /// Its counters now.
+    pub fn counters(&self) -> WorkerCounters {
+        WorkerCounters {
+            running: self.running.len() as u32,
+            waiting: self.waiting.len() as u32,
+            blocks_used: self.pool.used() as u64,
+            ..self.counters
+        }
+    }
+
+    fn blocks_for(&self, tokens: u32) -> usize {
+        tokens.div_ceil(self.block_size) as usize
+    }
+
+    /// Checks a request could ever run here.
+    pub fn check(&self, prompt: u32, output: u32) -> Result<(), Reject> {
+        let needed = self.blocks_for(prompt.saturating_add(output.max(1))) as u64;
+        if needed > u64::from(self.pool.total()) {
+            return Err(Reject::TooLong { needed, capacity: u64::from(self.pool.total()) });
+        }
+        if !self.chunked && prompt > self.budget {
+            return Err(Reject::PromptOverBudget { prompt, budget: self.budget });
+        }
+        Ok(())
+    }
+
+    /// Queues a request. `precomputed` prompt tokens already have KV here (P/D: transferred
+    /// from a prefill worker; at most `prompt - 1`, so the first step samples a token).
+    pub fn add(
+        &mut self,
+        id: RequestId,
+        prompt: u32,
+        output: u32,
+        hashes: (&[u64], u32),
+        precomputed: u32,
+    ) -> Result<(), Reject> {
+        self.check(prompt, output)?;
+        let keys = if self.caching {
+            block_keys(prompt, hashes.0, hashes.1, self.block_size)
+        } else {
+            Vec::new()
+        };
+        let req = Req {
+            id,
+            prompt: prompt.max(1),
+            output: output.max(1),
+            keys,
+            len: prompt.max(1),
+            computed: precomputed.min(prompt.saturating_sub(1)),
+            generated: 0,
+            blocks: Vec::new(),
+            registered: 0,
+            preemptions: 0,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.slab[s] = Some(req);
+                s
+            }
+            None => {
+                self.slab.push(Some(req));
+                self.slab.len() - 1
+            }
+        };
+        self.waiting.push_back(slot);
+        Ok(())
+    }
+
+    fn req(&self, slot: usize) -> &Req {
+        // Slots in `running`/`waiting` always hold a request.
+        self.slab[slot].as_ref().expect("live slot")
+    }
+
+    fn req_mut(&mut self, slot: usize) -> &mut Req {
+        self.slab[slot].as_mut().expect("live slot")
+    }
+
+    /// Frees the KV of the last running request and puts it at the front of the queue.
+    fn preempt_last(&mut self) -> Option<(usize, RequestId)> {
+        let slot = self.running.pop()?;
+        let mut blocks = std::mem::take(&mut self.req_mut(slot).blocks);
+        self.pool.release(&blocks);
+        blocks.clear();
+        let r = self.req_mut(slot);
+        r.blocks = blocks;
+        r.computed = 0;
+        r.registered = 0;
+        r.preemptions += 1;
+        let id = r.id;
+        self.counters.preemptions_total += 1;
+        self.waiting.push_front(slot);
+        Some((slot, id))
+    }
+
+    /// Schedules the running requests; returns the budget left.
+    fn schedule_running(&mut self, out: &mut WorkerStep) -> u32 {
+        let mut budget = self.budget;
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let slot = self.running[i];
+            let r = self.req(slot);
+            let n = (r.len - r.computed).min(budget);
+            let need = self.blocks_for(r.computed + n).saturating_sub(r.blocks.len());
+            let mut self_preempted = false;
+            while self.pool.free() < need {
+                match self.preempt_last() {
+                    Some((victim, id)) => {
+                        out.preempted.push(id);
+                        if victim == slot {
+                            self_preempted = true;
+                            break;
+                        }
+                    }
+                    None => break,
+                }
+            }
+            if self_preempted {
+                break;
+            }
+            let mut blocks = std::mem::take(&mut self.req_mut(slot).blocks);
+            let ok = self.pool.allocate(need, &mut blocks);
+            self.req_mut(slot).blocks = blocks;
+            if !ok {
+                break;
+            }
+            self.scratch.push((slot, n));
+            budget -= n;
+            i += 1;
+        }
+        budget
+    }
+
+    /// Admits waiting requests in FIFO order.
+    fn schedule_waiting(&mut self, mut budget: u32) {
+        while let Some(&slot) = self.waiting.front() {
+            if self.running.len() >= self.max_seqs || budget == 0 {
+                break;
+            }
+            let bs = self.block_size;
+            let r = self.req(slot);
+            // Cached prefix: whole blocks, leaving at least one token to compute.
+            let (hit, hit_free) = if r.computed == 0 && !r.keys.is_empty() {
+                let usable = ((r.len - 1) / bs) as usize;
+                let (h, f) = self.pool.lookup(&r.keys[..r.keys.len().min(usable)]);
+                (h, f)
+            } else {
+                (0, 0)
+            };
+            let computed = if hit > 0 { hit as u32 * bs } else { r.computed };
+            let mut n = r.len - computed;
+            if n > budget {
+                if !self.chunked {
+                    break;
+                }
+                n = budget;
+            }
+            let have = hit.max(r.blocks.len());
+            let need = self.blocks_for(computed + n).saturating_sub(have);
+            if self.pool.free() < need + hit_free {
+                break;
+            }
+            let prompt = r.prompt;
+            let first_try = r.computed == 0 && r.generated == 0;
+            let mut blocks = std::mem::take(&mut self.req_mut(slot).blocks);
+            if hit > 0 {
+                let keys = std::mem::take(&mut self.req_mut(slot).keys);
+                self.pool.acquire(&keys, hit, &mut blocks);
+                let r = self.req_mut(slot);
+                r.keys = keys;
+                r.registered = hit;
+            }
+            self.pool.allocate(need, &mut blocks);
+            let r = self.req_mut(slot);
+            r.blocks = blocks;
+            r.computed = computed;
+            if first_try && !r.keys.is_empty() {
+                self.counters.prefix_cache_queries += u64::from(prompt);
+                self.counters.prefix_cache_hits += hit as u64 * u64::from(bs);
+            }
+            self.waiting.pop_front();
+            self.running.push(slot);
+            self.scratch.push((slot, n));
+            budget -= n;
+        }
+    }
+
+    /// Runs one step: schedules, prices and applies it. `None` if nothing could be scheduled
+    /// (no work).
+    pub fn step(&mut self) -> Option<WorkerStep> {
+        if !self.has_work() {
+            return None;
+        }
+        let mut out = WorkerStep::default();
+        self.scratch.clear();
+        let budget = self.schedule_running(&mut out);
+        if out.preempted.is_empty() {
+            self.schedule_waiting(budget);
+        }
+        if self.scratch.is_empty() {
+            return None;
+        }
+        let window = self.cost.window();
+        let mut shape = BatchShape::default();
+        for &(slot, n) in &self.scratch {
+            let r = self.req(slot);
+            let samples = r.computed + n == r.len;
+            shape.add(u64::from(n), u64::from(r.computed), samples, window);
+        }
+        out.duration_ns = self.jittered(self.cost.step_ns(&shape));
+        let scheduled = std::mem::take(&mut self.scratch);
+        let mut any_finished = false;
+        for &(slot, n) in &scheduled {
+            any_finished |= self.apply(slot, n, &mut out);
+        }
+        self.scratch = scheduled;
+        if any_finished {
+            self.remove_finished();
+        }
+        Some(out)
+    }
+
+    fn jittered(&mut self, ns: u64) -> u64 {
+        if self.jitter == 0.0 {
+            return ns;
+        }
+        let f = 1.0 + self.jitter * self.rng.signed_unit();
+        ((ns as f64 * f).round() as u64).max(1)
+    }
+
+    /// Applies `n` computed tokens to a request; true if it finished.
+    fn apply(&mut self, slot: usize, n: u32, out: &mut WorkerStep) -> bool {
+        let bs = self.block_size;
+        let r = self.slab[slot].as_mut().expect("live slot");
+        out.batch.push((r.id, n));
+        r.computed += n;
+        while r.registered < r.keys.len() && (r.registered as u32 + 1) * bs <= r.computed {
+            self.pool.register(r.blocks[r.registered], r.keys[r.registered]);
+            r.registered += 1;
+        }
+        if r.computed < r.len {
+            return false;
+        }
+        r.generated += 1;
+        r.len += 1;
+        out.sampled.push(r.id);
+        self.counters.generation_tokens_total += 1;
+        if r.generated == 1 {
+            out.first_token.push(r.id);
+            self.counters.prompt_tokens_total += u64::from(r.prompt);
+        }
+        if r.generated < r.output {
+            return false;
+        }
+        out.finished.push(r.id);
+        self.pool.release(&r.blocks);
+        r.blocks.clear();
+        true
+    }
+
+    fn remove_finished(&mut self) {
+        let slab = &mut self.slab;
+        let free = &mut self.free_slots;
+        self.running.retain(|&s| {
+            let done = slab[s].as_ref().is_some_and(|r| r.generated >= r.output);
+            if done {
+                slab[s] = None;
+                free.push(s);
+            }
+            !done
+        });
+    }
+
+    /// Preemptions a request has had so far (0 once it finished).
+    pub fn preemptions_of(&self, id: RequestId) -> u32 {
+        self.slab.iter().flatten().find(|r| r.id == id).map_or(0, |r| r.preemptions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EngineFile;
+
+    /// A worker of Qwen3-8B on H100 with a tiny budget and pool.
+    fn worker(budget: u32, seqs: u32, blocks: u64, chunked: bool, caching: bool) -> Worker {
+        let yaml = format!(
+            "model: qwen3-8b\ngpu: h100\nscheduler: {{max_num_batched_tokens: {budget}, \
+             max_num_seqs: {seqs}, num_gpu_blocks: {blocks}, block_size: 4, \
+             chunked_prefill: {chunked}, prefix_caching: {caching}}}\n"
+        );
+        let cfg = EngineFile::parse(&yaml).unwrap().build(None).unwrap();
+        Worker::new(&cfg.worker(1), blocks, 0)
+    }
+
+    fn batch(s: &WorkerStep) -> Vec<(u64, u32)> {
+        s.batch.clone()
+    }
+
+    /// Budget 8, two requests (prompt 6 / output 2, prompt 5 / output 2), plenty of blocks.
+    /// Step 1: A prefills 6, B gets the remaining 2 tokens (chunk). A samples its first token.
+    /// Step 2: A decodes its 2nd (last) token and finishes; B prefills its last 3 and samples
+    /// its first token. Step 3: B decodes its last token and finishes.
+    #[test]
+    fn chunked_prefill_trace() {
+        let mut w = worker(8, 4, 100, true, false);
+        w.add(1, 6, 2, (&[], 0), 0).unwrap();
+        w.add(2, 5, 2, (&[], 0), 0).unwrap();
+        let s1 = w.step().unwrap();
+        assert_eq!(batch(&s1), vec![(1, 6), (2, 2)]);
+        assert_eq!(s1.first_token, vec![1]);
+        let s2 = w.step().unwrap();
+        assert_eq!(batch(&s2), vec![(1, 1), (2, 3)]);
+        assert_eq!(s2.first_token, vec![2]);
+        assert_eq!(s2.sampled, vec![1, 2]);
+        assert_eq!(s2.finished, vec![1]);
+        let s3 = w.step().unwrap();
+        assert_eq!(batch(&s3), vec![(2, 1)]);
+        assert_eq!(s3.finished, vec![2]);
+        assert!(w.step().is_none());
+        let c = w.counters();
+        assert_eq!((c.generation_tokens_total, c.prompt_tokens_total, c.blocks_used), (4, 11, 0));
+    }
+
+    /// Without chunked prefill, B (prompt 5) does not fit the 2 tokens left after A's 6 and
+    /// waits whole; max_num_seqs 1 would also have held it back.
+    #[test]
+    fn no_chunking_waits_for_the_whole_prompt() {
+        let mut w = worker(8, 4, 100, false, false);
+        w.add(1, 6, 2, (&[], 0), 0).unwrap();
+        w.add(2, 5, 2, (&[], 0), 0).unwrap();
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 6)]);
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 1), (2, 5)]);
+        assert_eq!(
+            w.add(3, 9, 1, (&[], 0), 0),
+            Err(Reject::PromptOverBudget { prompt: 9, budget: 8 })
+        );
+    }
+
+    /// 4 blocks of 4 tokens. A (prompt 7, output 4) takes 2 blocks; B (prompt 7, output 4)
+    /// takes 2. Step 1 prefills both (7 + 7 = 14 ≤ budget 16), each samples → len 8 (2 blocks
+    /// still suffice: tokens 0..7 computed). Step 2: A decodes token 8 → computed 8, needs
+    /// blocks for 8 tokens = 2, fine; B too. Step 3: A needs 9 tokens = 3 blocks, none free →
+    /// preempts B (the last admitted); A continues. B returns to the front of the queue and
+    /// is recomputed (prompt + 2 sampled tokens = 9 tokens) once A finishes and frees blocks.
+    #[test]
+    fn preemption_trace() {
+        let mut w = worker(16, 4, 4, true, false);
+        w.add(1, 7, 4, (&[], 0), 0).unwrap();
+        w.add(2, 7, 4, (&[], 0), 0).unwrap();
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 7), (2, 7)]);
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 1), (2, 1)]);
+        let s3 = w.step().unwrap();
+        assert_eq!(s3.preempted, vec![2]);
+        assert_eq!(batch(&s3), vec![(1, 1)]);
+        assert_eq!(w.counters().waiting, 1);
+        assert_eq!(w.preemptions_of(2), 1);
+        // No admission in a step that preempted; A needs no new block (10 tokens = 3 blocks).
+        let s4 = w.step().unwrap();
+        assert_eq!(batch(&s4), vec![(1, 1)]);
+        assert_eq!(s4.finished, vec![1]);
+        // B recomputes its 7 prompt + 2 generated tokens in one step and samples token 3.
+        let s5 = w.step().unwrap();
+        assert_eq!(batch(&s5), vec![(2, 9)]);
+        assert!(s5.first_token.is_empty(), "not its first token");
+        let s6 = w.step().unwrap();
+        assert_eq!(s6.finished, vec![2]);
+        assert_eq!(w.counters().preemptions_total, 1);
+    }
+
+    /// Prefix caching: B shares A's first two 4-token blocks; after A computed them, B
+    /// computes only from token 8.
+    #[test]
+    fn prefix_cache_hit_skips_computation() {
+        let mut w = worker(64, 4, 100, true, true);
+        w.add(1, 10, 1, (&[11, 12], 4), 0).unwrap();
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 10)]);
+        w.add(2, 12, 1, (&[11, 12, 13], 4), 0).unwrap();
+        assert_eq!(batch(&w.step().unwrap()), vec![(2, 4)]);
+        let c = w.counters();
+        assert_eq!((c.prefix_cache_queries, c.prefix_cache_hits), (22, 8));
+    }
+
+    #[test]
+    fn max_num_seqs_limits_admission() {
+        let mut w = worker(64, 1, 100, true, false);
+        w.add(1, 4, 2, (&[], 0), 0).unwrap();
+        w.add(2, 4, 2, (&[], 0), 0).unwrap();
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 4)]);
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 1)]);
+        assert_eq!(batch(&w.step().unwrap()), vec![(2, 4)]);
+        assert_eq!(
+            w.add(3, 500, 1, (&[], 0), 0),
+            Err(Reject::TooLong { needed: 126, capacity: 100 })
+        );
+    }
+}

@@ -1,0 +1,241 @@
+//! Parser of Markdown sweep tables: the published format (one `## ... (ISL:OSL=3000:150)`
+//! section per scenario, typos such as "Reqeuest" and "Lantency" included) and servelab's own
+//! `summary.md`. Columns are recognised by name, in any order; missing cells become NaN.
+
+use crate::error::{EngineError, Result};
+use crate::summary::PointSummary;
+use crate::sweep::Scenario;
+
+/// One table of a Markdown document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepTable {
+    /// The heading above the table.
+    pub name: String,
+    /// `ISL:OSL` found in the heading, if any.
+    pub scenario: Option<Scenario>,
+    /// Rows (NaN where a column is missing or a cell is not a number).
+    pub rows: Vec<PointSummary>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Col {
+    Concurrency,
+    ReqTput,
+    OutTput,
+    MeanE2e,
+    P99E2e,
+    MeanTtft,
+    P99Ttft,
+    MeanTpot,
+    P99Tpot,
+    Other,
+}
+
+/// Recognises a header cell, tolerating typos and spacing.
+fn column(header: &str) -> Col {
+    let h: String = header.to_ascii_lowercase().chars().filter(|c| !c.is_whitespace()).collect();
+    let mean = h.starts_with("mean");
+    let p99 = h.starts_with("p99");
+    if h.contains("concurrency") {
+        Col::Concurrency
+    } else if h.contains("throughput") && (h.contains("output") || h.contains("tok/s")) {
+        Col::OutTput
+    } else if h.contains("throughput") {
+        Col::ReqTput
+    } else if h.contains("ttft") {
+        pick(mean, p99, Col::MeanTtft, Col::P99Ttft)
+    } else if h.contains("tpot") {
+        pick(mean, p99, Col::MeanTpot, Col::P99Tpot)
+    } else if h.contains("e2e") || h.contains("latency") || h.contains("lantency") {
+        pick(mean, p99, Col::MeanE2e, Col::P99E2e)
+    } else {
+        Col::Other
+    }
+}
+
+fn pick(mean: bool, p99: bool, m: Col, p: Col) -> Col {
+    match (mean, p99) {
+        (true, _) => m,
+        (_, true) => p,
+        _ => Col::Other,
+    }
+}
+
+fn cells(line: &str) -> Vec<&str> {
+    let t = line.trim();
+    let t = t.strip_prefix('|').unwrap_or(t);
+    let t = t.strip_suffix('|').unwrap_or(t);
+    t.split('|').map(str::trim).collect()
+}
+
+fn is_separator(line: &str) -> bool {
+    let c = cells(line);
+    !c.is_empty() && c.iter().all(|s| !s.is_empty() && s.chars().all(|ch| matches!(ch, '-' | ':')))
+}
+
+/// The first `A:B` pair of integers in a heading (after `ISL:OSL=` when present).
+fn scenario_in(heading: &str) -> Option<Scenario> {
+    let upper = heading.to_ascii_uppercase();
+    let from = upper.find("ISL:OSL").map_or(0, |i| i + "ISL:OSL".len());
+    let s = &heading[from..];
+    let bytes = s.as_bytes();
+    for (i, _) in s.match_indices(':') {
+        let left = s[..i].trim_end();
+        let digits_l = left.bytes().rev().take_while(u8::is_ascii_digit).count();
+        let right = &s[i + 1..];
+        let digits_r = right.bytes().take_while(u8::is_ascii_digit).count();
+        if digits_l > 0 && digits_r > 0 && i < bytes.len() {
+            let isl = left[left.len() - digits_l..].parse().ok()?;
+            let osl = right[..digits_r].parse().ok()?;
+            return Some(Scenario { isl, osl });
+        }
+    }
+    None
+}
+
+fn parse_row(cols: &[Col], line: &str) -> Option<PointSummary> {
+    let mut p = PointSummary {
+        concurrency: 0,
+        request_throughput: f64::NAN,
+        output_throughput: f64::NAN,
+        mean_e2e_ms: f64::NAN,
+        p99_e2e_ms: f64::NAN,
+        mean_ttft_ms: f64::NAN,
+        p99_ttft_ms: f64::NAN,
+        mean_tpot_ms: f64::NAN,
+        p99_tpot_ms: f64::NAN,
+    };
+    let mut have_conc = false;
+    for (c, v) in cols.iter().zip(cells(line)) {
+        let x: f64 = v.replace(',', "").parse().unwrap_or(f64::NAN);
+        match c {
+            Col::Concurrency => {
+                if x.is_finite() && x >= 1.0 && x.fract() == 0.0 && x <= f64::from(u32::MAX) {
+                    p.concurrency = x as u32;
+                    have_conc = true;
+                }
+            }
+            Col::ReqTput => p.request_throughput = x,
+            Col::OutTput => p.output_throughput = x,
+            Col::MeanE2e => p.mean_e2e_ms = x,
+            Col::P99E2e => p.p99_e2e_ms = x,
+            Col::MeanTtft => p.mean_ttft_ms = x,
+            Col::P99Ttft => p.p99_ttft_ms = x,
+            Col::MeanTpot => p.mean_tpot_ms = x,
+            Col::P99Tpot => p.p99_tpot_ms = x,
+            Col::Other => {}
+        }
+    }
+    have_conc.then_some(p)
+}
+
+/// Every table with a `Concurrency` column in a Markdown document. Rows whose concurrency is not
+/// a positive integer are skipped; an error only if no such table exists.
+pub fn parse_sweep_tables(markdown: &str) -> Result<Vec<SweepTable>> {
+    let lines: Vec<&str> = markdown.lines().collect();
+    let mut out = Vec::new();
+    let mut heading = String::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i].trim();
+        if let Some(h) = line.strip_prefix('#') {
+            heading = h.trim_start_matches('#').trim().to_string();
+            i += 1;
+            continue;
+        }
+        let starts_table =
+            line.starts_with('|') && lines.get(i + 1).is_some_and(|l| is_separator(l));
+        if !starts_table {
+            i += 1;
+            continue;
+        }
+        let cols: Vec<Col> = cells(line).into_iter().map(column).collect();
+        i += 2;
+        let mut rows = Vec::new();
+        while i < lines.len() && lines[i].trim().starts_with('|') {
+            if let Some(r) = parse_row(&cols, lines[i]) {
+                rows.push(r);
+            }
+            i += 1;
+        }
+        if cols.contains(&Col::Concurrency) {
+            out.push(SweepTable { scenario: scenario_in(&heading), name: heading.clone(), rows });
+        }
+    }
+    if out.is_empty() {
+        return Err(EngineError::Parse {
+            what: "sweep table".into(),
+            message: "no Markdown table with a `Concurrency` column found".into(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PUBLISHED: &str = "# title
+## Benchmark Result (ISL:OSL=3000:150)
+
+| Concurrency | Reqeuest Throughput (req/s) | Output Token Throughput (tok/s) | Mean E2E Lantency (ms)  | P99 E2E Lantency (ms) | Mean TTFT (ms) | P99 TTFT (ms) | Mean TPOT (ms) | P99 TPOT (ms) |
+|:-----------:|:--------------------------:|:-------------------------------:|:-----------------------:|:---------------------:|:--------------:|:-------------:|:-------------:|:------------:|
+| 1 | 0.29 | 43.23 | 3467.12 | 3477.42 | 475.28 | 482.74 | 20.08 | 20.1 |
+| 2 | 0.48 | 71.56 | 3959.83 | 4444.55 | 621.72 | 924.77 | 22.4 | 24.98 |
+";
+
+    const SERVELAB: &str = "# servelab sweep
+
+## 1000:1000
+
+Dataset: `random`
+
+| Concurrency | Request Throughput (req/s) | Output Token Throughput (tok/s) | Mean E2E Latency (ms) | P99 E2E Latency (ms) | Mean TTFT (ms) | P99 TTFT (ms) | Mean TPOT (ms) | P99 TPOT (ms) |
+|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| 8 | 0.51 | 512.29 | 14143.81 | 23884.48 | 198.71 | - | 13.96 | 23.71 |
+| x | 1 | 1 | 1 | 1 | 1 | 1 | 1 | 1 |
+";
+
+    #[test]
+    fn parses_the_published_format_with_its_typos() {
+        let t = parse_sweep_tables(PUBLISHED).unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].scenario, Some(Scenario { isl: 3000, osl: 150 }));
+        let r = t[0].rows[1];
+        assert_eq!(r.concurrency, 2);
+        assert_eq!(r.request_throughput, 0.48);
+        assert_eq!(r.output_throughput, 71.56);
+        assert_eq!((r.mean_e2e_ms, r.p99_e2e_ms), (3959.83, 4444.55));
+        assert_eq!((r.mean_ttft_ms, r.p99_ttft_ms), (621.72, 924.77));
+        assert_eq!((r.mean_tpot_ms, r.p99_tpot_ms), (22.4, 24.98));
+    }
+
+    #[test]
+    fn parses_servelab_summaries_and_skips_bad_rows() {
+        let t = parse_sweep_tables(SERVELAB).unwrap();
+        assert_eq!(t[0].name, "1000:1000");
+        assert_eq!(t[0].scenario, Some(Scenario { isl: 1000, osl: 1000 }));
+        assert_eq!(t[0].rows.len(), 1);
+        assert!(t[0].rows[0].p99_ttft_ms.is_nan());
+        assert_eq!(t[0].rows[0].mean_tpot_ms, 13.96);
+    }
+
+    #[test]
+    fn the_shared_reference_parses() {
+        let text = include_str!("../testdata/calibration-qwen3-32b-h20-vllm-v1.md");
+        let t = parse_sweep_tables(text).unwrap();
+        let names: Vec<String> = t.iter().map(|t| t.scenario.unwrap().to_string()).collect();
+        assert_eq!(names, ["3000:150", "1000:1000", "500:1000", "2500:100"]);
+        assert!(t.iter().all(|t| t.rows.len() == 8));
+    }
+
+    #[test]
+    fn no_table_is_an_error() {
+        assert!(parse_sweep_tables("# nothing\n| a | b |\n").is_err());
+        assert_eq!(
+            scenario_in("Benchmark (ISL:OSL=500:1000)"),
+            Some(Scenario { isl: 500, osl: 1000 })
+        );
+        assert_eq!(scenario_in("chat"), None);
+    }
+}
