@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::tokenizer::TokenizerError;
 
 /// The public Hub, used when `HF_ENDPOINT` is not set.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -123,14 +122,20 @@ pub fn not_cached_message(model: &str) -> String {
 /// The advice that ends every download error.
 const ADVICE: &str = "pass a local file with --tokenizer path/to/tokenizer.json";
 
-fn hub_error(model: &str, why: impl std::fmt::Display) -> TokenizerError {
-    TokenizerError::Hub(format!("cannot get the tokenizer for model '{model}': {why}; {ADVICE}"))
+/// A tokenizer that could not be had from the Hub; the message names the model and what to
+/// do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct HubError(pub String);
+
+fn hub_error(model: &str, why: impl std::fmt::Display) -> HubError {
+    HubError(format!("cannot get the tokenizer for model '{model}': {why}; {ADVICE}"))
 }
 
 /// Download `model`'s `tokenizer.json` into the cache the environment names (see
 /// [`HubConfig::from_env`]) and return its path. Returns the cached file without any network
 /// access when one exists.
-pub fn download_tokenizer(model: &str) -> Result<PathBuf, TokenizerError> {
+pub fn download_tokenizer(model: &str) -> Result<PathBuf, HubError> {
     let config = HubConfig::from_env().ok_or_else(|| {
         hub_error(model, "no cache directory (set HF_HOME, HF_HUB_CACHE or HOME)")
     })?;
@@ -138,7 +143,7 @@ pub fn download_tokenizer(model: &str) -> Result<PathBuf, TokenizerError> {
 }
 
 /// [`download_tokenizer`] with an explicit configuration.
-pub fn download_tokenizer_with(config: &HubConfig, model: &str) -> Result<PathBuf, TokenizerError> {
+pub fn download_tokenizer_with(config: &HubConfig, model: &str) -> Result<PathBuf, HubError> {
     if !is_model_name(model) {
         return Err(hub_error(model, "not a Hugging Face model id of the form org/name"));
     }
@@ -163,7 +168,7 @@ pub fn tokenizer_url(endpoint: &str, model: &str) -> String {
 }
 
 /// GET the file; returns its bytes and the revision the Hub reported (`main` when none).
-fn fetch(config: &HubConfig, model: &str) -> Result<(Vec<u8>, String), TokenizerError> {
+fn fetch(config: &HubConfig, model: &str) -> Result<(Vec<u8>, String), HubError> {
     let url = tokenizer_url(&config.endpoint, model);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_connect(Some(config.connect_timeout))

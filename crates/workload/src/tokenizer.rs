@@ -32,6 +32,12 @@ pub enum TokenizerError {
     Hub(String),
 }
 
+impl From<crate::hub::HubError> for TokenizerError {
+    fn from(e: crate::hub::HubError) -> Self {
+        TokenizerError::Hub(e.0)
+    }
+}
+
 #[derive(Clone)]
 enum Inner {
     Tiktoken(Arc<tiktoken_rs::CoreBPE>),
