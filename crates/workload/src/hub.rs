@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-
 /// The public Hub, used when `HF_ENDPOINT` is not set.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
