@@ -17,7 +17,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::timed_io::{ReadStamp, TimedStream};
+use crate::timed_io::{peer_gone, raw_socket, RawSocket, ReadStamp, TimedStream};
 
 /// Where requests go.
 #[derive(Debug, Clone)]
@@ -116,11 +116,22 @@ pub struct Conn {
     pub reads: ReadStamp,
     /// `None` once the connection has ended.
     pub driver: Option<Driver>,
+    /// The socket, to look at it directly before reuse; valid while `driver` is `Some` (the
+    /// driver owns the stream).
+    socket: RawSocket,
 }
 
 impl Conn {
     fn is_closed(&self) -> bool {
         self.driver.is_none() || self.sender.is_closed()
+    }
+
+    /// True when this idle connection must not carry another request: hyper saw it end, or
+    /// the kernel already holds the server's FIN or RST (or stray bytes). One syscall, once
+    /// per request start; it catches most keep-alive closes before anything is sent, so they
+    /// cost neither a retry nor a failure.
+    pub fn is_stale(&self) -> bool {
+        self.is_closed() || peer_gone(self.socket)
     }
 }
 
@@ -143,10 +154,11 @@ pub async fn drive<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output 
 pub async fn connect(addr: SocketAddr) -> std::io::Result<Conn> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
+    let socket = raw_socket(&stream);
     let (stream, reads) = TimedStream::new(stream);
     let (sender, driver) =
         http1::handshake(TokioIo::new(stream)).await.map_err(std::io::Error::other)?;
-    Ok(Conn { sender, reads, driver: Some(Box::pin(driver)) })
+    Ok(Conn { sender, reads, driver: Some(Box::pin(driver)), socket })
 }
 
 /// Idle keep-alive connections. The lock is taken once when a request starts and once when it
@@ -157,15 +169,15 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// An idle connection that is still open, if any.
+    /// An idle connection that is still open, if any. Stale ones are dropped (closed).
     pub fn take(&self) -> Option<Conn> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(s) = idle.pop() {
-            if !s.is_closed() {
-                return Some(s);
+        loop {
+            // The socket check runs outside the lock: other requests never wait on a syscall.
+            let conn = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            if !conn.is_stale() {
+                return Some(conn);
             }
         }
-        None
     }
 
     pub fn put(&self, conn: Conn) {

@@ -22,7 +22,7 @@ use crate::limits::{guarded, Expired, Limits};
 use crate::openai::{parse_event, EventError};
 use crate::scrape::Baseline;
 use crate::sse::{SseData, SseParser};
-use crate::timed_io::{since_epoch, ReadStamp};
+use crate::timed_io::{since_epoch, ReadEnd, ReadStamp};
 
 /// One request, ready to send: its body was serialized before the run.
 #[derive(Debug, Clone)]
@@ -69,6 +69,9 @@ pub struct Progress {
     /// Output tokens received so far: exact with per-chunk usage, else one per chunk (exact
     /// counts come after the run).
     pub tokens: AtomicU64,
+    /// Requests sent a second time after a kept-alive connection closed unanswered (the sum of
+    /// the records' `retries`).
+    pub retries: AtomicU64,
 }
 
 /// Why issuing stopped.
@@ -283,6 +286,7 @@ impl Issue {
             outcome: Outcome::Success,
             server: None,
             read_lag_ns: None,
+            retries: 0,
         };
         one_request(&self.ctx, planned.body.clone(), rec).await
     }
@@ -403,6 +407,17 @@ fn fail(kind: FailureKind, message: String) -> Outcome {
     Outcome::Failure { kind, message }
 }
 
+fn connect_failed(ctx: &Ctx, e: &std::io::Error) -> Outcome {
+    fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
+}
+
+/// True when a connection ended before any byte of the response to the request just sent,
+/// and the server had closed it cleanly (FIN) or refused our bytes: the signature of an idle
+/// kept-alive connection closed by the server, as opposed to a reset of this request.
+fn closed_unanswered(reads: &ReadStamp) -> bool {
+    reads.last().is_none() && (reads.write_failed() || reads.end() == ReadEnd::Eof)
+}
+
 /// The HTTP exchange proper. Fills `rec` as data arrives, so a timeout or abort keeps the
 /// chunks received so far.
 async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limits) -> Outcome {
@@ -410,9 +425,7 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
         Some(c) => (c, true),
         None => match connect(ctx.target.addr).await {
             Ok(c) => (c, false),
-            Err(e) => {
-                return fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
-            }
+            Err(e) => return connect_failed(ctx, &e),
         },
     };
     let resp = loop {
@@ -420,33 +433,33 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             Ok(r) => r,
             Err(e) => return fail(FailureKind::Connect, format!("cannot build request: {e}")),
         };
-        // Driving the pooled connection first notices a close that already arrived.
+        // Driving the pooled connection first notices a close that already arrived; nothing
+        // was sent on it, so a fresh connection here is not a retry.
         if drive(&mut conn.driver, conn.sender.ready()).await.is_err() {
             conn = match connect(ctx.target.addr).await {
                 Ok(c) => c,
-                Err(e) => {
-                    return fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
-                }
+                Err(e) => return connect_failed(ctx, &e),
             };
             reused = false;
         }
+        conn.reads.begin_exchange();
         rec.sent_ns = ctx.now_ns();
         let sent = conn.sender.send_request(req);
         match drive(&mut conn.driver, sent).await {
             Ok(r) => break r,
-            // A kept-alive connection the server closed just as we reused it (llama-server
-            // closes after every stream without saying so): no response byte came back, so
-            // send once more on a fresh connection. Latency still counts from the intended
-            // send, so the cost of the stale connection is measured, not hidden.
-            Err(_) if reused => {
+            // The keep-alive race: the server closed this idle connection (FIN, or our write
+            // was refused) just as we reused it, and not a byte of an answer came. Send once
+            // more on a fresh connection, and count it: the server may have seen the first
+            // send too (a server that reads a request and closes without answering looks the
+            // same from here). A reset (RST on an open connection) is the server refusing this
+            // request and fails it, as does anything on a fresh connection. Latency still
+            // counts from the intended send, so the stale connection's cost is measured.
+            Err(_) if reused && rec.retries == 0 && closed_unanswered(&conn.reads) => {
+                rec.retries += 1;
+                ctx.progress.retries.fetch_add(1, Ordering::Relaxed);
                 conn = match connect(ctx.target.addr).await {
                     Ok(c) => c,
-                    Err(e) => {
-                        return fail(
-                            FailureKind::Connect,
-                            format!("connect {}: {e}", ctx.target.addr),
-                        )
-                    }
+                    Err(e) => return connect_failed(ctx, &e),
                 };
                 reused = false;
             }

@@ -285,7 +285,7 @@ async fn generate(
         if f.status().is_some() {
             return reject(fault_error(f), f.kind());
         }
-        if f == Fault::ResetBefore {
+        if matches!(f, Fault::ResetBefore | Fault::CloseBefore) {
             finish(
                 &engine,
                 &arrival,
@@ -296,8 +296,14 @@ async fn generate(
                 Vec::new(),
                 f.kind(),
             );
-            reset.reset.store(true, Relaxed);
-            return Err(reset_now());
+            // An error from the service makes hyper drop the connection without a response:
+            // with the reset flag as an RST, without it as a FIN (the request was read whole,
+            // so the close is clean).
+            if f == Fault::ResetBefore {
+                reset.reset.store(true, Relaxed);
+                return Err(reset_now());
+            }
+            return Err(io::Error::other("servelab-sim injected close"));
         }
     }
     let natural = natural_length(engine.cfg.eos_mean_tokens, &mut rng);

@@ -32,6 +32,7 @@ fn record(index: u64, ttft_ms: u64) -> RequestRecord {
         outcome: Outcome::Success,
         server: None,
         read_lag_ns: None,
+        retries: 0,
     }
 }
 
