@@ -8,6 +8,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
@@ -208,7 +209,21 @@ impl Pool {
     }
 }
 
-/// A plain GET (readiness checks, `/v1/models`, `/metrics`): status and body.
+/// The longest one readiness probe (a GET of `/health` or `/v1/models`) may take: a server
+/// that accepts and then says nothing must not hold up the wait past its deadline, nor keep
+/// the other path from being tried.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long [`first_model`] waits for `/v1/models`.
+pub const MODEL_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest GET body read (`/metrics`, `/v1/models`); a larger one is an error, read no
+/// further. An engine's `/metrics` is well under 1 MiB.
+pub const MAX_GET_BODY: usize = 32 << 20;
+
+/// A plain GET (readiness checks, `/v1/models`, `/metrics`): status and body (at most
+/// [`MAX_GET_BODY`]). Not bounded in time: use [`get_within`], or wrap it in a timeout.
+/// Cancel-safe: dropping the future closes its connection.
 pub async fn get(target: &Target, path: &str) -> std::io::Result<(u16, Bytes)> {
     let mut conn = connect(target.addr).await?;
     let mut req = http::Request::get(path).header(http::header::HOST, target.authority.as_str());
@@ -219,35 +234,73 @@ pub async fn get(target: &Target, path: &str) -> std::io::Result<(u16, Bytes)> {
     let sent = conn.sender.send_request(req);
     let resp = drive(&mut conn.driver, sent).await.map_err(std::io::Error::other)?;
     let status = resp.status().as_u16();
-    let body = drive(&mut conn.driver, http_body_util::BodyExt::collect(resp.into_body()))
+    let limited = http_body_util::Limited::new(resp.into_body(), MAX_GET_BODY);
+    let body = drive(&mut conn.driver, http_body_util::BodyExt::collect(limited))
         .await
-        .map_err(std::io::Error::other)?
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                std::io::Error::other(format!("body larger than {} MiB", MAX_GET_BODY >> 20))
+            } else {
+                std::io::Error::other(e)
+            }
+        })?
         .to_bytes();
     Ok((status, body))
 }
 
-/// Poll `/health`, then `/v1/models`, until one answers 200 or `timeout` passes.
-pub async fn wait_ready(target: &Target, timeout: std::time::Duration) -> Result<(), String> {
+/// [`get`] within `timeout` (connecting included); past it, an error of kind `TimedOut`.
+pub async fn get_within(
+    target: &Target,
+    path: &str,
+    timeout: Duration,
+) -> std::io::Result<(u16, Bytes)> {
+    match tokio::time::timeout(timeout, get(target, path)).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {:.1} s", timeout.as_secs_f64()),
+        )),
+    }
+}
+
+/// Poll `/health`, then `/v1/models`, until one answers 200 or `timeout` passes. Every probe
+/// is bounded by what is left of `timeout` (and by [`PROBE_TIMEOUT`]), so the whole wait
+/// ends by its deadline whatever the server does. Cancel-safe: a caller may `select!` it
+/// against Ctrl-C (see [`unless_interrupted`]).
+pub async fn wait_ready(target: &Target, timeout: Duration) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = String::from("no answer");
     loop {
         for path in ["/health", "/v1/models"] {
-            match get(target, path).await {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Err(last);
+            }
+            match get_within(target, path, left.min(PROBE_TIMEOUT)).await {
                 Ok((200, _)) => return Ok(()),
                 Ok((status, _)) => last = format!("GET {path} answered HTTP {status}"),
                 Err(e) => last = format!("GET {path}: {e}"),
             }
         }
-        if tokio::time::Instant::now() >= deadline {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
             return Err(last);
         }
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        tokio::time::sleep(left.min(Duration::from_millis(250))).await;
     }
 }
 
-/// The first model id listed by `/v1/models`.
+/// The first model id listed by `/v1/models`, within [`MODEL_DISCOVERY_TIMEOUT`].
+/// Cancel-safe: a caller should `select!` it against Ctrl-C (see [`unless_interrupted`]).
 pub async fn first_model(target: &Target) -> Result<String, String> {
-    let (status, body) = get(target, "/v1/models").await.map_err(|e| e.to_string())?;
+    first_model_within(target, MODEL_DISCOVERY_TIMEOUT).await
+}
+
+/// The first model id listed by `/v1/models`, within `timeout`.
+pub async fn first_model_within(target: &Target, timeout: Duration) -> Result<String, String> {
+    let (status, body) = get_within(target, "/v1/models", timeout)
+        .await
+        .map_err(|e| format!("GET /v1/models: {e}"))?;
     if status != 200 {
         return Err(format!("GET /v1/models answered HTTP {status}"));
     }
@@ -257,4 +310,25 @@ pub async fn first_model(target: &Target) -> Result<String, String> {
         .as_str()
         .map(str::to_string)
         .ok_or_else(|| "GET /v1/models listed no model; pass --model".to_string())
+}
+
+/// Run `fut` unless `interrupt` turns true first (then `None`, and `fut` is dropped, which
+/// for the functions of this module closes their connection). For the waits before a run
+/// (readiness, model discovery), so Ctrl-C stops them at once.
+pub async fn unless_interrupted<F: Future>(
+    interrupt: &mut tokio::sync::watch::Receiver<bool>,
+    fut: F,
+) -> Option<F::Output> {
+    if *interrupt.borrow() {
+        return None;
+    }
+    let mut fut = std::pin::pin!(fut);
+    tokio::select! {
+        out = &mut fut => Some(out),
+        r = interrupt.wait_for(|v| *v) => match r {
+            Ok(_) => None,
+            // No one can interrupt any more: just finish.
+            Err(_) => Some(fut.await),
+        },
+    }
 }
