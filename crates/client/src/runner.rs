@@ -13,15 +13,16 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use servelab_load::{Arrival, Arrivals, Dispatch, Exhausted};
 use servelab_records::{Chunk, FailureKind, Outcome, RequestRecord, Usage};
 use tokio::sync::{mpsc, watch};
 
-use crate::http::{connect, drive, Pool, Target};
+use crate::http::{connect, drive, Conn, Pool, Target};
 use crate::limits::{guarded, Expired, Limits};
 use crate::openai::{parse_event, EventError};
 use crate::scrape::Baseline;
-use crate::sse::{SseData, SseParser};
+use crate::sse::{human_bytes, SseData, SseParser};
 use crate::timed_io::{since_epoch, ReadEnd, ReadStamp};
 
 /// One request, ready to send: its body was serialized before the run.
@@ -470,13 +471,20 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
     rec.status = Some(status.as_u16());
     let mut body = resp.into_body();
     if !status.is_success() {
-        let bytes = match drive(&mut conn.driver, body.collect()).await {
-            Ok(b) => b.to_bytes(),
-            Err(_) => Bytes::new(),
-        };
-        ctx.pool.put(conn);
+        let (bytes, whole) = read_capped(&mut conn, &mut body, MAX_ERROR_BODY).await;
+        // A connection whose body was not read to its end cannot carry another request.
+        if whole {
+            ctx.pool.put(conn);
+        }
         let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
-        return fail(FailureKind::HttpStatus, format!("HTTP {}: {}", status.as_u16(), text.trim()));
+        let mut message = format!("HTTP {}: {}", status.as_u16(), text.trim());
+        if !whole && bytes.len() > MAX_ERROR_BODY {
+            message.push_str(&format!(
+                " (error body longer than {}: not read further)",
+                human_bytes(MAX_ERROR_BODY)
+            ));
+        }
+        return fail(FailureKind::HttpStatus, message);
     }
 
     let mut parser = SseParser::new();
@@ -495,7 +503,7 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             rec.read_lag_ns = rec.read_lag_ns.max(Some(now.saturating_sub(t)));
         }
         let Ok(data) = frame.into_data() else { continue };
-        parser.push(&data, &mut events);
+        let pushed = parser.push(&data, &mut events);
         let before = rec.chunks.len();
         for ev in events.drain(..) {
             if let Err(outcome) = stream.on_event(ev, t, rec) {
@@ -518,6 +526,12 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             rec.end_ns = Some(t);
             break;
         }
+        if let Err(e) = pushed {
+            return fail(
+                FailureKind::Malformed,
+                format!("{e} (the server sent more without an event boundary)"),
+            );
+        }
     }
     rec.usage = stream.usage;
     if stream.done {
@@ -534,6 +548,31 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
         fail(FailureKind::Incomplete, "stream ended inside an event".into())
     } else {
         fail(FailureKind::Incomplete, "stream ended without data: [DONE]".into())
+    }
+}
+
+/// How much of an error response's body is read: enough for any real error message; the
+/// rest is left unread (the connection is then closed), never buffered.
+pub const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// Read `body` until it ends or more than `cap` bytes came; returns at most `cap + 1` bytes
+/// (one more than `cap` says it was cut) and whether the body was read to its end.
+async fn read_capped(conn: &mut Conn, body: &mut Incoming, cap: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    loop {
+        match drive(&mut conn.driver, body.frame()).await {
+            None => return (kept, true),
+            Some(Err(_)) => return (kept, false),
+            Some(Ok(f)) => {
+                if let Ok(data) = f.into_data() {
+                    let take = data.len().min(cap + 1 - kept.len());
+                    kept.extend_from_slice(&data[..take]);
+                    if kept.len() > cap {
+                        return (kept, false);
+                    }
+                }
+            }
+        }
     }
 }
 

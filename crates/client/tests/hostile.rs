@@ -1,0 +1,72 @@
+//! A hostile server: garbage, oversize, silence and protocol oddities, answered to the
+//! measuring loop through the public API. Each case checks the record's outcome and kind, and
+//! that nothing hangs past the configured timeouts (every run is bounded) or grows without
+//! bound.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use servelab_client::runner::MAX_ERROR_BODY;
+use servelab_client::sse::MAX_EVENT_BYTES;
+use servelab_records::FailureKind;
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One request against a server scripted by `respond`; its record.
+async fn one<F, Fut>(respond: F) -> servelab_records::RequestRecord
+where
+    F: Fn(tokio::net::TcpStream, String) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let addr = hostile(respond).await;
+    let mut records = run_against(addr, 1, TIMEOUT).await;
+    assert_eq!(records.len(), 1);
+    records.remove(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_huge_line_without_a_newline_fails_at_the_event_limit() {
+    // 40 MB of one line, well past the 16 MiB limit.
+    let start = Instant::now();
+    let r = one(|mut s, _| async move {
+        let _ = write_all(&mut s, &[SSE_HEAD, &chunk(b"data: {\"choices\":[{\"text\":\"")]).await;
+        let piece = chunk(&vec![b'a'; 1 << 20]);
+        for _ in 0..40 {
+            if !write_all(&mut s, &[&piece]).await {
+                return;
+            }
+        }
+    })
+    .await;
+    let (kind, message) = failure(&r).expect("fails");
+    assert_eq!(kind, FailureKind::Malformed, "{message}");
+    assert!(message.contains("16 MiB limit"), "{message}");
+    assert_eq!(MAX_EVENT_BYTES, 16 << 20);
+    assert!(start.elapsed() < TIMEOUT, "failed only after {:?}", start.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_error_body_is_read_only_up_to_its_limit() {
+    let start = Instant::now();
+    let r = one(|mut s, _| async move {
+        let head = b"HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\n\
+                     content-length: 41943040\r\n\r\n";
+        let _ = write_all(&mut s, &[head]).await;
+        let piece = vec![b'e'; 1 << 20];
+        for _ in 0..40 {
+            if !write_all(&mut s, &[&piece]).await {
+                return;
+            }
+        }
+    })
+    .await;
+    let (kind, message) = failure(&r).expect("fails");
+    assert_eq!(kind, FailureKind::HttpStatus);
+    assert!(message.starts_with("HTTP 500: eeee"), "{message}");
+    assert!(message.ends_with("(error body longer than 64 KiB: not read further)"), "{message}");
+    assert!(message.len() < 400, "{}", message.len());
+    assert_eq!(MAX_ERROR_BODY, 64 << 10);
+    assert!(start.elapsed() < TIMEOUT, "{:?}", start.elapsed());
+}
