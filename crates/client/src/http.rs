@@ -306,10 +306,18 @@ pub async fn first_model_within(target: &Target, timeout: Duration) -> Result<St
     }
     let v: serde_json::Value =
         serde_json::from_slice(&body).map_err(|e| format!("GET /v1/models: invalid JSON: {e}"))?;
-    v["data"][0]["id"]
+    let id = v["data"][0]["id"]
         .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| "GET /v1/models listed no model; pass --model".to_string())
+        .ok_or_else(|| "GET /v1/models listed no model; pass --model".to_string())?;
+    // The id is sent back in every request and printed in every report: one with control
+    // characters is refused rather than printed raw or silently altered.
+    if crate::text::sanitize(id) != id {
+        return Err(format!(
+            "GET /v1/models listed a model id with control characters ('{}'); pass --model",
+            crate::text::sanitize(id)
+        ));
+    }
+    Ok(id.to_string())
 }
 
 /// Run `fut` unless `interrupt` turns true first (then `None`, and `fut` is dropped, which

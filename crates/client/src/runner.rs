@@ -404,8 +404,10 @@ pub fn request_id(rec: &RequestRecord) -> String {
     format!("servelab-{phase}{}", rec.index)
 }
 
+/// A failure outcome. Messages may quote the server (an error body, an in-stream error), so
+/// they are made safe to print here, where every failure enters a record.
 fn fail(kind: FailureKind, message: String) -> Outcome {
-    Outcome::Failure { kind, message }
+    Outcome::Failure { kind, message: crate::text::sanitize_owned(message) }
 }
 
 fn connect_failed(ctx: &Ctx, e: &std::io::Error) -> Outcome {

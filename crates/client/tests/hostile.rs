@@ -70,3 +70,27 @@ async fn a_huge_error_body_is_read_only_up_to_its_limit() {
     assert_eq!(MAX_ERROR_BODY, 64 << 10);
     assert!(start.elapsed() < TIMEOUT, "{:?}", start.elapsed());
 }
+
+/// ESC, OSC and BEL in a server's error text reach the record escaped, never raw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_control_bytes_in_error_text_are_escaped() {
+    let r = one(|mut s, _| async move {
+        let body = "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[31mboom\r\n";
+        let head =
+            format!("HTTP/1.1 500 Internal Server Error\r\ncontent-length: {}\r\n\r\n", body.len());
+        write_all(&mut s, &[head.as_bytes(), body.as_bytes()]).await;
+    })
+    .await;
+    let (kind, message) = failure(&r).expect("fails");
+    assert_eq!(kind, FailureKind::HttpStatus);
+    assert_eq!(message, "HTTP 500: \\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{1b}[31mboom");
+
+    let r = one(|mut s, _| async move {
+        let ev = "data: {\"error\":{\"message\":\"bad \\u001b[5mthing\\u0007\"}}\n\n";
+        write_all(&mut s, &[SSE_HEAD, &chunk(ev.as_bytes()), LAST_CHUNK]).await;
+    })
+    .await;
+    let (kind, message) = failure(&r).expect("fails");
+    assert_eq!(kind, FailureKind::StreamError);
+    assert_eq!(message, "bad \\u{1b}[5mthing\\u{7}");
+}

@@ -122,3 +122,16 @@ async fn a_get_body_past_the_limit_is_an_error_not_a_buffer() {
         .unwrap_err();
     assert_eq!(err.to_string(), "body larger than 32 MiB");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_id_with_control_characters_is_refused_not_printed() {
+    let body = r#"{"data":[{"id":"m\u001b[2Jx"}]}"#;
+    let reply = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+    let reply: &'static [u8] = Box::leak(reply.into_bytes().into_boxed_slice());
+    let t = target(&format!("http://{}", server(reply).await)).await;
+    let err = first_model_within(&t, Duration::from_secs(5)).await.unwrap_err();
+    assert_eq!(
+        err,
+        "GET /v1/models listed a model id with control characters ('m\\u{1b}[2Jx'); pass --model"
+    );
+}
