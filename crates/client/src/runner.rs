@@ -471,6 +471,10 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
     };
     let status = resp.status();
     rec.status = Some(status.as_u16());
+    let resp_type = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let mut body = resp.into_body();
     if !status.is_success() {
         let (bytes, whole) = read_capped(&mut conn, &mut body, MAX_ERROR_BODY).await;
@@ -489,6 +493,11 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
         return fail(FailureKind::HttpStatus, message);
     }
 
+    // Not declared an event stream (an HTML page, a plain JSON answer): still parsed as one,
+    // in case the server merely mislabels it, but its start is kept to say what it was if
+    // no event comes. Event streams never take this branch.
+    let mut not_sse = (!is_event_stream(resp_type.as_deref()))
+        .then(|| NotSse { content_type: resp_type.unwrap_or_default(), start: Vec::new() });
     let mut parser = SseParser::new();
     let mut events = Vec::new();
     let mut stream = StreamState::default();
@@ -505,6 +514,9 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             rec.read_lag_ns = rec.read_lag_ns.max(Some(now.saturating_sub(t)));
         }
         let Ok(data) = frame.into_data() else { continue };
+        if let Some(n) = &mut not_sse {
+            n.keep(&data);
+        }
         let pushed = parser.push(&data, &mut events);
         let before = rec.chunks.len();
         for ev in events.drain(..) {
@@ -529,6 +541,9 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             break;
         }
         if let Err(e) = pushed {
+            if let Some(outcome) = not_sse.as_ref().and_then(|n| n.failure(&stream)) {
+                return outcome;
+            }
             return fail(
                 FailureKind::Malformed,
                 format!("{e} (the server sent more without an event boundary)"),
@@ -546,10 +561,69 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             ctx.pool.put(conn);
         }
         Outcome::Success
+    } else if let Some(outcome) = not_sse.as_ref().and_then(|n| n.failure(&stream)) {
+        outcome
     } else if !parser.pending().is_empty() {
         fail(FailureKind::Incomplete, "stream ended inside an event".into())
     } else {
         fail(FailureKind::Incomplete, "stream ended without data: [DONE]".into())
+    }
+}
+
+/// True for `text/event-stream` (any case, with or without parameters).
+fn is_event_stream(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|t| {
+        t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("text/event-stream")
+    })
+}
+
+/// A 2xx answer not declared `text/event-stream`: its type and the start of its body.
+struct NotSse {
+    content_type: String,
+    start: Vec<u8>,
+}
+
+impl NotSse {
+    /// Bytes of the body kept to describe it.
+    const KEEP: usize = 4096;
+
+    fn keep(&mut self, data: &[u8]) {
+        let take = data.len().min(Self::KEEP - self.start.len());
+        self.start.extend_from_slice(&data[..take]);
+    }
+
+    /// When no event came, the failure that names what the server sent instead.
+    fn failure(&self, stream: &StreamState) -> Option<Outcome> {
+        if stream.seen_event {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&self.start);
+        let ty = match self.content_type.trim() {
+            "" => "no content-type".to_string(),
+            t => format!("content-type '{t}'"),
+        };
+        let media = self.content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let json = media == "application/json" || media.ends_with("+json");
+        let message = if json && text.trim_start().starts_with('{') && text.contains("\"choices\"")
+        {
+            format!(
+                "the server ignored \"stream\": true and answered with one JSON completion \
+                 ({ty}) instead of an event stream: {}",
+                excerpt(&text)
+            )
+        } else {
+            format!("HTTP 200 with {ty} instead of text/event-stream: {}", excerpt(&text))
+        };
+        Some(fail(FailureKind::Malformed, message))
+    }
+}
+
+/// The first 200 characters of `s`, whitespace runs folded, for a message.
+fn excerpt(s: &str) -> String {
+    let folded: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match folded.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &folded[..i]),
+        None => folded,
     }
 }
 
@@ -607,10 +681,13 @@ struct StreamState {
     /// it on the final `finish_reason` chunk of `/v1/completions`).
     usage_not_continuous: bool,
     done: bool,
+    /// Any event came (even a malformed one): the body was an event stream.
+    seen_event: bool,
 }
 
 impl StreamState {
     fn on_event(&mut self, ev: SseData, t: u64, rec: &mut RequestRecord) -> Result<(), Outcome> {
+        self.seen_event = true;
         let data = match ev {
             SseData::Text(s) => s,
             SseData::InvalidUtf8 => {

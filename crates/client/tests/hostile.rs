@@ -94,3 +94,66 @@ async fn terminal_control_bytes_in_error_text_are_escaped() {
     assert_eq!(kind, FailureKind::StreamError);
     assert_eq!(message, "bad \\u{1b}[5mthing\\u{7}");
 }
+
+/// An answer with `status`, `content_type` and `body`, whole.
+async fn plain(
+    status: &'static str,
+    content_type: &'static str,
+    body: &'static str,
+) -> servelab_records::RequestRecord {
+    one(move |mut s, _| async move {
+        let head = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        write_all(&mut s, &[head.as_bytes(), body.as_bytes()]).await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn html_with_200_names_its_content_type() {
+    let r = plain(
+        "200 OK",
+        "text/html; charset=utf-8",
+        "<!DOCTYPE html>\n<html>\n\n<body>\n  Welcome to nginx!\n</body>\n</html>\n",
+    )
+    .await;
+    assert_eq!(
+        failure(&r),
+        Some((
+            FailureKind::Malformed,
+            "HTTP 200 with content-type 'text/html; charset=utf-8' instead of text/event-stream: \
+             <!DOCTYPE html> <html> <body> Welcome to nginx! </body> </html>"
+        ))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_json_completion_says_the_server_ignored_stream_true() {
+    let r = plain(
+        "200 OK",
+        "application/json",
+        r#"{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"hi","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+    )
+    .await;
+    let (kind, message) = failure(&r).expect("fails");
+    assert_eq!(kind, FailureKind::Malformed);
+    assert!(
+        message.starts_with(
+            "the server ignored \"stream\": true and answered with one JSON completion \
+             (content-type 'application/json') instead of an event stream: {\"id\":\"cmpl-1\""
+        ),
+        "{message}"
+    );
+}
+
+/// A mislabelled but valid event stream is still measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_labelled_otherwise_still_counts() {
+    let body: &'static str =
+        Box::leak(format!("{}data: [DONE]\n\n", text_event("hi")).into_boxed_str());
+    let r = plain("200 OK", "text/plain", body).await;
+    assert!(r.is_success(), "{r:?}");
+    assert_eq!(r.output_text(), "hi");
+}
