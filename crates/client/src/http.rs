@@ -30,9 +30,37 @@ pub struct Target {
     pub base_url: String,
     /// Path of the generation endpoint, e.g. `/v1/completions`.
     pub path: String,
-    /// Extra headers (`--header`, Authorization). Never logged or stored.
+    /// Extra headers (`--header`, Authorization). Never logged or stored. At most one
+    /// Authorization: see [`Target::add_header`].
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// Where the Authorization header in `headers` came from, if there is one.
+    auth: Option<AuthSource>,
 }
+
+/// Where an Authorization header came from, weakest first: a stronger source replaces a
+/// weaker one, never the reverse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum AuthSource {
+    /// The API key (`OPENAI_API_KEY` or its flag).
+    ApiKey,
+    /// An explicit `--header Authorization: ...`.
+    Header,
+}
+
+/// Headers that describe the connection or the message framing, which servelab sets itself:
+/// a user's value would contradict what is actually sent and break every request.
+const RESERVED_HEADERS: &[&str] = &[
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+    "x-request-id",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
@@ -45,21 +73,25 @@ pub enum TargetError {
     Https(String),
     #[error("cannot resolve '{host}': {message}")]
     Resolve { host: String, message: String },
-    #[error("invalid header '{0}': expected NAME:VALUE")]
+    /// The value is never shown: it may be a secret.
+    #[error("invalid header '{0}': expected NAME:VALUE with a valid name and value")]
     Header(String),
+    #[error("header '{name}' cannot be set: {why}")]
+    Reserved { name: String, why: &'static str },
 }
 
 impl Target {
     /// Resolve `base_url` once, up front, so no lookup happens while timing.
     pub async fn resolve(base_url: &str, path: &str) -> Result<Self, TargetError> {
+        let shown = base_url.to_string();
         let base = base_url.trim_end_matches('/');
-        let uri: Uri = base.parse().map_err(|_| TargetError::Url(base_url.to_string()))?;
+        let uri: Uri = base.parse().map_err(|_| TargetError::Url(shown.clone()))?;
         match uri.scheme_str() {
             Some("http") => {}
-            Some("https") => return Err(TargetError::Https(base_url.to_string())),
-            _ => return Err(TargetError::Url(base_url.to_string())),
+            Some("https") => return Err(TargetError::Https(shown)),
+            _ => return Err(TargetError::Url(shown)),
         }
-        let host = uri.host().ok_or_else(|| TargetError::Url(base_url.to_string()))?;
+        let host = uri.host().ok_or_else(|| TargetError::Url(shown.clone()))?;
         let port = uri.port_u16().unwrap_or(80);
         let host_for_lookup = host.trim_start_matches('[').trim_end_matches(']');
         let addr = tokio::net::lookup_host((host_for_lookup, port))
@@ -79,27 +111,72 @@ impl Target {
             base_url: base.to_string(),
             path: format!("{prefix}{path}"),
             headers: Vec::new(),
+            auth: None,
         })
     }
 
-    /// Add a `NAME:VALUE` header.
+    /// Add a `NAME:VALUE` header. An Authorization header replaces any other (the API
+    /// key's); framing and connection headers (Content-Length, Transfer-Encoding,
+    /// Host, Connection, ...) and `x-request-id`, which servelab sets itself, are refused.
+    /// Content-Type and Accept replace servelab's own.
     pub fn add_header(&mut self, spec: &str) -> Result<(), TargetError> {
-        let (k, v) = spec.split_once(':').ok_or_else(|| TargetError::Header(spec.to_string()))?;
-        let name = HeaderName::from_bytes(k.trim().as_bytes())
-            .map_err(|_| TargetError::Header(spec.to_string()))?;
-        let value =
-            HeaderValue::from_str(v.trim()).map_err(|_| TargetError::Header(spec.to_string()))?;
-        self.headers.push((name, value));
+        // Only the name is ever shown back: the value may be a secret.
+        let bad = || TargetError::Header(header_name_for_error(spec));
+        let (k, v) = spec.split_once(':').ok_or_else(bad)?;
+        let name = HeaderName::from_bytes(k.trim().as_bytes()).map_err(|_| bad())?;
+        let mut value = HeaderValue::from_str(v.trim()).map_err(|_| bad())?;
+        if RESERVED_HEADERS.contains(&name.as_str()) {
+            let why = if name.as_str() == "x-request-id" {
+                "servelab sets it to each request's own id, which joins its records with the \
+                 server's logs"
+            } else {
+                "servelab sets the connection and message framing itself"
+            };
+            return Err(TargetError::Reserved { name: k.trim().to_string(), why });
+        }
+        if name == http::header::AUTHORIZATION || name == http::header::PROXY_AUTHORIZATION {
+            value.set_sensitive(true);
+        }
+        if name == http::header::AUTHORIZATION {
+            self.set_auth(AuthSource::Header, value);
+        } else {
+            self.headers.push((name, value));
+        }
         Ok(())
     }
 
     /// Add `Authorization: Bearer KEY`, marked sensitive so it never appears in debug output.
+    /// An explicit Authorization header (given before or after) wins over the key. An empty
+    /// key sets nothing.
     pub fn set_api_key(&mut self, key: &str) -> Result<(), TargetError> {
-        let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+        let key = key.trim();
+        if key.is_empty() {
+            return Ok(());
+        }
+        let value = HeaderValue::from_str(&format!("Bearer {key}"))
             .map_err(|_| TargetError::Header("Authorization: Bearer <key>".into()))?;
-        value.set_sensitive(true);
-        self.headers.push((http::header::AUTHORIZATION, value));
+        self.set_auth(AuthSource::ApiKey, value);
         Ok(())
+    }
+
+    /// Keep one Authorization header: the one from the strongest source so far.
+    fn set_auth(&mut self, source: AuthSource, mut value: HeaderValue) {
+        if self.auth.is_some_and(|have| have > source) {
+            return;
+        }
+        value.set_sensitive(true);
+        self.headers.retain(|(k, _)| k != http::header::AUTHORIZATION);
+        self.headers.push((http::header::AUTHORIZATION, value));
+        self.auth = Some(source);
+    }
+}
+
+/// The header name of a `--header` argument for an error message; nothing when there is no
+/// `:` (then the whole argument may be a secret).
+fn header_name_for_error(spec: &str) -> String {
+    match spec.split_once(':') {
+        Some((k, _)) => format!("{}: ...", crate::text::sanitize(k.trim())),
+        None => "(no ':' in the argument; not shown)".to_string(),
     }
 }
 
@@ -338,5 +415,70 @@ pub async fn unless_interrupted<F: Future>(
             // No one can interrupt any more: just finish.
             Err(_) => Some(fut.await),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth(t: &Target) -> Vec<&str> {
+        t.headers
+            .iter()
+            .filter(|(k, _)| k == http::header::AUTHORIZATION)
+            .map(|(_, v)| v.to_str().unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn one_authorization_header_from_the_strongest_source() {
+        let url = "http://127.0.0.1:8000";
+        // API key < explicit header, whatever the order they are given in.
+        let mut t = Target::resolve(url, "/").await.unwrap();
+        t.set_api_key("sk-1").unwrap();
+        assert_eq!(auth(&t), ["Bearer sk-1"]);
+        t.add_header("Authorization: Token abc").unwrap();
+        assert_eq!(auth(&t), ["Token abc"]);
+        t.set_api_key("sk-2").unwrap();
+        assert_eq!(auth(&t), ["Token abc"]);
+        let mut t = Target::resolve(url, "/").await.unwrap();
+        t.add_header("authorization:Token abc").unwrap();
+        t.set_api_key("sk-1").unwrap();
+        assert_eq!(auth(&t), ["Token abc"]);
+        // A second explicit header replaces the first; an empty key sets nothing.
+        t.add_header("Authorization: Token def").unwrap();
+        assert_eq!(auth(&t), ["Token def"]);
+        let mut t = Target::resolve("http://127.0.0.1:8000", "/").await.unwrap();
+        t.set_api_key("  ").unwrap();
+        assert!(auth(&t).is_empty());
+        t.add_header("X-Custom: a").unwrap();
+        t.add_header("X-Custom: b").unwrap();
+        assert_eq!(t.headers.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn framing_and_connection_headers_are_refused_by_name() {
+        let mut t = Target::resolve("http://127.0.0.1:8000", "/").await.unwrap();
+        for spec in [
+            "Content-Length: 5",
+            "host: example.com",
+            "Transfer-Encoding: chunked",
+            "Connection: close",
+            "x-request-id: mine",
+        ] {
+            let e = t.add_header(spec).unwrap_err();
+            let name = spec.split(':').next().unwrap();
+            assert!(e.to_string().starts_with(&format!("header '{name}' cannot be set: ")), "{e}");
+        }
+        assert!(t.headers.is_empty());
+        // A malformed header never shows its value (it may be a key).
+        let e = t.add_header("Bearer sk-secret").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid header '(no ':' in the argument; not shown)': expected NAME:VALUE with a \
+             valid name and value"
+        );
+        let e = t.add_header("Authorization: sk-\nsecret").unwrap_err();
+        assert!(!e.to_string().contains("secret"), "{e}");
     }
 }

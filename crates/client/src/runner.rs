@@ -657,17 +657,24 @@ fn build_request(
     body: Bytes,
     rec: &RequestRecord,
 ) -> Result<Request<Full<Bytes>>, http::Error> {
-    let mut req = Request::builder()
+    let req = Request::builder()
         .method(Method::POST)
         .uri(ctx.target.path.as_str())
         .header(http::header::HOST, ctx.target.authority.as_str())
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::ACCEPT, "text/event-stream")
         .header("x-request-id", request_id(rec));
+    let mut req = req.body(Full::new(body))?;
+    let headers = req.headers_mut();
     for (k, v) in &ctx.target.headers {
-        req = req.header(k, v);
+        // The user's Content-Type or Accept replaces servelab's; other names add a value.
+        if k == http::header::CONTENT_TYPE || k == http::header::ACCEPT {
+            headers.insert(k.clone(), v.clone());
+        } else {
+            headers.append(k.clone(), v.clone());
+        }
     }
-    req.body(Full::new(body))
+    Ok(req)
 }
 
 /// Per-stream parsing state.
