@@ -66,6 +66,8 @@ const RESERVED_HEADERS: &[&str] = &[
 pub enum TargetError {
     #[error("invalid base URL '{0}': expected http://HOST:PORT")]
     Url(String),
+    #[error("invalid base URL '{url}': port {port} is out of range (1-65535)")]
+    Port { url: String, port: String },
     #[error(
         "base URL '{0}' uses https, which this build does not support yet; \
          benchmark the engine's plain-http port"
@@ -91,8 +93,18 @@ impl Target {
             Some("https") => return Err(TargetError::Https(shown)),
             _ => return Err(TargetError::Url(shown)),
         }
-        let host = uri.host().ok_or_else(|| TargetError::Url(shown.clone()))?;
-        let port = uri.port_u16().unwrap_or(80);
+        let authority = uri.authority().ok_or_else(|| TargetError::Url(shown.clone()))?.as_str();
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+        let (host, port) =
+            split_host_port(host_port).ok_or_else(|| TargetError::Url(shown.clone()))?;
+        let port = match port {
+            None | Some("") => 80,
+            Some(p) => match p.parse::<u32>() {
+                Ok(n) if (1..=65535).contains(&n) => n as u16,
+                Ok(_) => return Err(TargetError::Port { url: shown, port: p.to_string() }),
+                Err(_) => return Err(TargetError::Url(shown)),
+            },
+        };
         let host_for_lookup = host.trim_start_matches('[').trim_end_matches(']');
         let addr = tokio::net::lookup_host((host_for_lookup, port))
             .await
@@ -169,6 +181,23 @@ impl Target {
         self.headers.push((http::header::AUTHORIZATION, value));
         self.auth = Some(source);
     }
+}
+
+/// `host` and the text after its `:`, if any; IPv6 hosts keep their brackets.
+fn split_host_port(s: &str) -> Option<(&str, Option<&str>)> {
+    if s.starts_with('[') {
+        let close = s.find(']')?;
+        let (host, rest) = s.split_at(close + 1);
+        return match rest {
+            "" => Some((host, None)),
+            r => Some((host, Some(r.strip_prefix(':')?))),
+        };
+    }
+    let (host, port) = match s.split_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (s, None),
+    };
+    (!host.is_empty()).then_some((host, port))
 }
 
 /// The header name of a `--header` argument for an error message; nothing when there is no
@@ -428,6 +457,30 @@ mod tests {
             .filter(|(k, _)| k == http::header::AUTHORIZATION)
             .map(|(_, v)| v.to_str().unwrap())
             .collect()
+    }
+
+    #[test]
+    fn hosts_and_ports_split() {
+        assert_eq!(split_host_port("[::1]:8000"), Some(("[::1]", Some("8000"))));
+        assert_eq!(split_host_port("h:"), Some(("h", Some(""))));
+        assert_eq!(split_host_port(":80"), None);
+    }
+
+    #[tokio::test]
+    async fn ports_out_of_range_are_refused() {
+        for (url, port) in [("http://127.0.0.1:99999", "99999"), ("http://127.0.0.1:0", "0")] {
+            let e = Target::resolve(url, "/v1/completions").await.unwrap_err();
+            assert!(matches!(&e, TargetError::Port { port: p, .. } if p == port), "{e}");
+            assert_eq!(
+                e.to_string(),
+                format!("invalid base URL '{url}': port {port} is out of range (1-65535)")
+            );
+        }
+        let t = Target::resolve("http://127.0.0.1:65535/", "v1/x").await.unwrap();
+        assert_eq!((t.authority.as_str(), t.path.as_str()), ("127.0.0.1:65535", "/v1/x"));
+        assert!(Target::resolve("http://127.0.0.1:8x", "/").await.is_err());
+        let t = Target::resolve("http://127.0.0.1", "/").await.unwrap();
+        assert_eq!(t.addr.port(), 80);
     }
 
     #[tokio::test]
