@@ -26,7 +26,8 @@ pub struct Target {
     pub addr: SocketAddr,
     /// `host:port` for the Host header.
     pub authority: String,
-    /// Base URL as the user gave it, without a trailing slash (for reports).
+    /// Base URL as the user gave it, without a trailing slash and without any credentials
+    /// (`user:password@` is taken out and sent as Basic auth): safe to record and print.
     pub base_url: String,
     /// Path of the generation endpoint, e.g. `/v1/completions`.
     pub path: String,
@@ -41,6 +42,8 @@ pub struct Target {
 /// weaker one, never the reverse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum AuthSource {
+    /// `http://user:password@host` in the base URL.
+    Url,
     /// The API key (`OPENAI_API_KEY` or its flag).
     ApiKey,
     /// An explicit `--header Authorization: ...`.
@@ -83,9 +86,12 @@ pub enum TargetError {
 }
 
 impl Target {
-    /// Resolve `base_url` once, up front, so no lookup happens while timing.
+    /// Resolve `base_url` once, up front, so no lookup happens while timing. Credentials in
+    /// the URL (`http://user:password@host`) are removed from [`Target::base_url`] and sent as
+    /// `Authorization: Basic`, unless an API key or an explicit Authorization header replaces
+    /// them.
     pub async fn resolve(base_url: &str, path: &str) -> Result<Self, TargetError> {
-        let shown = base_url.to_string();
+        let shown = redact_url(base_url);
         let base = base_url.trim_end_matches('/');
         let uri: Uri = base.parse().map_err(|_| TargetError::Url(shown.clone()))?;
         match uri.scheme_str() {
@@ -94,7 +100,10 @@ impl Target {
             _ => return Err(TargetError::Url(shown)),
         }
         let authority = uri.authority().ok_or_else(|| TargetError::Url(shown.clone()))?.as_str();
-        let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+        let (userinfo, host_port) = match authority.rsplit_once('@') {
+            Some((u, hp)) => (Some(u), hp),
+            None => (None, authority),
+        };
         let (host, port) =
             split_host_port(host_port).ok_or_else(|| TargetError::Url(shown.clone()))?;
         let port = match port {
@@ -117,18 +126,26 @@ impl Target {
         // A base URL may carry a path prefix (e.g. behind a gateway); keep it.
         let prefix = uri.path().trim_end_matches('/');
         let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
-        Ok(Self {
+        let mut target = Self {
             addr,
             authority: format!("{host}:{port}"),
-            base_url: base.to_string(),
+            base_url: format!("http://{host_port}{prefix}"),
             path: format!("{prefix}{path}"),
             headers: Vec::new(),
             auth: None,
-        })
+        };
+        if let Some(u) = userinfo {
+            let (user, password) = u.split_once(':').unwrap_or((u, ""));
+            let pair = format!("{}:{}", percent_decode(user), percent_decode(password));
+            let value = HeaderValue::from_str(&format!("Basic {}", base64(pair.as_bytes())))
+                .map_err(|_| TargetError::Url(shown.clone()))?;
+            target.set_auth(AuthSource::Url, value);
+        }
+        Ok(target)
     }
 
-    /// Add a `NAME:VALUE` header. An Authorization header replaces any other (the API
-    /// key's); framing and connection headers (Content-Length, Transfer-Encoding,
+    /// Add a `NAME:VALUE` header. An Authorization header replaces any other (from the URL
+    /// or the API key); framing and connection headers (Content-Length, Transfer-Encoding,
     /// Host, Connection, ...) and `x-request-id`, which servelab sets itself, are refused.
     /// Content-Type and Accept replace servelab's own.
     pub fn add_header(&mut self, spec: &str) -> Result<(), TargetError> {
@@ -158,8 +175,8 @@ impl Target {
     }
 
     /// Add `Authorization: Bearer KEY`, marked sensitive so it never appears in debug output.
-    /// An explicit Authorization header (given before or after) wins over the key. An empty
-    /// key sets nothing.
+    /// An explicit Authorization header (given before or after) wins over the key; the key
+    /// wins over credentials in the URL. An empty key sets nothing.
     pub fn set_api_key(&mut self, key: &str) -> Result<(), TargetError> {
         let key = key.trim();
         if key.is_empty() {
@@ -180,6 +197,18 @@ impl Target {
         self.headers.retain(|(k, _)| k != http::header::AUTHORIZATION);
         self.headers.push((http::header::AUTHORIZATION, value));
         self.auth = Some(source);
+    }
+}
+
+/// `url` with any `user:password@` replaced by `***@`, for messages that show what the user
+/// typed. Works on strings that do not parse as URLs too.
+pub fn redact_url(url: &str) -> String {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[after_scheme..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{}***{}", &url[..after_scheme], &rest[at..]),
+        None => url.to_string(),
     }
 }
 
@@ -207,6 +236,43 @@ fn header_name_for_error(spec: &str) -> String {
         Some((k, _)) => format!("{}: ...", crate::text::sanitize(k.trim())),
         None => "(no ':' in the argument; not shown)".to_string(),
     }
+}
+
+/// `%XX` escapes decoded (RFC 3986 userinfo); a malformed escape is kept as it is.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Standard base64 with padding (RFC 4648 §4), for Basic auth.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for group in bytes.chunks(3) {
+        let n = group.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= group.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// hyper's connection state machine: reads, writes and decodes for one connection.
@@ -460,7 +526,29 @@ mod tests {
     }
 
     #[test]
-    fn hosts_and_ports_split() {
+    fn base64_matches_rfc_4648_vectors() {
+        let cases = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+            ("Aladdin:open sesame", "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="),
+        ];
+        for (plain, encoded) in cases {
+            assert_eq!(base64(plain.as_bytes()), encoded, "{plain}");
+        }
+    }
+
+    #[test]
+    fn percent_decoding_and_redaction() {
+        assert_eq!(percent_decode("p%40ss%3Aw%zz%4"), "p@ss:w%zz%4");
+        assert_eq!(redact_url("http://user:pw@host:8000/v1"), "http://***@host:8000/v1");
+        assert_eq!(redact_url("http://a@b@host"), "http://***@host");
+        assert_eq!(redact_url("user:pw@host/x@y"), "***@host/x@y");
+        assert_eq!(redact_url("http://host:8000/a@b"), "http://host:8000/a@b");
         assert_eq!(split_host_port("[::1]:8000"), Some(("[::1]", Some("8000"))));
         assert_eq!(split_host_port("h:"), Some(("h", Some(""))));
         assert_eq!(split_host_port(":80"), None);
@@ -484,9 +572,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn url_credentials_become_basic_auth_and_never_reach_the_base_url() {
+        let t =
+            Target::resolve("http://al%40x:open%20sesame@127.0.0.1:8000/gw/", "/v1/completions")
+                .await
+                .unwrap();
+        assert_eq!(t.base_url, "http://127.0.0.1:8000/gw");
+        assert_eq!(t.authority, "127.0.0.1:8000");
+        assert_eq!(t.path, "/gw/v1/completions");
+        // base64("al@x:open sesame")
+        assert_eq!(auth(&t), ["Basic YWxAeDpvcGVuIHNlc2FtZQ=="]);
+        assert!(!format!("{t:?}").contains("YWxAeDpvcGVuIHNlc2FtZQ"), "sensitive in Debug");
+        // An error about such a URL does not show the password either.
+        let e = Target::resolve("https://u:secret@127.0.0.1:1", "/").await.unwrap_err();
+        assert!(!e.to_string().contains("secret"), "{e}");
+        let e = Target::resolve("http://u:secret@127.0.0.1:70000", "/").await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid base URL 'http://***@127.0.0.1:70000': port 70000 is out of range (1-65535)"
+        );
+    }
+
+    #[tokio::test]
     async fn one_authorization_header_from_the_strongest_source() {
-        let url = "http://127.0.0.1:8000";
-        // API key < explicit header, whatever the order they are given in.
+        let url = "http://u:p@127.0.0.1:8000";
+        // URL < API key < explicit header, whatever the order they are given in.
         let mut t = Target::resolve(url, "/").await.unwrap();
         t.set_api_key("sk-1").unwrap();
         assert_eq!(auth(&t), ["Bearer sk-1"]);
