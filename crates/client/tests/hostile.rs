@@ -157,3 +157,45 @@ async fn an_event_stream_labelled_otherwise_still_counts() {
     assert!(r.is_success(), "{r:?}");
     assert_eq!(r.output_text(), "hi");
 }
+
+/// A stream scripted as a list of raw writes after [`SSE_HEAD`], each its own HTTP chunk.
+async fn stream_of(events: Vec<Vec<u8>>, end: bool) -> servelab_records::RequestRecord {
+    let events = std::sync::Arc::new(events);
+    one(move |mut s, _| {
+        let events = events.clone();
+        async move {
+            if !write_all(&mut s, &[SSE_HEAD]).await {
+                return;
+            }
+            for e in events.iter() {
+                if !write_all(&mut s, &[&chunk(e)]).await {
+                    return;
+                }
+            }
+            if end {
+                write_all(&mut s, &[LAST_CHUNK]).await;
+            }
+        }
+    })
+    .await
+}
+
+fn done() -> Vec<u8> {
+    b"data: [DONE]\n\n".to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absurd_or_negative_usage_is_malformed_not_measured() {
+    for usage in [
+        r#"{"prompt_tokens":5,"completion_tokens":-3}"#,
+        r#"{"prompt_tokens":5,"completion_tokens":1e30}"#,
+        r#"{"prompt_tokens":18446744073709551615,"completion_tokens":2}"#,
+        r#"{"prompt_tokens":5,"completion_tokens":"many"}"#,
+    ] {
+        let ev = format!("data: {{\"choices\":[],\"usage\":{usage}}}\n\n");
+        let r = stream_of(vec![text_event("a").into(), ev.into_bytes(), done()], true).await;
+        let (kind, message) = failure(&r).unwrap_or_else(|| panic!("{usage}: {r:?}"));
+        assert_eq!(kind, FailureKind::Malformed, "{usage}: {message}");
+        assert_eq!(r.usage, None, "{usage}");
+    }
+}
