@@ -471,10 +471,10 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
     };
     let status = resp.status();
     rec.status = Some(status.as_u16());
-    let resp_type = resp
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let header =
+        |name| resp.headers().get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let resp_type = header(http::header::CONTENT_TYPE);
+    let location = if status.is_redirection() { header(http::header::LOCATION) } else { None };
     let mut body = resp.into_body();
     if !status.is_success() {
         let (bytes, whole) = read_capped(&mut conn, &mut body, MAX_ERROR_BODY).await;
@@ -484,6 +484,14 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
         }
         let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
         let mut message = format!("HTTP {}: {}", status.as_u16(), text.trim());
+        if status.is_redirection() {
+            let to = location.as_deref().unwrap_or("nowhere (no Location header)");
+            message = format!(
+                "HTTP {} redirect to {to}: servelab does not follow redirects; point --base-url \
+                 at the address that answers",
+                status.as_u16()
+            );
+        }
         if !whole && bytes.len() > MAX_ERROR_BODY {
             message.push_str(&format!(
                 " (error body longer than {}: not read further)",

@@ -199,3 +199,24 @@ async fn absurd_or_negative_usage_is_malformed_not_measured() {
         assert_eq!(r.usage, None, "{usage}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_not_followed_and_says_where_it_pointed() {
+    let r = one(|mut s, _| async move {
+        write_all(
+            &mut s,
+            &[b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://elsewhere:8000/v1/completions\r\ncontent-length: 0\r\n\r\n"],
+        )
+        .await;
+    })
+    .await;
+    assert_eq!(
+        failure(&r),
+        Some((
+            FailureKind::HttpStatus,
+            "HTTP 307 redirect to http://elsewhere:8000/v1/completions: servelab does not follow \
+             redirects; point --base-url at the address that answers"
+        ))
+    );
+    assert_eq!(r.status, Some(307));
+}
