@@ -220,3 +220,158 @@ async fn a_redirect_is_not_followed_and_says_where_it_pointed() {
     );
     assert_eq!(r.status, Some(307));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_json_event_is_malformed() {
+    let r = stream_of(
+        vec![text_event("a").into(), b"data: {\"choices\":[{\"text\":\n\n".to_vec(), done()],
+        true,
+    )
+    .await;
+    let (kind, message) = failure(&r).expect("fails");
+    assert_eq!(kind, FailureKind::Malformed);
+    assert!(message.contains("{\"choices\":[{\"text\":"), "{message}");
+    // What came before the bad event is kept.
+    assert_eq!(r.output_text(), "a");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_utf8_in_an_event_is_malformed() {
+    let r = stream_of(
+        vec![b"data: {\"choices\":[{\"text\":\"\xff\xfe\"}]}\n\n".to_vec(), done()],
+        true,
+    )
+    .await;
+    assert_eq!(failure(&r), Some((FailureKind::Malformed, "event data is not valid UTF-8")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_without_done_is_incomplete() {
+    let r = stream_of(vec![text_event("a").into(), text_event("b").into()], true).await;
+    assert_eq!(failure(&r), Some((FailureKind::Incomplete, "stream ended without data: [DONE]")));
+    assert_eq!(r.output_text(), "ab");
+    let r = stream_of(vec![text_event("a").into(), b"data: {\"choi".to_vec()], true).await;
+    assert_eq!(failure(&r), Some((FailureKind::Incomplete, "stream ended inside an event")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncated_chunked_body_is_a_reset() {
+    let r = one(|mut s, _| async move {
+        let ev = text_event("a");
+        // The chunk promises 0x100 bytes; the connection closes after a few.
+        write_all(&mut s, &[SSE_HEAD, &chunk(ev.as_bytes()), b"100\r\ndata: {\"ch"]).await;
+    })
+    .await;
+    let (kind, message) = failure(&r).expect("fails");
+    assert_eq!(kind, FailureKind::Reset, "{message}");
+    assert!(message.starts_with("reading stream: "), "{message}");
+    assert_eq!(r.output_text(), "a");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byte_by_byte_events_and_crlf_endings_are_measured_whole() {
+    let mut stream = String::new();
+    for t in ["H\u{e9}", "llo", " \u{1F600}"] {
+        stream.push_str(&text_event(t));
+    }
+    stream.push_str("data: [DONE]\n\n");
+    // Every byte in its own HTTP chunk, written and flushed one at a time.
+    let bytes: Vec<Vec<u8>> = stream.as_bytes().iter().map(|b| vec![*b]).collect();
+    let r = stream_of(bytes, true).await;
+    assert!(r.is_success(), "{r:?}");
+    assert_eq!(r.output_text(), "H\u{e9}llo \u{1F600}");
+    assert_eq!(r.chunks.len(), 3);
+
+    let crlf = stream.replace("\n\n", "\r\n\r\n");
+    let r = stream_of(vec![crlf.into_bytes()], true).await;
+    assert!(r.is_success(), "{r:?}");
+    assert_eq!(r.output_text(), "H\u{e9}llo \u{1F600}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_then_silence_times_out_at_the_request_timeout() {
+    let addr = hostile(|mut s, _| async move {
+        write_all(&mut s, &[SSE_HEAD]).await;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    })
+    .await;
+    let start = Instant::now();
+    let records = run_against(addr, 1, Duration::from_millis(800)).await;
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let (kind, message) = failure(&records[0]).expect("fails");
+    assert_eq!(kind, FailureKind::Timeout);
+    assert!(message.starts_with("no complete response within"), "{message}");
+    assert_eq!(records[0].status, Some(200));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stall_after_output_ends_at_the_stall_limit() {
+    let addr = hostile(|mut s, _| async move {
+        write_all(&mut s, &[SSE_HEAD, &chunk(text_event("a").as_bytes())]).await;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    })
+    .await;
+    let cfg = servelab_client::RunConfig {
+        stall_timeout: Some(Duration::from_millis(300)),
+        ..config(target(&format!("http://{addr}")).await, 1)
+    };
+    let start = Instant::now();
+    let (records, _, _) = run_all(cfg).await;
+    assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+    let (kind, message) = failure(&records[0]).expect("fails");
+    assert_eq!(kind, FailureKind::Timeout);
+    assert!(message.starts_with("stream stalled: no data for 0.3 s after 1 chunks"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informational_responses_before_the_real_one_are_skipped() {
+    let r = one(|mut s, _| async move {
+        let body = format!("{}data: [DONE]\n\n", text_event("ok"));
+        write_all(
+            &mut s,
+            &[
+                b"HTTP/1.1 100 Continue\r\n\r\n",
+                b"HTTP/1.1 103 Early Hints\r\nlink: </x>; rel=preload\r\n\r\n",
+                SSE_HEAD,
+                &chunk(body.as_bytes()),
+                LAST_CHUNK,
+            ],
+        )
+        .await;
+    })
+    .await;
+    assert!(r.is_success(), "{r:?}");
+    assert_eq!((r.status, r.output_text().as_str()), (Some(200), "ok"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbage_status_line_is_malformed() {
+    let r = one(|mut s, _| async move {
+        write_all(&mut s, &[b"SSH-2.0-OpenSSH_9.6\r\n\r\n"]).await;
+    })
+    .await;
+    let (kind, message) = failure(&r).expect("fails");
+    assert_eq!(kind, FailureKind::Malformed, "{message}");
+}
+
+/// A server that reads each request and closes without a byte: the first send (on the
+/// pre-opened, so reused, connection) is retried once and counted; the retry's close on a
+/// fresh connection fails the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_closes_unanswered_fails_after_one_counted_retry() {
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = seen.clone();
+    let addr = hostile(move |_s, _| {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async {}
+    })
+    .await;
+    let records = run_against(addr, 3, TIMEOUT).await;
+    for r in &records {
+        assert_eq!(failure(r).map(|f| f.0), Some(FailureKind::Reset), "{r:?}");
+    }
+    let sends: usize = records.iter().map(|r| 1 + r.retries as usize).sum();
+    assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), sends);
+    assert_eq!(records[0].retries, 1);
+}
