@@ -4,7 +4,7 @@
 //! | property | cases |
 //! |---|---|
 //! | SSE: random splits of a generated valid stream give the events of one push | 2,000 streams × 16 splits |
-//! | SSE: random bytes never panic, the buffer never exceeds the limit | 5,000 inputs |
+//! | SSE: random bytes never panic, the buffer never exceeds the limit, splits do not matter | 5,000 inputs |
 //! | SSE: a limit above every event changes nothing | 1,000 streams |
 //! | `openai::parse_event` on mutated and random JSON never panics | 20,000 inputs |
 //! | `server_timings::from_event` on the same never panics | (same inputs) |
@@ -214,6 +214,8 @@ fn sse_random_bytes_never_panic_nor_grow_past_the_limit() {
         let limit = r.random_range(4..600);
         let mut p = SseParser::with_limit(limit);
         let mut out = Vec::new();
+        let mut all = Vec::new();
+        let mut overflowed = false;
         for _ in 0..r.random_range(1..30) {
             let n = r.random_range(0..200);
             let piece: Vec<u8> = (0..n)
@@ -225,6 +227,7 @@ fn sse_random_bytes_never_panic_nor_grow_past_the_limit() {
                     }
                 })
                 .collect();
+            all.extend_from_slice(&piece);
             let res = p.push(&piece, &mut out);
             assert!(
                 p.pending().len() <= limit && p.capacity() <= limit,
@@ -237,8 +240,18 @@ fn sse_random_bytes_never_panic_nor_grow_past_the_limit() {
                     p.pending().is_empty(),
                     "seed {seed} case {case}: kept bytes after overflow"
                 );
+                overflowed = true;
                 break;
             }
+        }
+        // Framing does not depend on how reads split the bytes: the same events as one push
+        // without a limit, and as many as fit before an overflow.
+        let mut whole = Vec::new();
+        SseParser::with_limit(usize::MAX).push(&all, &mut whole).unwrap();
+        if overflowed {
+            assert!(whole.starts_with(&out), "seed {seed} case {case}: {all:?}");
+        } else {
+            assert_eq!(out, whole, "seed {seed} case {case}: {all:?}");
         }
     }
 }
