@@ -12,6 +12,7 @@ pub mod runner;
 pub mod scrape;
 pub mod server_timings;
 pub mod sse;
+pub mod text;
 pub mod timed_io;
 pub mod tokens;
 

@@ -145,6 +145,11 @@ struct RawDetails {
     reasoning_tokens: Option<u64>,
 }
 
+/// The largest token count a usage field may hold: far beyond any context length, and small
+/// enough that sums over millions of requests cannot overflow. A larger (or negative, or
+/// fractional) count is a malformed event, not a measurement.
+pub const MAX_TOKENS: u64 = u32::MAX as u64;
+
 /// Parse one event's data (already known not to be `[DONE]`).
 pub fn parse_event(data: &str) -> Result<Event<'_>, EventError> {
     let raw: RawEvent<'_> = serde_json::from_str(data)
@@ -160,14 +165,29 @@ pub fn parse_event(data: &str) -> Result<Event<'_>, EventError> {
     if raw.object.as_deref() == Some("error") {
         return Err(EventError::Server(raw.message.map(Cow::into_owned).unwrap_or_default()));
     }
-    let mut ev = Event {
-        usage: raw.usage.map(|u| Usage {
-            prompt_tokens: u.prompt_tokens,
-            completion_tokens: u.completion_tokens,
-            reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
-        }),
-        ..Event::default()
+    let usage = match raw.usage {
+        Some(u) => {
+            let reasoning = u.completion_tokens_details.and_then(|d| d.reasoning_tokens);
+            for (field, n) in [
+                ("prompt_tokens", Some(u.prompt_tokens)),
+                ("completion_tokens", Some(u.completion_tokens)),
+                ("completion_tokens_details.reasoning_tokens", reasoning),
+            ] {
+                if let Some(n) = n.filter(|n| *n > MAX_TOKENS) {
+                    return Err(EventError::Malformed(format!(
+                        "usage.{field} = {n} is not a plausible token count (at most {MAX_TOKENS})"
+                    )));
+                }
+            }
+            Some(Usage {
+                prompt_tokens: u.prompt_tokens,
+                completion_tokens: u.completion_tokens,
+                reasoning_tokens: reasoning,
+            })
+        }
+        None => None,
     };
+    let mut ev = Event { usage, ..Event::default() };
     if let Some(choice) = raw.choices.into_iter().next() {
         ev.finished = choice.finish_reason.is_some_and(|f| !f.is_null());
         if let Some(t) = choice.text {
@@ -296,6 +316,21 @@ mod tests {
         let e = parse_event(r#"{"object":"error","message":"old style","code":400}"#);
         assert_eq!(e, Err(EventError::Server("old style".into())));
         assert!(matches!(parse_event("{not json"), Err(EventError::Malformed(_))));
+        assert_eq!(
+            parse_event(
+                r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":4294967296}}"#
+            ),
+            Err(EventError::Malformed(
+                "usage.completion_tokens = 4294967296 is not a plausible token count \
+                 (at most 4294967295)"
+                    .into()
+            ))
+        );
+        for bad in [r#"{"usage":{"completion_tokens":-1}}"#, r#"{"usage":{"prompt_tokens":1.5}}"#] {
+            assert!(matches!(parse_event(bad), Err(EventError::Malformed(_))), "{bad}");
+        }
+        let e = parse_event(r#"{"usage":{"prompt_tokens":4294967295,"completion_tokens":0}}"#);
+        assert_eq!(e.unwrap().usage.map(|u| u.prompt_tokens), Some(4_294_967_295));
         assert!(matches!(parse_event(r#"{"choices":5}"#), Err(EventError::Malformed(_))));
     }
 }

@@ -13,16 +13,17 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use servelab_load::{Arrival, Arrivals, Dispatch, Exhausted};
 use servelab_records::{Chunk, FailureKind, Outcome, RequestRecord, Usage};
 use tokio::sync::{mpsc, watch};
 
-use crate::http::{connect, drive, Pool, Target};
+use crate::http::{connect, drive, Conn, Pool, Target};
 use crate::limits::{guarded, Expired, Limits};
 use crate::openai::{parse_event, EventError};
 use crate::scrape::Baseline;
-use crate::sse::{SseData, SseParser};
-use crate::timed_io::{since_epoch, ReadStamp};
+use crate::sse::{human_bytes, SseData, SseParser};
+use crate::timed_io::{since_epoch, ReadEnd, ReadStamp};
 
 /// One request, ready to send: its body was serialized before the run.
 #[derive(Debug, Clone)]
@@ -69,6 +70,9 @@ pub struct Progress {
     /// Output tokens received so far: exact with per-chunk usage, else one per chunk (exact
     /// counts come after the run).
     pub tokens: AtomicU64,
+    /// Requests sent a second time after a kept-alive connection closed unanswered (the sum of
+    /// the records' `retries`).
+    pub retries: AtomicU64,
 }
 
 /// Why issuing stopped.
@@ -283,6 +287,7 @@ impl Issue {
             outcome: Outcome::Success,
             server: None,
             read_lag_ns: None,
+            retries: 0,
         };
         one_request(&self.ctx, planned.body.clone(), rec).await
     }
@@ -399,8 +404,21 @@ pub fn request_id(rec: &RequestRecord) -> String {
     format!("servelab-{phase}{}", rec.index)
 }
 
+/// A failure outcome. Messages may quote the server (an error body, an in-stream error), so
+/// they are made safe to print here, where every failure enters a record.
 fn fail(kind: FailureKind, message: String) -> Outcome {
-    Outcome::Failure { kind, message }
+    Outcome::Failure { kind, message: crate::text::sanitize_owned(message) }
+}
+
+fn connect_failed(ctx: &Ctx, e: &std::io::Error) -> Outcome {
+    fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
+}
+
+/// True when a connection ended before any byte of the response to the request just sent,
+/// and the server had closed it cleanly (FIN) or refused our bytes: the signature of an idle
+/// kept-alive connection closed by the server, as opposed to a reset of this request.
+fn closed_unanswered(reads: &ReadStamp) -> bool {
+    reads.last().is_none() && (reads.write_failed() || reads.end() == ReadEnd::Eof)
 }
 
 /// The HTTP exchange proper. Fills `rec` as data arrives, so a timeout or abort keeps the
@@ -410,9 +428,7 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
         Some(c) => (c, true),
         None => match connect(ctx.target.addr).await {
             Ok(c) => (c, false),
-            Err(e) => {
-                return fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
-            }
+            Err(e) => return connect_failed(ctx, &e),
         },
     };
     let resp = loop {
@@ -420,33 +436,33 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             Ok(r) => r,
             Err(e) => return fail(FailureKind::Connect, format!("cannot build request: {e}")),
         };
-        // Driving the pooled connection first notices a close that already arrived.
+        // Driving the pooled connection first notices a close that already arrived; nothing
+        // was sent on it, so a fresh connection here is not a retry.
         if drive(&mut conn.driver, conn.sender.ready()).await.is_err() {
             conn = match connect(ctx.target.addr).await {
                 Ok(c) => c,
-                Err(e) => {
-                    return fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
-                }
+                Err(e) => return connect_failed(ctx, &e),
             };
             reused = false;
         }
+        conn.reads.begin_exchange();
         rec.sent_ns = ctx.now_ns();
         let sent = conn.sender.send_request(req);
         match drive(&mut conn.driver, sent).await {
             Ok(r) => break r,
-            // A kept-alive connection the server closed just as we reused it (llama-server
-            // closes after every stream without saying so): no response byte came back, so
-            // send once more on a fresh connection. Latency still counts from the intended
-            // send, so the cost of the stale connection is measured, not hidden.
-            Err(_) if reused => {
+            // The keep-alive race: the server closed this idle connection (FIN, or our write
+            // was refused) just as we reused it, and not a byte of an answer came. Send once
+            // more on a fresh connection, and count it: the server may have seen the first
+            // send too (a server that reads a request and closes without answering looks the
+            // same from here). A reset (RST on an open connection) is the server refusing this
+            // request and fails it, as does anything on a fresh connection. Latency still
+            // counts from the intended send, so the stale connection's cost is measured.
+            Err(_) if reused && rec.retries == 0 && closed_unanswered(&conn.reads) => {
+                rec.retries += 1;
+                ctx.progress.retries.fetch_add(1, Ordering::Relaxed);
                 conn = match connect(ctx.target.addr).await {
                     Ok(c) => c,
-                    Err(e) => {
-                        return fail(
-                            FailureKind::Connect,
-                            format!("connect {}: {e}", ctx.target.addr),
-                        )
-                    }
+                    Err(e) => return connect_failed(ctx, &e),
                 };
                 reused = false;
             }
@@ -455,17 +471,41 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
     };
     let status = resp.status();
     rec.status = Some(status.as_u16());
+    let header =
+        |name| resp.headers().get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let resp_type = header(http::header::CONTENT_TYPE);
+    let location = if status.is_redirection() { header(http::header::LOCATION) } else { None };
     let mut body = resp.into_body();
     if !status.is_success() {
-        let bytes = match drive(&mut conn.driver, body.collect()).await {
-            Ok(b) => b.to_bytes(),
-            Err(_) => Bytes::new(),
-        };
-        ctx.pool.put(conn);
+        let (bytes, whole) = read_capped(&mut conn, &mut body, MAX_ERROR_BODY).await;
+        // A connection whose body was not read to its end cannot carry another request.
+        if whole {
+            ctx.pool.put(conn);
+        }
         let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
-        return fail(FailureKind::HttpStatus, format!("HTTP {}: {}", status.as_u16(), text.trim()));
+        let mut message = format!("HTTP {}: {}", status.as_u16(), text.trim());
+        if status.is_redirection() {
+            let to = location.as_deref().unwrap_or("nowhere (no Location header)");
+            message = format!(
+                "HTTP {} redirect to {to}: servelab does not follow redirects; point --base-url \
+                 at the address that answers",
+                status.as_u16()
+            );
+        }
+        if !whole && bytes.len() > MAX_ERROR_BODY {
+            message.push_str(&format!(
+                " (error body longer than {}: not read further)",
+                human_bytes(MAX_ERROR_BODY)
+            ));
+        }
+        return fail(FailureKind::HttpStatus, message);
     }
 
+    // Not declared an event stream (an HTML page, a plain JSON answer): still parsed as one,
+    // in case the server merely mislabels it, but its start is kept to say what it was if
+    // no event comes. Event streams never take this branch.
+    let mut not_sse = (!is_event_stream(resp_type.as_deref()))
+        .then(|| NotSse { content_type: resp_type.unwrap_or_default(), start: Vec::new() });
     let mut parser = SseParser::new();
     let mut events = Vec::new();
     let mut stream = StreamState::default();
@@ -482,7 +522,10 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             rec.read_lag_ns = rec.read_lag_ns.max(Some(now.saturating_sub(t)));
         }
         let Ok(data) = frame.into_data() else { continue };
-        parser.push(&data, &mut events);
+        if let Some(n) = &mut not_sse {
+            n.keep(&data);
+        }
+        let pushed = parser.push(&data, &mut events);
         let before = rec.chunks.len();
         for ev in events.drain(..) {
             if let Err(outcome) = stream.on_event(ev, t, rec) {
@@ -505,6 +548,15 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             rec.end_ns = Some(t);
             break;
         }
+        if let Err(e) = pushed {
+            if let Some(outcome) = not_sse.as_ref().and_then(|n| n.failure(&stream)) {
+                return outcome;
+            }
+            return fail(
+                FailureKind::Malformed,
+                format!("{e} (the server sent more without an event boundary)"),
+            );
+        }
     }
     rec.usage = stream.usage;
     if stream.done {
@@ -517,10 +569,94 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             ctx.pool.put(conn);
         }
         Outcome::Success
+    } else if let Some(outcome) = not_sse.as_ref().and_then(|n| n.failure(&stream)) {
+        outcome
     } else if !parser.pending().is_empty() {
         fail(FailureKind::Incomplete, "stream ended inside an event".into())
     } else {
         fail(FailureKind::Incomplete, "stream ended without data: [DONE]".into())
+    }
+}
+
+/// True for `text/event-stream` (any case, with or without parameters).
+fn is_event_stream(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|t| {
+        t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("text/event-stream")
+    })
+}
+
+/// A 2xx answer not declared `text/event-stream`: its type and the start of its body.
+struct NotSse {
+    content_type: String,
+    start: Vec<u8>,
+}
+
+impl NotSse {
+    /// Bytes of the body kept to describe it.
+    const KEEP: usize = 4096;
+
+    fn keep(&mut self, data: &[u8]) {
+        let take = data.len().min(Self::KEEP - self.start.len());
+        self.start.extend_from_slice(&data[..take]);
+    }
+
+    /// When no event came, the failure that names what the server sent instead.
+    fn failure(&self, stream: &StreamState) -> Option<Outcome> {
+        if stream.seen_event {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&self.start);
+        let ty = match self.content_type.trim() {
+            "" => "no content-type".to_string(),
+            t => format!("content-type '{t}'"),
+        };
+        let media = self.content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let json = media == "application/json" || media.ends_with("+json");
+        let message = if json && text.trim_start().starts_with('{') && text.contains("\"choices\"")
+        {
+            format!(
+                "the server ignored \"stream\": true and answered with one JSON completion \
+                 ({ty}) instead of an event stream: {}",
+                excerpt(&text)
+            )
+        } else {
+            format!("HTTP 200 with {ty} instead of text/event-stream: {}", excerpt(&text))
+        };
+        Some(fail(FailureKind::Malformed, message))
+    }
+}
+
+/// The first 200 characters of `s`, whitespace runs folded, for a message.
+fn excerpt(s: &str) -> String {
+    let folded: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match folded.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &folded[..i]),
+        None => folded,
+    }
+}
+
+/// How much of an error response's body is read: enough for any real error message; the
+/// rest is left unread (the connection is then closed), never buffered.
+pub const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// Read `body` until it ends or more than `cap` bytes came; returns at most `cap + 1` bytes
+/// (one more than `cap` says it was cut) and whether the body was read to its end.
+async fn read_capped(conn: &mut Conn, body: &mut Incoming, cap: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    loop {
+        match drive(&mut conn.driver, body.frame()).await {
+            None => return (kept, true),
+            Some(Err(_)) => return (kept, false),
+            Some(Ok(f)) => {
+                if let Ok(data) = f.into_data() {
+                    let take = data.len().min(cap + 1 - kept.len());
+                    kept.extend_from_slice(&data[..take]);
+                    if kept.len() > cap {
+                        return (kept, false);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -529,17 +665,24 @@ fn build_request(
     body: Bytes,
     rec: &RequestRecord,
 ) -> Result<Request<Full<Bytes>>, http::Error> {
-    let mut req = Request::builder()
+    let req = Request::builder()
         .method(Method::POST)
         .uri(ctx.target.path.as_str())
         .header(http::header::HOST, ctx.target.authority.as_str())
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::ACCEPT, "text/event-stream")
         .header("x-request-id", request_id(rec));
+    let mut req = req.body(Full::new(body))?;
+    let headers = req.headers_mut();
     for (k, v) in &ctx.target.headers {
-        req = req.header(k, v);
+        // The user's Content-Type or Accept replaces servelab's; other names add a value.
+        if k == http::header::CONTENT_TYPE || k == http::header::ACCEPT {
+            headers.insert(k.clone(), v.clone());
+        } else {
+            headers.append(k.clone(), v.clone());
+        }
     }
-    req.body(Full::new(body))
+    Ok(req)
 }
 
 /// Per-stream parsing state.
@@ -553,10 +696,13 @@ struct StreamState {
     /// it on the final `finish_reason` chunk of `/v1/completions`).
     usage_not_continuous: bool,
     done: bool,
+    /// Any event came (even a malformed one): the body was an event stream.
+    seen_event: bool,
 }
 
 impl StreamState {
     fn on_event(&mut self, ev: SseData, t: u64, rec: &mut RequestRecord) -> Result<(), Outcome> {
+        self.seen_event = true;
         let data = match ev {
             SseData::Text(s) => s,
             SseData::InvalidUtf8 => {

@@ -4,12 +4,27 @@
 //! parser works on bytes and only hands out the `data` payload of *complete* events. Text is
 //! decoded once per event, never per network read.
 
+/// The largest SSE event accepted, in bytes, counted up to and including the blank line that
+/// ends it: 16 MiB. A real event is a few hundred bytes (a token or two of JSON); a server
+/// that sends more without an event boundary (one endless line, a large non-SSE body) fails
+/// the request instead of growing the buffer without end. The parser never holds more than
+/// this many bytes (nor reserves more).
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
 /// Splits a byte stream into SSE event payloads (the joined `data:` lines of each event).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseParser {
     buf: Vec<u8>,
     /// Where to resume searching for an event boundary, so a long event is not rescanned.
     scan_from: usize,
+    /// The largest event accepted ([`MAX_EVENT_BYTES`] unless set).
+    limit: usize,
+}
+
+impl Default for SseParser {
+    fn default() -> Self {
+        Self::with_limit(MAX_EVENT_BYTES)
+    }
 }
 
 /// One complete event's data.
@@ -21,47 +36,111 @@ pub enum SseData {
     InvalidUtf8,
 }
 
+/// An event grew past the parser's limit; the parser dropped what it held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("an SSE event exceeded the {} limit on one event", human_bytes(*.limit))]
+pub struct EventTooLarge {
+    pub limit: usize,
+}
+
+/// `16 MiB`, `64 KiB`, `100 bytes`.
+pub fn human_bytes(n: usize) -> String {
+    if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
 impl SseParser {
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// A parser that accepts events of at most `limit` bytes (at least 4).
+    pub fn with_limit(limit: usize) -> Self {
+        Self { buf: Vec::new(), scan_from: 0, limit: limit.max(4) }
+    }
+
     /// Feed bytes from one network read; append each completed event's data to `out`.
     /// Events with no `data` field (comments such as `: ping`, bare `event:` lines) are skipped.
-    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<SseData>) {
-        if self.buf.is_empty() {
-            // Common case: the read starts at an event boundary. Scan it in place and keep
-            // only an incomplete tail, instead of copying every byte through the buffer.
+    /// An event longer than the limit is an error; events completed before it are in `out`.
+    pub fn push(&mut self, mut bytes: &[u8], out: &mut Vec<SseData>) -> Result<(), EventTooLarge> {
+        while !bytes.is_empty() {
+            if self.buf.is_empty() {
+                // Common case: the read starts at an event boundary. Scan it in place and keep
+                // only an incomplete tail, instead of copying every byte through the buffer.
+                let mut start = 0;
+                while let Some((end, next)) = find_boundary(bytes, start) {
+                    if next - start > self.limit {
+                        return Err(self.overflow());
+                    }
+                    if let Some(data) = event_data(&bytes[start..end]) {
+                        out.push(data);
+                    }
+                    start = next;
+                }
+                let tail = &bytes[start..];
+                if tail.len() > self.limit {
+                    return Err(self.overflow());
+                }
+                self.append(tail);
+                self.scan_from = self.buf.len().saturating_sub(3);
+                return Ok(());
+            }
+            // An event is pending: add no more than it may still grow by, so the buffer stays
+            // within the limit; whatever completes it is scanned, the rest goes round again.
+            let room = self.limit - self.buf.len();
+            if room == 0 {
+                return Err(self.overflow());
+            }
+            let (now, later) = bytes.split_at(bytes.len().min(room));
+            bytes = later;
+            self.append(now);
             let mut start = 0;
-            while let Some((end, next)) = find_boundary(bytes, start) {
-                if let Some(data) = event_data(&bytes[start..end]) {
+            while let Some((end, next)) = find_boundary(&self.buf, start.max(self.scan_from)) {
+                if let Some(data) = event_data(&self.buf[start..end]) {
                     out.push(data);
                 }
                 start = next;
+                self.scan_from = next;
             }
-            self.buf.extend_from_slice(&bytes[start..]);
+            if start > 0 {
+                self.buf.drain(..start);
+            }
+            // A boundary may straddle reads ("\r\n" then "\r\n"): rescan the last 3 bytes.
             self.scan_from = self.buf.len().saturating_sub(3);
-            return;
+        }
+        Ok(())
+    }
+
+    /// Append to the buffer, growing it by doubling but never past the limit (a plain
+    /// `extend` could reserve up to twice the limit).
+    fn append(&mut self, bytes: &[u8]) {
+        let need = self.buf.len() + bytes.len();
+        if need > self.buf.capacity() {
+            let target = (self.buf.capacity() * 2).max(need).min(self.limit).max(need);
+            self.buf.reserve_exact(target - self.buf.len());
         }
         self.buf.extend_from_slice(bytes);
-        let mut start = 0;
-        while let Some((end, next)) = find_boundary(&self.buf, start.max(self.scan_from)) {
-            if let Some(data) = event_data(&self.buf[start..end]) {
-                out.push(data);
-            }
-            start = next;
-            self.scan_from = next;
-        }
-        if start > 0 {
-            self.buf.drain(..start);
-        }
-        // A boundary may straddle reads ("\r\n" then "\r\n"): rescan the last 3 bytes.
-        self.scan_from = self.buf.len().saturating_sub(3);
+    }
+
+    fn overflow(&mut self) -> EventTooLarge {
+        self.buf = Vec::new();
+        self.scan_from = 0;
+        EventTooLarge { limit: self.limit }
     }
 
     /// Bytes received that do not yet form a complete event.
     pub fn pending(&self) -> &[u8] {
         &self.buf
+    }
+
+    /// Bytes the parser holds memory for (at most the limit).
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
     }
 }
 
@@ -114,7 +193,7 @@ mod tests {
         let mut p = SseParser::new();
         let mut out = Vec::new();
         for part in parts {
-            p.push(part, &mut out);
+            p.push(part, &mut out).unwrap();
         }
         out
     }
@@ -159,8 +238,73 @@ mod tests {
     fn incomplete_tail_is_pending_and_invalid_utf8_is_flagged() {
         let mut p = SseParser::new();
         let mut out = Vec::new();
-        p.push(b"data: \xff\xfe\n\ndata: par", &mut out);
+        p.push(b"data: \xff\xfe\n\ndata: par", &mut out).unwrap();
         assert_eq!(out, vec![SseData::InvalidUtf8]);
         assert_eq!(p.pending(), b"data: par");
+    }
+
+    #[test]
+    fn an_event_up_to_the_limit_passes_and_one_byte_more_fails() {
+        // "data: " + 92 bytes + "\n\n" = 100 bytes.
+        let ev = format!("data: {}\n\n", "x".repeat(92)).into_bytes();
+        assert_eq!(ev.len(), 100);
+        let mut out = Vec::new();
+        assert_eq!(SseParser::with_limit(100).push(&ev, &mut out), Ok(()));
+        assert_eq!(out, vec![text(&"x".repeat(92))]);
+        let too_big = format!("data: {}\n\n", "x".repeat(93)).into_bytes();
+        let mut p = SseParser::with_limit(100);
+        assert_eq!(p.push(&too_big, &mut out), Err(EventTooLarge { limit: 100 }));
+        // Fed a byte at a time, the same: the limit does not depend on how reads split.
+        for (bytes, ok) in [(&ev, true), (&too_big, false)] {
+            let mut p = SseParser::with_limit(100);
+            let mut out = Vec::new();
+            let r: Result<(), EventTooLarge> =
+                bytes.iter().try_for_each(|b| p.push(&[*b], &mut out));
+            assert_eq!(r.is_ok(), ok);
+            assert!(p.capacity() <= 100, "{}", p.capacity());
+        }
+    }
+
+    #[test]
+    fn an_endless_line_fails_at_the_limit_and_the_buffer_stays_within_it() {
+        let mut p = SseParser::with_limit(1000);
+        let mut out = Vec::new();
+        let piece = [b'a'; 64];
+        let mut fed = 0;
+        let err = loop {
+            match p.push(&piece, &mut out) {
+                Ok(()) => fed += piece.len(),
+                Err(e) => break e,
+            }
+            assert!(p.pending().len() <= 1000 && p.capacity() <= 1000, "{}", p.capacity());
+        };
+        assert_eq!(err, EventTooLarge { limit: 1000 });
+        assert_eq!(fed, 960);
+        assert!(p.pending().is_empty() && p.capacity() == 0, "the buffer is released");
+        assert_eq!(err.to_string(), "an SSE event exceeded the 1000 bytes limit on one event");
+        assert_eq!(
+            EventTooLarge { limit: MAX_EVENT_BYTES }.to_string(),
+            "an SSE event exceeded the 16 MiB limit on one event"
+        );
+    }
+
+    #[test]
+    fn a_large_read_of_many_small_events_is_not_limited_by_its_size() {
+        let stream = "data: {\"t\":1}\n\n".repeat(100);
+        let mut p = SseParser::with_limit(64);
+        let mut out = Vec::new();
+        // Once from an event boundary, once from inside a pending event.
+        p.push(stream.as_bytes(), &mut out).unwrap();
+        p.push(b"data: {", &mut out).unwrap();
+        p.push(format!("}}\n\n{stream}").as_bytes(), &mut out).unwrap();
+        assert_eq!(out.len(), 201);
+        assert!(p.pending().is_empty());
+    }
+
+    #[test]
+    fn human_bytes_names_whole_units() {
+        assert_eq!(human_bytes(16 << 20), "16 MiB");
+        assert_eq!(human_bytes(64 << 10), "64 KiB");
+        assert_eq!(human_bytes(1500), "1500 bytes");
     }
 }

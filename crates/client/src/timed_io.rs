@@ -13,7 +13,7 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
@@ -30,16 +30,35 @@ pub fn since_epoch(t: Instant) -> u64 {
     t.saturating_duration_since(*EPOCH).as_nanos() as u64
 }
 
-/// The arrival time of a connection's latest data-bearing read, shared with the request task.
+/// The arrival time of a connection's latest data-bearing read, shared with the request task,
+/// and how the connection's reads and writes ended, if they did.
 #[derive(Debug, Clone, Default)]
 pub struct ReadStamp(Arc<Stamps>);
 
 #[derive(Debug, Default)]
 struct Stamps {
-    /// Nanoseconds since the process epoch; 0: nothing read yet.
+    /// Nanoseconds since the process epoch; 0: nothing read yet (in this exchange).
     last: AtomicU64,
     /// The stamps are the kernel's receive times, not the reads' return times.
     kernel: AtomicBool,
+    /// How reading ended ([`ReadEnd`] as u8). Written only by a read that returned no data,
+    /// so the streaming path never touches it.
+    end: AtomicU8,
+    /// A write failed: the request's bytes were not all accepted by the kernel.
+    write_failed: AtomicBool,
+}
+
+/// How a connection's read side ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadEnd {
+    /// Still open (or never read to its end).
+    Open = 0,
+    /// A clean end of stream: the peer sent FIN.
+    Eof = 1,
+    /// ECONNRESET: the peer aborted the connection (RST) while it was established.
+    Reset = 2,
+    /// Any other read error.
+    Error = 3,
 }
 
 impl ReadStamp {
@@ -60,6 +79,40 @@ impl ReadStamp {
     fn record(&self, arrived: u64) {
         // max(1): 0 means "never read".
         self.0.last.store(arrived.max(1), Ordering::Release);
+    }
+
+    /// A new request is about to be sent on this connection: forget the previous exchange's
+    /// reads, so [`ReadStamp::last`] is `None` until a byte of the new response arrives.
+    pub fn begin_exchange(&self) {
+        self.0.last.store(0, Ordering::Release);
+    }
+
+    /// How the read side ended, if it did.
+    pub fn end(&self) -> ReadEnd {
+        match self.0.end.load(Ordering::Acquire) {
+            1 => ReadEnd::Eof,
+            2 => ReadEnd::Reset,
+            3 => ReadEnd::Error,
+            _ => ReadEnd::Open,
+        }
+    }
+
+    /// True when a write on this connection failed.
+    pub fn write_failed(&self) -> bool {
+        self.0.write_failed.load(Ordering::Acquire)
+    }
+
+    fn ended(&self, how: ReadEnd) {
+        // The first end wins: a reset after a FIN does not rewrite history.
+        let _ = self.0.end.compare_exchange(0, how as u8, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    fn read_failed(&self, e: &io::Error) {
+        let how = match e.kind() {
+            io::ErrorKind::ConnectionReset => ReadEnd::Reset,
+            _ => ReadEnd::Error,
+        };
+        self.ended(how);
     }
 }
 
@@ -112,11 +165,42 @@ impl AsyncRead for TimedStream {
             return kernel::poll_read(&mut self, cx, buf);
         }
         let before = buf.filled().len();
+        let room = buf.remaining() > 0;
         let res = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.stamp.record(since_epoch(Instant::now()));
+        match &res {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => {
+                self.stamp.record(since_epoch(Instant::now()))
+            }
+            Poll::Ready(Ok(())) if room => self.stamp.ended(ReadEnd::Eof),
+            Poll::Ready(Err(e)) => self.stamp.read_failed(e),
+            _ => {}
         }
         res
+    }
+}
+
+/// True when the peer has closed or reset the connection, or sent bytes nobody asked for:
+/// a kept-alive connection that must not carry another request. Looks at the socket itself
+/// (a non-blocking peek), not at the runtime's readiness, which can lag the kernel.
+pub fn peer_gone(fd: RawSocket) -> bool {
+    kernel::peer_gone(fd)
+}
+
+/// The OS handle [`peer_gone`] takes.
+#[cfg(unix)]
+pub type RawSocket = std::os::fd::RawFd;
+#[cfg(not(unix))]
+pub type RawSocket = ();
+
+/// The OS handle of `s`, for [`peer_gone`].
+pub fn raw_socket(s: &TcpStream) -> RawSocket {
+    #[cfg(unix)]
+    {
+        std::os::fd::AsRawFd::as_raw_fd(s)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = s;
     }
 }
 
@@ -132,10 +216,20 @@ mod kernel {
     use tokio::io::{Interest, ReadBuf};
     use tokio::net::TcpStream;
 
-    use super::{arrival, TimedStream};
+    use super::{arrival, ReadEnd, TimedStream};
 
     pub fn enable(s: &TcpStream) -> bool {
         setsockopt(s, sockopt::ReceiveTimestampns, &true).is_ok()
+    }
+
+    pub fn peer_gone(fd: i32) -> bool {
+        let mut byte = [0u8; 1];
+        match nix::sys::socket::recv(fd, &mut byte, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT) {
+            // Nothing to read and no FIN: open and idle, as a kept-alive connection should be.
+            Err(nix::errno::Errno::EAGAIN) => false,
+            // 0: FIN. >0: stray bytes that would be taken for the next response. Err: reset.
+            _ => true,
+        }
     }
 
     /// One `recvmsg` into the unfilled part of `buf`: bytes read and the receive time of the
@@ -166,18 +260,24 @@ mod kernel {
         loop {
             ready!(s.inner.poll_read_ready(cx))?;
             let unfilled = buf.initialize_unfilled();
+            let room = !unfilled.is_empty();
             match s.inner.try_io(Interest::READABLE, || recv(fd, unfilled)) {
                 Ok((n, received)) => {
                     if n > 0 {
                         let (at, _) = arrival(Instant::now(), SystemTime::now(), received);
                         s.stamp.record(at);
+                    } else if room {
+                        s.stamp.ended(ReadEnd::Eof);
                     }
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }
                 // Readiness was stale; try_io cleared it, so wait for the next.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
+                Err(e) => {
+                    s.stamp.read_failed(&e);
+                    return Poll::Ready(Err(e));
+                }
             }
         }
     }
@@ -197,6 +297,11 @@ mod kernel {
         false
     }
 
+    /// Without a portable peek, a closed connection is noticed by hyper when it is reused.
+    pub fn peer_gone(_: super::RawSocket) -> bool {
+        false
+    }
+
     pub fn poll_read(
         _: &mut TimedStream,
         _: &mut Context<'_>,
@@ -212,7 +317,11 @@ impl AsyncWrite for TimedStream {
         cx: &mut Context<'_>,
         b: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, b)
+        let res = Pin::new(&mut self.inner).poll_write(cx, b);
+        if matches!(res, Poll::Ready(Err(_))) {
+            self.stamp.0.write_failed.store(true, Ordering::Release);
+        }
+        res
     }
 
     fn poll_write_vectored(
@@ -220,7 +329,11 @@ impl AsyncWrite for TimedStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let res = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(res, Poll::Ready(Err(_))) {
+            self.stamp.0.write_failed.store(true, Ordering::Release);
+        }
+        res
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -284,5 +397,57 @@ mod tests {
         } else {
             assert!(at >= sent + 30_000_000);
         }
+    }
+
+    async fn pair() -> (TimedStream, ReadStamp, TcpStream, RawSocket) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let socket = raw_socket(&client);
+        let (timed, stamp) = TimedStream::new(client);
+        (timed, stamp, server, socket)
+    }
+
+    #[tokio::test]
+    async fn a_fin_is_an_eof_and_is_seen_by_a_peek_before_any_read() {
+        use tokio::io::AsyncReadExt;
+        let (mut timed, stamp, server, socket) = pair().await;
+        assert!(!peer_gone(socket), "an open idle connection");
+        drop(server);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if cfg!(target_os = "linux") {
+            assert!(peer_gone(socket));
+        }
+        assert_eq!(stamp.end(), ReadEnd::Open);
+        let mut buf = [0u8; 8];
+        assert_eq!(timed.read(&mut buf).await.unwrap(), 0);
+        assert_eq!(stamp.end(), ReadEnd::Eof);
+        assert_eq!(stamp.last(), None);
+        assert!(!stamp.write_failed());
+    }
+
+    #[tokio::test]
+    async fn an_rst_is_a_reset_and_stray_bytes_make_a_connection_stale() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut timed, stamp, mut server, socket) = pair().await;
+        server.write_all(b"x").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if cfg!(target_os = "linux") {
+            assert!(peer_gone(socket), "unasked-for bytes");
+        }
+        let mut buf = [0u8; 8];
+        assert_eq!(timed.read(&mut buf).await.unwrap(), 1);
+        assert!(stamp.last().is_some());
+        stamp.begin_exchange();
+        assert_eq!(stamp.last(), None);
+        server.set_zero_linger().unwrap();
+        drop(server);
+        let e = timed.read(&mut buf).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionReset);
+        assert_eq!(stamp.end(), ReadEnd::Reset);
+        // Writing to a reset connection fails, and that is recorded.
+        let _ = timed.write_all(b"POST / HTTP/1.1\r\n\r\n").await;
+        let _ = timed.write_all(b"more").await;
+        assert!(stamp.write_failed());
     }
 }

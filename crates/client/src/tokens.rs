@@ -84,6 +84,7 @@ mod tests {
             outcome: Outcome::Success,
             server: None,
             read_lag_ns: None,
+            retries: 0,
         };
         attribute_tokens(&mut rec, &tok);
         let total: u32 = rec.chunks.iter().map(|c| c.tokens.unwrap()).sum();

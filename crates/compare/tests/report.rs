@@ -45,6 +45,7 @@ fn records(n: u64, conc: u64, ttft: u64, itl: u64, tokens: u64) -> Vec<RequestRe
                 outcome: Outcome::Success,
                 server: None,
                 read_lag_ns: None,
+                retries: 0,
             }
         })
         .collect()

@@ -39,6 +39,7 @@ fn main() {
                 outcome: Outcome::Success,
                 server: None,
                 read_lag_ns: None,
+                retries: 0,
             }
         })
         .collect();

@@ -227,6 +227,7 @@ pub(crate) mod tests {
             outcome: Outcome::Success,
             server: None,
             read_lag_ns: None,
+            retries: 0,
         }
     }
 

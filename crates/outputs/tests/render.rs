@@ -30,6 +30,7 @@ fn record(index: u64, intended_ms: u64, end_ms: u64, chunks: Vec<Chunk>) -> Requ
         server: None,
         // The client handled each response's bytes at most 0.05 × index ms after arrival.
         read_lag_ns: Some(index * 50_000),
+        retries: 0,
     }
 }
 

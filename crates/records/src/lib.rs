@@ -58,6 +58,16 @@ pub struct RequestRecord {
     /// Absent where the platform gives no receive times, and in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_lag_ns: Option<u64>,
+    /// How many times the request was sent again on a fresh connection because the kept-alive
+    /// connection it first went out on had been closed by the server without an answer (the
+    /// keep-alive race). Each retry is a second send the server may have seen; 0 (omitted) for
+    /// almost every request and in older records.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What the engine says it spent on one request, from its own clock. Each field is `None`
@@ -326,6 +336,7 @@ mod tests {
             outcome: Outcome::Success,
             server: None,
             read_lag_ns: None,
+            retries: 0,
         }
     }
 
@@ -362,6 +373,19 @@ mod tests {
         assert!(s.contains("\"result\":\"failure\""), "{s}");
         let back: RequestRecord = serde_json::from_str(&s).unwrap();
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn retries_are_omitted_when_zero_and_default_to_zero_in_older_records() {
+        let mut r = record(vec![], None);
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(!s.contains("retries"), "{s}");
+        let back: RequestRecord = serde_json::from_str(&s).unwrap();
+        assert_eq!(back.retries, 0);
+        r.retries = 1;
+        let s = serde_json::to_string(&r).unwrap();
+        assert!(s.contains("\"retries\":1"), "{s}");
+        assert_eq!(serde_json::from_str::<RequestRecord>(&s).unwrap(), r);
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub struct Job {
     pub gen: Generation,
     pub fault: Option<Fault>,
     /// Set to make the connection end with a TCP RST.
-    pub reset: Arc<crate::server::ConnFlags>,
+    pub reset: Arc<crate::conn::ConnFlags>,
 }
 
 impl Job {

@@ -21,6 +21,10 @@ pub enum Fault {
     Unavailable,
     /// TCP RST before the first response byte.
     ResetBefore,
+    /// A clean close (FIN) after reading the request, without a response byte. To a client
+    /// that sent the request on a kept-alive connection this is indistinguishable from the
+    /// server closing the idle connection just as it was reused (the keep-alive race).
+    CloseBefore,
     /// TCP RST after some tokens: after `after_tokens`, or half the output when `None`.
     ResetMid { after_tokens: Option<u64> },
     /// A pause of `secs` mid-stream, then the stream continues.
@@ -45,7 +49,7 @@ pub enum Fault {
 pub enum FaultParseError {
     #[error(
         "unknown fault kind '{0}'; expected one of rate-limit, server-error, unavailable, \
-         reset-before, reset-mid[=TOKENS], stall=SECS, malformed, stream-error, no-done, \
+         reset-before, close-before, reset-mid[=TOKENS], stall=SECS, malformed, stream-error, no-done, \
          no-usage, split-utf8, close-after"
     )]
     UnknownKind(String),
@@ -63,6 +67,7 @@ impl Fault {
             Fault::ServerError => "server-error",
             Fault::Unavailable => "unavailable",
             Fault::ResetBefore => "reset-before",
+            Fault::CloseBefore => "close-before",
             Fault::ResetMid { .. } => "reset-mid",
             Fault::Stall { .. } => "stall",
             Fault::Malformed => "malformed",
@@ -107,6 +112,7 @@ impl FromStr for Fault {
             "server-error" => no_arg(Fault::ServerError),
             "unavailable" => no_arg(Fault::Unavailable),
             "reset-before" => no_arg(Fault::ResetBefore),
+            "close-before" => no_arg(Fault::CloseBefore),
             "malformed" => no_arg(Fault::Malformed),
             "stream-error" => no_arg(Fault::StreamError),
             "no-done" => no_arg(Fault::NoDone),
@@ -169,6 +175,8 @@ mod tests {
         assert_eq!("reset-mid".parse(), Ok(Fault::ResetMid { after_tokens: None }));
         assert_eq!("close-after".parse(), Ok(Fault::CloseAfter));
         assert_eq!(Fault::CloseAfter.kind(), "close-after");
+        assert_eq!("close-before".parse(), Ok(Fault::CloseBefore));
+        assert_eq!(Fault::CloseBefore.kind(), "close-before");
         assert_eq!("reset-mid=3".parse(), Ok(Fault::ResetMid { after_tokens: Some(3) }));
         assert_eq!(" stall=0.5 ".parse(), Ok(Fault::Stall { secs: 0.5 }));
         assert_eq!("split-utf8".parse(), Ok(Fault::SplitUtf8));

@@ -6,6 +6,7 @@
 pub mod api;
 pub mod body;
 pub mod config;
+pub mod conn;
 pub mod engine;
 pub mod fault;
 pub mod metrics;

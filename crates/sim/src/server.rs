@@ -3,7 +3,7 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -14,13 +14,13 @@ use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::api::{self, ApiError, Endpoint, Render};
 use crate::body::{Job, SseBody};
+use crate::conn::{ConnFlags, ConnIo};
 use crate::engine::{
     finish, natural_length, output_length, Arrival, Engine, Generation, Slot, Waiting,
 };
@@ -29,86 +29,6 @@ use crate::truth::TruthChunk;
 
 /// Largest request body accepted.
 const MAX_BODY_BYTES: usize = 32 << 20;
-
-/// Per-connection fault switches, set by a response and acted on by the connection.
-#[derive(Debug, Default)]
-pub struct ConnFlags {
-    /// End the connection with RST (SO_LINGER 0) instead of FIN.
-    pub reset: AtomicBool,
-    /// Close the connection once the current response is written, without having said
-    /// `Connection: close` (as llama-server does): a kept-alive connection the client may reuse
-    /// is already gone.
-    pub close: AtomicBool,
-}
-
-/// A TCP stream that obeys [`ConnFlags`].
-struct ConnIo {
-    tcp: TcpStream,
-    flags: Arc<ConnFlags>,
-}
-
-impl ConnIo {
-    fn reset_err(&self) -> Option<io::Error> {
-        self.flags
-            .reset
-            .load(Relaxed)
-            .then(|| io::Error::new(io::ErrorKind::ConnectionReset, "servelab-sim injected reset"))
-    }
-}
-
-impl AsyncRead for ConnIo {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        // Reading end-of-stream makes hyper close the connection after the response.
-        if self.flags.close.load(Relaxed) {
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.get_mut().tcp).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for ConnIo {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, b: &[u8]) -> Poll<io::Result<usize>> {
-        if let Some(e) = self.reset_err() {
-            return Poll::Ready(Err(e));
-        }
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, b)
-    }
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        if let Some(e) = self.reset_err() {
-            return Poll::Ready(Err(e));
-        }
-        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // No FIN on a reset connection: the drop below sends the RST.
-        if let Some(e) = self.reset_err() {
-            return Poll::Ready(Err(e));
-        }
-        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
-    }
-}
-
-impl Drop for ConnIo {
-    fn drop(&mut self) {
-        if self.flags.reset.load(Relaxed) {
-            let _ = self.tcp.set_zero_linger();
-        }
-    }
-}
 
 /// Any response body the sim sends.
 pub enum SimBody {
@@ -285,7 +205,7 @@ async fn generate(
         if f.status().is_some() {
             return reject(fault_error(f), f.kind());
         }
-        if f == Fault::ResetBefore {
+        if matches!(f, Fault::ResetBefore | Fault::CloseBefore) {
             finish(
                 &engine,
                 &arrival,
@@ -296,8 +216,14 @@ async fn generate(
                 Vec::new(),
                 f.kind(),
             );
-            reset.reset.store(true, Relaxed);
-            return Err(reset_now());
+            // An error from the service makes hyper drop the connection without a response:
+            // with the reset flag as an RST, without it as a FIN (the request was read whole,
+            // so the close is clean).
+            if f == Fault::ResetBefore {
+                reset.reset.store(true, Relaxed);
+                return Err(reset_now());
+            }
+            return Err(io::Error::other("servelab-sim injected close"));
         }
     }
     let natural = natural_length(engine.cfg.eos_mean_tokens, &mut rng);

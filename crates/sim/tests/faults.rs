@@ -47,6 +47,12 @@ async fn resets() {
     assert!(err.contains("reset by peer"), "{err}");
     assert_eq!(outcome(&sim), "reset-before");
 
+    // close-before: the request is read, then a clean close (FIN) without a response byte.
+    let err = with_fault(&sim, "close-before", STREAM).await.unwrap_err();
+    assert!(!err.contains("reset by peer"), "{err}");
+    assert!(err.contains("closed before message completed"), "{err}");
+    assert_eq!(outcome(&sim), "close-before");
+
     let r = with_fault(&sim, "reset-mid=4", STREAM).await.unwrap();
     assert_eq!(r.status, 200);
     let err = r.body_error.clone().expect("the body must fail");

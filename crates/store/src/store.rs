@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior};
 use servelab_metrics::Summary;
 use servelab_records::RequestRecord;
 
@@ -32,9 +32,30 @@ pub enum StoreError {
     Corrupt { path: PathBuf, id: RunId, what: &'static str, source: serde_json::Error },
     #[error("no run '{0}' in the store (see `servelab runs list`)")]
     NoSuchRun(String),
+    #[error("no results store at {path} (pass --db PATH or set SERVELAB_DB to use another file)")]
+    Missing { path: PathBuf },
+    #[error("the results store {path} is read-only here: it can be listed, shown and compared, not written (make it writable, or pass --db PATH or set SERVELAB_DB to use another file)")]
+    ReadOnly { path: PathBuf },
+    #[error("the results store {path} has schema version {found}, older than this servelab's ({}), and is read-only here, so it cannot be upgraded: make it writable and run servelab on it once (or copy it and pass --db with the copy)", schema::CURRENT_VERSION)]
+    ReadOnlyOutdated { path: PathBuf, found: u32 },
 }
 
 impl StoreError {
+    /// True when SQLite refused because it may not write (a read-only file, folder or file
+    /// system), or could not open the files it needs to write beside the store.
+    fn is_read_only(&self) -> bool {
+        let source = match self {
+            StoreError::Sql { source, .. } | StoreError::Open { source, .. } => source,
+            StoreError::Schema { source: SchemaError::Migration { source, .. }, .. }
+            | StoreError::Schema { source: SchemaError::Read(source), .. } => source,
+            _ => return false,
+        };
+        matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)
+        )
+    }
+
     /// True when SQLite said the database is locked or busy (another process is writing).
     fn is_busy(&self) -> bool {
         let code = match self {
@@ -56,6 +77,8 @@ impl StoreError {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// Opened read-only: every write answers [`StoreError::ReadOnly`].
+    read_only: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -71,15 +94,78 @@ const RUN_COLUMNS: &str = "r.id, r.label, r.kind, r.status, r.started_at, r.fini
      s.duration_s";
 
 impl Store {
-    /// Open (creating it and its folder if needed) and migrate the store at `path`.
+    /// Open (creating it and its folder if needed) and migrate the store at `path`. Opening
+    /// a store that is already current writes nothing. A store this process may not write
+    /// (a read-only file, folder or file system) is opened read-only instead, as
+    /// [`Store::open_read_only`] does: it can be read, and every write is refused with
+    /// [`StoreError::ReadOnly`].
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if path.exists() && !may_write(path) {
+            return Store::open_read_only(path);
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|source| StoreError::CreateDir { path: dir.to_path_buf(), source })?;
         }
         let conn = Connection::open(path)
             .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
-        Store::setup(conn, path.to_path_buf())
+        match Store::setup(conn, path.to_path_buf()) {
+            // The file is writable but its folder is not (SQLite cannot create the WAL and
+            // shared-memory files beside it), or the file system is read-only.
+            Err(e) if path.exists() && e.is_read_only() => Store::open_read_only(path),
+            r => r,
+        }
+    }
+
+    /// Open an existing store for reading only: nothing is created, migrated or written, and
+    /// every write is refused with [`StoreError::ReadOnly`]. For commands that only read
+    /// (`runs list`, `runs show`, `compare`): a missing file is [`StoreError::Missing`], not
+    /// a new empty store; one that would need a migration is
+    /// [`StoreError::ReadOnlyOutdated`].
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Missing { path: path.to_path_buf() });
+        }
+        let open = |uri: &str| {
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let conn = Connection::open_with_flags(uri, flags)?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            // A WAL store needs its shared-memory file to be read; the first read says
+            // whether it could be opened (or created).
+            let version: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            Ok::<_, rusqlite::Error>((conn, version))
+        };
+        let (conn, found) = match open(&file_uri(path, false)) {
+            Ok(v) => v,
+            // No shared-memory file and no right to create one (a read-only folder): read the
+            // file as it is, which is exact when no write-ahead log is left beside it (SQLite
+            // folds the log into the file when the last writer closes).
+            Err(e) if !has_wal(path) => open(&file_uri(path, true))
+                .map_err(|_| StoreError::Open { path: path.to_path_buf(), source: e })?,
+            Err(source) => return Err(StoreError::Open { path: path.to_path_buf(), source }),
+        };
+        let path = path.to_path_buf();
+        if found > schema::CURRENT_VERSION {
+            return Err(StoreError::Schema { path, source: SchemaError::TooNew { found } });
+        }
+        if found < schema::CURRENT_VERSION {
+            return Err(StoreError::ReadOnlyOutdated { path, found });
+        }
+        Ok(Store { conn, path, read_only: true })
+    }
+
+    /// True when this store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly { path: self.path.clone() });
+        }
+        Ok(())
     }
 
     /// A private in-memory store (tests, dry runs).
@@ -103,7 +189,7 @@ impl Store {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
                 Err(e) => return Err(e),
-                Ok(()) => return Ok(Store { conn, path }),
+                Ok(()) => return Ok(Store { conn, path, read_only: false }),
             }
         }
     }
@@ -111,8 +197,13 @@ impl Store {
     fn prepare(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         let sql = |source| StoreError::Sql { path: path.to_path_buf(), source };
         // WAL: readers never block the writer; NORMAL sync is durable at each checkpoint
-        // and never corrupts on a crash, which is what a results log needs.
-        conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(())).map_err(sql)?;
+        // and never corrupts on a crash, which is what a results log needs. Set only when
+        // not yet so: switching writes the file. (The other two are per connection.)
+        let mode: String =
+            conn.pragma_query_value(None, "journal_mode", |r| r.get(0)).map_err(sql)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(())).map_err(sql)?;
+        }
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
         schema::migrate(conn)
@@ -137,6 +228,7 @@ impl Store {
 
     /// Record a run as `running`, with its configuration and tags; before the first request.
     pub fn begin_run(&mut self, run: &NewRun) -> Result<RunId, StoreError> {
+        self.writable()?;
         let config = serde_json::to_string(&run.config).unwrap_or_else(|_| "{}".into());
         let id = self.insert_run(run, RunStatus::Running, &config, "servelab", None, &[])?;
         Ok(id)
@@ -152,6 +244,7 @@ impl Store {
         raw: Option<&str>,
         missing: &[String],
     ) -> Result<RunId, StoreError> {
+        self.writable()?;
         let path = self.path.clone();
         let sql = |source| StoreError::Sql { path: path.clone(), source };
         let tx =
@@ -191,6 +284,7 @@ impl Store {
         id: RunId,
         records: &[RequestRecord],
     ) -> Result<(), StoreError> {
+        self.writable()?;
         let path = self.path.clone();
         let sql = |source| StoreError::Sql { path: path.clone(), source };
         let tx =
@@ -217,6 +311,7 @@ impl Store {
         summary: &Summary,
         status: RunStatus,
     ) -> Result<(), StoreError> {
+        self.writable()?;
         let json = serde_json::to_string(summary).unwrap_or_else(|_| "null".into());
         let path = self.path.clone();
         let sql = |source| StoreError::Sql { path: path.clone(), source };
@@ -239,6 +334,7 @@ impl Store {
     /// Store a run read from another tool's file: complete, with its headline metrics, the
     /// original file, and the list of what it lacked.
     pub fn import_run(&mut self, imported: &ImportedRun) -> Result<RunId, StoreError> {
+        self.writable()?;
         let run = NewRun {
             label: imported.label.clone(),
             kind: RunKind::Bench,
@@ -381,6 +477,7 @@ impl Store {
 
     /// Delete a run and everything stored with it; false when there was no such run.
     pub fn delete(&mut self, id: RunId) -> Result<bool, StoreError> {
+        self.writable()?;
         let n = self
             .conn
             .execute("DELETE FROM runs WHERE id = ?1", params![id])
@@ -415,6 +512,40 @@ impl Store {
         }
         Ok(ids)
     }
+}
+
+/// True when this process may open `path` for writing (opening does not change it).
+fn may_write(path: &Path) -> bool {
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(_) => true,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+        ),
+    }
+}
+
+/// A non-empty write-ahead log beside the store: changes not yet folded into the file.
+fn has_wal(path: &Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(PathBuf::from(wal)).is_ok_and(|m| m.len() > 0)
+}
+
+/// `path` as an SQLite `file:` URI (`immutable=1`: read the file as it stands, with no
+/// locks or shared memory).
+fn file_uri(path: &Path, immutable: bool) -> String {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '?' | '#' | '%' => uri.push_str(&format!("%{:02X}", c as u32)),
+            _ => uri.push(c),
+        }
+    }
+    if immutable {
+        uri.push_str("?immutable=1");
+    }
+    uri
 }
 
 fn write_headline(

@@ -32,6 +32,7 @@ fn record(index: u64, ttft_ms: u64) -> RequestRecord {
         outcome: Outcome::Success,
         server: None,
         read_lag_ns: None,
+        retries: 0,
     }
 }
 
@@ -296,4 +297,115 @@ fn guidellm_report_imports_one_run_per_benchmark() {
     assert_eq!(b.headline.e2el_p99_ms, Some(1900.0));
     assert!(b.missing.contains(&"tpot_mean_ms".to_string()));
     assert!(b.missing.contains(&"total_token_throughput".to_string()));
+}
+
+/// The store's files as bytes, to tell whether opening it wrote anything.
+fn snapshot(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+/// A closed store at `path` with one finished run of two records.
+fn store_with_a_run(path: &Path) {
+    let mut store = Store::open(path).unwrap();
+    let id = store.begin_run(&new_run("ro", "m", &[])).unwrap();
+    let recs = vec![record(0, 50), record(1, 60)];
+    store.append_records(id, &recs).unwrap();
+    store.finish_run(id, &summary(&recs, "m"), RunStatus::Complete).unwrap();
+}
+
+#[test]
+fn a_current_store_is_opened_and_read_without_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(dir.path());
+    store_with_a_run(&path);
+    let before = snapshot(&path);
+    let store = Store::open(&path).unwrap();
+    assert!(!store.is_read_only());
+    assert_eq!(store.list(&Filter::default()).unwrap().len(), 1);
+    drop(store);
+    assert!(snapshot(&path) == before, "opening and listing changed the file");
+}
+
+#[test]
+fn a_read_only_open_reads_everything_and_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(dir.path());
+    store_with_a_run(&path);
+    let before = snapshot(&path);
+    let mut store = Store::open_read_only(&path).unwrap();
+    assert!(store.is_read_only());
+    let rows = store.list(&Filter::default()).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(store.records(rows[0].id).unwrap().len(), 2);
+    assert!(store.run(rows[0].id).unwrap().summary.is_some());
+    let e = store.begin_run(&new_run("x", "m", &[])).unwrap_err();
+    assert!(
+        e.to_string().starts_with(&format!(
+            "the results store {} is read-only here: it can be listed, shown and compared, \
+             not written",
+            path.display()
+        )),
+        "{e}"
+    );
+    assert!(store.delete(rows[0].id).is_err());
+    drop(store);
+    assert!(snapshot(&path) == before, "a read-only open changed the file");
+}
+
+#[test]
+fn a_read_only_open_of_a_missing_store_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub").join("missing.db");
+    let e = Store::open_read_only(&path).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "no results store at {} (pass --db PATH or set SERVELAB_DB to use another file)",
+            path.display()
+        )
+    );
+    assert!(!path.exists() && !path.parent().unwrap().exists());
+}
+
+#[test]
+fn a_read_only_store_that_needs_a_migration_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(servelab_store::schema::MIGRATIONS[0]).unwrap();
+    conn.pragma_update(None, "user_version", 1).unwrap();
+    drop(conn);
+    let before = snapshot(&path);
+    let e = Store::open_read_only(&path).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("has schema version 1, older than this servelab's (2)"), "{msg}");
+    assert!(msg.contains("cannot be upgraded"), "{msg}");
+    assert!(snapshot(&path) == before);
+}
+
+/// With the file and its folder made read-only, `Store::open` (what every command calls)
+/// falls back to reading. Root may write anyway; then there is nothing to observe and the
+/// read-only path is covered by the tests above.
+#[test]
+fn a_store_without_write_permission_is_opened_read_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("ro");
+    std::fs::create_dir(&sub).unwrap();
+    let path = sub.join("runs.db");
+    store_with_a_run(&path);
+    let set = |p: &Path, mode| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode));
+    set(&path, 0o444).unwrap();
+    set(&sub, 0o555).unwrap();
+    let still_writable = std::fs::OpenOptions::new().write(true).open(&path).is_ok();
+    let opened = Store::open(&path);
+    set(&sub, 0o755).unwrap();
+    set(&path, 0o644).unwrap();
+    if still_writable {
+        eprintln!("skipped: running as root, permissions do not stop writes");
+        return;
+    }
+    let store = opened.unwrap();
+    assert!(store.is_read_only());
+    assert_eq!(store.list(&Filter::default()).unwrap().len(), 1);
 }
