@@ -93,7 +93,8 @@ impl Conductor {
             }
         }
         let recording = self.recording.clone();
-        run(plan, &base_url, simulated, recording, self.interrupt.clone()).await
+        let truth = self.sim.as_ref().filter(|_| simulated).map(|(_, h)| (h, h.truth_len()));
+        run(plan, &base_url, truth, recording, self.interrupt.clone()).await
     }
 
     /// The base URL of a running simulator set up as `spec`, started on first use.
@@ -163,15 +164,18 @@ impl Runner for Conductor {
     }
 }
 
+/// Runs one plan against `base_url`. With `truth`, the target is the built-in simulator: its
+/// log of what it did, from the given mark on, is set next to the measurement.
 async fn run(
     plan: &Plan,
     base_url: &str,
-    simulated: bool,
+    truth: Option<(&servelab_sim::SimHandle, usize)>,
     recording: Option<Arc<dyn Recording>>,
     interrupt: watch::Receiver<bool>,
 ) -> Result<BenchOutcome, RunError> {
     let usage = |e: &dyn std::fmt::Display| RunError::Usage(e.to_string());
     let failed = |e: &dyn std::fmt::Display| RunError::Failed(e.to_string());
+    let simulated = truth.is_some();
     let req = &plan.request;
     // Thousands of streams need thousands of sockets; most systems start with 1,024.
     let _ = servelab_sim::raise_nofile_limit();
@@ -297,13 +301,19 @@ async fn run(
     let info = RunInfo { interrupted, ..info };
     let mut summary = servelab_metrics::summarize(&records, &info, &plan.metrics);
     servelab_metrics::engine::attach(&mut summary, &scrapes);
+    if let Some((sim, mark)) = truth {
+        let truth = crate::truth::server_truth(&sim.truth_since(mark));
+        servelab_metrics::truth::attach(&mut summary, &records, &truth);
+    }
     if let Some(note) = &tokenizer.estimate_note {
         summary.warnings.push(note.clone());
     }
     if interrupted {
+        // Counted from the records, not from the arrivals handed out: the arrival a request
+        // was waiting for when the interrupt came was never sent.
+        let sent = records.iter().filter(|r| !r.warmup).count();
         summary.warnings.push(format!(
-            "interrupted: {} of {} planned requests were issued; this is a partial result",
-            end.issued,
+            "interrupted: {sent} of {} planned requests were sent; this is a partial result",
             prompts.len()
         ));
     }

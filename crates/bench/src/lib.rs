@@ -17,7 +17,9 @@ mod conductor;
 mod drain;
 mod progress;
 mod signals;
+mod truth;
 
 pub use conductor::{preconnect_count, BenchOutcome, Conductor};
 pub use drain::{gauge_sum, requests_in_server, wait_drained, Drain};
+pub use servelab_client::StopReason;
 pub use signals::{interrupt_on_signals, DRAIN};

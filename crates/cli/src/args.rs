@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use servelab_sweep::render::DEFAULT_COLUMNS;
 
 /// The `servelab` command line.
@@ -15,6 +15,33 @@ pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Parse a command line. A `bench` given neither a target nor any workload or load flag is
+    /// the zero-setup run ([`BenchArgs::zero_setup`]).
+    pub fn parse_args(
+        args: impl IntoIterator<Item = std::ffi::OsString>,
+    ) -> Result<Cli, clap::Error> {
+        let matches = Cli::command().try_get_matches_from(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        if let (Command::Bench(a), Some(("bench", m))) = (&mut cli.command, matches.subcommand()) {
+            a.zero_setup = zero_setup(&Cli::command(), m);
+        }
+        Ok(cli)
+    }
+}
+
+/// True when no flag under the Target, Workload or Load headings came from the command line.
+fn zero_setup(cli: &clap::Command, m: &clap::ArgMatches) -> bool {
+    let Some(bench) = cli.find_subcommand("bench") else { return false };
+    bench
+        .get_arguments()
+        .filter(|a| matches!(a.get_help_heading(), Some("Target" | "Workload" | "Load")))
+        .all(|a| {
+            m.value_source(a.get_id().as_str())
+                .is_none_or(|s| s == clap::parser::ValueSource::DefaultValue)
+        })
 }
 
 /// The commands of `servelab`.
@@ -116,6 +143,11 @@ pub enum ContinuousUsage {
 /// The flags of `servelab bench`, shared by `servelab sweep` and lab profiles.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// Set by [`Cli::parse_args`]: no target, workload or load flag was given, so the run is
+    /// the zero-setup demonstration against the built-in simulator, sized for this machine.
+    #[arg(skip)]
+    pub zero_setup: bool,
+
     // --- target
     /// Server base URL, e.g. http://127.0.0.1:8000. With no --base-url, --host or --port, the
     /// built-in simulator is started in-process and benchmarked.

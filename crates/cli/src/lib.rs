@@ -13,7 +13,6 @@ mod store;
 
 use std::path::PathBuf;
 
-use clap::Parser;
 use servelab_bench::{interrupt_on_signals, BenchOutcome, Conductor};
 use servelab_outputs::term;
 use servelab_plan::RunError;
@@ -25,7 +24,7 @@ use crate::args::{BenchArgs, Cli, Command, LabCommand, LabRunArgs, SimCommand, S
 
 /// Parse `args`, run the command, print results, and say how to exit.
 pub fn main_with(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitStatus {
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Cli::parse_args(args) {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { ExitStatus::Error } else { ExitStatus::Success };
@@ -62,6 +61,14 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
                 &out.records,
                 a.format.into(),
             ));
+            if out.stop == servelab_bench::StopReason::Interrupted {
+                // As sweep and lab: the partial result is kept, but the run asked for did not
+                // happen, and a script must not take it for a finished one.
+                return Err(Failure::runtime(
+                    "interrupted: the summary above is a partial result (it is stored and \
+                     saved as such)",
+                ));
+            }
             Ok(ExitStatus::Success)
         }
         Command::Sweep(a) => sweep(&a, interrupt_on_signals(servelab_bench::DRAIN)).await,
@@ -88,6 +95,17 @@ pub async fn bench(
     interrupt: watch::Receiver<bool>,
 ) -> Result<BenchOutcome, Failure> {
     let plan = resolve::bench_plan(a, resolve::api_key()).map_err(Failure::usage)?;
+    if a.zero_setup {
+        term::note(&format!(
+            "Zero-setup run: {} prompts of {} tokens, at most {} at once, against the built-in \
+             simulator, sized so this machine can show exact figures next to the simulator's \
+             own log. Any workload or load flag gives vLLM's defaults instead (1000 prompts, \
+             all at once); --base-url measures a real server.",
+            plan.workload.num_prompts,
+            a.random_input_len,
+            resolve::ZERO_SETUP_CONCURRENCY
+        ));
+    }
     let mut c = Conductor::new(interrupt);
     if let Some(r) = resolve::recording(a.db.clone(), a.no_store) {
         c = c.with_recording(r);

@@ -18,11 +18,26 @@ use servelab_sweep::{default_scenario, grid_levels, KneeRule, PromptPolicy, Swee
 
 use crate::args::{Backend, BenchArgs, ContinuousUsage, DatasetName, ProfileArgs, SweepArgs};
 
+/// Prompts of the zero-setup run.
+pub const ZERO_SETUP_PROMPTS: usize = 200;
+/// Concurrency cap of the zero-setup run.
+pub const ZERO_SETUP_CONCURRENCY: u64 = 32;
+
 /// The plan of `servelab bench`.
 pub fn bench_plan(a: &BenchArgs, api_key: Option<String>) -> Result<Plan, String> {
     let rate =
         parse_positive_or_inf(&a.request_rate).map_err(|e| format!("--request-rate: {e}"))?;
-    plan(a, api_key, rate.is_finite().then_some(rate))
+    let mut plan = plan(a, api_key, rate.is_finite().then_some(rate))?;
+    if a.zero_setup {
+        // vLLM's defaults (1,000 prompts at once) make the simulator share a laptop's cores
+        // with 1,000 streams, and its late tokens are the first thing a newcomer sees. The
+        // demonstration is sized so the machine keeps up and the figures can be checked
+        // against the simulator's own log; any explicit flag brings vLLM's defaults back.
+        plan.workload.num_prompts = ZERO_SETUP_PROMPTS;
+        plan.load.max_concurrency = Some(ZERO_SETUP_CONCURRENCY);
+        plan.check().map_err(|e| e.to_string())?;
+    }
+    Ok(plan)
 }
 
 /// The plan of `a` with the request rate `rate` (`None`: all at once).
@@ -127,6 +142,11 @@ fn dataset(a: &BenchArgs) -> Result<DatasetSpec, String> {
         DatasetName::Random => {
             if a.random_input_len == 0 {
                 return Err("--random-input-len: must be at least 1".into());
+            }
+            if a.random_output_len == 0 {
+                return Err("--random-output-len: must be at least 1 (a request that may \
+                            generate nothing measures no TTFT)"
+                    .into());
             }
             if !(0.0..1.0).contains(&a.random_range_ratio) {
                 return Err("--random-range-ratio: must be in [0, 1)".into());
@@ -270,6 +290,8 @@ mod tests {
         assert!(e.starts_with("--metric-percentiles: "), "{e}");
         assert!(bench(&["--max-concurrency", "0"]).is_err());
         assert!(bench(&["--duration=-1"]).is_err());
+        let e = bench(&["--random-output-len", "0"]).unwrap_err();
+        assert!(e.starts_with("--random-output-len: must be at least 1"), "{e}");
         let p = bench(&["--goodput", "ttft:500", "tpot:50"]).unwrap();
         let slo = p.metrics.goodput.unwrap();
         assert_eq!((slo.ttft_ms, slo.tpot_ms, slo.e2el_ms), (Some(500.0), Some(50.0), None));

@@ -10,10 +10,20 @@ use servelab_store::{Filter, RunStatus, Store};
 use crate::args::{CompareArgs, DbArg, Format, ReportArgs, RunsCommand};
 use crate::{ExitStatus, Failure};
 
+fn db_path(db: &DbArg) -> Result<std::path::PathBuf, Failure> {
+    servelab_store::resolve_db_path(db.db.clone())
+        .ok_or_else(|| Failure::usage("no HOME or XDG_DATA_HOME: pass --db PATH"))
+}
+
+/// The store, created when missing: for commands that write.
 fn open(db: &DbArg) -> Result<Store, Failure> {
-    let path = servelab_store::resolve_db_path(db.db.clone())
-        .ok_or_else(|| Failure::usage("no HOME or XDG_DATA_HOME: pass --db PATH"))?;
-    Store::open(&path).map_err(Failure::runtime)
+    Store::open(&db_path(db)?).map_err(Failure::runtime)
+}
+
+/// The existing store: for commands that only read (a missing file is an error, not a new
+/// empty store).
+fn open_existing(db: &DbArg) -> Result<Store, Failure> {
+    Store::open_existing(&db_path(db)?).map_err(Failure::usage)
 }
 
 fn tags(raw: &[String]) -> Result<Vec<(String, String)>, Failure> {
@@ -39,7 +49,12 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
                     .transpose()
                     .map_err(|e| Failure::usage(format!("--since: {e}")))?,
             };
-            let rows = open(&a.db)?.list(&filter).map_err(Failure::runtime)?;
+            let path = db_path(&a.db)?;
+            if !path.exists() {
+                term::note(&format!("no runs stored yet (no results store at {})", path.display()));
+                return Ok(ExitStatus::Success);
+            }
+            let rows = open_existing(&a.db)?.list(&filter).map_err(Failure::runtime)?;
             let t = servelab_store::list_table(&rows);
             term::stdout(&match a.format {
                 Format::Json => {
@@ -54,12 +69,12 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
             });
         }
         RunsCommand::Show { run, db } => {
-            let store = open(&db)?;
+            let store = open_existing(&db)?;
             let id = store.one_run(&run).map_err(Failure::usage)?;
             term::stdout(&store.show(id).map_err(Failure::runtime)?);
         }
         RunsCommand::Export { run, output, detailed, format, db } => {
-            let store = open(&db)?;
+            let store = open_existing(&db)?;
             let id = store.one_run(&run).map_err(Failure::usage)?;
             let json = store.export(id, detailed, format.into()).map_err(Failure::usage)?;
             match output {
@@ -86,7 +101,7 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
             }
         }
         RunsCommand::Delete { runs, db } => {
-            let mut store = open(&db)?;
+            let mut store = open_existing(&db)?;
             for spec in &runs {
                 for id in store.resolve(spec).map_err(Failure::usage)? {
                     store.delete(id).map_err(Failure::runtime)?;

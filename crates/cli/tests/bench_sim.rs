@@ -424,3 +424,71 @@ async fn a_kept_alive_connection_closed_by_the_server_loses_no_request() {
     assert_eq!(out.summary.total_output_tokens, 12 * 6);
     sim.shutdown().await;
 }
+
+/// `servelab bench` with no flags is the zero-setup run; any workload, load or target flag
+/// brings vLLM's defaults back; output flags do not count.
+#[test]
+fn zero_setup_is_bench_without_target_workload_or_load_flags() {
+    use servelab::args::{Cli, Command};
+    let parse = |argv: &[&str]| {
+        let Command::Bench(a) = Cli::parse_args(argv.iter().map(Into::into)).unwrap().command
+        else {
+            unreachable!("bench")
+        };
+        a
+    };
+    assert!(parse(&["servelab", "bench"]).zero_setup);
+    assert!(parse(&["servelab", "bench", "--no-progress", "--no-store"]).zero_setup);
+    for flags in [
+        &["--num-prompts", "1000"][..],
+        &["--request-rate", "inf"],
+        &["--max-concurrency", "4"],
+        &["--random-input-len", "1024"],
+        &["--base-url", "http://127.0.0.1:1"],
+    ] {
+        let argv = [&["servelab", "bench"][..], flags].concat();
+        assert!(!parse(&argv).zero_setup, "{flags:?}");
+    }
+    let a = parse(&["servelab", "bench"]);
+    let plan = servelab::resolve::bench_plan(&a, None).unwrap();
+    assert_eq!(plan.workload.num_prompts, servelab::resolve::ZERO_SETUP_PROMPTS);
+    assert_eq!(plan.load.max_concurrency, Some(servelab::resolve::ZERO_SETUP_CONCURRENCY));
+    let explicit = parse(&["servelab", "bench", "--num-prompts", "1000"]);
+    let plan = servelab::resolve::bench_plan(&explicit, None).unwrap();
+    assert_eq!((plan.workload.num_prompts, plan.load.max_concurrency), (1000, None));
+}
+
+/// Against the in-process simulator, the summary carries the simulator's own log: what it
+/// was set to do (TTFT 50 ms, ITL 10 ms), what it did, and what servelab measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_built_in_simulator_puts_its_truth_next_to_the_measurement() {
+    use servelab::args::{Cli, Command};
+    let argv = [
+        "servelab",
+        "bench",
+        "--no-progress",
+        "--no-store",
+        "--num-prompts",
+        "12",
+        "--max-concurrency",
+        "4",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "12",
+        "--ignore-eos",
+    ];
+    let Command::Bench(a) = Cli::parse_args(argv.iter().map(Into::into)).unwrap().command else {
+        unreachable!("bench")
+    };
+    let out = common::run_bench(&a, Duration::from_secs(60)).await;
+    let t = out.summary.truth.expect("the simulator's log is attached");
+    assert_eq!(t.requests, 12);
+    assert_eq!(t.set_ttft_ms, 50.0);
+    assert_eq!(t.set_itl_ms, 10.0);
+    // The server is never early, servelab never before the server.
+    assert!(t.server_ttft_ms >= 50.0 && t.server_ttft_ms < 50.0 + SLACK_MS, "{t:?}");
+    assert!(t.measured_ttft_ms >= t.server_ttft_ms, "{t:?}");
+    assert!(t.ttft_overhead_ms >= 0.0 && t.ttft_overhead_ms < SLACK_MS, "{t:?}");
+    assert!(t.itl_error_ms().abs() < SLACK_MS, "{t:?}");
+}

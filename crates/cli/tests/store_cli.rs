@@ -144,6 +144,16 @@ fn usage_errors_name_the_flag_or_run() {
     let out = servelab(&db, &["compare", "nope", "nada"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no run 'nope'"));
+    // Reading commands never create a store.
+    assert!(!db.exists());
+    let out = servelab(&db, &["runs", "list"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!db.exists());
+    let json = dir.path().join("empty.json");
+    std::fs::write(&json, "{}").unwrap();
+    let out = servelab(&db, &["runs", "import", json.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("has none of a result's figures"));
     let out = servelab(&db, &["bench", "--tag", "novalue", "--num-prompts", "1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(

@@ -24,7 +24,7 @@ impl Sources {
         if self.store.is_none() {
             let path = servelab_store::resolve_db_path(self.db.clone())
                 .ok_or("no HOME or XDG_DATA_HOME: pass --db PATH")?;
-            self.store = Some(Store::open(&path).map_err(|e| e.to_string())?);
+            self.store = Some(Store::open_existing(&path).map_err(|e| e.to_string())?);
         }
         self.store.as_ref().ok_or_else(|| "results store unavailable".to_string())
     }
@@ -45,7 +45,8 @@ impl Sources {
                 })
                 .collect());
         }
-        let store = self.store()?;
+        let store =
+            self.store().map_err(|e| format!("no run '{spec}': {e}; and it is not a file"))?;
         let ids = store.resolve(spec).map_err(|e| format!("{e}; '{spec}' is not a file either"))?;
         ids.into_iter().map(|id| load_run(store, id).map_err(|e| e.to_string())).collect()
     }

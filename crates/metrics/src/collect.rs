@@ -53,6 +53,8 @@ pub struct Collector {
     unknown_chunk_counts: u64,
     /// Completed requests that carried the engine's own timings.
     server: Vec<ServerSample>,
+    /// Re-sends after the server closed an idle kept-alive connection unanswered.
+    retries: u64,
 }
 
 fn min_opt(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
@@ -82,6 +84,7 @@ impl Collector {
         if r.warmup {
             return;
         }
+        self.retries += u64::from(r.retries);
         self.first_intended = min_opt(self.first_intended, Some(r.intended_ns));
         self.last_end = max_opt(self.last_end, r.end_ns);
         if let Some(end) = r.end_ns {
@@ -134,6 +137,7 @@ impl Collector {
         }
         self.unknown_chunk_counts += other.unknown_chunk_counts;
         self.server.extend(other.server);
+        self.retries += other.retries;
         self
     }
 
@@ -159,6 +163,7 @@ impl Collector {
             failures,
             unknown_chunk_counts,
             server,
+            retries,
         } = self;
         rows.sort_by_key(|r| r.index);
         itl_token_ms.sort_by_key(|(index, _)| *index);
@@ -217,8 +222,15 @@ impl Collector {
                  ITL and peak throughput count such a chunk as one token"
             ));
         }
-        if completed == 0 && !rows.is_empty() {
+        if completed == 0 && !rows.is_empty() && !info.interrupted {
             warnings.push("all requests failed: check the endpoint and arguments".to_string());
+        }
+        if retries > 0 {
+            warnings.push(format!(
+                "{retries} requests were sent twice: the server closed an idle kept-alive \
+                 connection without answering, and the request was re-sent once on a new \
+                 connection (latency counts from the first intended send)"
+            ));
         }
 
         let dist = |f: &dyn Fn(&RequestRow) -> Option<f64>, rows: &[&RequestRow]| {
@@ -238,7 +250,7 @@ impl Collector {
         let windows = timeline::tokens_per_window(&token_events, origin, window_ns);
         let best = windows.iter().copied().max().unwrap_or(0);
 
-        Summary {
+        let mut summary = Summary {
             info: info.clone(),
             percentiles: pct.clone(),
             slo: cfg.goodput,
@@ -285,8 +297,13 @@ impl Collector {
                     })
                 })
                 .collect(),
+            retries,
+            truth: None,
             warnings,
             requests: rows,
-        }
+        };
+        let late = crate::truth::overload_warnings(&summary);
+        summary.warnings.extend(late);
+        summary
     }
 }

@@ -25,6 +25,7 @@ mod slo;
 pub mod stats;
 mod summary;
 pub mod timeline;
+pub mod truth;
 
 use serde::{Deserialize, Serialize};
 use servelab_records::{RequestRecord, RunInfo};
@@ -37,6 +38,7 @@ pub use server::ServerSplit;
 pub use slo::{Slo, SloCheck, SloSpec, SloTerm};
 pub use stats::Distribution;
 pub use summary::{FailureGroup, Summary};
+pub use truth::TruthCheck;
 
 /// One second, the default throughput window.
 pub const DEFAULT_WINDOW_NS: u64 = 1_000_000_000;

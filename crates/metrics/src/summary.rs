@@ -7,6 +7,7 @@ use crate::engine::EngineMetrics;
 use crate::request::RequestRow;
 use crate::server::ServerSplit;
 use crate::stats::Distribution;
+use crate::truth::TruthCheck;
 use crate::Slo;
 
 /// Failed requests of one kind.
@@ -93,6 +94,14 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineMetrics>,
 
+    /// Requests re-sent once because the server closed an idle kept-alive connection
+    /// unanswered (never a reset or a failure of the request itself).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u64,
+    /// The built-in simulator's own account next to the measurement, when it was the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truth: Option<TruthCheck>,
+
     /// Failed requests by kind, in [`FailureKind::ALL`] order.
     pub failures: Vec<FailureGroup>,
     /// Things the reader must know to trust the numbers.
@@ -122,4 +131,8 @@ impl Summary {
         }
         v
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -112,6 +112,13 @@ fn servelab(s: &Summary) -> Value {
     if let (Some(e), Some(m)) = (&s.engine, v.as_object_mut()) {
         m.insert("engine".into(), json!(e));
     }
+    // Only the in-process simulator's own log adds this object.
+    if let (Some(t), Some(m)) = (&s.truth, v.as_object_mut()) {
+        m.insert("truth".into(), json!(t));
+    }
+    if let (true, Some(m)) = (s.retries > 0, v.as_object_mut()) {
+        m.insert("retries".into(), json!(s.retries));
+    }
     v
 }
 

@@ -1,5 +1,6 @@
 //! The terminal summary: vLLM's block byte for byte, then servelab's own sections.
 
+use servelab_metrics::truth::{TruthCheck, ITL_EXACT_MS};
 use servelab_metrics::{Distribution, EngineMetrics, Summary};
 
 use crate::fmt::{f2, kv, pct_word, rule};
@@ -79,8 +80,14 @@ pub fn servelab_block(s: &Summary) -> String {
         );
         section(&mut out, "Server TPOT (excl. 1st token)", "server TPOT", &sv.server_tpot_ms);
     }
+    if let Some(t) = &s.truth {
+        truth_section(&mut out, t);
+    }
     if let Some(e) = &s.engine {
         engine_section(&mut out, e);
+    }
+    if s.retries > 0 {
+        kv(&mut out, "Requests re-sent (idle connection closed):", s.retries);
     }
     if !s.failures.is_empty() {
         rule(&mut out, "Failures", '-');
@@ -101,6 +108,37 @@ pub fn servelab_block(s: &Summary) -> String {
     out.push_str(&"=".repeat(50));
     out.push('\n');
     out
+}
+
+/// The simulator's log next to the measurement: what it was set to do, what it did, what
+/// servelab measured, and the verdict on the per-token ITL.
+fn truth_section(out: &mut String, t: &TruthCheck) {
+    rule(out, "Simulator Truth (set / did / measured)", '-');
+    kv(out, "Requests in the simulator's log:", t.requests);
+    let row = |out: &mut String, label: &str, set: f64, did: f64, measured: f64| {
+        kv(out, label, format!("{} / {} / {}", f2(set), f2(did), f2(measured)));
+    };
+    row(out, "Median TTFT (ms):", t.set_ttft_ms, t.server_ttft_ms, t.measured_ttft_ms);
+    row(out, "Median ITL per token (ms):", t.set_itl_ms, t.server_itl_ms, t.measured_itl_ms);
+    kv(
+        out,
+        "Simulator lateness median/p99 (ms):",
+        format!("{} / {}", f2(t.server_late_ms), f2(t.server_late_p99_ms)),
+    );
+    kv(
+        out,
+        "TTFT outside the server median/p99 (ms):",
+        format!("{} / {}", f2(t.ttft_overhead_ms), f2(t.ttft_overhead_p99_ms)),
+    );
+    let err = t.itl_error_ms();
+    let verdict = if err.abs() <= ITL_EXACT_MS {
+        format!("within {ITL_EXACT_MS} ms of the simulator's truth ({err:+.3} ms)")
+    } else {
+        format!(
+            "{err:+.3} ms off the simulator's truth (more than {ITL_EXACT_MS} ms: see warnings)"
+        )
+    };
+    out.push_str(&format!("Per-token ITL: {verdict}\n"));
 }
 
 /// What the engine's `/metrics` said over the run: only the figures it exports.

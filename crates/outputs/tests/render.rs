@@ -215,6 +215,48 @@ fn text_snapshot() {
     insta::assert_snapshot!("text", render_text(&fixture()));
 }
 
+/// The simulator's log next to the measurement, and a counted re-send.
+#[test]
+fn simulator_truth_adds_its_section() {
+    use servelab_metrics::truth::{attach, ServerTruth, TruthEvent};
+    let (mut records, cfg) = fixture_parts();
+    let first = records.iter_mut().find(|r| !r.warmup).unwrap();
+    first.retries = 1;
+    let truth: Vec<ServerTruth> = records
+        .iter()
+        .filter(|r| r.is_success())
+        .map(|r| {
+            let first = r.chunks[0].t_ns - r.intended_ns;
+            let events = r
+                .chunks
+                .iter()
+                .map(|c| {
+                    let at = c.t_ns - r.intended_ns;
+                    // Set 0.25 ms earlier than sent after the first; received 0.5 ms later.
+                    let late = if at == first { 0 } else { 250_000 };
+                    TruthEvent {
+                        tokens: c.tokens.unwrap_or(1),
+                        intended_ns: at - 500_000 - late,
+                        actual_ns: at - 500_000,
+                    }
+                })
+                .collect();
+            ServerTruth { index: r.index, events }
+        })
+        .collect();
+    let mut s = summarize(&records, &info(), &cfg);
+    attach(&mut s, &records, &truth);
+    insta::assert_snapshot!("text_truth", servelab_block(&s));
+    let v = result_value(&s, false);
+    assert_eq!(v["servelab"]["truth"]["ttft_overhead_ms"], 0.5);
+    assert_eq!(v["servelab"]["retries"], 1);
+    let schema_text = include_str!("../../../docs/schema/servelab-result-v1.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(schema_text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
 /// llama.cpp-style engine timings on two of the fixture's completed requests: servelab's
 /// section gains the server-vs-client split (text) and a `servelab.server` object (JSON).
 #[test]

@@ -67,6 +67,16 @@ impl SimHandle {
         self.engine.truth.snapshot()
     }
 
+    /// Requests finished so far (a mark for [`SimHandle::truth_since`]).
+    pub fn truth_len(&self) -> usize {
+        self.engine.truth.len()
+    }
+
+    /// The finished requests from the `start`-th on.
+    pub fn truth_since(&self, start: usize) -> Vec<TruthRecord> {
+        self.engine.truth.since(start)
+    }
+
     /// Stop accepting, abort open streams, flush the truth log.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);

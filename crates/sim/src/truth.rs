@@ -87,6 +87,22 @@ impl TruthSink {
         self.memory.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Records finished so far.
+    pub fn len(&self) -> usize {
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// True when no request has finished.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The records from the `start`-th on (those of one run of several against one server).
+    pub fn since(&self, start: usize) -> Vec<TruthRecord> {
+        let memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        memory.get(start..).map_or_else(Vec::new, <[TruthRecord]>::to_vec)
+    }
+
     /// Wait until every record pushed so far is written to the file.
     pub fn flush(&self) {
         let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -67,8 +67,23 @@ pub fn import_file(path: &Path) -> Result<Vec<ImportedRun>, ImportError> {
     parse_result_text(&text, &name)
 }
 
-/// Read every run in a file's text; `name` is used in errors and as the default label.
+/// Read every run in a file's text; `name` is used in errors and as the default label. A
+/// run without a single figure (`{}`, an unrelated JSON object) is refused, not stored empty.
 pub fn parse_result_text(text: &str, name: &str) -> Result<Vec<ImportedRun>, ImportError> {
+    let runs = parse_runs(text, name)?;
+    if let Some(i) = runs.iter().position(|r| r.headline == Headline::default()) {
+        let which = if runs.len() == 1 { String::new() } else { format!("run {} ", i + 1) };
+        return Err(ImportError::Format {
+            path: name.to_string(),
+            message: format!(
+                "{which}has none of a result's figures (throughputs, latencies, request counts)"
+            ),
+        });
+    }
+    Ok(runs)
+}
+
+fn parse_runs(text: &str, name: &str) -> Result<Vec<ImportedRun>, ImportError> {
     let bad = |message: String| ImportError::Format { path: name.to_string(), message };
     let label = Path::new(name).file_stem().map(|s| s.to_string_lossy().into_owned());
     if let Ok(Value::Object(_)) = serde_json::from_str::<Value>(text) {
@@ -358,6 +373,15 @@ mod tests {
     fn vllm_dates_become_rfc3339() {
         assert_eq!(rfc3339_from_vllm("20261121-114912"), "2026-11-21T11:49:12Z");
         assert_eq!(rfc3339_from_vllm("yesterday"), "yesterday");
+    }
+
+    #[test]
+    fn a_file_without_figures_is_refused() {
+        for text in ["{}", "{\"model_id\": \"m\"}", "{\"a\":1}\n{\"completed\":3}"] {
+            let e = parse_result_text(text, "x.json").unwrap_err().to_string();
+            assert!(e.contains("has none of a result's figures"), "{e}");
+        }
+        assert!(parse_result_text("{\"completed\": 3}", "x.json").is_ok());
     }
 
     #[test]

@@ -117,6 +117,16 @@ impl Store {
         }
     }
 
+    /// Open the existing store at `path` for a command that reads (`runs list`, `runs show`,
+    /// `compare`, `report`): as [`Store::open`] (an outdated writable store is upgraded), but
+    /// a missing file is [`StoreError::Missing`] instead of a new empty store.
+    pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Missing { path: path.to_path_buf() });
+        }
+        Store::open(path)
+    }
+
     /// Open an existing store for reading only: nothing is created, migrated or written, and
     /// every write is refused with [`StoreError::ReadOnly`]. For commands that only read
     /// (`runs list`, `runs show`, `compare`): a missing file is [`StoreError::Missing`], not

@@ -79,6 +79,8 @@ pub fn summary(c: usize, n: usize) -> Summary {
         server: None,
         engine: None,
         failures: vec![],
+        retries: 0,
+        truth: None,
         warnings: vec![],
         requests: vec![],
     }
