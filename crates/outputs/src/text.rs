@@ -139,6 +139,14 @@ fn truth_section(out: &mut String, t: &TruthCheck) {
         )
     };
     out.push_str(&format!("Per-token ITL: {verdict}\n"));
+    if (t.server_itl_ms - t.set_itl_ms).abs() > ITL_EXACT_MS {
+        out.push_str(&format!(
+            "But the simulator did not keep its own schedule (ITL set {}, did {} ms): it was \
+             overloaded, so these are not the figures it was set to produce (see warnings)\n",
+            f2(t.set_itl_ms),
+            f2(t.server_itl_ms)
+        ));
+    }
 }
 
 /// What the engine's `/metrics` said over the run: only the figures it exports.

@@ -247,6 +247,18 @@ fn simulator_truth_adds_its_section() {
     let mut s = summarize(&records, &info(), &cfg);
     attach(&mut s, &records, &truth);
     insta::assert_snapshot!("text_truth", servelab_block(&s));
+    // A simulator that could not keep its schedule is named as such, whatever servelab saw.
+    let mut late = s.clone();
+    if let Some(t) = late.truth.as_mut() {
+        t.set_itl_ms = 10.0;
+    }
+    let text = servelab_block(&late);
+    assert!(
+        text.contains(
+            "But the simulator did not keep its own schedule (ITL set 10.00, did 300.00 ms)"
+        ),
+        "{text}"
+    );
     let v = result_value(&s, false);
     assert_eq!(v["servelab"]["truth"]["ttft_overhead_ms"], 0.5);
     assert_eq!(v["servelab"]["retries"], 1);
