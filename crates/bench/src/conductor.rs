@@ -180,6 +180,8 @@ async fn run(
     // Thousands of streams need thousands of sockets; most systems start with 1,024.
     let _ = servelab_sim::raise_nofile_limit();
     let mut target = Target::resolve(base_url, &req.endpoint).await.map_err(|e| usage(&e))?;
+    // Messages quote the URL as typed, without its password.
+    let base_url = &http::redact_url(base_url);
     for h in &req.headers {
         target.add_header(h).map_err(|e| usage(&e))?;
     }
