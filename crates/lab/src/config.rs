@@ -285,10 +285,12 @@ pub fn parse(text: &str) -> Result<Experiment, LabError> {
 
 fn secs(field: String, v: Option<f64>, default: f64) -> Result<Duration, LabError> {
     let v = v.unwrap_or(default);
-    if v.is_finite() && v > 0.0 {
-        Ok(Duration::from_secs_f64(v))
-    } else {
-        Err(invalid(field, format!("must be a positive number of seconds (got {v})")))
+    match servelab_plan::seconds(&field, v) {
+        Ok(d) if v > 0.0 => Ok(d),
+        // Beyond 1e9 s (31 years) a timeout is a typo, and would not fit a Duration.
+        _ => {
+            Err(invalid(field, format!("must be a positive number of seconds up to 1e9 (got {v})")))
+        }
     }
 }
 
@@ -479,8 +481,11 @@ profiles: [throughput]
         let e = err(&MINIMAL.replace("{port}", "{port}\n    ready_timeout_secs: -1"));
         assert_eq!(
             e,
-            "engines[0].ready_timeout_secs: must be a positive number of seconds (got -1)"
+            "engines[0].ready_timeout_secs: must be a positive number of seconds up to 1e9 (got -1)"
         );
+        // Found by the property test: a huge timeout panicked converting to a Duration.
+        let e = err(&MINIMAL.replace("{port}", "{port}\n    stop_grace_secs: 1e300"));
+        assert!(e.starts_with("engines[0].stop_grace_secs: must be a positive"), "{e}");
         let e = err(&MINIMAL.replace("name: sim", "name: 'a b'"));
         assert_eq!(e, "engines[0].name: 'a b' must be letters, digits, '.', '_' or '-'");
         let e = err(&format!("{MINIMAL}options:\n  fast: ''\n"));

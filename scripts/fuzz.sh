@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Fuzz every parser of server output and user files; print executions and crashes per target.
+#
+#   scripts/fuzz.sh [SCALE] [SECONDS]
+#
+# Stable (always): the seeded property tests at SCALE x their CI counts (default 20), with a
+# seed other than CI's. Nightly with cargo-fuzz (when present): also each libFuzzer target of
+# crates/client/fuzz for SECONDS (default 60). A crash fails the script; replay it with the
+# printed seed (property tests) or the crash file (cargo-fuzz), then add it as a test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scale=${1:-20}
+secs=${2:-60}
+seed=${SERVELAB_PROPERTY_SEED:-$(date +%s)}
+echo "== property tests (stable): scale x$scale, seed $seed"
+out=$(SERVELAB_PROPERTY_SCALE=$scale SERVELAB_PROPERTY_SEED=$seed \
+  cargo test --release -q -p servelab-client -p servelab-workload -p servelab-store -p servelab-lab \
+  --test properties -- --nocapture 2>&1) || { echo "$out" | tail -40; echo "FAILED (seed $seed)"; exit 1; }
+echo "$out" | grep -E '^[a-z0-9-]+: [0-9]+ executions' | sort
+if command -v cargo-fuzz >/dev/null 2>&1 && rustup toolchain list 2>/dev/null | grep -q nightly; then
+  echo "== cargo-fuzz (nightly): ${secs}s per target"
+  for t in sse_framer openai_event prom_text; do
+    log=$(cd crates/client && cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- \
+      -max_total_time="$secs" 2>&1) || { echo "$log" | tail -30; echo "$t: CRASH"; exit 1; }
+    runs=$(echo "$log" | grep -oE 'Done [0-9]+ runs' | tail -1 | grep -oE '[0-9]+')
+    echo "$t (libFuzzer): ${runs:-?} executions, 0 crashes"
+  done
+else
+  echo "== cargo-fuzz: not installed (needs nightly + cargo install cargo-fuzz); skipped"
+fi

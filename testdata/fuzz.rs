@@ -1,0 +1,95 @@
+//! Seeded hostile inputs for the property tests of every parser of user files (included by
+//! the test crates with `#[path]`; no dependency, so no test crate pays for a fuzzing crate).
+//!
+//! `SERVELAB_PROPERTY_SCALE` multiplies the case counts; `SERVELAB_PROPERTY_SEED` changes
+//! the seed. A failure names its seed and case, so it replays exactly.
+
+/// SplitMix64: small, fast, and the same sequence on every platform.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// `(cases, seed)`: `base` cases times `SERVELAB_PROPERTY_SCALE`, and the seed.
+pub fn cases(base: usize) -> (usize, u64) {
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let scale = env("SERVELAB_PROPERTY_SCALE").unwrap_or(1).max(1) as usize;
+    (base * scale, env("SERVELAB_PROPERTY_SEED").unwrap_or(0x5EED))
+}
+
+/// Bytes that matter to JSON, CSV and YAML parsers, and numbers that matter to loaders.
+const ALPHABET: &[u8] = b"{}[]\":,\n\r\t -+.eE0123456789aAzZ#'|>&*!\\/\x00\xff\xc3";
+const NUMBERS: &[&str] = &[
+    "0",
+    "-1",
+    "1e308",
+    "-1e308",
+    "NaN",
+    "Infinity",
+    "18446744073709551615",
+    "4294967296",
+    "99999999999",
+    "1.5",
+    "\"12\"",
+    "null",
+    "true",
+    "[]",
+    "{}",
+];
+
+/// Case `i` of hostile input derived from `seed`: every 10th is random bytes, the rest are
+/// `seed` with a few random edits (byte flips, structural bytes, cut or doubled spans, a
+/// number swapped for an extreme one).
+pub fn mutate(rng: &mut Rng, seed: &[u8], i: usize) -> Vec<u8> {
+    if i % 10 == 0 {
+        let n = rng.below(512);
+        return (0..n).map(|_| ALPHABET[rng.below(ALPHABET.len())]).collect();
+    }
+    let mut b = seed.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        if b.is_empty() {
+            b.push(ALPHABET[rng.below(ALPHABET.len())]);
+            continue;
+        }
+        let at = rng.below(b.len());
+        match rng.below(6) {
+            0 => b[at] ^= 1 << rng.below(8),
+            1 => b[at] = ALPHABET[rng.below(ALPHABET.len())],
+            2 => {
+                let end = (at + rng.below(64)).min(b.len());
+                b.drain(at..end);
+            }
+            3 => {
+                let end = (at + rng.below(64)).min(b.len());
+                let span = b[at..end].to_vec();
+                b.splice(at..at, span);
+            }
+            4 => b.truncate(at),
+            _ => {
+                // Replace the number starting at or after `at` with an extreme one.
+                if let Some(start) = b[at..].iter().position(u8::is_ascii_digit).map(|p| at + p) {
+                    let len = b[start..].iter().take_while(|c| c.is_ascii_digit()).count();
+                    let n = NUMBERS[rng.below(NUMBERS.len())].as_bytes().to_vec();
+                    b.splice(start..start + len, n);
+                }
+            }
+        }
+    }
+    b
+}
