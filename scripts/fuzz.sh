@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz every parser of server output and user files; print executions and crashes per target.
 #
-#   scripts/fuzz.sh [SCALE] [SECONDS]
+#   scripts/fuzz.sh [SCALE] [SECONDS]      (PROFILE=release for a faster run after a release build)
 #
 # Stable (always): the seeded property tests at SCALE x their CI counts (default 20), with a
 # seed other than CI's. Nightly with cargo-fuzz (when present): also each libFuzzer target of
@@ -14,7 +14,7 @@ secs=${2:-60}
 seed=${SERVELAB_PROPERTY_SEED:-$(date +%s)}
 echo "== property tests (stable): scale x$scale, seed $seed"
 out=$(SERVELAB_PROPERTY_SCALE=$scale SERVELAB_PROPERTY_SEED=$seed \
-  cargo test --release -q -p servelab-client -p servelab-workload -p servelab-store -p servelab-lab \
+  cargo test --profile "${PROFILE:-dev}" -q -p servelab-client -p servelab-workload -p servelab-store -p servelab-lab \
   --test properties -- --nocapture 2>&1) || { echo "$out" | tail -40; echo "FAILED (seed $seed)"; exit 1; }
 echo "$out" | grep -E '^[a-z0-9-]+: [0-9]+ executions' | sort
 if command -v cargo-fuzz >/dev/null 2>&1 && rustup toolchain list 2>/dev/null | grep -q nightly; then

@@ -373,13 +373,14 @@ pub fn charts(r: &Report) -> Vec<Chart> {
 
 /// The Markdown report (charts are in the HTML twin).
 pub fn markdown(r: &Report) -> String {
-    let mut out = format!("# {}\n\n", r.title);
+    let md = servelab_outputs::markdown::escape;
+    let mut out = format!("# {}\n\n", md(&r.title));
     out.push_str("## Summary\n\n");
     if r.findings.is_empty() {
         out.push_str("No finding: no run has the metrics the rules need.\n");
     }
     for f in &r.findings {
-        out.push_str(&format!("- {} ({})\n", f.text, f.rule));
+        out.push_str(&format!("- {} ({})\n", md(&f.text), f.rule));
     }
     out.push_str("\n## Configuration\n\n");
     out.push_str(&config_table(r).to_markdown());

@@ -5,6 +5,22 @@ use servelab_metrics::{Distribution, Summary};
 use crate::fmt::{f2, pct_word};
 use crate::text::notes;
 
+/// `s` as Markdown text that renders as itself: `&`, `<` and `>` become entities, so a label
+/// such as `<script>` (labels and tags are user text, model names server text) is shown, not
+/// interpreted as HTML by the viewer.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Column alignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Align {
@@ -78,7 +94,7 @@ impl Table {
 
     /// GitHub-flavoured Markdown, columns padded so the source reads as a table too.
     pub fn to_markdown(&self) -> String {
-        let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+        let esc = |s: &str| escape(s).replace('|', "\\|").replace('\n', " ");
         let widths: Vec<usize> = self.widths(esc).into_iter().map(|w| w.max(3)).collect();
         let row = |cells: &[String]| {
             let cells: Vec<String> = cells
@@ -236,6 +252,15 @@ mod tests {
         t.push(["a|b", "1.00"]);
         t.push(["long name"]);
         t
+    }
+
+    #[test]
+    fn markdown_cells_show_html_as_text() {
+        let mut t = Table::new(["label", "x"]);
+        t.push(["<script>alert(1)</script> & co", "1"]);
+        let md = t.to_markdown();
+        assert!(md.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; co"), "{md}");
+        assert!(!md.contains("<script>"));
     }
 
     #[test]
