@@ -1,28 +1,20 @@
 //! Seeded hostile inputs for the property tests of every parser of user files (included by
-//! the test crates with `#[path]`; no dependency, so no test crate pays for a fuzzing crate).
+//! the test crates with `#[path]`; only `rand`, which the workspace builds anyway).
 //!
 //! `SERVELAB_PROPERTY_SCALE` multiplies the case counts; `SERVELAB_PROPERTY_SEED` changes
 //! the seed. A failure names its seed and case, so it replays exactly.
 
-/// SplitMix64: small, fast, and the same sequence on every platform.
-pub struct Rng(u64);
+/// The seeded generator: `rand`'s small RNG, the same sequence for a seed on every run.
+pub struct Rng(rand::rngs::SmallRng);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        Rng(rand::SeedableRng::seed_from_u64(seed))
     }
 
     /// Uniform in `0..n` (`n` > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        rand::Rng::random_range(&mut self.0, 0..n)
     }
 }
 
