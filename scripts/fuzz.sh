@@ -19,12 +19,20 @@ out=$(SERVELAB_PROPERTY_SCALE=$scale SERVELAB_PROPERTY_SEED=$seed \
 echo "$out" | grep -E '^[a-z0-9-]+: [0-9]+ executions' | sort
 if command -v cargo-fuzz >/dev/null 2>&1 && rustup toolchain list 2>/dev/null | grep -q nightly; then
   echo "== cargo-fuzz (nightly): ${secs}s per target"
-  for t in sse_framer openai_event prom_text; do
-    log=$(cd crates/client && cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- \
-      -max_total_time="$secs" 2>&1) || { echo "$log" | tail -30; echo "$t: CRASH"; exit 1; }
+  run() { # DIR TARGET CORPUS
+    log=$(cd "$1" && cargo +nightly fuzz run "$2" "$3" -- -max_total_time="$secs" 2>&1) \
+      || { echo "$log" | tail -30; echo "$2: CRASH"; exit 1; }
     runs=$(echo "$log" | grep -oE 'Done [0-9]+ runs' | tail -1 | grep -oE '[0-9]+')
-    echo "$t (libFuzzer): ${runs:-?} executions, 0 crashes"
+    echo "$2 (libFuzzer): ${runs:-?} executions, 0 crashes"
+  }
+  for t in sse_framer openai_event prom_text; do run crates/client "$t" "fuzz/corpus/$t"; done
+  mkdir -p fuzz/corpus/result_file fuzz/corpus/experiment fuzz/corpus/dataset_file
+  cp crates/store/tests/fixtures/*.json* fuzz/corpus/result_file/
+  cp examples/lab-*.yaml fuzz/corpus/experiment/
+  for f in testdata/*.json testdata/*.jsonl testdata/*.csv; do
+    for k in 0 1 2 3 4 5 6; do printf "\\x0$k" | cat - "$f" > "fuzz/corpus/dataset_file/$k-$(basename "$f")"; done
   done
+  for t in result_file experiment dataset_file; do run fuzz "$t" "corpus/$t"; done
 else
   echo "== cargo-fuzz: not installed (needs nightly + cargo install cargo-fuzz); skipped"
 fi
