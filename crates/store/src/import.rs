@@ -309,7 +309,9 @@ fn guidellm(report: &Value, b: &Value, label: Option<String>) -> ImportedRun {
     let p99 = |name: &str| successful(b, name).and_then(dist_p99);
     let totals = b.get("metrics").and_then(|m| m.get("request_totals"));
     let completed = totals.and_then(|t| u(t, "successful"));
-    let failed = totals.and_then(|t| Some(u(t, "errored")? + u(t, "incomplete").unwrap_or(0)));
+    // Saturating: the counts are the file's, and a file can say anything.
+    let failed =
+        totals.and_then(|t| Some(u(t, "errored")?.saturating_add(u(t, "incomplete").unwrap_or(0))));
     let start = first_f64(b, &[&["start_time"]]);
     let end = first_f64(b, &[&["end_time"]]);
     let duration = first_f64(b, &[&["duration"]]).or_else(|| Some(end? - start?));
@@ -373,6 +375,15 @@ mod tests {
     fn vllm_dates_become_rfc3339() {
         assert_eq!(rfc3339_from_vllm("20261121-114912"), "2026-11-21T11:49:12Z");
         assert_eq!(rfc3339_from_vllm("yesterday"), "yesterday");
+    }
+
+    #[test]
+    fn huge_guidellm_counts_saturate() {
+        // Found by the property test: errored + incomplete overflowed.
+        let text = r#"{"benchmarks": [{"metrics": {"request_totals":
+            {"successful": 1, "errored": 18446744073709551615, "incomplete": 5}}}]}"#;
+        let runs = parse_result_text(text, "g.json").unwrap();
+        assert_eq!(runs[0].headline.failed, Some(u64::MAX));
     }
 
     #[test]
