@@ -218,7 +218,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 128, help_heading = "Workload")]
     pub random_output_len: u64,
     /// Draw each input and output length uniformly from [len × (1 − R), len × (1 + R)]
-    /// (random dataset; 0 = exact lengths).
+    /// (random dataset; 0 = exact lengths). 1 also means exact lengths, as in SGLang's
+    /// bench_serving, whose range is [len × R, len].
     #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
     pub random_range_ratio: f64,
     /// Tokens of a prefix shared by every prompt, added before its random input tokens

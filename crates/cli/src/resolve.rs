@@ -148,13 +148,21 @@ fn dataset(a: &BenchArgs) -> Result<DatasetSpec, String> {
                             generate nothing measures no TTFT)"
                     .into());
             }
-            if !(0.0..1.0).contains(&a.random_range_ratio) {
-                return Err("--random-range-ratio: must be in [0, 1)".into());
-            }
+            // SGLang's 1.0 is its exact-length setting (its range is [len × R, len]); vLLM's
+            // exact is 0. Both spellings mean exact here; other values are vLLM's ± ratio.
+            let range_ratio = match a.random_range_ratio {
+                1.0 => 0.0,
+                r if (0.0..1.0).contains(&r) => r,
+                _ => {
+                    return Err("--random-range-ratio: must be in [0, 1), or 1 for exact lengths \
+                                (SGLang's spelling)"
+                        .into())
+                }
+            };
             DatasetSpec::Random {
                 input_len: a.random_input_len,
                 output_len: a.random_output_len,
-                range_ratio: a.random_range_ratio,
+                range_ratio,
                 prefix_len: a.random_prefix_len,
             }
         }
@@ -290,6 +298,12 @@ mod tests {
         assert!(e.starts_with("--metric-percentiles: "), "{e}");
         assert!(bench(&["--max-concurrency", "0"]).is_err());
         assert!(bench(&["--duration=-1"]).is_err());
+        let exact = bench(&["--random-range-ratio", "1.0"]).unwrap();
+        assert!(matches!(
+            exact.workload.dataset,
+            DatasetSpec::Random { range_ratio, .. } if range_ratio == 0.0
+        ));
+        assert!(bench(&["--random-range-ratio", "1.5"]).is_err());
         let e = bench(&["--random-output-len", "0"]).unwrap_err();
         assert!(e.starts_with("--random-output-len: must be at least 1"), "{e}");
         let p = bench(&["--goodput", "ttft:500", "tpot:50"]).unwrap();

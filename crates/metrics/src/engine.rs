@@ -256,8 +256,11 @@ pub fn summarize(scrapes: &[ServerScrape], span_ms: f64) -> Option<EngineMetrics
     let series = timeline(&ok);
     let during: Vec<&EnginePoint> =
         series.iter().filter(|p| p.t_s >= 0.0 && p.t_s * 1e3 <= span_ms).collect();
+    // Gauges over the run only: a scrape before it shows the previous load, one after it the
+    // drained engine. A run shorter than the scrape interval has no scrape inside it, and its
+    // peak is unknown (shown as missing), not the 0 of an idle engine.
     let gauge = |f: fn(&EnginePoint) -> Option<f64>| {
-        let peak = series.iter().filter_map(f).reduce(f64::max);
+        let peak = during.iter().filter_map(|p| f(p)).reduce(f64::max);
         let m = mean(&during.iter().filter_map(|p| f(p)).collect::<Vec<_>>());
         (peak, m)
     };
@@ -469,6 +472,16 @@ mod tests {
         let rates: Vec<Option<f64>> = m.series.iter().map(|p| p.generation_tokens_per_s).collect();
         assert_eq!(rates, vec![None, Some(100.0 / 0.9), Some(200.0), Some(400.0), Some(0.0)]);
         assert_eq!(m.series[3].t_s, 2.0);
+    }
+
+    #[test]
+    fn a_run_shorter_than_the_scrape_interval_has_no_peak() {
+        // Scrapes before (the previous load still running) and after (drained), none inside.
+        let r = "vllm:num_requests_running";
+        let s = vec![scrape(-500.0, &[(r, 6.0)]), scrape(900.0, &[(r, 0.0)])];
+        let m = summarize(&s, 300.0).unwrap();
+        assert_eq!(m.peak_requests_running, None);
+        assert_eq!(m.mean_requests_running, None);
     }
 
     #[test]

@@ -83,7 +83,40 @@ pub fn parse_result_text(text: &str, name: &str) -> Result<Vec<ImportedRun>, Imp
     Ok(runs)
 }
 
+/// Python's `json` writes `Infinity`, `-Infinity` and `NaN` (SGLang's `"request_rate":
+/// Infinity`, its default), which JSON does not have. Outside strings they become `"inf"`,
+/// `"-inf"` (read as "no rate": all at once) and `null` (missing).
+fn python_json(text: &str) -> std::borrow::Cow<'_, str> {
+    if !(text.contains("Infinity") || text.contains("NaN")) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            in_string = escaped || c != '"';
+            escaped = !escaped && c == '\\';
+        } else if c == '"' {
+            in_string = true;
+        } else {
+            let swap = [("-Infinity", "\"-inf\""), ("Infinity", "\"inf\""), ("NaN", "null")]
+                .into_iter()
+                .find(|(token, _)| rest.starts_with(token));
+            if let Some((token, json)) = swap {
+                out.push_str(json);
+                rest = &rest[token.len()..];
+                continue;
+            }
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn parse_runs(text: &str, name: &str) -> Result<Vec<ImportedRun>, ImportError> {
+    let text = &*python_json(text);
     let bad = |message: String| ImportError::Format { path: name.to_string(), message };
     let label = Path::new(name).file_stem().map(|s| s.to_string_lossy().into_owned());
     if let Ok(Value::Object(_)) = serde_json::from_str::<Value>(text) {
@@ -375,6 +408,21 @@ mod tests {
     fn vllm_dates_become_rfc3339() {
         assert_eq!(rfc3339_from_vllm("20261121-114912"), "2026-11-21T11:49:12Z");
         assert_eq!(rfc3339_from_vllm("yesterday"), "yesterday");
+    }
+
+    #[test]
+    fn python_infinity_and_nan_import() {
+        // SGLang writes its default rate as a bare Infinity; strings keep the word.
+        let text = r#"{"backend": "sglang", "request_rate": Infinity, "mean_e2e_latency_ms": 5.0,
+            "output_throughput": NaN, "request_throughput": 2.0, "note": "NaN Infinity \" x"}"#;
+        let run = &parse_result_text(text, "s.jsonl").unwrap()[0];
+        assert_eq!(run.config.info.load.request_rate, None);
+        assert_eq!(run.headline.output_throughput, None);
+        assert_eq!(run.headline.request_throughput, Some(2.0));
+        assert_eq!(
+            python_json(r#"{"a": "Infinity", "b": -Infinity}"#),
+            r#"{"a": "Infinity", "b": "-inf"}"#
+        );
     }
 
     #[test]
