@@ -186,7 +186,15 @@ pub fn knee_sentence(s: &ScenarioResult) -> String {
 
 /// `summary.md`: per scenario, the table, the knee, the SLO verdict and the charts.
 pub fn summary_markdown(r: &SweepResult, cols: &[Column]) -> String {
-    let mut out = String::from("# servelab sweep\n\n");
+    let md = servelab_outputs::markdown::escape;
+    let mut out = match &r.label {
+        Some(label) => format!("# {}\n\n", md(label)),
+        None => String::from("# servelab sweep\n\n"),
+    };
+    if !r.tags.is_empty() {
+        let tags: Vec<String> = r.tags.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        out.push_str(&format!("{}\n\n", md(&tags.join(" · "))));
+    }
     if r.interrupted {
         out.push_str("**Interrupted**: some points were not run; rerun with `--resume`.\n\n");
     }

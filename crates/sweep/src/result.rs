@@ -93,6 +93,12 @@ pub struct ScenarioResult {
 /// the per-point files).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepResult {
+    /// The sweep's label (`--label`): what was swept, e.g. a deployment ("Qwen3-32B 3P1D").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Its `KEY=VALUE` tags (hardware, engine, layout), shown under the title.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<(String, String)>,
     /// Every scenario, in the order run.
     pub scenarios: Vec<ScenarioResult>,
     /// The thresholds the knees were found with.

@@ -281,7 +281,14 @@ pub async fn run_sweep<R: Runner>(
             break;
         }
     }
-    Ok(SweepResult { scenarios, knee_rule: plan.knee, warnings, interrupted: d.interrupted })
+    Ok(SweepResult {
+        label: plan.base.record.label.clone(),
+        tags: plan.base.record.tags.clone(),
+        scenarios,
+        knee_rule: plan.knee,
+        warnings,
+        interrupted: d.interrupted,
+    })
 }
 
 /// The result with every summary's per-request rows dropped: `sweep.json` stays small

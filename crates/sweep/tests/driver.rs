@@ -94,6 +94,13 @@ async fn renderers_snapshot() {
     let all: Vec<_> = s.points.iter().chain(&s.probes).cloned().collect();
     insta::assert_snapshot!("csv", csv(&all));
     insta::assert_snapshot!("summary", servelab_sweep::render::summary_markdown(&r, &cols));
+    // A labelled, tagged sweep is titled by what was swept.
+    let mut plan = plan(dir.path(), None);
+    plan.base.record.label = Some("Qwen3-32B <3P1D>".into());
+    plan.base.record.tags = vec![("gpu".into(), "H20".into()), ("engine".into(), "dynamo".into())];
+    let r = run_sweep(&plan, &mut Fake::default()).await.unwrap();
+    let md = servelab_sweep::render::summary_markdown(&r, &cols);
+    assert!(md.starts_with("# Qwen3-32B &lt;3P1D&gt;\n\ngpu: H20 · engine: dynamo\n\n"), "{md}");
 }
 
 #[tokio::test]
