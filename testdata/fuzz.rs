@@ -85,3 +85,28 @@ pub fn mutate(rng: &mut Rng, seed: &[u8], i: usize) -> Vec<u8> {
     }
     b
 }
+
+/// Runs `accept` on `cases(base)` hostile texts derived from `seeds` in turn and prints the
+/// target's line for `scripts/fuzz.sh`. A panic fails with the seed and the case's input.
+#[allow(dead_code)] // not every including test crate parses text
+pub fn hostile_texts(target: &str, seeds: &[Vec<u8>], base: usize, accept: impl Fn(&str) -> bool) {
+    let (n, seed) = cases(base);
+    let mut rng = Rng::new(seed);
+    let mut accepted = 0;
+    for i in 0..n {
+        let bytes = mutate(&mut rng, &seeds[i % seeds.len()], i);
+        let text = String::from_utf8_lossy(&bytes);
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| accept(&text)))
+            .unwrap_or_else(|_| {
+                panic!("{target}: panic on case {i} (seed {seed}); input:\n{text}")
+            });
+        accepted += usize::from(ok);
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "{target}: {n} executions, 0 crashes ({accepted} accepted, {} refused)",
+            n - accepted
+        );
+    }
+}
