@@ -23,6 +23,7 @@ use crate::timed_io::{peer_gone, raw_socket, RawSocket, ReadStamp, TimedStream};
 /// Where requests go.
 #[derive(Debug, Clone)]
 pub struct Target {
+    /// The server's address, resolved once before the run so no lookup is timed.
     pub addr: SocketAddr,
     /// `host:port` for the Host header.
     pub authority: String,
@@ -65,24 +66,50 @@ const RESERVED_HEADERS: &[&str] = &[
     "x-request-id",
 ];
 
+/// Why a base URL or a header cannot be used. URLs in the messages have their credentials
+/// redacted ([`redact_url`]).
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
+    /// The base URL does not parse as `http://HOST[:PORT][/PREFIX]`; holds it with any
+    /// credentials redacted.
     #[error("invalid base URL '{0}': expected http://HOST:PORT")]
     Url(String),
+    /// The base URL's port is a number outside 1-65535.
     #[error("invalid base URL '{url}': port {port} is out of range (1-65535)")]
-    Port { url: String, port: String },
+    Port {
+        /// The base URL, credentials redacted.
+        url: String,
+        /// The port as written in it.
+        port: String,
+    },
+    /// The base URL is `https://`, which this build cannot speak; holds it, credentials
+    /// redacted.
     #[error(
         "base URL '{0}' uses https, which this build does not support yet; \
          benchmark the engine's plain-http port"
     )]
     Https(String),
+    /// The host name did not resolve to an address.
     #[error("cannot resolve '{host}': {message}")]
-    Resolve { host: String, message: String },
+    Resolve {
+        /// The host that was looked up.
+        host: String,
+        /// The resolver's error, or "no address".
+        message: String,
+    },
+    /// A `--header` is not `NAME:VALUE` with a valid name and value; holds `NAME: ...` (or a
+    /// note that there was no `:`).
     /// The value is never shown: it may be a secret.
     #[error("invalid header '{0}': expected NAME:VALUE with a valid name and value")]
     Header(String),
+    /// A header servelab sets itself (framing, Host, request id) was given.
     #[error("header '{name}' cannot be set: {why}")]
-    Reserved { name: String, why: &'static str },
+    Reserved {
+        /// The header's name as given.
+        name: String,
+        /// Why servelab must set it itself.
+        why: &'static str,
+    },
 }
 
 impl Target {
@@ -284,7 +311,7 @@ type Driver = Pin<Box<http1::Connection<TokioIo<TimedStream>, Full<Bytes>>>>;
 /// The driver is polled by the request's own task ([`drive`]) instead of a task of its own:
 /// a socket read then wakes one task, not two that may sit on different cores, which keeps
 /// the client's per-chunk cost (and so its effect on what it measures) small.
-pub struct Conn {
+pub(crate) struct Conn {
     pub sender: SendRequest<Full<Bytes>>,
     pub reads: ReadStamp,
     /// `None` once the connection has ended.
@@ -309,7 +336,7 @@ impl Conn {
 }
 
 /// Await `fut` while driving the connection in the same task.
-pub async fn drive<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output {
+pub(crate) async fn drive<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output {
     let mut fut = std::pin::pin!(fut);
     std::future::poll_fn(|cx| {
         if let Some(d) = driver.as_mut() {
@@ -324,7 +351,7 @@ pub async fn drive<F: Future>(driver: &mut Option<Driver>, fut: F) -> F::Output 
 }
 
 /// Open one HTTP/1.1 connection (Nagle off: SSE events are small and latency-critical).
-pub async fn connect(addr: SocketAddr) -> std::io::Result<Conn> {
+pub(crate) async fn connect(addr: SocketAddr) -> std::io::Result<Conn> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let socket = raw_socket(&stream);
@@ -337,7 +364,7 @@ pub async fn connect(addr: SocketAddr) -> std::io::Result<Conn> {
 /// Idle keep-alive connections. The lock is taken once when a request starts and once when it
 /// ends, never per chunk.
 #[derive(Default)]
-pub struct Pool {
+pub(crate) struct Pool {
     idle: Mutex<Vec<Conn>>,
 }
 
@@ -357,10 +384,6 @@ impl Pool {
         if !conn.is_closed() {
             self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
         }
-    }
-
-    pub fn idle(&self) -> usize {
-        self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// Open `n` connections ahead of the run, a bounded number at a time.
@@ -384,7 +407,7 @@ impl Pool {
 /// The longest one readiness probe (a GET of `/health` or `/v1/models`) may take: a server
 /// that accepts and then says nothing must not hold up the wait past its deadline, nor keep
 /// the other path from being tried.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long [`first_model`] waits for `/v1/models`.
 pub const MODEL_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -394,7 +417,7 @@ pub const MODEL_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_GET_BODY: usize = 32 << 20;
 
 /// A plain GET (readiness checks, `/v1/models`, `/metrics`): status and body (at most
-/// [`MAX_GET_BODY`]). Not bounded in time: use [`get_within`], or wrap it in a timeout.
+/// [`MAX_GET_BODY`]). Not bounded in time: wrap it in a timeout.
 /// Cancel-safe: dropping the future closes its connection.
 pub async fn get(target: &Target, path: &str) -> std::io::Result<(u16, Bytes)> {
     let mut conn = connect(target.addr).await?;
@@ -421,7 +444,7 @@ pub async fn get(target: &Target, path: &str) -> std::io::Result<(u16, Bytes)> {
 }
 
 /// [`get`] within `timeout` (connecting included); past it, an error of kind `TimedOut`.
-pub async fn get_within(
+pub(crate) async fn get_within(
     target: &Target,
     path: &str,
     timeout: Duration,
@@ -436,7 +459,7 @@ pub async fn get_within(
 }
 
 /// Poll `/health`, then `/v1/models`, until one answers 200 or `timeout` passes. Every probe
-/// is bounded by what is left of `timeout` (and by [`PROBE_TIMEOUT`]), so the whole wait
+/// is bounded by what is left of `timeout` (and by 5 s), so the whole wait
 /// ends by its deadline whatever the server does. Cancel-safe: a caller may `select!` it
 /// against Ctrl-C (see [`unless_interrupted`]).
 pub async fn wait_ready(target: &Target, timeout: Duration) -> Result<(), String> {

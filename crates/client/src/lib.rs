@@ -4,16 +4,19 @@
 //! the OpenAI-compatible protocol, [`http`] holds connections, [`server_timings`] reads an
 //! engine's own timings (llama.cpp), and [`tokens`] fills per-chunk token counts after the run.
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 pub mod http;
-pub mod limits;
+mod limits;
 pub mod openai;
 pub mod prom;
 pub mod runner;
 pub mod scrape;
 pub mod server_timings;
 pub mod sse;
-pub mod text;
-pub mod timed_io;
+mod text;
+mod timed_io;
 pub mod tokens;
 
 pub use http::{Target, TargetError};

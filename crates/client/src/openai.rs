@@ -11,8 +11,13 @@ use servelab_workload::{ChatMessage, PromptBody};
 /// What goes into every request body besides the prompt.
 #[derive(Debug, Clone)]
 pub struct BodyOptions {
+    /// Which endpoint the body is for: `prompt` and `max_tokens` (completions) or `messages`
+    /// and `max_completion_tokens` (chat).
     pub api: Api,
+    /// The `model` field, as the server lists it.
     pub model: String,
+    /// Send `ignore_eos` (and `min_tokens` equal to `max_tokens`), so every request generates
+    /// exactly its requested output length.
     pub ignore_eos: bool,
     /// Ask for usage in every chunk (vLLM's `continuous_usage_stats`), giving exact per-chunk
     /// token counts without tokenizing anything.
@@ -80,9 +85,13 @@ fn messages(prompt: &PromptBody) -> Value {
 /// One parsed stream event.
 #[derive(Debug, PartialEq, Default)]
 pub struct Event<'a> {
+    /// The text the event carries (the first choice's); empty for usage-only events.
     pub text: Cow<'a, str>,
+    /// Whether `text` is answer content or reasoning; `None`: the event carried no text field.
     pub kind: Option<ChunkKind>,
+    /// The server's token counts, when the event has a `usage` object.
     pub usage: Option<Usage>,
+    /// The first choice has a non-null `finish_reason`.
     pub finished: bool,
 }
 

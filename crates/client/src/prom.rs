@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 /// One sample line: `name{label="value",...} value [timestamp]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
+    /// The metric name, e.g. `vllm:num_requests_running`.
     pub name: String,
+    /// The label pairs in the order written, values unescaped.
     pub labels: Vec<(String, String)>,
+    /// The sample value (the timestamp, if any, is dropped).
     pub value: f64,
 }
 
@@ -75,22 +78,23 @@ fn parse_value(s: &str) -> Option<f64> {
 }
 
 /// The sum of `name` over all its label sets; `None` when absent.
-pub fn sum(samples: &[Sample], name: &str) -> Option<f64> {
+#[cfg(test)]
+pub(crate) fn sum(samples: &[Sample], name: &str) -> Option<f64> {
     samples.iter().filter(|s| s.name == name).map(|s| s.value).reduce(|a, b| a + b)
 }
 
 /// Name prefixes of the engines whose series a run keeps: vLLM, llama.cpp, SGLang.
-pub const ENGINE_PREFIXES: [&str; 3] = ["vllm:", "llamacpp:", "sglang:"];
+pub(crate) const ENGINE_PREFIXES: [&str; 3] = ["vllm:", "llamacpp:", "sglang:"];
 
 /// True for a gauge that is a fraction of a whole (KV-cache usage, a hit rate): over several
 /// label sets (data-parallel engines, ranks) the largest is kept, since a sum means nothing.
-pub fn is_fraction(name: &str) -> bool {
+pub(crate) fn is_fraction(name: &str) -> bool {
     ["usage", "_perc", "_ratio", "_rate"].iter().any(|k| name.contains(k))
 }
 
-/// The engine's series of one scrape: every sample whose name starts with one of
-/// [`ENGINE_PREFIXES`], histogram buckets dropped, summed over label sets (the largest for a
-/// fraction, see [`is_fraction`]). Non-finite values are dropped.
+/// The engine's series of one scrape: every sample whose name starts with `vllm:`,
+/// `llamacpp:` or `sglang:`, histogram buckets dropped, summed over label sets (the largest
+/// for a fraction of a whole, such as KV-cache usage). Non-finite values are dropped.
 pub fn engine_series(text: &str) -> BTreeMap<String, f64> {
     let mut out: BTreeMap<String, f64> = BTreeMap::new();
     for s in parse(text) {

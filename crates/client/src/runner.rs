@@ -28,21 +28,30 @@ use crate::timed_io::{since_epoch, ReadEnd, ReadStamp};
 /// One request, ready to send: its body was serialized before the run.
 #[derive(Debug, Clone)]
 pub struct PlannedRequest {
+    /// The serialized JSON body ([`crate::openai::request_body`]).
     pub body: Bytes,
+    /// The prompt's exact token count, copied into the record; `None`: not known (it then
+    /// comes from the server's usage, if any).
     pub prompt_tokens: Option<u64>,
+    /// The requested output length, copied into the record; `None`: the server decides.
     pub max_tokens: Option<u64>,
 }
 
 /// Everything the loop needs.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
+    /// Where requests go.
     pub target: Target,
     /// Measured requests, in order. In duration mode they are cycled.
     pub requests: Vec<PlannedRequest>,
     /// Warm-up requests, run before the clock starts and recorded with `warmup: true`.
     pub warmups: Vec<PlannedRequest>,
+    /// How intended send times are spaced.
     pub arrivals: Arrivals,
+    /// Seeds the arrival schedule: the same seed gives the same send times.
     pub seed: u64,
+    /// At most this many requests in flight; a request due while all slots are busy is
+    /// intended for the moment one frees. `None`: no cap.
     pub max_concurrency: Option<usize>,
     /// Stop issuing new requests after this long (measured phase), then drain.
     pub duration: Option<Duration>,
@@ -62,8 +71,11 @@ pub struct RunConfig {
 /// Live counters for a progress display. Updated with relaxed atomics, never locked.
 #[derive(Debug, Default)]
 pub struct Progress {
+    /// Requests sent so far (warm-ups included).
     pub started: AtomicU64,
+    /// Requests that finished successfully.
     pub completed: AtomicU64,
+    /// Requests that finished with a failure.
     pub failed: AtomicU64,
     /// Output chunks received so far.
     pub chunks: AtomicU64,
@@ -90,9 +102,11 @@ pub enum StopReason {
 /// finished.
 #[derive(Debug, Clone, Copy)]
 pub struct RunEnd {
+    /// Why issuing stopped.
     pub stop: StopReason,
     /// The measured phase's origin, for converting record offsets back to instants.
     pub origin: Instant,
+    /// Measured requests issued (each has a record).
     pub issued: u64,
 }
 

@@ -46,7 +46,7 @@ pub struct Scraper {
 }
 
 /// One scrape: the engine's series, or why there are none.
-pub async fn scrape(target: &Target) -> Result<BTreeMap<String, f64>, String> {
+pub(crate) async fn scrape(target: &Target) -> Result<BTreeMap<String, f64>, String> {
     let body = match tokio::time::timeout(SCRAPE_TIMEOUT, http::get(target, "/metrics")).await {
         Ok(Ok((200, body))) => body,
         Ok(Ok((status, _))) => return Err(format!("GET /metrics answered HTTP {status}")),

@@ -19,7 +19,7 @@ use servelab_records::ServerTimings;
 
 /// Cheap pre-filter so the hot path parses an event a second time only when it can hold
 /// timings. Every event of a llama.cpp stream is small, but most carry no `timings`.
-pub fn may_carry_timings(data: &str) -> bool {
+pub(crate) fn may_carry_timings(data: &str) -> bool {
     data.contains("\"timings\"")
 }
 
@@ -34,7 +34,7 @@ pub fn from_event(data: &str) -> Option<ServerTimings> {
 }
 
 /// Reads a `timings` object. `None` when it is not an object or holds none of the fields.
-pub fn from_value(t: &Value) -> Option<ServerTimings> {
+pub(crate) fn from_value(t: &Value) -> Option<ServerTimings> {
     let t = t.as_object()?;
     let count = |k: &str| t.get(k).and_then(Value::as_u64);
     let millis = |k: &str| t.get(k).and_then(Value::as_f64).filter(|v| v.is_finite() && *v >= 0.0);
@@ -49,7 +49,8 @@ pub fn from_value(t: &Value) -> Option<ServerTimings> {
 
 /// The engine's time per generated token, ms, as llama.cpp computes `predicted_per_token_ms`
 /// (`predicted_ms / predicted_n`). `None` without both, or with no token.
-pub fn per_token_ms(t: &ServerTimings) -> Option<f64> {
+#[cfg(test)]
+pub(crate) fn per_token_ms(t: &ServerTimings) -> Option<f64> {
     let n = t.generated_tokens.filter(|n| *n > 0)?;
     Some(t.generation_ms? / n as f64)
 }

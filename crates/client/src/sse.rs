@@ -40,11 +40,12 @@ pub enum SseData {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("an SSE event exceeded the {} limit on one event", human_bytes(*.limit))]
 pub struct EventTooLarge {
+    /// The parser's limit on one event, in bytes.
     pub limit: usize,
 }
 
 /// `16 MiB`, `64 KiB`, `100 bytes`.
-pub fn human_bytes(n: usize) -> String {
+pub(crate) fn human_bytes(n: usize) -> String {
     if n >= 1 << 20 && n % (1 << 20) == 0 {
         format!("{} MiB", n >> 20)
     } else if n >= 1 << 10 && n % (1 << 10) == 0 {
@@ -55,6 +56,7 @@ pub fn human_bytes(n: usize) -> String {
 }
 
 impl SseParser {
+    /// A parser that accepts events of at most [`MAX_EVENT_BYTES`].
     pub fn new() -> Self {
         Self::default()
     }

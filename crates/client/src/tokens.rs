@@ -23,7 +23,10 @@ pub fn attribute_tokens(rec: &mut RequestRecord, tokenizer: &Tokenizer) {
 
 /// Given each chunk's byte length and the end offsets of the tokens of their concatenation,
 /// the number of tokens that end inside each chunk.
-pub fn tokens_per_chunk(chunk_lens: impl Iterator<Item = usize>, token_ends: &[usize]) -> Vec<u32> {
+pub(crate) fn tokens_per_chunk(
+    chunk_lens: impl Iterator<Item = usize>,
+    token_ends: &[usize],
+) -> Vec<u32> {
     let mut out = Vec::new();
     let mut chunk_end = 0usize;
     let mut t = 0usize;

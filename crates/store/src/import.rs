@@ -18,14 +18,18 @@ use crate::model::{host_name, Headline, RunConfig};
 /// The tool a file came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceTool {
+    /// A `vllm bench serve --save-result` JSON file.
     Vllm,
+    /// SGLang `bench_serving` JSON lines, one run per line.
     Sglang,
+    /// A GuideLLM JSON report, one run per benchmark in it.
     Guidellm,
     /// A servelab `--save-result` file (vLLM's keys plus a `servelab` object).
     Servelab,
 }
 
 impl SourceTool {
+    /// The name stored as the run's source: `vllm`, `sglang`, `guidellm` or `servelab-file`.
     pub fn as_str(self) -> &'static str {
         match self {
             SourceTool::Vllm => "vllm",
@@ -39,10 +43,15 @@ impl SourceTool {
 /// One run read from a file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImportedRun {
+    /// The tool that wrote the file.
     pub source: SourceTool,
+    /// The run's label: the file's own, else the file name without its extension.
     pub label: Option<String>,
+    /// The configuration, as far as the file tells it.
     pub config: RunConfig,
+    /// Tags to file the run under: `source=TOOL`.
     pub tags: Vec<(String, String)>,
+    /// The headline metrics the file has.
     pub headline: Headline,
     /// Headline metrics the file did not have, then `records` (imports carry no
     /// per-request records).
@@ -51,12 +60,25 @@ pub struct ImportedRun {
     pub raw: Value,
 }
 
+/// A result file that could not be imported.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        /// The file, as given.
+        path: String,
+        /// The file system's error.
+        source: std::io::Error,
+    },
+    /// The text is not a result file of a known tool.
     #[error("{path}: {message}; expected a vllm bench serve --save-result JSON, SGLang bench_serving JSONL or a GuideLLM JSON report")]
-    Format { path: String, message: String },
+    Format {
+        /// The file (or name) the text came from.
+        path: String,
+        /// What is wrong with it, and where.
+        message: String,
+    },
 }
 
 /// Read every run in the file at `path`.

@@ -4,20 +4,23 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`paths`] | where the store lives by default |
+//! | `paths` | where the store lives by default |
 //! | [`schema`] | versioned migrations (`PRAGMA user_version`) |
 //! | [`model`] | the stored types: run rows, configuration, headline metrics, filters |
-//! | [`store`] | [`Store`]: open, begin/append/finish, list, show, delete |
-//! | [`recorder`] | [`Recorder`]: the bench's store writer that warns instead of failing |
-//! | [`import`] | vLLM, SGLang and GuideLLM result files → [`ImportedRun`]s |
+//! | `store` | [`Store`]: open, begin/append/finish, list, show, delete |
+//! | `recorder` | [`Recorder`]: the bench's store writer that warns instead of failing |
+//! | `import` | vLLM, SGLang and GuideLLM result files → [`ImportedRun`]s |
 //! | `view` | what `servelab runs` shows: the list table, one run, its export |
 
-pub mod import;
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
+mod import;
 pub mod model;
-pub mod paths;
-pub mod recorder;
+mod paths;
+mod recorder;
 pub mod schema;
-pub mod store;
+mod store;
 mod view;
 
 pub use import::{import_file, parse_result_text, ImportError, ImportedRun, SourceTool};

@@ -8,18 +8,21 @@ pub use servelab_records::RunKind;
 /// A run's id in the store.
 pub type RunId = i64;
 
-/// What produced a run.
 /// Where a run is in its life. `Running` after the process is gone means it crashed or was
 /// killed: the run is incomplete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStatus {
+    /// Begun and not finished (or its process died).
     Running,
+    /// Finished normally; imported runs are complete.
     Complete,
+    /// Stopped early by the user (Ctrl-C); what was measured is kept.
     Interrupted,
 }
 
 impl RunStatus {
+    /// The name stored in the `status` column: `running`, `complete` or `interrupted`.
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Running => "running",
@@ -28,6 +31,7 @@ impl RunStatus {
         }
     }
 
+    /// The status a stored name stands for; `None` for any other text.
     pub fn parse(s: &str) -> Option<RunStatus> {
         match s {
             "running" => Some(RunStatus::Running),
@@ -42,6 +46,7 @@ impl RunStatus {
 /// load, seed, tool version) plus where it ran and what engine it measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunConfig {
+    /// How the run was driven, as recorded in its results.
     pub info: RunInfo,
     /// Host name of the machine that ran the client.
     pub host: String,
@@ -66,7 +71,7 @@ impl RunConfig {
 }
 
 /// This machine's host name, or `""` when it cannot be read.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
@@ -77,9 +82,13 @@ pub fn host_name() -> String {
 /// A run about to start.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRun {
+    /// The user's name for the run (`--label`), by which commands can refer to it.
     pub label: Option<String>,
+    /// What produced it: a bench, a sweep point, a lab trial, ...
     pub kind: RunKind,
+    /// Its full configuration.
     pub config: RunConfig,
+    /// `key=value` tags to file it under (`--tag`).
     pub tags: Vec<(String, String)>,
 }
 
@@ -88,19 +97,33 @@ pub struct NewRun {
 /// source did not have it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Headline {
+    /// Completed requests per second.
     pub request_throughput: Option<f64>,
+    /// Output tokens per second.
     pub output_throughput: Option<f64>,
+    /// Prompt and output tokens per second.
     pub total_token_throughput: Option<f64>,
+    /// Mean time to first token, ms.
     pub ttft_mean_ms: Option<f64>,
+    /// 99th percentile time to first token, ms.
     pub ttft_p99_ms: Option<f64>,
+    /// Mean time per output token (after the first), ms.
     pub tpot_mean_ms: Option<f64>,
+    /// 99th percentile time per output token, ms.
     pub tpot_p99_ms: Option<f64>,
+    /// Mean inter-token latency, ms.
     pub itl_mean_ms: Option<f64>,
+    /// 99th percentile inter-token latency, ms.
     pub itl_p99_ms: Option<f64>,
+    /// Mean end-to-end request latency, ms.
     pub e2el_mean_ms: Option<f64>,
+    /// 99th percentile end-to-end request latency, ms.
     pub e2el_p99_ms: Option<f64>,
+    /// Requests that completed successfully.
     pub completed: Option<u64>,
+    /// Requests that failed.
     pub failed: Option<u64>,
+    /// Length of the measured phase, seconds.
     pub duration_s: Option<f64>,
 }
 
@@ -161,16 +184,25 @@ impl Headline {
 /// One run as listed: everything but the big JSON blobs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunRow {
+    /// The run's id in this store.
     pub id: RunId,
+    /// The user's name for the run, if given.
     pub label: Option<String>,
+    /// What produced it.
     pub kind: RunKind,
+    /// Where it is in its life.
     pub status: RunStatus,
+    /// When it started, RFC 3339 text.
     pub started_at: String,
+    /// When it finished, RFC 3339 UTC; `None` while running (or after a crash).
     pub finished_at: Option<String>,
+    /// The model that served it.
     pub model: String,
     /// `servelab`, or the tool an imported run came from (`vllm`, `sglang`, `guidellm`).
     pub source: String,
+    /// Its `key=value` tags.
     pub tags: Vec<(String, String)>,
+    /// Its headline metrics.
     pub headline: Headline,
     /// What an imported run's file did not have (headline names, `records`, `summary`).
     pub missing: Vec<String>,
@@ -179,7 +211,9 @@ pub struct RunRow {
 /// One run with its configuration and summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredRun {
+    /// The run as listed.
     pub row: RunRow,
+    /// How it was driven and where.
     pub config: RunConfig,
     /// The full summary, for runs servelab measured and finished.
     pub summary: Option<Summary>,
@@ -192,7 +226,9 @@ pub struct StoredRun {
 pub struct Filter {
     /// Every `key=value` must be a tag of the run.
     pub tags: Vec<(String, String)>,
+    /// The run's model is exactly this.
     pub model: Option<String>,
+    /// The run's label is exactly this.
     pub label: Option<String>,
     /// Runs started at or after this date (`YYYY-MM-DD` or RFC 3339 prefix, compared as text).
     pub since: Option<String>,

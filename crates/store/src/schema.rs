@@ -7,30 +7,41 @@ use rusqlite::{Connection, TransactionBehavior};
 pub const MIGRATIONS: &[&str] = &[include_str!("schema_v1.sql"), include_str!("schema_v2.sql")];
 
 /// The schema version this build writes.
-pub const CURRENT_VERSION: u32 = MIGRATIONS.len() as u32;
+pub(crate) const CURRENT_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Why the schema could not be brought up to date.
 #[derive(Debug, thiserror::Error)]
 pub enum SchemaError {
+    /// The store was written by a newer servelab with more migrations than this build has.
     #[error(
         "the store has schema version {found}, newer than this servelab knows ({CURRENT_VERSION}); \
          upgrade servelab or pass --db for another file"
     )]
-    TooNew { found: u32 },
+    TooNew {
+        /// The store's `user_version`.
+        found: u32,
+    },
+    /// A migration script failed; its transaction was rolled back.
     #[error("migration to schema version {version} failed: {source}")]
-    Migration { version: u32, source: rusqlite::Error },
+    Migration {
+        /// The version the failed migration leads to.
+        version: u32,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// `PRAGMA user_version` could not be read (not an SQLite file, or unreadable).
     #[error("cannot read the schema version: {0}")]
     Read(rusqlite::Error),
 }
 
 /// The store's schema version (0 for an empty file).
-pub fn version(conn: &Connection) -> Result<u32, SchemaError> {
+pub(crate) fn version(conn: &Connection) -> Result<u32, SchemaError> {
     conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(SchemaError::Read)
 }
 
 /// Runs every migration the store lacks, each in its own transaction with its version bump,
 /// so a crash between two leaves a consistent older version. Returns the final version.
-pub fn migrate(conn: &mut Connection) -> Result<u32, SchemaError> {
+pub(crate) fn migrate(conn: &mut Connection) -> Result<u32, SchemaError> {
     let found = version(conn)?;
     if found > CURRENT_VERSION {
         return Err(SchemaError::TooNew { found });

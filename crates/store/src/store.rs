@@ -20,24 +20,73 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Store errors name the file and say what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// SQLite could not open (or create) the file.
     #[error("cannot open the results store {path}: {source} (pass --db PATH or set SERVELAB_DB to use another file)")]
-    Open { path: PathBuf, source: rusqlite::Error },
+    Open {
+        /// The store file.
+        path: PathBuf,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// The folder that is to hold a new store could not be created.
     #[error("cannot create the folder of the results store {path}: {source}")]
-    CreateDir { path: PathBuf, source: std::io::Error },
+    CreateDir {
+        /// The store file.
+        path: PathBuf,
+        /// The file system's error.
+        source: std::io::Error,
+    },
+    /// The schema could not be read or brought up to date.
     #[error("results store {path}: {source}")]
-    Schema { path: PathBuf, source: SchemaError },
+    Schema {
+        /// The store file.
+        path: PathBuf,
+        /// What went wrong with the schema.
+        source: SchemaError,
+    },
+    /// A query or write failed.
     #[error("results store {path}: {source}")]
-    Sql { path: PathBuf, source: rusqlite::Error },
+    Sql {
+        /// The store file.
+        path: PathBuf,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// A JSON column of a run does not parse as what servelab wrote.
     #[error("results store {path}: stored {what} of run {id} is not valid JSON ({source}); the store may have been edited by hand")]
-    Corrupt { path: PathBuf, id: RunId, what: &'static str, source: serde_json::Error },
+    Corrupt {
+        /// The store file.
+        path: PathBuf,
+        /// The run whose data is broken.
+        id: RunId,
+        /// What was stored: `configuration`, `summary`, `imported file` or `record`.
+        what: &'static str,
+        /// The JSON parser's error.
+        source: serde_json::Error,
+    },
+    /// No run has this id or label; holds the operand as given.
     #[error("no run '{0}' in the store (see `servelab runs list`)")]
     NoSuchRun(String),
+    /// Reading needs an existing store and there is no file.
     #[error("no results store at {path} (pass --db PATH or set SERVELAB_DB to use another file)")]
-    Missing { path: PathBuf },
+    Missing {
+        /// The file that does not exist.
+        path: PathBuf,
+    },
+    /// A write was asked of a store opened read-only.
     #[error("the results store {path} is read-only here: it can be listed, shown and compared, not written (make it writable, or pass --db PATH or set SERVELAB_DB to use another file)")]
-    ReadOnly { path: PathBuf },
+    ReadOnly {
+        /// The store file.
+        path: PathBuf,
+    },
+    /// A read-only store needs a migration, which would write.
     #[error("the results store {path} has schema version {found}, older than this servelab's ({}), and is read-only here, so it cannot be upgraded: make it writable and run servelab on it once (or copy it and pass --db with the copy)", schema::CURRENT_VERSION)]
-    ReadOnlyOutdated { path: PathBuf, found: u32 },
+    ReadOnlyOutdated {
+        /// The store file.
+        path: PathBuf,
+        /// Its schema version.
+        found: u32,
+    },
 }
 
 impl StoreError {

@@ -5,52 +5,122 @@ use std::path::PathBuf;
 
 use crate::tokenizer::TokenizerError;
 
+/// Why a dataset could not be loaded or generated.
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
+    /// The dataset file does not exist.
     #[error("dataset file {} does not exist; check --dataset-path", path.display())]
-    NotFound { path: PathBuf },
+    NotFound {
+        /// The file that was looked for.
+        path: PathBuf,
+    },
+    /// The dataset file exists but could not be read.
     #[error("cannot read dataset file {}: {message}", path.display())]
-    Read { path: PathBuf, message: String },
+    Read {
+        /// The dataset file.
+        path: PathBuf,
+        /// The operating system's error.
+        message: String,
+    },
+    /// The file holds no entries at all.
     #[error("{}: the dataset is empty; expected {expected}", path.display())]
-    Empty { path: PathBuf, expected: &'static str },
+    Empty {
+        /// The dataset file.
+        path: PathBuf,
+        /// What the file should have held, e.g. "a ShareGPT JSON array".
+        expected: &'static str,
+    },
     /// The text is not JSON at this position.
     #[error("{}:{line}:{column}: invalid JSON: {message}", path.display())]
-    Json { path: PathBuf, line: usize, column: usize, message: String },
+    Json {
+        /// The dataset file.
+        path: PathBuf,
+        /// 1-based line of the problem.
+        line: usize,
+        /// 1-based column of the problem.
+        column: usize,
+        /// The JSON parser's message.
+        message: String,
+    },
     /// Valid JSON of the wrong shape: `field` is a JSON path (`prompt`, `messages[1].role`,
     /// `[3].conversations[0].value`).
     #[error("{}:{line}{}: field \"{field}\" {problem}", path.display(), column.map(|c| format!(":{c}")).unwrap_or_default())]
-    Field { path: PathBuf, line: usize, column: Option<usize>, field: String, problem: String },
+    Field {
+        /// The dataset file.
+        path: PathBuf,
+        /// 1-based line of the entry.
+        line: usize,
+        /// 1-based column, when the parser knows it.
+        column: Option<usize>,
+        /// The JSON path of the field.
+        field: String,
+        /// What is wrong with it and what was expected.
+        problem: String,
+    },
     /// A line or entry that is neither of the accepted shapes.
     #[error("{}:{line}: {problem}", path.display())]
-    Shape { path: PathBuf, line: usize, problem: String },
+    Shape {
+        /// The dataset file.
+        path: PathBuf,
+        /// 1-based line of the entry.
+        line: usize,
+        /// What the entry is and what was expected.
+        problem: String,
+    },
+    /// A ShareGPT file without a single conversation of two turns or more.
     #[error(
         "{}: no conversation has at least 2 turns in \"conversations\"; expected a ShareGPT JSON \
          array of {{\"conversations\": [{{\"from\": \"human\", \"value\": ...}}, {{\"from\": \"gpt\", \
          \"value\": ...}}]}}",
         path.display()
     )]
-    NoConversations { path: PathBuf },
+    NoConversations {
+        /// The dataset file.
+        path: PathBuf,
+    },
+    /// ShareGPT conversations exist but every one fails the length filters.
     #[error(
         "{}: none of the {candidates} conversations passes the length filters (prompt and output \
          at least 4 tokens; prompt at most 1024 and prompt + output at most 2048 tokens unless an \
          output length is fixed) under tokenizer {tokenizer}",
         path.display()
     )]
-    NoneUsable { path: PathBuf, candidates: usize, tokenizer: String },
+    NoneUsable {
+        /// The dataset file.
+        path: PathBuf,
+        /// How many conversations were tried.
+        candidates: usize,
+        /// The tokenizer that counted their lengths.
+        tokenizer: String,
+    },
     /// A whole-file problem (nothing usable in it, or an inconsistent row set).
     #[error("{}: {problem}", path.display())]
-    Content { path: PathBuf, problem: String },
+    Content {
+        /// The dataset file.
+        path: PathBuf,
+        /// What is wrong with its contents.
+        problem: String,
+    },
     /// A Hugging Face dataset that cannot be found, selected or downloaded.
     #[error("{0}")]
     Hub(String),
     /// A generation parameter that cannot be honoured.
     #[error("invalid dataset parameter: {0}")]
     Spec(String),
+    /// Random text could not be made to count exactly the requested number of tokens.
     #[error(
         "could not build a prompt of exactly {target} tokens with tokenizer {tokenizer} after \
          {rounds} attempts; try another --seed or tokenizer"
     )]
-    ExactLength { target: usize, tokenizer: String, rounds: usize },
+    ExactLength {
+        /// The requested length, tokens.
+        target: usize,
+        /// The tokenizer's name.
+        tokenizer: String,
+        /// How many attempts were made.
+        rounds: usize,
+    },
+    /// The tokenizer could not be loaded or used.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
 }

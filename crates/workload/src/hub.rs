@@ -10,13 +10,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The public Hub, used when `HF_ENDPOINT` is not set.
-pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+pub(crate) const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
 /// Largest `tokenizer.json` accepted (big multilingual vocabularies are ~30 MB).
 const MAX_TOKENIZER_BYTES: u64 = 256 * 1024 * 1024;
 
-/// Where and how to reach the Hub: normally read from the environment ([`HubConfig::from_env`]);
-/// tests build one directly so they never touch process-wide variables.
+/// Where and how to reach the Hub: normally read from the environment (`HF_ENDPOINT`,
+/// `HF_HUB_CACHE`, `HF_HOME`, `HF_TOKEN`, `HF_HUB_OFFLINE`); tests build one directly so they
+/// never touch process-wide variables.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HubConfig {
     /// Base URL, without a trailing slash (`HF_ENDPOINT`).
@@ -36,7 +37,7 @@ pub struct HubConfig {
 impl HubConfig {
     /// The configuration the Hugging Face tools would use in this environment, if a cache
     /// directory can be placed at all (it needs `HF_HUB_CACHE`, `HF_HOME` or `HOME`).
-    pub fn from_env() -> Option<Self> {
+    pub(crate) fn from_env() -> Option<Self> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         Some(Self {
             endpoint: var("HF_ENDPOINT")
@@ -59,7 +60,7 @@ fn is_truthy(value: &str) -> bool {
 
 /// The hub cache directory: `HF_HUB_CACHE`, else `HF_HOME/hub`, else
 /// `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`.
-pub fn hub_cache_dir() -> Option<PathBuf> {
+pub(crate) fn hub_cache_dir() -> Option<PathBuf> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(dir) = var("HF_HUB_CACHE") {
         return Some(dir);
@@ -72,7 +73,7 @@ pub fn hub_cache_dir() -> Option<PathBuf> {
 
 /// Whether `spec` has the shape of a Hub model id (`org/name`, ASCII letters, digits, `-`,
 /// `_`, `.`), which also makes it safe to use in a URL and a cache folder name.
-pub fn is_model_name(spec: &str) -> bool {
+pub(crate) fn is_model_name(spec: &str) -> bool {
     let part_ok = |p: &str| {
         !p.is_empty()
             && !p.starts_with('.')
@@ -111,13 +112,6 @@ pub fn cached_tokenizer_in(cache_dir: &Path, model: &str) -> Option<PathBuf> {
     found.pop()
 }
 
-/// The message for a model name that no cache holds.
-pub fn not_cached_message(model: &str) -> String {
-    format!(
-        "tokenizer for model '{model}' is not cached; pass a tokenizer.json path with --tokenizer"
-    )
-}
-
 /// The advice that ends every download error.
 const ADVICE: &str = "pass a local file with --tokenizer path/to/tokenizer.json";
 
@@ -134,14 +128,15 @@ fn hub_error(model: &str, why: impl std::fmt::Display) -> HubError {
 /// Download `model`'s `tokenizer.json` into the cache the environment names (see
 /// [`HubConfig::from_env`]) and return its path. Returns the cached file without any network
 /// access when one exists.
-pub fn download_tokenizer(model: &str) -> Result<PathBuf, HubError> {
+pub(crate) fn download_tokenizer(model: &str) -> Result<PathBuf, HubError> {
     let config = HubConfig::from_env().ok_or_else(|| {
         hub_error(model, "no cache directory (set HF_HOME, HF_HUB_CACHE or HOME)")
     })?;
     download_tokenizer_with(&config, model)
 }
 
-/// [`download_tokenizer`] with an explicit configuration.
+/// Download `model`'s `tokenizer.json` into `config`'s cache and return its path. Returns the
+/// cached file without any network access when one exists.
 pub fn download_tokenizer_with(config: &HubConfig, model: &str) -> Result<PathBuf, HubError> {
     if !is_model_name(model) {
         return Err(hub_error(model, "not a Hugging Face model id of the form org/name"));
@@ -162,7 +157,7 @@ pub fn download_tokenizer_with(config: &HubConfig, model: &str) -> Result<PathBu
 }
 
 /// The URL of a model's `tokenizer.json` on the main branch.
-pub fn tokenizer_url(endpoint: &str, model: &str) -> String {
+pub(crate) fn tokenizer_url(endpoint: &str, model: &str) -> String {
     format!("{}/{model}/resolve/main/tokenizer.json", endpoint.trim_end_matches('/'))
 }
 

@@ -9,11 +9,14 @@
 //! [`load_sessions`] (multi-turn sessions; [`Session::turn_messages`] builds turn `k` from the
 //! server's replies) and [`load_trace`] (timestamped replay with `arrivals_ns`).
 
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 mod api;
 mod error;
 pub mod hf;
 pub mod hub;
-pub mod image;
+mod image;
 mod jsonl;
 mod label;
 mod multimodal;
@@ -47,18 +50,55 @@ pub use trace::{
 /// Which prompts to generate or read.
 #[derive(Debug, Clone)]
 pub enum DatasetSpec {
-    /// Random text; input length drawn in `[input_len·(1−r), input_len·(1+r)]`, including a
-    /// shared prefix of `prefix_len` tokens; output length drawn the same way.
-    Random { input_len: u64, output_len: u64, range_ratio: f64, prefix_len: u64 },
-    /// A ShareGPT JSON file; `output_len` overrides the second turn's length.
-    ShareGpt { path: PathBuf, output_len: Option<u64> },
+    /// Random text: a shared prefix of `prefix_len` tokens, then a number of tokens drawn in
+    /// `[input_len·(1−r), input_len·(1+r)]` (as `vllm bench serve`); output length drawn the
+    /// same way.
+    Random {
+        /// Mean prompt length after the prefix, tokens.
+        input_len: u64,
+        /// Mean requested output length, tokens (at least 1 is asked for).
+        output_len: u64,
+        /// `r`: how far lengths spread around their means, in `[0, 1)`; 0 fixes them.
+        range_ratio: f64,
+        /// Tokens of one prefix shared by every prompt; 0 for none.
+        prefix_len: u64,
+    },
+    /// A ShareGPT JSON file: each conversation's first turn is the prompt.
+    ShareGpt {
+        /// The JSON file.
+        path: PathBuf,
+        /// Requested output length for every prompt; `None`: the length of the
+        /// conversation's second turn.
+        output_len: Option<u64>,
+    },
     /// One `{"prompt"}` or `{"messages"}` request per line.
-    Jsonl { path: PathBuf },
+    Jsonl {
+        /// The JSON lines file.
+        path: PathBuf,
+    },
     /// `num_prefixes` shared prefixes, used round-robin, each followed by a unique suffix.
-    Prefix { num_prefixes: u64, prefix_len: u64, suffix_len: u64, output_len: u64 },
+    Prefix {
+        /// How many distinct prefixes.
+        num_prefixes: u64,
+        /// Tokens of each prefix.
+        prefix_len: u64,
+        /// Tokens of each prompt's unique suffix.
+        suffix_len: u64,
+        /// Requested output length of every prompt, tokens.
+        output_len: u64,
+    },
     /// `Random` text (no prefix) followed by random images, as one chat user message of
     /// content parts. `prompt_tokens` counts the text only.
-    RandomMultimodal { input_len: u64, output_len: u64, range_ratio: f64, images: ImageOptions },
+    RandomMultimodal {
+        /// Mean text length, tokens.
+        input_len: u64,
+        /// Mean requested output length, tokens.
+        output_len: u64,
+        /// How far lengths spread around their means, in `[0, 1)`.
+        range_ratio: f64,
+        /// How many images, of what size and format.
+        images: ImageOptions,
+    },
     /// A Hugging Face dataset (`--dataset-name hf --hf-name ORG/NAME`): a local directory, the
     /// local HF cache, or a download (see [`hf`]). The hub settings come from the environment
     /// (`HF_HUB_CACHE`/`HF_HOME`, `HF_ENDPOINT`, `HF_TOKEN`, `HF_HUB_OFFLINE`).

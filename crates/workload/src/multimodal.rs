@@ -18,6 +18,7 @@ pub struct ImageOptions {
     pub per_prompt: u32,
     /// Each image's size is drawn uniformly from these.
     pub sizes: Vec<ImageSize>,
+    /// How they are encoded.
     pub format: ImageFormat,
 }
 

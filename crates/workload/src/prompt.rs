@@ -5,7 +5,9 @@ use std::borrow::Cow;
 /// One chat message, as OpenAI's chat API takes it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ChatMessage {
+    /// Who speaks: `system`, `user` or `assistant`.
     pub role: String,
+    /// What is said.
     pub content: MessageContent,
 }
 
@@ -28,7 +30,9 @@ impl ChatMessage {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(untagged)]
 pub enum MessageContent {
+    /// A plain string.
     Text(String),
+    /// Content parts, in order.
     Parts(Vec<ContentPart>),
 }
 
@@ -85,15 +89,25 @@ impl From<&str> for MessageContent {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentPart {
-    Text { text: String },
-    ImageUrl { image_url: ImageUrl },
+    /// `{"type": "text", "text": ...}`.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// `{"type": "image_url", "image_url": {"url": ...}}`.
+    ImageUrl {
+        /// The image.
+        image_url: ImageUrl,
+    },
 }
 
 impl ContentPart {
+    /// A text part.
     pub fn text(text: impl Into<String>) -> Self {
         Self::Text { text: text.into() }
     }
 
+    /// An image part referring to `url` (a `data:` URL or a remote one).
     pub fn image(url: impl Into<String>) -> Self {
         Self::ImageUrl { image_url: ImageUrl { url: url.into() } }
     }
@@ -102,19 +116,23 @@ impl ContentPart {
 /// An image reference: a `data:image/...;base64,...` URL or a remote URL.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ImageUrl {
+    /// The URL, sent as given.
     pub url: String,
 }
 
 /// The text to send: a completion prompt or a chat conversation.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum PromptBody {
+    /// A completion prompt (`/v1/completions`).
     Text(String),
+    /// Chat messages (`/v1/chat/completions`).
     Chat(Vec<ChatMessage>),
 }
 
 /// One request of the workload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prompt {
+    /// What is sent.
     pub body: PromptBody,
     /// Tokens of [`Prompt::text`] under the run's tokenizer (content only, no special tokens;
     /// images not included).

@@ -15,19 +15,33 @@ pub const BUILTIN_ENCODINGS: [&str; 4] = ["o200k_base", "cl100k_base", "p50k_bas
 /// The default encoding when nothing else is asked for.
 pub const DEFAULT_ENCODING: &str = "cl100k_base";
 
+/// Why a tokenizer could not be loaded or used.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
+    /// A `tokenizer.json` could not be read or does not parse.
     #[error("cannot read tokenizer file {path}: {message}")]
-    File { path: PathBuf, message: String },
+    File {
+        /// The file that was read.
+        path: PathBuf,
+        /// What went wrong reading or parsing it.
+        message: String,
+    },
+    /// The spec names no file, directory, built-in encoding or cached model.
     #[error(
         "tokenizer '{spec}' is not a tokenizer.json path, a directory holding one, or a built-in \
          encoding ({builtins}); to use a Hugging Face model name, make its tokenizer.json \
          available (see --tokenizer in `servelab bench --help`)",
         builtins = BUILTIN_ENCODINGS.join(", ")
     )]
-    Unknown { spec: String },
+    Unknown {
+        /// The `--tokenizer` value as given.
+        spec: String,
+    },
+    /// Token ids that do not decode to text under this tokenizer.
     #[error("cannot decode token ids: {0}")]
     Decode(String),
+    /// A model's tokenizer could not be had from the Hugging Face Hub; the message names the
+    /// model and what to do.
     #[error("{0}")]
     Hub(String),
 }
@@ -114,6 +128,7 @@ impl Tokenizer {
         &self.name
     }
 
+    /// The token ids of `text`, no special tokens added.
     pub fn encode(&self, text: &str) -> Vec<u32> {
         match &self.inner {
             Inner::Tiktoken(bpe) => bpe.encode_ordinary(text),

@@ -27,6 +27,7 @@ pub use synthetic::SyntheticSessions;
 /// A system prompt, shared (one allocation) by every session that starts with it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SystemPrompt {
+    /// The system message's text.
     pub text: Arc<str>,
     /// Tokens of `text` under the run's tokenizer.
     pub tokens: u64,
@@ -51,20 +52,38 @@ pub struct Turn {
 pub struct Session {
     /// Unique within the workload (the dataset's id when it has one).
     pub id: String,
+    /// The system message every turn starts with, if any.
     pub system: Option<SystemPrompt>,
+    /// The turns in order (at least one).
     pub turns: Vec<Turn>,
 }
 
 /// Turn `k`'s request cannot be built from the replies given.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum HistoryError {
+    /// The turn index is past the session's last turn.
     #[error("session {session} has {turns} turns; there is no turn {turn}")]
-    NoSuchTurn { session: String, turns: usize, turn: usize },
+    NoSuchTurn {
+        /// The session's id.
+        session: String,
+        /// How many turns it has.
+        turns: usize,
+        /// The 0-based turn asked for.
+        turn: usize,
+    },
+    /// Fewer replies than earlier turns were given.
     #[error(
         "session {session}: turn {turn} needs the server's replies to turns 0..{turn}, \
          but only {replies} were given"
     )]
-    MissingReplies { session: String, turn: usize, replies: usize },
+    MissingReplies {
+        /// The session's id.
+        session: String,
+        /// The 0-based turn asked for.
+        turn: usize,
+        /// How many replies were given.
+        replies: usize,
+    },
 }
 
 impl Session {
@@ -137,6 +156,7 @@ impl Session {
 /// The prepared sessions of a run.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SessionWorkload {
+    /// The sessions, in the order they are started.
     pub sessions: Vec<Session>,
 }
 
@@ -153,14 +173,18 @@ pub enum ThinkTime {
     /// Send the next turn as soon as the reply ends.
     #[default]
     Zero,
+    /// The same pause every time.
     Fixed(Duration),
     /// Exponentially distributed with this mean (a Poisson user).
     Exponential {
+        /// The mean pause.
         mean: Duration,
     },
     /// Uniform in `[min, max]`.
     Uniform {
+        /// The shortest pause.
         min: Duration,
+        /// The longest pause (not below `min`).
         max: Duration,
     },
 }
@@ -197,9 +221,24 @@ pub enum SessionSource {
     /// A ShareGPT JSON file, every turn of each conversation (see `docs/datasets.md`).
     /// `output_len` fixes every turn's output length instead of the reference reply's length;
     /// `max_turns` keeps only the first turns of long conversations.
-    ShareGpt { path: PathBuf, output_len: Option<u64>, max_turns: Option<usize> },
+    ShareGpt {
+        /// The JSON file.
+        path: PathBuf,
+        /// Output length of every turn, tokens; `None`: the reference reply's length.
+        output_len: Option<u64>,
+        /// Keep at most this many turns of each conversation; `None`: all.
+        max_turns: Option<usize>,
+    },
     /// One conversation per line: `{"messages": [...]}` or `{"turns": [...]}`.
-    Jsonl { path: PathBuf, output_len: Option<u64>, max_turns: Option<usize> },
+    Jsonl {
+        /// The JSON lines file.
+        path: PathBuf,
+        /// Output length of every turn, tokens; `None`: the line's own, else the reference
+        /// reply's length, else the server decides.
+        output_len: Option<u64>,
+        /// Keep at most this many turns of each conversation; `None`: all.
+        max_turns: Option<usize>,
+    },
     /// Random sessions of exact lengths.
     Synthetic(SyntheticSessions),
 }
@@ -207,6 +246,7 @@ pub enum SessionSource {
 /// A session workload: a source and the users' think time.
 #[derive(Debug, Clone)]
 pub struct SessionSpec {
+    /// Where the sessions come from.
     pub source: SessionSource,
     /// Drawn for every turn after the first (a JSONL turn's own `think_time_ms` wins).
     pub think_time: ThinkTime,

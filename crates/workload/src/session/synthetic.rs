@@ -19,12 +19,14 @@ const MAX_TOKENS: u64 = 10_000_000;
 pub struct SyntheticSessions {
     /// Turns per session, drawn uniformly in `[turns_min, turns_max]` (equal: fixed).
     pub turns_min: u32,
+    /// The most turns a session has.
     pub turns_max: u32,
     /// Each new user message's length, drawn in `[input_len·(1−r), input_len·(1+r)]` (as the
     /// `random` dataset draws, floor and ceil).
     pub input_len: u64,
     /// Each turn's requested output length, drawn the same way (at least 1).
     pub output_len: u64,
+    /// `r`: how far lengths spread around their means, in `[0, 1)`; 0 fixes them.
     pub range_ratio: f64,
     /// Length of the system prompt, identical in every session (0: none).
     pub system_prompt_len: u64,

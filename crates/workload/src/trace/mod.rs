@@ -32,12 +32,20 @@ pub const DEFAULT_BLOCK_SIZE: u64 = 512;
 pub enum TraceFormat {
     /// JSONL `{"timestamp": ms, "input_length", "output_length", "hash_ids": [...]}`; each hash
     /// id is one block of `block_size` tokens (the last one partial).
-    Mooncake { block_size: u64 },
+    Mooncake {
+        /// Tokens per hash id ([`DEFAULT_BLOCK_SIZE`] in Mooncake's traces).
+        block_size: u64,
+    },
     /// Azure LLM inference trace CSV: `TIMESTAMP,ContextTokens,GeneratedTokens`, datetimes.
     Azure,
     /// BurstGPT CSV: `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`,
     /// seconds; rows can be kept by model and log type (case-insensitive, exact).
-    BurstGpt { model: Option<String>, log_type: Option<String> },
+    BurstGpt {
+        /// Keep only rows of this `Model`; `None`: every model.
+        model: Option<String>,
+        /// Keep only rows of this `Log Type`; `None`: every type.
+        log_type: Option<String>,
+    },
 }
 
 /// Which part of the trace to replay, and how fast.
@@ -48,6 +56,7 @@ pub struct TraceOptions {
     /// Replay the rows at offsets `[window_start, window_start + window_duration)` from the
     /// trace's first row (before speedup); arrivals count from `window_start`.
     pub window_start: Duration,
+    /// The window's length; `None`: to the end of the trace.
     pub window_duration: Option<Duration>,
     /// Keep at most this many requests (the first ones of the window).
     pub max_requests: Option<usize>,
@@ -67,8 +76,11 @@ impl Default for TraceOptions {
 /// A trace file to replay.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceSpec {
+    /// The trace file.
     pub path: PathBuf,
+    /// Its format.
     pub format: TraceFormat,
+    /// Which part of it to replay, and how fast.
     pub options: TraceOptions,
 }
 
@@ -113,6 +125,7 @@ enum Piece {
 /// counted from the replay's start (non-decreasing).
 #[derive(Debug, Clone)]
 pub struct TraceWorkload {
+    /// When request `i` is due, ns from the replay's start.
     pub arrivals_ns: Vec<u64>,
     /// Exact prompt tokens of request `i` (the trace's input length).
     pub input_tokens: Vec<u64>,
@@ -120,16 +133,19 @@ pub struct TraceWorkload {
     pub output_tokens: Vec<u64>,
     /// The 1-based file line of request `i`.
     pub lines: Vec<usize>,
+    /// What happened to the rows that were not kept.
     pub stats: TraceStats,
     blocks: Arc<Vec<Box<str>>>,
     pieces: Vec<Box<[Piece]>>,
 }
 
 impl TraceWorkload {
+    /// How many requests the replay sends.
     pub fn len(&self) -> usize {
         self.arrivals_ns.len()
     }
 
+    /// True when no row was kept.
     pub fn is_empty(&self) -> bool {
         self.arrivals_ns.is_empty()
     }
