@@ -88,7 +88,7 @@ impl std::fmt::Debug for Store {
 }
 
 const RUN_COLUMNS: &str = "r.id, r.label, r.kind, r.status, r.started_at, r.finished_at, r.model, \
-     r.source, r.missing_json, s.request_throughput, s.output_throughput, \
+     r.source, r.missing_json, r.predicted, s.request_throughput, s.output_throughput, \
      s.total_token_throughput, s.ttft_mean_ms, s.ttft_p99_ms, s.tpot_mean_ms, s.tpot_p99_ms, \
      s.itl_mean_ms, s.itl_p99_ms, s.e2el_mean_ms, s.e2el_p99_ms, s.completed, s.failed, \
      s.duration_s";
@@ -251,11 +251,12 @@ impl Store {
             self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
         tx.execute(
             "INSERT INTO runs (label, kind, status, started_at, model, config_json, source, \
-             raw_json, missing_json) VALUES (?1, ?2, ?3, \
-             COALESCE(NULLIF(?4, ''), strftime('%Y-%m-%dT%H:%M:%SZ', 'now')), ?5, ?6, ?7, ?8, ?9)",
+             raw_json, missing_json, predicted) VALUES (?1, ?2, ?3, \
+             COALESCE(NULLIF(?4, ''), strftime('%Y-%m-%dT%H:%M:%SZ', 'now')), ?5, ?6, ?7, ?8, ?9, \
+             ?10)",
             params![
                 run.label,
-                run.kind.as_str(),
+                measured_kind(run.kind).as_str(),
                 status.as_str(),
                 run.config.info.started_at,
                 run.config.info.model,
@@ -263,6 +264,7 @@ impl Store {
                 source,
                 raw,
                 serde_json::to_string(missing).unwrap_or_else(|_| "[]".into()),
+                run.kind.is_predicted(),
             ],
         )
         .map_err(sql)?;
@@ -581,10 +583,21 @@ fn write_headline(
     Ok(())
 }
 
+/// The `kind` column of a run: what produced it, predicted or not (the `predicted` column says
+/// which).
+fn measured_kind(k: RunKind) -> RunKind {
+    match k {
+        RunKind::Predicted => RunKind::Bench,
+        RunKind::PredictedSweepPoint => RunKind::SweepPoint,
+        k => k,
+    }
+}
+
 fn read_row(r: &Row<'_>) -> Result<RunRow, rusqlite::Error> {
     let kind: String = r.get(2)?;
     let status: String = r.get(3)?;
     let missing: String = r.get(8)?;
+    let predicted: bool = r.get(9)?;
     let count = |i: usize| -> Result<Option<u64>, rusqlite::Error> {
         Ok(r.get::<_, Option<i64>>(i)?.map(|v| v.max(0) as u64))
     };
@@ -592,7 +605,9 @@ fn read_row(r: &Row<'_>) -> Result<RunRow, rusqlite::Error> {
         id: r.get(0)?,
         label: r.get(1)?,
         // The CHECK constraints admit only known values; a hand-edited store falls back.
-        kind: RunKind::parse(&kind).unwrap_or(RunKind::Bench),
+        kind: RunKind::parse(&kind)
+            .map(|k| if predicted { k.predicted() } else { k })
+            .unwrap_or(RunKind::Bench),
         status: RunStatus::parse(&status).unwrap_or(RunStatus::Running),
         started_at: r.get(4)?,
         finished_at: r.get(5)?,
@@ -601,20 +616,20 @@ fn read_row(r: &Row<'_>) -> Result<RunRow, rusqlite::Error> {
         tags: Vec::new(),
         missing: serde_json::from_str(&missing).unwrap_or_default(),
         headline: Headline {
-            request_throughput: r.get(9)?,
-            output_throughput: r.get(10)?,
-            total_token_throughput: r.get(11)?,
-            ttft_mean_ms: r.get(12)?,
-            ttft_p99_ms: r.get(13)?,
-            tpot_mean_ms: r.get(14)?,
-            tpot_p99_ms: r.get(15)?,
-            itl_mean_ms: r.get(16)?,
-            itl_p99_ms: r.get(17)?,
-            e2el_mean_ms: r.get(18)?,
-            e2el_p99_ms: r.get(19)?,
-            completed: count(20)?,
-            failed: count(21)?,
-            duration_s: r.get(22)?,
+            request_throughput: r.get(10)?,
+            output_throughput: r.get(11)?,
+            total_token_throughput: r.get(12)?,
+            ttft_mean_ms: r.get(13)?,
+            ttft_p99_ms: r.get(14)?,
+            tpot_mean_ms: r.get(15)?,
+            tpot_p99_ms: r.get(16)?,
+            itl_mean_ms: r.get(17)?,
+            itl_p99_ms: r.get(18)?,
+            e2el_mean_ms: r.get(19)?,
+            e2el_p99_ms: r.get(20)?,
+            completed: count(21)?,
+            failed: count(22)?,
+            duration_s: r.get(23)?,
         },
     })
 }
