@@ -93,6 +93,9 @@ const RUN_COLUMNS: &str = "r.id, r.label, r.kind, r.status, r.started_at, r.fini
      s.itl_mean_ms, s.itl_p99_ms, s.e2el_mean_ms, s.e2el_p99_ms, s.completed, s.failed, \
      s.duration_s";
 
+/// How many columns [`RUN_COLUMNS`] selects (the next select list starts here).
+const RUN_COLUMN_COUNT: usize = 24;
+
 impl Store {
     /// Open (creating it and its folder if needed) and migrate the store at `path`. Opening
     /// a store that is already current writes nothing. A store this process may not write
@@ -421,9 +424,9 @@ impl Store {
             .conn
             .query_row(&sql, params![id], |r| {
                 let row = read_row(r)?;
-                let config: String = r.get(23)?;
-                let summary: Option<String> = r.get(24)?;
-                let raw: Option<String> = r.get(25)?;
+                let config: String = r.get(RUN_COLUMN_COUNT)?;
+                let summary: Option<String> = r.get(RUN_COLUMN_COUNT + 1)?;
+                let raw: Option<String> = r.get(RUN_COLUMN_COUNT + 2)?;
                 Ok((row, config, summary, raw))
             })
             .optional()
@@ -632,4 +635,14 @@ fn read_row(r: &Row<'_>) -> Result<RunRow, rusqlite::Error> {
             duration_s: r.get(23)?,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_column_count_matches_the_column_list() {
+        assert_eq!(RUN_COLUMNS.split(',').count(), RUN_COLUMN_COUNT);
+    }
 }
