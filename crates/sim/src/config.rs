@@ -82,6 +82,11 @@ pub struct SimArgs {
     /// Seed of every random choice (output text, lengths, jitter, faults).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Serve this engine file's deployment (docs/predict.md): the engine model's scheduler
+    /// and step times decide when every token is sent, instead of --timing, --ttft-ms,
+    /// --itl-ms and --max-num-seqs.
+    #[arg(long, value_name = "FILE")]
+    pub engine: Option<PathBuf>,
 }
 
 /// Tokens per SSE event: uniform in `min..=max` (equal for a fixed K).
@@ -133,6 +138,8 @@ pub struct SimConfig {
     pub startup: Duration,
     pub truth_log: Option<PathBuf>,
     pub seed: u64,
+    /// Engine-model mode: this deployment times every token (see [`crate::stepper`]).
+    pub engine: Option<Arc<servelab_engine::EngineConfig>>,
 }
 
 impl Default for SimConfig {
@@ -171,7 +178,14 @@ impl SimConfig {
             startup: Duration::ZERO,
             truth_log: None,
             seed: 0,
+            engine: None,
         }
+    }
+
+    /// Engine-model mode: `cfg`'s scheduler and step times decide when tokens are sent.
+    pub fn with_engine(mut self, cfg: servelab_engine::EngineConfig) -> Self {
+        self.engine = Some(Arc::new(cfg));
+        self
     }
 
     pub fn with_port(mut self, port: u16) -> Self {
@@ -282,6 +296,13 @@ impl SimArgs {
             startup: Duration::from_secs_f64(self.startup_secs),
             truth_log: self.truth_log,
             seed: self.seed,
+            engine: match &self.engine {
+                Some(p) => Some(Arc::new(
+                    servelab_engine::load_engine_file(p)
+                        .map_err(|e| SimError::Config(format!("--engine {}: {e}", p.display())))?,
+                )),
+                None => None,
+            },
         })
     }
 }
