@@ -201,6 +201,10 @@ pub struct BenchArgs {
     /// chunk's token count comes from the server.
     #[arg(long, value_enum, default_value = "auto", help_heading = "Target")]
     pub continuous_usage: ContinuousUsage,
+    /// With no target: the built-in simulator serves this engine file's deployment, its
+    /// engine model deciding when every token is sent (docs/predict.md).
+    #[arg(long, value_name = "FILE", help_heading = "Target")]
+    pub sim_engine: Option<PathBuf>,
     /// Seconds to wait for the server to become ready (/health or /v1/models).
     #[arg(long, default_value_t = 60.0, help_heading = "Target")]
     pub ready_timeout: f64,

@@ -29,9 +29,16 @@ pub fn bench_plan(a: &BenchArgs, api_key: Option<String>) -> Result<Plan, String
 /// The plan of `a` with the request rate `rate` (`None`: all at once).
 fn plan(a: &BenchArgs, api_key: Option<String>, rate: Option<f64>) -> Result<Plan, String> {
     let target = match (&a.base_url, &a.host, a.port) {
+        (Some(_), _, _) | (_, Some(_), _) | (_, _, Some(_)) if a.sim_engine.is_some() => {
+            return Err("--sim-engine: only for the built-in simulator (drop --base-url/--host/\
+                        --port)"
+                .into())
+        }
         (Some(url), None, None) => Target::Url(url.clone()),
         (Some(_), _, _) => return Err("--base-url: give either --base-url or --host/--port".into()),
-        (None, None, None) => Target::Simulator(SimTarget::default()),
+        (None, None, None) => {
+            Target::Simulator(SimTarget { engine: a.sim_engine.clone(), ..SimTarget::default() })
+        }
         (None, host, port) => Target::Url(format!(
             "http://{}:{}",
             host.as_deref().unwrap_or("127.0.0.1"),
@@ -259,6 +266,9 @@ pub fn predict_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     }
     if b.duration.is_some() {
         return Err("--duration: predict runs a fixed number of prompts per point".into());
+    }
+    if b.sim_engine.is_some() {
+        return Err("--sim-engine: predict runs no simulator; the deployment is --engine".into());
     }
     let mut plan = sweep_plan(a)?;
     if a.output_dir.is_none() && a.resume.is_none() {

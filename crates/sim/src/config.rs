@@ -87,6 +87,15 @@ pub struct SimArgs {
     /// --itl-ms and --max-num-seqs.
     #[arg(long, value_name = "FILE")]
     pub engine: Option<PathBuf>,
+    /// With --engine: tensor parallelism of each replica, instead of the file's.
+    #[arg(long, requires = "engine")]
+    pub tp: Option<u32>,
+    /// With --engine: KV-cache format (bf16, fp8, ...), instead of the file's.
+    #[arg(long, requires = "engine")]
+    pub kv_dtype: Option<String>,
+    /// With --engine: tokens per step (the chunked-prefill budget), instead of the file's.
+    #[arg(long, requires = "engine")]
+    pub max_num_batched_tokens: Option<u32>,
 }
 
 /// Tokens per SSE event: uniform in `min..=max` (equal for a fixed K).
@@ -297,10 +306,26 @@ impl SimArgs {
             truth_log: self.truth_log,
             seed: self.seed,
             engine: match &self.engine {
-                Some(p) => Some(Arc::new(
-                    servelab_engine::load_engine_file(p)
-                        .map_err(|e| SimError::Config(format!("--engine {}: {e}", p.display())))?,
-                )),
+                Some(p) => {
+                    let edit = |f: &mut servelab_engine::EngineFile| {
+                        // --max-num-seqs is the engine's own scheduler limit in this mode.
+                        if let Some(n) = self.max_num_seqs {
+                            f.scheduler.max_num_seqs = u32::try_from(n).unwrap_or(u32::MAX);
+                        }
+                        if let Some(n) = self.max_num_batched_tokens {
+                            f.scheduler.max_num_batched_tokens = n;
+                        }
+                        if self.tp.is_some() {
+                            f.tp = self.tp;
+                        }
+                        if self.kv_dtype.is_some() {
+                            f.kv_dtype = self.kv_dtype.clone();
+                        }
+                    };
+                    let cfg = servelab_engine::load_engine_file_with(p, edit)
+                        .map_err(|e| SimError::Config(format!("--engine {}: {e}", p.display())))?;
+                    Some(Arc::new(cfg))
+                }
                 None => None,
             },
         })
