@@ -132,8 +132,7 @@ mod tests {
     #[test]
     fn the_fitted_file_keeps_the_deployment_and_takes_the_fit() {
         let yaml = "# mine\nmodel: qwen3-8b\ngpu: h100\ntp: 2\nscheduler: {max_num_seqs: 64}\n";
-        let mut c = servelab_engine::Calibration::default();
-        c.eta_gemm = 0.61;
+        let c = servelab_engine::Calibration { eta_gemm: 0.61, ..Default::default() };
         let out = fitted_engine_yaml(yaml, c, "fitted by servelab\non t.md").unwrap();
         assert!(out.starts_with("# fitted by servelab\n# on t.md\n"), "{out}");
         let back = EngineFile::parse(&out).unwrap();

@@ -122,8 +122,8 @@ pub fn lengths(
     tokenizer: impl FnOnce() -> Result<Tokenizer, DatasetError>,
     seed: u64,
 ) -> Result<Vec<RequestLengths>, DatasetError> {
-    match spec {
-        &DatasetSpec::Random { input_len, output_len, range_ratio, prefix_len } => {
+    match *spec {
+        DatasetSpec::Random { input_len, output_len, range_ratio, prefix_len } => {
             let params = random::RandomParams { input_len, output_len, range_ratio, prefix_len };
             let shared = (prefix_len > 0).then_some((0, prefix_len));
             Ok(random::draw_lengths(&params, num_prompts, seed)?
@@ -135,7 +135,7 @@ pub fn lengths(
                 })
                 .collect())
         }
-        &DatasetSpec::Prefix { num_prefixes, prefix_len, suffix_len, output_len } => {
+        DatasetSpec::Prefix { num_prefixes, prefix_len, suffix_len, output_len } => {
             if num_prefixes == 0 {
                 return Err(DatasetError::Spec("num_prefixes must be at least 1".into()));
             }
