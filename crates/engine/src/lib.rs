@@ -4,7 +4,7 @@
 //! GPUs ([`GpuSpec`]) with TP, DP replicas or disaggregated prefill/decode pools. Each worker
 //! runs a vLLM-V1-like scheduler whose steps are priced by a roofline cost model
 //! ([`CostModel`]). The [`Engine`] is a step machine in nanoseconds, driven either in virtual
-//! time by [`run`] (predictions, calibration) or by a wall-clock server. [`calibrate`] fits the
+//! time by [`run`] (predictions, calibration) or by a wall-clock server. [`calibrate()`] fits the
 //! few efficiency/overhead parameters to a measured sweep table. See docs/predict.md.
 
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
