@@ -336,7 +336,7 @@ mod tests {
     fn predict_takes_the_sweep_flags_and_no_target() {
         let p = predict(&["--concurrency", "1,4", "--scenario", "3000:150"]).unwrap();
         assert_eq!(p.loads.len(), 2);
-        assert_eq!(p.scenarios[0].name, "3000:150");
+        assert_eq!(p.scenarios[0].name, "3000x150");
         assert!(p.output_dir.display().to_string().starts_with("predict-"));
         let e = predict(&["--base-url", "http://x:1"]).unwrap_err();
         assert!(e.starts_with("--base-url: predict sends nothing"), "{e}");
