@@ -85,7 +85,7 @@ impl Conductor {
         plan.check().map_err(|e| RunError::Usage(e.to_string()))?;
         let (base_url, simulated) = match &plan.target {
             servelab_plan::Target::Url(u) => (u.clone(), false),
-            servelab_plan::Target::Simulator(spec) => (self.simulator(*spec).await?, true),
+            servelab_plan::Target::Simulator(spec) => (self.simulator(spec.clone()).await?, true),
         };
         if !simulated {
             if let Ok(t) = Target::resolve(&base_url, "/metrics").await {
@@ -111,14 +111,27 @@ impl Conductor {
         if let Some(n) = spec.max_num_seqs {
             cfg = cfg.with_max_num_seqs(n);
         }
+        if let Some(path) = &spec.engine {
+            let e = servelab_engine::load_engine_file_with(path, |f| {
+                if let Some(n) = spec.max_num_seqs {
+                    f.scheduler.max_num_seqs = u32::try_from(n).unwrap_or(u32::MAX);
+                }
+            })
+            .map_err(|e| RunError::Usage(format!("--sim-engine {}: {e}", path.display())))?;
+            cfg = cfg.with_engine(e);
+        }
         let handle = servelab_sim::start(cfg)
             .await
             .map_err(|e| RunError::Failed(format!("cannot start the built-in simulator: {e}")))?;
         let url = handle.base_url();
         let slots = spec.max_num_seqs.map_or(String::new(), |n| format!(", {n} sequence slots"));
+        let timing = match &spec.engine {
+            Some(p) => format!("the engine model of {}{slots}", p.display()),
+            None => format!("servelab sim defaults: TTFT 50 ms, ITL 10 ms{slots}"),
+        };
         term::note(&format!(
-            "No --base-url given: benchmarking the built-in simulator at {url} (servelab sim \
-             defaults: TTFT 50 ms, ITL 10 ms{slots}). Pass --base-url to measure a real server."
+            "No --base-url given: benchmarking the built-in simulator at {url} ({timing}). \
+             Pass --base-url to measure a real server."
         ));
         self.sim = Some((spec, handle));
         Ok(url)

@@ -64,6 +64,58 @@ pub enum Command {
     /// The simulated OpenAI-compatible engine.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// Predict what a deployment would do: a sweep run in virtual time through the engine
+    /// model (docs/predict.md), written and stored as `sweep` writes a measured one.
+    Predict(Box<PredictArgs>),
+}
+
+/// The flags of `servelab predict`: an engine file and every sweep flag.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct PredictArgs {
+    /// Fit the engine model to a measured sweep instead.
+    #[command(subcommand)]
+    pub command: Option<PredictCommand>,
+    /// Engine file (YAML): model, GPU, TP, replicas or P/D, scheduler options, calibration
+    /// (see examples/engines/).
+    #[arg(long, value_name = "FILE", required = true, help_heading = "Predict")]
+    pub engine: Option<PathBuf>,
+    /// The sweep to predict: the flags of `servelab sweep` (no target: nothing is sent).
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+}
+
+/// The commands of `servelab predict`.
+#[derive(Debug, Subcommand)]
+pub enum PredictCommand {
+    /// Fit an engine file's calibration to measured sweep tables; print the per-cell error
+    /// before and after, and write the fitted engine file.
+    Calibrate(CalibrateArgs),
+}
+
+/// The flags of `servelab predict calibrate`.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Engine file (YAML) describing the measured deployment.
+    #[arg(long, value_name = "FILE")]
+    pub engine: PathBuf,
+    /// Measured sweeps: Markdown tables as published (a heading with ISL:OSL over each
+    /// table) or servelab sweep.json files.
+    #[arg(required = true, value_name = "TABLE")]
+    pub tables: Vec<PathBuf>,
+    /// Parameters to fit: eta_gemm, eta_attn, eta_mem, eta_link, step_overhead_us,
+    /// layer_overhead_us, per_seq_overhead_us, frontend_us, allreduce_us.
+    #[arg(long, default_value = "eta_gemm,allreduce_us,per_seq_overhead_us,frontend_us")]
+    pub params: String,
+    /// Loss evaluations at most (each simulates every kept cell).
+    #[arg(long, default_value_t = 80)]
+    pub max_evals: usize,
+    /// Start from the default calibration instead of the engine file's.
+    #[arg(long)]
+    pub defaults: bool,
+    /// Where the fitted engine file goes (default: FILE with `.fitted.yaml`).
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// The commands of `servelab sim`.
@@ -181,6 +233,10 @@ pub struct BenchArgs {
     /// chunk's token count comes from the server.
     #[arg(long, value_enum, default_value = "auto", help_heading = "Target")]
     pub continuous_usage: ContinuousUsage,
+    /// With no target: the built-in simulator serves this engine file's deployment, its
+    /// engine model deciding when every token is sent (docs/predict.md).
+    #[arg(long, value_name = "FILE", help_heading = "Target")]
+    pub sim_engine: Option<PathBuf>,
     /// Seconds to wait for the server to become ready (/health or /v1/models).
     #[arg(long, default_value_t = 60.0, help_heading = "Target")]
     pub ready_timeout: f64,

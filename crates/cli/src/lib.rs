@@ -20,7 +20,10 @@ use tokio::sync::watch;
 
 pub use exit::{ExitStatus, Failure};
 
-use crate::args::{BenchArgs, Cli, Command, LabCommand, LabRunArgs, SimCommand, SweepArgs};
+use crate::args::{
+    BenchArgs, CalibrateArgs, Cli, Command, LabCommand, LabRunArgs, PredictArgs, PredictCommand,
+    SimCommand, SweepArgs,
+};
 
 /// Parse `args`, run the command, print results, and say how to exit.
 pub fn main_with(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitStatus {
@@ -72,6 +75,10 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
             Ok(ExitStatus::Success)
         }
         Command::Sweep(a) => sweep(&a, interrupt_on_signals(servelab_bench::DRAIN)).await,
+        Command::Predict(a) => match &a.command {
+            Some(PredictCommand::Calibrate(c)) => predict_calibrate(c),
+            None => predict(&a).await,
+        },
         Command::Lab(LabCommand::Run(a)) => {
             lab(&a, interrupt_on_signals("stopping the engine and the lab")).await
         }
@@ -127,11 +134,19 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
     }
     let result = servelab_sweep::run_sweep(&plan, &mut c).await;
     c.shutdown().await;
-    let result = result.map_err(Failure::runtime)?;
+    sweep_outputs(&plan, result.map_err(Failure::runtime)?, "Sweep results")
+}
+
+/// Write a finished sweep's files, print its table, and say how to exit.
+fn sweep_outputs(
+    plan: &servelab_sweep::SweepPlan,
+    result: servelab_sweep::SweepResult,
+    what: &str,
+) -> Result<ExitStatus, Failure> {
     let dir = &plan.output_dir;
     servelab_sweep::run::write_outputs(dir, &result, &plan.columns).map_err(Failure::runtime)?;
     term::stdout(&servelab_sweep::render::summary_markdown(&result, &plan.columns));
-    term::note(&format!("Sweep results in {}", dir.display()));
+    term::note(&format!("{what} in {}", dir.display()));
     if result.interrupted {
         return Err(Failure::runtime(format!(
             "interrupted: partial results are in {d}; continue with --resume {d}",
@@ -142,6 +157,57 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
         term::note("SLO not met at any measured load");
         return Ok(ExitStatus::ThresholdFailed);
     }
+    Ok(ExitStatus::Success)
+}
+
+/// `servelab predict`: the sweep's plan, every point run in virtual time by the engine model,
+/// the sweep's outputs, and each point stored as predicted.
+pub async fn predict(a: &PredictArgs) -> Result<ExitStatus, Failure> {
+    let plan = resolve::predict_plan(&a.sweep).map_err(Failure::usage)?;
+    let engine = a.engine.as_deref().ok_or_else(|| Failure::usage("--engine FILE is required"))?;
+    let mut p = servelab_predict::Predictor::from_file(engine)?;
+    if let Some(r) = resolve::recording(a.sweep.bench.db.clone(), a.sweep.bench.no_store) {
+        p = p.with_recording(r);
+    }
+    let result = servelab_sweep::run_sweep(&plan, &mut p).await.map_err(Failure::runtime)?;
+    sweep_outputs(&plan, result, "Predicted sweep results")
+}
+
+/// `servelab predict calibrate`: fit, print the report, write the fitted engine file.
+pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
+    let opts = resolve::fit_options(&a.params, a.max_evals).map_err(Failure::usage)?;
+    let original = std::fs::read_to_string(&a.engine).map_err(|e| {
+        Failure::usage(format!("--engine: cannot read {}: {e}", a.engine.display()))
+    })?;
+    let mut cfg = servelab_engine::load_engine_file(&a.engine)
+        .map_err(|e| Failure::usage(format!("--engine {}: {e}", a.engine.display())))?;
+    if a.defaults {
+        cfg.calibration = servelab_engine::Calibration::default();
+    }
+    let mut tables = Vec::new();
+    for t in &a.tables {
+        tables.extend(servelab_predict::calibrate::read_tables(t).map_err(Failure::usage)?);
+    }
+    term::note(&format!(
+        "Fitting {} parameters to {} measured cells (at most {} evaluations)...",
+        opts.params.len(),
+        tables.iter().map(|t| t.rows.len()).sum::<usize>(),
+        opts.max_evals
+    ));
+    let report = servelab_engine::calibrate(&cfg, &tables, &opts).map_err(Failure::runtime)?;
+    term::stdout(&servelab_engine::calibrate::report_markdown(&report));
+    let out = a.output.clone().unwrap_or_else(|| a.engine.with_extension("fitted.yaml"));
+    let names: Vec<String> = a.tables.iter().map(|t| t.display().to_string()).collect();
+    let note = format!(
+        "{}, calibrated by `servelab predict calibrate` on {}",
+        a.engine.display(),
+        names.join(", ")
+    );
+    let yaml = servelab_predict::calibrate::fitted_engine_yaml(&original, report.after, &note)
+        .map_err(Failure::runtime)?;
+    std::fs::write(&out, yaml)
+        .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", out.display())))?;
+    term::note(&format!("Fitted engine file: {}", out.display()));
     Ok(ExitStatus::Success)
 }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use serde_json::{Map, Value};
+use servelab_engine::{FitOptions, FitParam};
 use servelab_load::{parse_positive_or_inf, LoadSpec};
 use servelab_metrics::{parse_percentiles, MetricsConfig, Slo, SloSpec};
 use servelab_plan::{
@@ -43,9 +44,16 @@ pub fn bench_plan(a: &BenchArgs, api_key: Option<String>) -> Result<Plan, String
 /// The plan of `a` with the request rate `rate` (`None`: all at once).
 fn plan(a: &BenchArgs, api_key: Option<String>, rate: Option<f64>) -> Result<Plan, String> {
     let target = match (&a.base_url, &a.host, a.port) {
+        (Some(_), _, _) | (_, Some(_), _) | (_, _, Some(_)) if a.sim_engine.is_some() => {
+            return Err("--sim-engine: only for the built-in simulator (drop --base-url/--host/\
+                        --port)"
+                .into())
+        }
         (Some(url), None, None) => Target::Url(url.clone()),
         (Some(_), _, _) => return Err("--base-url: give either --base-url or --host/--port".into()),
-        (None, None, None) => Target::Simulator(SimTarget::default()),
+        (None, None, None) => {
+            Target::Simulator(SimTarget { engine: a.sim_engine.clone(), ..SimTarget::default() })
+        }
         (None, host, port) => Target::Url(format!(
             "http://{}:{}",
             host.as_deref().unwrap_or("127.0.0.1"),
@@ -270,6 +278,69 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     })
 }
 
+/// The plan of `servelab predict`: the sweep's, with no target (nothing is sent) and its
+/// results in `predict-<timestamp>` unless told otherwise.
+pub fn predict_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
+    let b = &a.bench;
+    if b.base_url.is_some() || b.host.is_some() || b.port.is_some() {
+        return Err("--base-url: predict sends nothing; drop --base-url/--host/--port (the \
+                    deployment is the --engine file)"
+            .into());
+    }
+    if a.sim_max_num_seqs.is_some() {
+        return Err("--sim-max-num-seqs: predict models the engine file's scheduler; set \
+                    scheduler.max_num_seqs there"
+            .into());
+    }
+    if b.duration.is_some() {
+        return Err("--duration: predict runs a fixed number of prompts per point".into());
+    }
+    if b.sim_engine.is_some() {
+        return Err("--sim-engine: predict runs no simulator; the deployment is --engine".into());
+    }
+    let mut plan = sweep_plan(a)?;
+    if a.output_dir.is_none() && a.resume.is_none() {
+        plan.output_dir = PathBuf::from(format!(
+            "predict-{}",
+            servelab_plan::time::compact(&servelab_plan::time::now_rfc3339())
+        ));
+    }
+    Ok(plan)
+}
+
+/// The fit options of `servelab predict calibrate --params LIST --max-evals N`.
+pub fn fit_options(params: &str, max_evals: usize) -> Result<FitOptions, String> {
+    let all = [
+        FitParam::EtaGemm,
+        FitParam::EtaAttn,
+        FitParam::EtaMem,
+        FitParam::EtaLink,
+        FitParam::StepOverheadUs,
+        FitParam::LayerOverheadUs,
+        FitParam::PerSeqOverheadUs,
+        FitParam::FrontendUs,
+        FitParam::AllreduceUs,
+    ];
+    let params = params
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            all.into_iter().find(|p| p.key() == s).ok_or_else(|| {
+                let names: Vec<&str> = all.iter().map(|p| p.key()).collect();
+                format!("--params: unknown parameter '{s}'; use {}", names.join(", "))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if params.is_empty() {
+        return Err("--params: name at least one parameter to fit".into());
+    }
+    if max_evals == 0 {
+        return Err("--max-evals: must be at least 1".into());
+    }
+    Ok(FitOptions { params, max_evals, ..FitOptions::default() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +350,30 @@ mod tests {
         let argv = ["servelab", "bench"].iter().chain(args);
         let Command::Bench(a) = Cli::try_parse_from(argv).unwrap().command else { unreachable!() };
         bench_plan(&a, None)
+    }
+
+    fn predict(args: &[&str]) -> Result<SweepPlan, String> {
+        let argv = ["servelab", "predict", "--engine", "e.yaml"].iter().chain(args);
+        let Command::Predict(a) = Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!()
+        };
+        predict_plan(&a.sweep)
+    }
+
+    #[test]
+    fn predict_takes_the_sweep_flags_and_no_target() {
+        let p = predict(&["--concurrency", "1,4", "--scenario", "3000:150"]).unwrap();
+        assert_eq!(p.loads.len(), 2);
+        assert_eq!(p.scenarios[0].name, "3000x150");
+        assert!(p.output_dir.display().to_string().starts_with("predict-"));
+        let e = predict(&["--base-url", "http://x:1"]).unwrap_err();
+        assert!(e.starts_with("--base-url: predict sends nothing"), "{e}");
+        assert!(predict(&["--sim-max-num-seqs", "4"]).unwrap_err().starts_with("--sim-max"));
+        let o = fit_options("eta_gemm, frontend_us", 5).unwrap();
+        assert_eq!(o.params, vec![FitParam::EtaGemm, FitParam::FrontendUs]);
+        let e = fit_options("eta_gem", 5).unwrap_err();
+        assert!(e.starts_with("--params: unknown parameter 'eta_gem'; use eta_gemm"), "{e}");
+        assert!(fit_options("eta_gemm", 0).is_err());
     }
 
     #[test]

@@ -405,10 +405,13 @@ fn sigterm_stops_the_engine_too() {
     assert!(err.contains("terminated: stopping the engine"), "{err}");
 }
 
-/// `examples/lab-sim.yaml`, as README and docs/lab.md tell users to run it, with the real
-/// binary: it must keep the extra slots, reject the rest, and leave no engine behind.
+/// `examples/lab-sim.yaml`, as README and docs/lab.md tell users to run it (from the
+/// repository root), with the real binary: its engines are the engine-model simulator, so its
+/// options trade off as on a real engine. It must keep more sequences and TP 2, reject the
+/// tiny chunked-prefill budget (worse) and the FP8 KV cache (within noise at short contexts),
+/// and leave no engine behind.
 #[test]
-fn the_shipped_example_experiment_runs_and_recommends_more_slots() {
+fn the_shipped_example_experiment_runs_and_recommends_more_seqs_and_tp2() {
     let m = marker("example");
     let tmp = tempfile::tempdir().unwrap();
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/lab-sim.yaml");
@@ -419,7 +422,10 @@ fn the_shipped_example_experiment_runs_and_recommends_more_slots() {
     assert!(yaml.contains(&m), "the example names its model with --served-model-name sim");
     let file = write(tmp.path(), &yaml);
     let out_dir = tmp.path().join("out");
+    // From the repository root, where the example's engine file paths start.
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let out = std::process::Command::new(BIN)
+        .current_dir(root)
         .args(["lab", "run"])
         .arg(&file)
         .arg("--output-dir")
@@ -427,14 +433,17 @@ fn the_shipped_example_experiment_runs_and_recommends_more_slots() {
         .arg("--no-store")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = std::fs::read_to_string(out_dir.join("sim-a/engine.log")).unwrap_or_default();
+    assert!(out.status.success(), "{}\n{log}", String::from_utf8_lossy(&out.stderr));
     assert_no_survivors(&m);
     let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     assert!(
-        md.contains("Best configuration: `sim-a+more-slots` (options kept: more-slots)."),
+        md.contains("Best configuration: `sim-a+more-seqs+tp2` (options kept: more-seqs, tp2)."),
         "{md}"
     );
-    assert!(md.contains("--itl-ms 5 --max-num-seqs 16"), "{md}");
+    assert!(md.contains("--max-num-seqs 32"), "{md}");
+    assert!(md.contains("--tp 2"), "{md}");
+    assert!(md.contains("| tiny-prefill-budget |") && md.contains("| rejected | worse"), "{md}");
 }
 
 /// `acceptance.repeats: 2`: every profile runs twice per trial, in rounds, the second run with

@@ -62,9 +62,16 @@ impl Sources {
                 loads.join(", ")
             ));
         }
-        Ok(Subject { name: spec.to_string(), runs })
+        // A prediction beside a measurement: the delta is the prediction error, so say which
+        // is which.
+        let predicted = !runs.is_empty() && runs.iter().all(|r| r.name.ends_with(PREDICTED));
+        let name = if predicted { format!("{spec}{PREDICTED}") } else { spec.to_string() };
+        Ok(Subject { name, runs })
     }
 }
+
+/// What the name of a run the engine model predicted ends with.
+pub const PREDICTED: &str = " (predicted)";
 
 /// A stored run as comparison data; a run that never finished is summarized from its records.
 pub fn load_run(store: &Store, id: i64) -> Result<RunData, servelab_store::StoreError> {
@@ -74,6 +81,9 @@ pub fn load_run(store: &Store, id: i64) -> Result<RunData, servelab_store::Store
     // takes two scenarios at one load for repeats of each other.
     if let Some((_, scenario)) = run.row.tags.iter().find(|(k, _)| k == "sweep.scenario") {
         name = format!("{name} [{scenario}]");
+    }
+    if run.row.kind.is_predicted() {
+        name.push_str(PREDICTED);
     }
     let mut data = match store.summary_of(id)? {
         Some((s, records)) => RunData::from_summary(&name, s, records),

@@ -1,3 +1,6 @@
+//! `servelab predict calibrate` is the command; this example is kept for working on the engine
+//! crate alone.
+//!
 //! Fits the calibration of an engine file to a measured Markdown sweep table and prints the
 //! per-cell errors and median absolute % errors before and after.
 //!
@@ -8,7 +11,6 @@
 //! default eta_gemm,allreduce_us,per_seq_overhead_us,frontend_us).
 #![allow(clippy::print_stdout)]
 
-use servelab_engine::calibrate::{cells_markdown, error_stats};
 use servelab_engine::{calibrate, load_engine_file, parse_sweep_tables, FitOptions, FitParam};
 
 fn param(s: &str) -> Option<FitParam> {
@@ -57,22 +59,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         r.evals,
         t0.elapsed().as_secs_f64()
     );
-    println!("| parameter | before | after |\n|---|---:|---:|");
-    for p in &r.fitted {
-        println!("| {} | {:.4} | {:.4} |", p.key(), p.get(&r.before), p.get(&r.after));
-    }
-    println!("\nloss (kept cells): before {:.4}, after {:.4}\n", r.loss_before, r.loss_after);
-    println!("| cells | median abs % err | before | after |\n|---|---|---:|---:|");
-    for (label, noisy) in [("all", true), ("kept (noisy dropped)", false)] {
-        let (b, a) = (error_stats(&r.cells_before, noisy), error_stats(&r.cells_after, noisy));
-        println!(
-            "| {label} ({}) | output throughput | {:.1} | {:.1} |",
-            a.cells, b.throughput, a.throughput
-        );
-        println!("| {label} ({}) | mean TPOT | {:.1} | {:.1} |", a.cells, b.tpot, a.tpot);
-        println!("| {label} ({}) | mean TTFT | {:.1} | {:.1} |", a.cells, b.ttft, a.ttft);
-    }
-    println!("\nBefore:\n\n{}", cells_markdown(&r.cells_before));
-    println!("After:\n\n{}", cells_markdown(&r.cells_after));
+    println!("{}", servelab_engine::calibrate::report_markdown(&r));
     Ok(())
 }

@@ -429,6 +429,38 @@ pub fn nelder_mead(
     (x, v, evals)
 }
 
+/// The whole report of a fit in Markdown: the parameters before and after, the loss, the
+/// median absolute % errors (all cells, and the kept ones), and every cell before and after.
+pub fn report_markdown(r: &CalibrationReport) -> String {
+    let mut s = String::from("| parameter | before | after |\n|---|---:|---:|\n");
+    for p in &r.fitted {
+        s.push_str(&format!(
+            "| {} | {:.4} | {:.4} |\n",
+            p.key(),
+            p.get(&r.before),
+            p.get(&r.after)
+        ));
+    }
+    s.push_str(&format!(
+        "\nloss (kept cells): before {:.4}, after {:.4} ({} evaluations)\n\n",
+        r.loss_before, r.loss_after, r.evals
+    ));
+    s.push_str("| cells | median abs % err | before | after |\n|---|---|---:|---:|\n");
+    for (label, noisy) in [("all", true), ("kept (noisy dropped)", false)] {
+        let (b, a) = (error_stats(&r.cells_before, noisy), error_stats(&r.cells_after, noisy));
+        for (what, x, y) in [
+            ("output throughput", b.throughput, a.throughput),
+            ("mean TPOT", b.tpot, a.tpot),
+            ("mean TTFT", b.ttft, a.ttft),
+        ] {
+            s.push_str(&format!("| {label} ({}) | {what} | {x:.1} | {y:.1} |\n", a.cells));
+        }
+    }
+    s.push_str(&format!("\nBefore:\n\n{}", cells_markdown(&r.cells_before)));
+    s.push_str(&format!("\nAfter:\n\n{}", cells_markdown(&r.cells_after)));
+    s
+}
+
 /// A per-cell Markdown report of `cells`.
 pub fn cells_markdown(cells: &[CellError]) -> String {
     let mut s = String::from(
@@ -462,6 +494,43 @@ mod tests {
     use super::*;
     use crate::config::EngineFile;
     use crate::table::parse_sweep_tables;
+
+    #[test]
+    fn the_report_renders_parameters_errors_and_cells() {
+        let row = |c: u32, tput: f64, tpot: f64, ttft: f64| PointSummary {
+            concurrency: c,
+            output_throughput: tput,
+            mean_tpot_ms: tpot,
+            mean_ttft_ms: ttft,
+            ..Default::default()
+        };
+        let cell = |c, pred: PointSummary, noisy| CellError {
+            scenario: Scenario { isl: 3000, osl: 150 },
+            noisy,
+            measured: row(c, 100.0 * f64::from(c), 20.0, 200.0),
+            predicted: pred,
+        };
+        let before = Calibration::default();
+        let mut after = before;
+        after.eta_gemm = 0.8106;
+        let r = CalibrationReport {
+            before,
+            after,
+            fitted: vec![FitParam::EtaGemm],
+            cells_before: vec![
+                cell(1, row(1, 50.0, 30.0, 300.0), false),
+                cell(2, row(2, 150.0, 25.0, 100.0), true),
+            ],
+            cells_after: vec![
+                cell(1, row(1, 95.0, 21.0, 190.0), false),
+                cell(2, row(2, 210.0, 19.0, 220.0), true),
+            ],
+            loss_before: 0.5,
+            loss_after: 0.01,
+            evals: 12,
+        };
+        insta::assert_snapshot!(report_markdown(&r));
+    }
 
     #[test]
     fn nelder_mead_finds_a_quadratic_minimum() {

@@ -256,6 +256,12 @@ impl EngineFile {
             .map_err(|e| EngineError::Parse { what: "engine file".into(), message: e.to_string() })
     }
 
+    /// The file as YAML text (comments of the text it was parsed from are not kept).
+    pub fn to_yaml(&self) -> Result<String> {
+        serde_yaml_ng::to_string(self)
+            .map_err(|e| EngineError::Parse { what: "engine file".into(), message: e.to_string() })
+    }
+
     /// Validates into an [`EngineConfig`]; `model_config_json` is the text of the file named by
     /// `model_config` (the caller reads it: the library does no I/O).
     pub fn build(&self, model_config_json: Option<&str>) -> Result<EngineConfig> {

@@ -13,8 +13,18 @@ fn read(path: &Path) -> Result<String> {
 /// Reads and validates an engine file; a relative `model_config` is resolved against the
 /// engine file's directory.
 pub fn load_engine_file(path: impl AsRef<Path>) -> Result<EngineConfig> {
+    load_engine_file_with(path, |_| {})
+}
+
+/// [`load_engine_file`] with `edit` applied to the file before it is validated (command-line
+/// overrides of its settings).
+pub fn load_engine_file_with(
+    path: impl AsRef<Path>,
+    edit: impl FnOnce(&mut EngineFile),
+) -> Result<EngineConfig> {
     let path = path.as_ref();
-    let file = EngineFile::parse(&read(path)?)?;
+    let mut file = EngineFile::parse(&read(path)?)?;
+    edit(&mut file);
     let json = match &file.model_config {
         Some(p) => {
             let p = Path::new(p);

@@ -4,7 +4,7 @@
 //! GPUs ([`GpuSpec`]) with TP, DP replicas or disaggregated prefill/decode pools. Each worker
 //! runs a vLLM-V1-like scheduler whose steps are priced by a roofline cost model
 //! ([`CostModel`]). The [`Engine`] is a step machine in nanoseconds, driven either in virtual
-//! time by [`run`] (predictions, calibration) or by a wall-clock server. [`calibrate`] fits the
+//! time by [`run`] (predictions, calibration) or by a wall-clock server. [`calibrate()`] fits the
 //! few efficiency/overhead parameters to a measured sweep table. See docs/predict.md.
 
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
@@ -37,7 +37,7 @@ pub use dtype::DType;
 pub use engine::{Engine, EngineGauges, RequestShape, StepOutcome};
 pub use error::{EngineError, Result};
 pub use gpu::{gpu_preset_names, GpuSpec, LinkSpec};
-pub use io::load_engine_file;
+pub use io::{load_engine_file, load_engine_file_with};
 pub use model::{model_preset_names, ModelSpec, MoeSpec};
 pub use replica::RequestId;
 pub use summary::{summarize, PointSummary};

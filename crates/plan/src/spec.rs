@@ -27,10 +27,13 @@ impl Target {
 }
 
 /// How the built-in simulator is set up when it is the target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SimTarget {
-    /// Decode slots; `None`: no capacity limit.
+    /// Decode slots; `None`: no capacity limit (with `engine`: the file's scheduler limit).
     pub max_num_seqs: Option<usize>,
+    /// An engine file: the simulator serves this deployment, its engine model deciding when
+    /// every token is sent (`servelab sim serve --engine`).
+    pub engine: Option<PathBuf>,
 }
 
 /// How each request is written: API, endpoint, model, headers and body options.

@@ -257,15 +257,36 @@ pub enum RunKind {
     Bench,
     /// One point of a `servelab sweep`.
     SweepPoint,
+    /// One `servelab bench`-like run predicted by the engine model (`servelab predict`), not
+    /// measured.
+    Predicted,
+    /// One point of a `servelab predict` sweep: predicted, not measured.
+    PredictedSweepPoint,
 }
 
 impl RunKind {
-    /// The name stored and shown: `bench`, `sweep-point`.
+    /// The name stored and shown: `bench`, `sweep-point`, `predicted`,
+    /// `predicted-sweep-point`.
     pub fn as_str(self) -> &'static str {
         match self {
             RunKind::Bench => "bench",
             RunKind::SweepPoint => "sweep-point",
+            RunKind::Predicted => "predicted",
+            RunKind::PredictedSweepPoint => "predicted-sweep-point",
         }
+    }
+
+    /// The same kind of run, predicted by the engine model instead of measured.
+    pub fn predicted(self) -> RunKind {
+        match self {
+            RunKind::Bench | RunKind::Predicted => RunKind::Predicted,
+            RunKind::SweepPoint | RunKind::PredictedSweepPoint => RunKind::PredictedSweepPoint,
+        }
+    }
+
+    /// True for a run the engine model predicted (nothing was measured).
+    pub fn is_predicted(self) -> bool {
+        matches!(self, RunKind::Predicted | RunKind::PredictedSweepPoint)
     }
 
     /// The kind a stored name stands for.
@@ -273,6 +294,8 @@ impl RunKind {
         match s {
             "bench" => Some(RunKind::Bench),
             "sweep-point" => Some(RunKind::SweepPoint),
+            "predicted" => Some(RunKind::Predicted),
+            "predicted-sweep-point" => Some(RunKind::PredictedSweepPoint),
             _ => None,
         }
     }
@@ -363,6 +386,19 @@ mod tests {
         assert_eq!(r.output_tokens(), Some(7));
         let r = record(vec![chunk(1, ChunkKind::Content, "a", None)], None);
         assert_eq!(r.output_tokens(), None);
+    }
+
+    #[test]
+    fn kinds_round_trip_and_know_predictions() {
+        for k in [RunKind::Bench, RunKind::SweepPoint, RunKind::Predicted] {
+            assert_eq!(RunKind::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(RunKind::parse("predicted-sweep-point"), Some(RunKind::PredictedSweepPoint));
+        assert_eq!(RunKind::SweepPoint.predicted(), RunKind::PredictedSweepPoint);
+        assert_eq!(RunKind::Bench.predicted(), RunKind::Predicted);
+        assert!(RunKind::Bench.predicted().is_predicted());
+        assert!(!RunKind::SweepPoint.is_predicted());
+        assert_eq!(RunKind::parse("sweep"), None);
     }
 
     #[test]

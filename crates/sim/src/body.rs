@@ -92,6 +92,8 @@ pub struct SseBody {
     first_event: bool,
     slot: Option<Slot>,
     finished: bool,
+    /// Engine-model mode: the engine refused the request.
+    refused: bool,
 }
 
 impl SseBody {
@@ -115,6 +117,7 @@ impl SseBody {
             first_event: true,
             slot: None,
             finished: false,
+            refused: false,
         }
     }
 
@@ -143,8 +146,9 @@ impl SseBody {
         self.slot = None;
     }
 
-    /// Build the next event (or a fault's frame). `Err` schedules a reset at that time.
-    fn plan(&mut self) -> Result<Option<String>, Sleep> {
+    /// Build the next event (or a fault's frame). `Err` schedules a reset at that time;
+    /// `Pending` waits for the engine model's step (engine-model mode).
+    fn plan(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<String>, Sleep>> {
         let job = &mut self.job;
         let engine = job.engine.clone();
         if !self.fault_fired && job.gen.sent() >= job.fault_point() {
@@ -156,20 +160,20 @@ impl SseBody {
                     let due_ns =
                         job.gen.next_event(&engine).map_or(job.arrival.now_ns(), |e| e.due_ns);
                     let at = job.arrival.at(due_ns);
-                    return Err(engine.timer.sleep_until(at));
+                    return Poll::Ready(Err(engine.timer.sleep_until(at)));
                 }
                 Some(Fault::StreamError) => {
                     self.fault_fired = true;
                     let mut s = String::new();
                     stream_error_events(&mut s);
-                    return Ok(Some(s));
+                    return Poll::Ready(Ok(Some(s)));
                 }
                 Some(Fault::Malformed) => {
                     self.fault_fired = true;
-                    return Ok(Some(format!(
+                    return Poll::Ready(Ok(Some(format!(
                         "data: {{\"id\":\"{}\",\"choices\":[{{\n\n",
                         job.render.id
-                    )));
+                    ))));
                 }
                 Some(Fault::Stall { secs }) => {
                     self.fault_fired = true;
@@ -178,7 +182,19 @@ impl SseBody {
                 _ => {}
             }
         }
-        let Some(ev) = job.gen.next_event(&engine) else { return Ok(None) };
+        let ev = match job.gen.poll_event(&engine, cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Some(ev)) => ev,
+            Poll::Ready(None) if job.gen.refused.is_some() => {
+                // The engine model can never fit the request: an error in the stream, as an
+                // engine that fails a request after accepting it.
+                self.refused = true;
+                let mut s = String::new();
+                stream_error_events(&mut s);
+                return Poll::Ready(Ok(Some(s)));
+            }
+            Poll::Ready(None) => return Poll::Ready(Ok(None)),
+        };
         let r = &job.render;
         let usage = |c: u64| job.req.continuous_usage.then_some(c);
         let mut frame = String::with_capacity(512);
@@ -209,7 +225,7 @@ impl SseBody {
             last: ev.last,
             sleep: engine.timer.sleep_until(deadline),
         });
-        Ok(None)
+        Poll::Ready(Ok(None))
     }
 
     /// A due event is handed to hyper now: record the truth and metrics.
@@ -264,18 +280,23 @@ impl Body for SseBody {
                     // parsing and tokenizing the prompt happen inside the TTFT budget, as in an
                     // engine, instead of silently extending it.
                     this.queue_ns = if this.waited { this.job.arrival.now_ns() } else { 0 };
-                    this.job.gen.start(&engine, this.queue_ns);
+                    let received = this.job.arrival.received;
+                    this.job.gen.start(&engine, this.queue_ns, received);
                     this.phase = Phase::Run;
                 }
                 Phase::Run => {
                     if this.pending.is_none() {
-                        match this.plan() {
+                        let planned = match this.plan(cx) {
+                            Poll::Pending => return Poll::Pending,
+                            Poll::Ready(p) => p,
+                        };
+                        match planned {
                             Err(sleep) => {
                                 this.phase = Phase::ResetAt(sleep, false);
                                 continue;
                             }
                             Ok(Some(fault_frame)) => {
-                                if this.job.fault == Some(Fault::StreamError) {
+                                if this.job.fault == Some(Fault::StreamError) || this.refused {
                                     this.phase = Phase::Finish;
                                 }
                                 return data(fault_frame);
@@ -338,7 +359,8 @@ impl Body for SseBody {
                     ))));
                 }
                 Phase::Finish => {
-                    this.record(this.job.outcome());
+                    let outcome = if this.refused { "refused" } else { this.job.outcome() };
+                    this.record(outcome);
                     this.phase = Phase::Done;
                     return Poll::Ready(None);
                 }

@@ -82,6 +82,20 @@ pub struct SimArgs {
     /// Seed of every random choice (output text, lengths, jitter, faults).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Serve this engine file's deployment (docs/predict.md): the engine model's scheduler
+    /// and step times decide when every token is sent, instead of --timing, --ttft-ms,
+    /// --itl-ms and --max-num-seqs.
+    #[arg(long, value_name = "FILE")]
+    pub engine: Option<PathBuf>,
+    /// With --engine: tensor parallelism of each replica, instead of the file's.
+    #[arg(long, requires = "engine")]
+    pub tp: Option<u32>,
+    /// With --engine: KV-cache format (bf16, fp8, ...), instead of the file's.
+    #[arg(long, requires = "engine")]
+    pub kv_dtype: Option<String>,
+    /// With --engine: tokens per step (the chunked-prefill budget), instead of the file's.
+    #[arg(long, requires = "engine")]
+    pub max_num_batched_tokens: Option<u32>,
 }
 
 /// Tokens per SSE event: uniform in `min..=max` (equal for a fixed K).
@@ -133,6 +147,8 @@ pub struct SimConfig {
     pub startup: Duration,
     pub truth_log: Option<PathBuf>,
     pub seed: u64,
+    /// Engine-model mode: this deployment times every token (see [`crate::stepper`]).
+    pub engine: Option<Arc<servelab_engine::EngineConfig>>,
 }
 
 impl Default for SimConfig {
@@ -171,7 +187,14 @@ impl SimConfig {
             startup: Duration::ZERO,
             truth_log: None,
             seed: 0,
+            engine: None,
         }
+    }
+
+    /// Engine-model mode: `cfg`'s scheduler and step times decide when tokens are sent.
+    pub fn with_engine(mut self, cfg: servelab_engine::EngineConfig) -> Self {
+        self.engine = Some(Arc::new(cfg));
+        self
     }
 
     pub fn with_port(mut self, port: u16) -> Self {
@@ -282,6 +305,29 @@ impl SimArgs {
             startup: Duration::from_secs_f64(self.startup_secs),
             truth_log: self.truth_log,
             seed: self.seed,
+            engine: match &self.engine {
+                Some(p) => {
+                    let edit = |f: &mut servelab_engine::EngineFile| {
+                        // --max-num-seqs is the engine's own scheduler limit in this mode.
+                        if let Some(n) = self.max_num_seqs {
+                            f.scheduler.max_num_seqs = u32::try_from(n).unwrap_or(u32::MAX);
+                        }
+                        if let Some(n) = self.max_num_batched_tokens {
+                            f.scheduler.max_num_batched_tokens = n;
+                        }
+                        if self.tp.is_some() {
+                            f.tp = self.tp;
+                        }
+                        if self.kv_dtype.is_some() {
+                            f.kv_dtype = self.kv_dtype.clone();
+                        }
+                    };
+                    let cfg = servelab_engine::load_engine_file_with(p, edit)
+                        .map_err(|e| SimError::Config(format!("--engine {}: {e}", p.display())))?;
+                    Some(Arc::new(cfg))
+                }
+                None => None,
+            },
         })
     }
 }

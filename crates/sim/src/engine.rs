@@ -8,8 +8,12 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp};
+use std::task::{Context, Poll};
+
 use servelab_workload::Tokenizer;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+use crate::stepper::Emit;
 
 use crate::api::GenRequest;
 use crate::metrics::Metrics;
@@ -38,6 +42,8 @@ pub struct Engine {
     /// Decode slots (`--max-num-seqs`); FIFO because tokio's semaphore is fair.
     pub slots: Option<Arc<Semaphore>>,
     pub next_seq: AtomicU64,
+    /// Engine-model mode (`--engine`): the task running the engine's steps.
+    pub stepper: Option<crate::stepper::Stepper>,
     pub started: Instant,
     /// Unix seconds at start, for `created` fields.
     pub created: u64,
@@ -69,8 +75,18 @@ impl Engine {
         let created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        let stepper = match &cfg.engine {
+            Some(e) => Some(crate::stepper::Stepper::start(e).map_err(SimError::Config)?),
+            None => None,
+        };
         Ok(Self {
-            slots: cfg.max_num_seqs.map(|n| Arc::new(Semaphore::new(n))),
+            // The engine model has its own scheduler (max_num_seqs, KV blocks).
+            slots: if stepper.is_some() {
+                None
+            } else {
+                cfg.max_num_seqs.map(|n| Arc::new(Semaphore::new(n)))
+            },
+            stepper,
             cfg,
             tokenizer,
             words,
@@ -88,7 +104,14 @@ impl Engine {
         self.started.elapsed() < self.cfg.startup
     }
 
+    /// Requests running and waiting: the engine model's in `--engine` mode.
     pub fn state(&self) -> EngineState {
+        if let Some(s) = &self.stepper {
+            return EngineState {
+                running: s.gauges.running.load(Relaxed),
+                waiting: s.gauges.waiting.load(Relaxed),
+            };
+        }
         EngineState {
             running: self.metrics.running.load(Relaxed),
             waiting: self.metrics.waiting.load(Relaxed),
@@ -129,13 +152,19 @@ pub struct Slot {
 
 impl Slot {
     pub fn new(engine: &Arc<Engine>, permit: Option<OwnedSemaphorePermit>) -> Self {
-        engine.metrics.running.fetch_add(1, Relaxed);
+        // In engine-model mode the engine counts its own running requests.
+        if engine.stepper.is_none() {
+            engine.metrics.running.fetch_add(1, Relaxed);
+        }
         Self { engine: engine.clone(), _permit: permit }
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        if self.engine.stepper.is_some() {
+            return;
+        }
         self.engine.metrics.running.fetch_sub(1, Relaxed);
     }
 }
@@ -182,8 +211,13 @@ pub struct Generation {
     pub finish: &'static str,
     pub shape: RequestShape,
     pub reasoning: u64,
+    /// Engine-model mode: why the engine refused the request, if it did.
+    pub refused: Option<String>,
     sent: u64,
     clock: Option<TokenClock>,
+    /// Engine-model mode: the engine's steps hand over the tokens, and when they were due
+    /// counts from `received`.
+    feed: Option<(mpsc::UnboundedReceiver<Emit>, Instant)>,
 }
 
 impl Generation {
@@ -200,8 +234,10 @@ impl Generation {
             finish,
             shape: RequestShape { prompt_tokens: req.prompt_tokens, output_tokens: total },
             reasoning: reasoning.min(total),
+            refused: None,
             sent: 0,
             clock: None,
+            feed: None,
         }
     }
 
@@ -210,8 +246,13 @@ impl Generation {
         self.sent
     }
 
-    /// The request got its slot `slot_ns` after arrival: start the clock.
-    pub fn start(&mut self, engine: &Engine, slot_ns: u64) {
+    /// The request got its slot `slot_ns` after arrival (received at `received`): start the
+    /// clock, or in engine-model mode join the engine's batch.
+    pub fn start(&mut self, engine: &Engine, slot_ns: u64, received: Instant) {
+        if let Some(s) = &engine.stepper {
+            self.feed = Some((s.add(self.shape.prompt_tokens, self.total), received));
+            return;
+        }
         let ttft = engine.cfg.engine_model.ttft(&self.shape, &engine.state());
         self.clock = Some(TokenClock::new(slot_ns, ttft));
     }
@@ -221,6 +262,48 @@ impl Generation {
         if let Some(c) = self.clock.as_mut() {
             c.shift(d);
         }
+    }
+
+    /// The next event: planned at once by the timing model, or in engine-model mode when the
+    /// engine's step that produces it ends. `None` when all tokens are sent (or the engine
+    /// refused the request).
+    pub fn poll_event(&mut self, engine: &Engine, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        let Some((rx, received)) = self.feed.as_mut() else {
+            return Poll::Ready(self.next_event(engine));
+        };
+        let received = *received;
+        if self.sent >= self.total {
+            return Poll::Ready(None);
+        }
+        let emit = match rx.poll_recv(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Ready(Some(e)) if e.error.is_some() => {
+                self.refused = e.error;
+                return Poll::Ready(None);
+            }
+            Poll::Ready(Some(e)) => e,
+        };
+        let k = u64::from(emit.tokens).min(self.total - self.sent);
+        let reasoning = self.sent < self.reasoning;
+        let mut text = String::with_capacity(8 * k as usize);
+        for _ in 0..k {
+            text.push_str(&engine.words[self.rng.random_range(0..engine.words.len())]);
+        }
+        self.sent += k;
+        Poll::Ready(Some(Event {
+            tokens: k as u32,
+            due_ns: emit.at.saturating_duration_since(received).as_nanos() as u64,
+            text,
+            reasoning,
+            cumulative: self.sent,
+            last: emit.last || self.sent >= self.total,
+        }))
+    }
+
+    /// [`Generation::poll_event`] as a future.
+    pub async fn next_event_async(&mut self, engine: &Engine) -> Option<Event> {
+        std::future::poll_fn(|cx| self.poll_event(engine, cx)).await
     }
 
     /// The next event, or `None` when all tokens are planned (or the clock is not started).
@@ -355,7 +438,7 @@ mod tests {
         let r = req(8, 0, true);
         let mut g = Generation::new(SmallRng::seed_from_u64(0), &r, 8, "length", 2);
         assert!(g.next_event(&engine).is_none(), "not started");
-        g.start(&engine, 1_000);
+        g.start(&engine, 1_000, Instant::now());
         let evs: Vec<Event> = std::iter::from_fn(|| g.next_event(&engine)).collect();
         let shape: Vec<(u32, u64, bool, bool)> =
             evs.iter().map(|e| (e.tokens, e.due_ns, e.reasoning, e.last)).collect();

@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod model;
 pub mod parse_pool;
 pub mod server;
+pub mod stepper;
 mod sys;
 pub mod truth;
 

@@ -3,6 +3,8 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use crate::stepper::Gauges;
+
 /// vLLM's buckets for `vllm:time_to_first_token_seconds`.
 pub const TTFT_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -98,24 +100,40 @@ fn label_value(v: &str) -> String {
 impl Metrics {
     /// The Prometheus text exposition, labelled like vLLM (`model_name`, `engine`).
     pub fn render(&self, model: &str) -> String {
+        self.render_with(model, None)
+    }
+
+    /// [`Metrics::render`]; in engine-model mode, running and waiting are the engine's, and
+    /// its KV-cache usage, preemptions and prefix-cache counters are added, as vLLM V1 names
+    /// them.
+    pub fn render_with(&self, model: &str, engine: Option<&Gauges>) -> String {
         let labels = format!("model_name=\"{}\",engine=\"0\"", label_value(model));
         let mut out = String::with_capacity(8192);
         let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
             let _ = writeln!(out, "{name}{{{labels}}} {:?}", v as f64);
         };
+        let (running, waiting) = match engine {
+            Some(g) => (&g.running, &g.waiting),
+            None => (&self.running, &self.waiting),
+        };
         gauge(
             &mut out,
             "vllm:num_requests_running",
             "Number of requests in model execution batches.",
-            self.running.load(Relaxed),
+            running.load(Relaxed),
         );
         gauge(
             &mut out,
             "vllm:num_requests_waiting",
             "Number of requests waiting to be processed.",
-            self.waiting.load(Relaxed),
+            waiting.load(Relaxed),
         );
+        if let Some(g) = engine {
+            let name = "vllm:kv_cache_usage_perc";
+            let _ = writeln!(out, "# HELP {name} KV-cache usage. 1 means 100 percent usage.");
+            let _ = writeln!(out, "# TYPE {name} gauge\n{name}{{{labels}}} {:?}", g.kv_usage());
+        }
         let counter = |out: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(out, "# HELP {name}_total {help}\n# TYPE {name}_total counter");
             let _ = writeln!(out, "{name}_total{{{labels}}} {:?}", v as f64);
@@ -132,6 +150,26 @@ impl Metrics {
             "Number of generation tokens processed.",
             self.generation_tokens.load(Relaxed),
         );
+        if let Some(g) = engine {
+            counter(
+                &mut out,
+                "vllm:num_preemptions",
+                "Cumulative number of preemption from the engine.",
+                g.preemptions.load(Relaxed),
+            );
+            counter(
+                &mut out,
+                "vllm:prefix_cache_queries",
+                "Prefix cache queries, in terms of number of queried tokens.",
+                g.prefix_queries.load(Relaxed),
+            );
+            counter(
+                &mut out,
+                "vllm:prefix_cache_hits",
+                "Prefix cache hits, in terms of number of cached tokens.",
+                g.prefix_hits.load(Relaxed),
+            );
+        }
         let name = "vllm:request_success_total";
         let _ = writeln!(out, "# HELP {name} Count of successfully processed requests.");
         let _ = writeln!(out, "# TYPE {name} counter");
@@ -203,5 +241,14 @@ mod tests {
         ] {
             assert!(s.contains(n), "missing {n}");
         }
+        assert!(!s.contains("vllm:kv_cache_usage_perc"));
+        let g = Gauges::default();
+        g.running.store(7, Relaxed);
+        g.kv_usage_bits.store(0.25f64.to_bits(), Relaxed);
+        g.preemptions.store(2, Relaxed);
+        let s = m.render_with("m", Some(&g));
+        assert!(s.contains("vllm:num_requests_running{model_name=\"m\",engine=\"0\"} 7.0"), "{s}");
+        assert!(s.contains("vllm:kv_cache_usage_perc{model_name=\"m\",engine=\"0\"} 0.25"), "{s}");
+        assert!(s.contains("vllm:num_preemptions_total{model_name=\"m\",engine=\"0\"} 2.0"), "{s}");
     }
 }

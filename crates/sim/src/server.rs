@@ -128,7 +128,9 @@ async fn route(
         (&Method::GET, None) if path == "/metrics" => Ok(response(
             200,
             "text/plain; version=0.0.4; charset=utf-8",
-            engine.metrics.render(&engine.cfg.model),
+            engine
+                .metrics
+                .render_with(&engine.cfg.model, engine.stepper.as_ref().map(|s| &*s.gauges)),
         )),
         (_, None) if get_paths.contains(&path.as_str()) => Ok(method_not_allowed("GET")),
         _ => Ok(json(404, r#"{"detail":"Not Found"}"#)),
@@ -301,7 +303,7 @@ async fn complete(mut job: Job) -> Result<Resp, io::Error> {
     let slot = Slot::new(&engine, permit);
     engine.metrics.prompt_tokens.fetch_add(job.req.prompt_tokens, Relaxed);
     let queue_ns = if waited { job.arrival.now_ns() } else { 0 };
-    job.gen.start(&engine, queue_ns);
+    job.gen.start(&engine, queue_ns, job.arrival.received);
     let point = job.fault_point();
     let (mut reasoning, mut content) = (String::new(), String::new());
     let mut due_ns = queue_ns;
@@ -333,7 +335,7 @@ async fn complete(mut job: Job) -> Result<Resp, io::Error> {
                 _ => {}
             }
         }
-        let Some(ev) = job.gen.next_event(&engine) else { break };
+        let Some(ev) = job.gen.next_event_async(&engine).await else { break };
         due_ns = ev.due_ns;
         if ev.reasoning && job.req.endpoint == Endpoint::Chat {
             reasoning.push_str(&ev.text);

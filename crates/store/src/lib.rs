@@ -30,4 +30,4 @@ pub use model::{
 pub use paths::{default_db_path, resolve_db_path};
 pub use recorder::{Recorder, StoreRecording};
 pub use store::{Store, StoreError};
-pub use view::{check_date, list_table, status_word, ViewError};
+pub use view::{check_date, list_table, source_word, status_word, ViewError};

@@ -4,7 +4,8 @@
 use rusqlite::{Connection, TransactionBehavior};
 
 /// Migration scripts in order; the store's version is how many have run.
-pub const MIGRATIONS: &[&str] = &[include_str!("schema_v1.sql"), include_str!("schema_v2.sql")];
+pub const MIGRATIONS: &[&str] =
+    &[include_str!("schema_v1.sql"), include_str!("schema_v2.sql"), include_str!("schema_v3.sql")];
 
 /// The schema version this build writes.
 pub(crate) const CURRENT_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -71,8 +72,8 @@ mod tests {
         let mut c = Connection::open_in_memory().unwrap();
         assert_eq!(version(&c).unwrap(), 0);
         assert_eq!(migrate(&mut c).unwrap(), CURRENT_VERSION);
-        assert_eq!(version(&c).unwrap(), 2);
-        assert_eq!(migrate(&mut c).unwrap(), 2);
+        assert_eq!(version(&c).unwrap(), 3);
+        assert_eq!(migrate(&mut c).unwrap(), 3);
     }
 
     #[test]

@@ -137,10 +137,13 @@ impl std::fmt::Debug for Store {
 }
 
 const RUN_COLUMNS: &str = "r.id, r.label, r.kind, r.status, r.started_at, r.finished_at, r.model, \
-     r.source, r.missing_json, s.request_throughput, s.output_throughput, \
+     r.source, r.missing_json, r.predicted, s.request_throughput, s.output_throughput, \
      s.total_token_throughput, s.ttft_mean_ms, s.ttft_p99_ms, s.tpot_mean_ms, s.tpot_p99_ms, \
      s.itl_mean_ms, s.itl_p99_ms, s.e2el_mean_ms, s.e2el_p99_ms, s.completed, s.failed, \
      s.duration_s";
+
+/// How many columns [`RUN_COLUMNS`] selects (the next select list starts here).
+const RUN_COLUMN_COUNT: usize = 24;
 
 impl Store {
     /// Open (creating it and its folder if needed) and migrate the store at `path`. Opening
@@ -310,11 +313,12 @@ impl Store {
             self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
         tx.execute(
             "INSERT INTO runs (label, kind, status, started_at, model, config_json, source, \
-             raw_json, missing_json) VALUES (?1, ?2, ?3, \
-             COALESCE(NULLIF(?4, ''), strftime('%Y-%m-%dT%H:%M:%SZ', 'now')), ?5, ?6, ?7, ?8, ?9)",
+             raw_json, missing_json, predicted) VALUES (?1, ?2, ?3, \
+             COALESCE(NULLIF(?4, ''), strftime('%Y-%m-%dT%H:%M:%SZ', 'now')), ?5, ?6, ?7, ?8, ?9, \
+             ?10)",
             params![
                 run.label,
-                run.kind.as_str(),
+                measured_kind(run.kind).as_str(),
                 status.as_str(),
                 run.config.info.started_at,
                 run.config.info.model,
@@ -322,6 +326,7 @@ impl Store {
                 source,
                 raw,
                 serde_json::to_string(missing).unwrap_or_else(|_| "[]".into()),
+                run.kind.is_predicted(),
             ],
         )
         .map_err(sql)?;
@@ -478,9 +483,9 @@ impl Store {
             .conn
             .query_row(&sql, params![id], |r| {
                 let row = read_row(r)?;
-                let config: String = r.get(23)?;
-                let summary: Option<String> = r.get(24)?;
-                let raw: Option<String> = r.get(25)?;
+                let config: String = r.get(RUN_COLUMN_COUNT)?;
+                let summary: Option<String> = r.get(RUN_COLUMN_COUNT + 1)?;
+                let raw: Option<String> = r.get(RUN_COLUMN_COUNT + 2)?;
                 Ok((row, config, summary, raw))
             })
             .optional()
@@ -640,10 +645,21 @@ fn write_headline(
     Ok(())
 }
 
+/// The `kind` column of a run: what produced it, predicted or not (the `predicted` column says
+/// which).
+fn measured_kind(k: RunKind) -> RunKind {
+    match k {
+        RunKind::Predicted => RunKind::Bench,
+        RunKind::PredictedSweepPoint => RunKind::SweepPoint,
+        k => k,
+    }
+}
+
 fn read_row(r: &Row<'_>) -> Result<RunRow, rusqlite::Error> {
     let kind: String = r.get(2)?;
     let status: String = r.get(3)?;
     let missing: String = r.get(8)?;
+    let predicted: bool = r.get(9)?;
     let count = |i: usize| -> Result<Option<u64>, rusqlite::Error> {
         Ok(r.get::<_, Option<i64>>(i)?.map(|v| v.max(0) as u64))
     };
@@ -651,7 +667,9 @@ fn read_row(r: &Row<'_>) -> Result<RunRow, rusqlite::Error> {
         id: r.get(0)?,
         label: r.get(1)?,
         // The CHECK constraints admit only known values; a hand-edited store falls back.
-        kind: RunKind::parse(&kind).unwrap_or(RunKind::Bench),
+        kind: RunKind::parse(&kind)
+            .map(|k| if predicted { k.predicted() } else { k })
+            .unwrap_or(RunKind::Bench),
         status: RunStatus::parse(&status).unwrap_or(RunStatus::Running),
         started_at: r.get(4)?,
         finished_at: r.get(5)?,
@@ -660,20 +678,30 @@ fn read_row(r: &Row<'_>) -> Result<RunRow, rusqlite::Error> {
         tags: Vec::new(),
         missing: serde_json::from_str(&missing).unwrap_or_default(),
         headline: Headline {
-            request_throughput: r.get(9)?,
-            output_throughput: r.get(10)?,
-            total_token_throughput: r.get(11)?,
-            ttft_mean_ms: r.get(12)?,
-            ttft_p99_ms: r.get(13)?,
-            tpot_mean_ms: r.get(14)?,
-            tpot_p99_ms: r.get(15)?,
-            itl_mean_ms: r.get(16)?,
-            itl_p99_ms: r.get(17)?,
-            e2el_mean_ms: r.get(18)?,
-            e2el_p99_ms: r.get(19)?,
-            completed: count(20)?,
-            failed: count(21)?,
-            duration_s: r.get(22)?,
+            request_throughput: r.get(10)?,
+            output_throughput: r.get(11)?,
+            total_token_throughput: r.get(12)?,
+            ttft_mean_ms: r.get(13)?,
+            ttft_p99_ms: r.get(14)?,
+            tpot_mean_ms: r.get(15)?,
+            tpot_p99_ms: r.get(16)?,
+            itl_mean_ms: r.get(17)?,
+            itl_p99_ms: r.get(18)?,
+            e2el_mean_ms: r.get(19)?,
+            e2el_p99_ms: r.get(20)?,
+            completed: count(21)?,
+            failed: count(22)?,
+            duration_s: r.get(23)?,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_column_count_matches_the_column_list() {
+        assert_eq!(RUN_COLUMNS.split(',').count(), RUN_COLUMN_COUNT);
+    }
 }

@@ -28,6 +28,16 @@ pub fn status_word(s: RunStatus) -> &'static str {
     }
 }
 
+/// Where a run came from, as `runs list` and `runs show` say it: the source tool, and
+/// `predicted` for a run the engine model predicted (nothing was measured).
+pub fn source_word(r: &RunRow) -> String {
+    if r.kind.is_predicted() {
+        format!("{} predicted", r.source)
+    } else {
+        r.source.clone()
+    }
+}
+
 /// The table of `runs list`.
 pub fn list_table(rows: &[RunRow]) -> Table {
     let mut t = Table::new([
@@ -60,7 +70,7 @@ pub fn list_table(rows: &[RunRow]) -> Table {
             status_word(r.status).to_string(),
             r.started_at.clone(),
             r.model.clone(),
-            r.source.clone(),
+            source_word(r),
             tags.join(","),
             opt(r.headline.request_throughput),
             opt(r.headline.output_throughput),
@@ -157,7 +167,7 @@ impl Store {
             r.id,
             r.label.as_deref().unwrap_or("(no label)"),
             status_word(r.status),
-            r.source,
+            source_word(r),
             r.started_at,
             r.finished_at.as_deref().map(|f| format!(", finished {f}")).unwrap_or_default()
         );

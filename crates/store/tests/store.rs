@@ -72,7 +72,7 @@ fn db(dir: &Path) -> PathBuf {
 fn a_run_goes_from_running_to_complete_with_records_and_summary() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(&db(dir.path())).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(store.schema_version().unwrap(), 3);
     let id = store.begin_run(&new_run("base", "m", &[("gpu", "h100")])).unwrap();
     assert_eq!(store.run(id).unwrap().row.status, RunStatus::Running);
     let records: Vec<RequestRecord> = (0..4).map(|i| record(i, 50 + i)).collect();
@@ -91,6 +91,21 @@ fn a_run_goes_from_running_to_complete_with_records_and_summary() {
     assert_eq!(run.summary.as_ref(), Some(&s));
     assert_eq!(run.config.info.model, "m");
     assert_eq!(store.records(id).unwrap(), records);
+}
+
+#[test]
+fn predicted_runs_are_filed_as_predicted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(dir.path())).unwrap();
+    let measured = store.begin_run(&new_run("m", "m", &[])).unwrap();
+    let mut p = new_run("p", "m", &[]);
+    p.kind = RunKind::PredictedSweepPoint;
+    let predicted = store.begin_run(&p).unwrap();
+    p.kind = RunKind::Predicted;
+    let bench = store.begin_run(&p).unwrap();
+    assert_eq!(store.run(measured).unwrap().row.kind, RunKind::Bench);
+    assert_eq!(store.run(predicted).unwrap().row.kind, RunKind::PredictedSweepPoint);
+    assert_eq!(store.run(bench).unwrap().row.kind, RunKind::Predicted);
 }
 
 #[test]
@@ -180,7 +195,7 @@ fn a_version_1_store_migrates_and_keeps_its_runs() {
         conn.execute_batch(include_str!("fixtures/v1.sql")).unwrap();
     }
     let mut store = Store::open(&path).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(store.schema_version().unwrap(), 3);
     let rows = store.list(&Filter::default()).unwrap();
     assert_eq!(rows.len(), 1);
     let old = &rows[0];
@@ -188,6 +203,7 @@ fn a_version_1_store_migrates_and_keeps_its_runs() {
     assert_eq!(old.headline.output_throughput, Some(320.0));
     assert_eq!(old.headline.ttft_p99_ms, Some(60.0));
     assert_eq!(old.headline.itl_p99_ms, None, "added by v2, unknown for old runs");
+    assert_eq!(old.kind, RunKind::Bench, "v3: runs of older stores were measured");
     assert_eq!(old.tags, vec![("gpu".to_string(), "h100".to_string())]);
     assert_eq!(store.run(1).unwrap().config.host, "h");
     // And it takes new runs.
@@ -378,7 +394,7 @@ fn a_read_only_store_that_needs_a_migration_says_so() {
     let before = snapshot(&path);
     let e = Store::open_read_only(&path).unwrap_err();
     let msg = e.to_string();
-    assert!(msg.contains("has schema version 1, older than this servelab's (2)"), "{msg}");
+    assert!(msg.contains("has schema version 1, older than this servelab's (3)"), "{msg}");
     assert!(msg.contains("cannot be upgraded"), "{msg}");
     assert!(snapshot(&path) == before);
 }

@@ -141,6 +141,68 @@ pub fn load(
     }
 }
 
+/// The token lengths of one request of a workload, and the shared prefix it starts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLengths {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Requested output length, if the dataset sets one.
+    pub output_tokens: Option<u64>,
+    /// `(prefix id, tokens)` of the prefix this prompt shares with others, if any: prompts with
+    /// the same id begin with the same `tokens` tokens.
+    pub shared_prefix: Option<(u64, u64)>,
+}
+
+/// The lengths of the prompts [`load`] gives for the same arguments, in the same order. The
+/// synthetic datasets (`random`, `prefix`) draw them without generating text; the others load
+/// their prompts with the tokenizer `tokenizer` builds (called only then).
+pub fn lengths(
+    spec: &DatasetSpec,
+    num_prompts: usize,
+    tokenizer: impl FnOnce() -> Result<Tokenizer, DatasetError>,
+    seed: u64,
+) -> Result<Vec<RequestLengths>, DatasetError> {
+    match *spec {
+        DatasetSpec::Random { input_len, output_len, range_ratio, prefix_len } => {
+            let params = random::RandomParams { input_len, output_len, range_ratio, prefix_len };
+            let shared = (prefix_len > 0).then_some((0, prefix_len));
+            Ok(random::draw_lengths(&params, num_prompts, seed)?
+                .into_iter()
+                .map(|(input, output)| RequestLengths {
+                    prompt_tokens: input.saturating_add(prefix_len),
+                    output_tokens: Some(output),
+                    shared_prefix: shared,
+                })
+                .collect())
+        }
+        DatasetSpec::Prefix { num_prefixes, prefix_len, suffix_len, output_len } => {
+            if num_prefixes == 0 {
+                return Err(DatasetError::Spec("num_prefixes must be at least 1".into()));
+            }
+            if prefix_len.saturating_add(suffix_len) == 0 {
+                return Err(DatasetError::Spec(
+                    "prefix_len + suffix_len must be at least 1".into(),
+                ));
+            }
+            Ok((0..num_prompts as u64)
+                .map(|i| RequestLengths {
+                    prompt_tokens: prefix_len.saturating_add(suffix_len),
+                    output_tokens: Some(output_len),
+                    shared_prefix: (prefix_len > 0).then_some((i % num_prefixes, prefix_len)),
+                })
+                .collect())
+        }
+        _ => Ok(load(spec, num_prompts, &tokenizer()?, seed)?
+            .into_iter()
+            .map(|p| RequestLengths {
+                prompt_tokens: p.prompt_tokens,
+                output_tokens: p.output_tokens,
+                shared_prefix: None,
+            })
+            .collect()),
+    }
+}
+
 /// Repeat `items` in order until there are `n` (callers guarantee `items` is non-empty
 /// when `n > 0`).
 fn cycle<T: Clone>(items: Vec<T>, n: usize) -> Vec<T> {
@@ -155,6 +217,28 @@ fn cycle<T: Clone>(items: Vec<T>, n: usize) -> Vec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lengths_match_the_prompts_load_gives() {
+        let tok = Tokenizer::builtin(tokenizer::DEFAULT_ENCODING).unwrap();
+        let spec =
+            DatasetSpec::Random { input_len: 40, output_len: 8, range_ratio: 0.5, prefix_len: 6 };
+        let prompts = load(&spec, 12, &tok, 3).unwrap();
+        let lens = lengths(&spec, 12, || unreachable!("synthetic: no tokenizer"), 3).unwrap();
+        for (p, l) in prompts.iter().zip(&lens) {
+            assert_eq!((p.prompt_tokens, p.output_tokens), (l.prompt_tokens, l.output_tokens));
+            assert_eq!(l.shared_prefix, Some((0, 6)));
+        }
+        let spec =
+            DatasetSpec::Prefix { num_prefixes: 3, prefix_len: 16, suffix_len: 4, output_len: 5 };
+        let prompts = load(&spec, 7, &tok, 1).unwrap();
+        let lens = lengths(&spec, 7, || unreachable!(), 1).unwrap();
+        assert_eq!(lens.len(), 7);
+        for (i, (p, l)) in prompts.iter().zip(&lens).enumerate() {
+            assert_eq!((p.prompt_tokens, p.output_tokens), (l.prompt_tokens, l.output_tokens));
+            assert_eq!(l.shared_prefix, Some((i as u64 % 3, 16)));
+        }
+    }
 
     #[test]
     fn cycle_repeats_in_order() {

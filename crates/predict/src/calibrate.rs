@@ -1,0 +1,143 @@
+//! `servelab predict calibrate`: the measured tables a fit reads (a published Markdown sweep
+//! table, or a servelab `sweep.json`), and the fitted engine file it writes.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use servelab_engine::{EngineFile, PointSummary, Scenario, SweepTable};
+use servelab_load::Level;
+use servelab_metrics::Summary;
+
+/// The sweep tables of the file at `path`: a servelab `sweep.json` (a JSON object), else
+/// Markdown tables as published or as `servelab sweep` writes `summary.md`. Errors name the
+/// file and say what was expected.
+pub fn read_tables(path: &Path) -> Result<Vec<SweepTable>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the table {}: {e}", path.display()))?;
+    let tables = if text.trim_start().starts_with('{') {
+        sweep_json_tables(&text)
+    } else {
+        servelab_engine::parse_sweep_tables(&text).map_err(|e| e.to_string())
+    }
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    if tables.iter().all(|t| t.rows.is_empty() || t.scenario.is_none()) {
+        return Err(format!(
+            "{}: no table with an ISL:OSL scenario and concurrency rows; expected a Markdown \
+             sweep table under a heading naming ISL:OSL (e.g. `## Qwen3-32B (ISL:OSL=3000:150)`) \
+             or a servelab sweep.json of --scenario ISL:OSL at --concurrency levels",
+            path.display()
+        ));
+    }
+    Ok(tables)
+}
+
+/// The parts of `sweep.json` a fit reads.
+#[derive(Deserialize)]
+struct SweepFile {
+    scenarios: Vec<ScenarioFile>,
+}
+
+#[derive(Deserialize)]
+struct ScenarioFile {
+    name: String,
+    dataset: String,
+    points: Vec<PointFile>,
+}
+
+#[derive(Deserialize)]
+struct PointFile {
+    load: Level,
+    summary: Summary,
+}
+
+/// `ISL:OSL` of a random dataset label (`random(3000:150)`) or a scenario name (`3000:150`).
+fn scenario_of(s: &str) -> Option<Scenario> {
+    let inner = s.strip_prefix("random(").and_then(|r| r.strip_suffix(')')).unwrap_or(s);
+    let (i, o) = inner.split_once(':')?;
+    Some(Scenario { isl: i.trim().parse().ok()?, osl: o.trim().parse().ok()? })
+}
+
+/// The grid points of a servelab `sweep.json` as sweep tables: one per scenario, one row per
+/// concurrency level. Scenarios of fixed random lengths only (`--scenario ISL:OSL`).
+pub fn sweep_json_tables(text: &str) -> Result<Vec<SweepTable>, String> {
+    let f: SweepFile =
+        serde_json::from_str(text).map_err(|e| format!("not a servelab sweep.json: {e}"))?;
+    let mut out = Vec::new();
+    for sc in f.scenarios {
+        let Some(scenario) = scenario_of(&sc.dataset).or_else(|| scenario_of(&sc.name)) else {
+            return Err(format!(
+                "scenario '{}' ({}) has no fixed ISL:OSL; calibrate reads --scenario ISL:OSL sweeps",
+                sc.name, sc.dataset
+            ));
+        };
+        let mut rows = Vec::new();
+        for p in sc.points {
+            let Level::Concurrency(c) = p.load else {
+                return Err(format!(
+                    "scenario '{}' is a request-rate sweep; calibrate reads concurrency sweeps",
+                    sc.name
+                ));
+            };
+            rows.push(row(u32::try_from(c).unwrap_or(u32::MAX), &p.summary));
+        }
+        out.push(SweepTable { name: sc.name, scenario: Some(scenario), rows });
+    }
+    Ok(out)
+}
+
+/// The nine published columns of a measured summary.
+fn row(concurrency: u32, s: &Summary) -> PointSummary {
+    let p99 = |d: &servelab_metrics::Distribution| {
+        d.percentiles.iter().find(|(p, _)| *p == 99.0).map_or(f64::NAN, |(_, v)| *v)
+    };
+    let mean = |d: &servelab_metrics::Distribution| if d.count > 0 { d.mean } else { f64::NAN };
+    PointSummary {
+        concurrency,
+        request_throughput: s.request_throughput,
+        output_throughput: s.output_throughput,
+        mean_e2e_ms: mean(&s.e2el_ms),
+        p99_e2e_ms: p99(&s.e2el_ms),
+        mean_ttft_ms: mean(&s.ttft_ms),
+        p99_ttft_ms: p99(&s.ttft_ms),
+        mean_tpot_ms: mean(&s.tpot_ms),
+        p99_tpot_ms: p99(&s.tpot_ms),
+    }
+}
+
+/// The engine file `original` (YAML text) with its calibration replaced by `fitted`, headed
+/// by `note` as comment lines. The original's own comments are not kept.
+pub fn fitted_engine_yaml(
+    original: &str,
+    fitted: servelab_engine::Calibration,
+    note: &str,
+) -> Result<String, String> {
+    let mut file = EngineFile::parse(original).map_err(|e| e.to_string())?;
+    file.calibration = fitted;
+    let yaml = file.to_yaml().map_err(|e| e.to_string())?;
+    let head: String = note.lines().map(|l| format!("# {l}\n")).collect();
+    Ok(format!("{head}{yaml}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenarios_come_from_labels_or_names() {
+        assert_eq!(scenario_of("random(3000:150)"), Some(Scenario { isl: 3000, osl: 150 }));
+        assert_eq!(scenario_of("1000:1000"), Some(Scenario { isl: 1000, osl: 1000 }));
+        assert_eq!(scenario_of("sharegpt(a.json)"), None);
+    }
+
+    #[test]
+    fn the_fitted_file_keeps_the_deployment_and_takes_the_fit() {
+        let yaml = "# mine\nmodel: qwen3-8b\ngpu: h100\ntp: 2\nscheduler: {max_num_seqs: 64}\n";
+        let c = servelab_engine::Calibration { eta_gemm: 0.61, ..Default::default() };
+        let out = fitted_engine_yaml(yaml, c, "fitted by servelab\non t.md").unwrap();
+        assert!(out.starts_with("# fitted by servelab\n# on t.md\n"), "{out}");
+        let back = EngineFile::parse(&out).unwrap();
+        assert_eq!(back.calibration.eta_gemm, 0.61);
+        assert_eq!((back.tp, back.scheduler.max_num_seqs), (Some(2), 64));
+        assert_eq!(back.model.as_deref(), Some("qwen3-8b"));
+    }
+}

@@ -1,0 +1,323 @@
+//! `servelab predict`: a [`Runner`] that runs a [`Plan`] in virtual time through the engine
+//! model (`servelab-engine`) instead of sending it to a server.
+//!
+//! The plan's workload gives each request's prompt and output lengths (and the prefix it
+//! shares with others), its [`LoadSpec`] the arrival times and the concurrency cap, exactly
+//! as the measuring conductor would send them. The engine model decides when every token is
+//! produced; each request becomes a real [`RequestRecord`] whose chunks carry the virtual
+//! times (ns from the run's start) at which the client would have read them, so every metric,
+//! renderer, sweep table, chart, knee and SLO search applies unchanged. The engine's gauges
+//! become `/metrics`-like scrapes (`vllm:num_requests_running`, `..._waiting`, KV-cache
+//! usage, preemptions), so the summary's engine section reads as a vLLM run's does.
+//!
+//! A predicted run is filed through the same [`Recording`] as a measured one, with its kind
+//! marked predicted ([`servelab_records::RunKind::predicted`]).
+//!
+//! [`LoadSpec`]: servelab_plan::LoadSpec
+//! [`Recording`]: servelab_plan::Recording
+
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
+pub mod calibrate;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use servelab_engine::{
+    Engine, EngineConfig, GaugeSample, GaugeSampling, Load, RequestShape, RunOptions,
+};
+use servelab_load::{Arrivals, Schedule};
+use servelab_metrics::Summary;
+use servelab_outputs::term;
+use servelab_plan::{Plan, RecordSink, RecordSpec, Recording, RunError, Runner};
+use servelab_records::{
+    Chunk, ChunkKind, FailureKind, Outcome, RequestRecord, RunInfo, ServerScrape, Usage,
+};
+use servelab_workload::{DatasetError, RequestLengths, Tokenizer};
+
+/// Runs plans through the engine model, in virtual time.
+pub struct Predictor {
+    cfg: EngineConfig,
+    /// How the engine is named in results (`engine:<name>` is the run's base URL).
+    name: String,
+    recording: Option<Arc<dyn Recording>>,
+    network_ns: u64,
+}
+
+/// What one predicted run produced.
+#[derive(Debug)]
+pub struct Prediction {
+    /// Its summary, as a measured run's.
+    pub summary: Summary,
+    /// Every request, with per-token chunk times in virtual ns.
+    pub records: Vec<RequestRecord>,
+    /// The engine's `/metrics`-like series.
+    pub scrapes: Vec<ServerScrape>,
+}
+
+impl Predictor {
+    /// A predictor of the deployment `cfg`, named `name` in results (the engine file).
+    pub fn new(cfg: EngineConfig, name: impl Into<String>) -> Predictor {
+        Predictor { cfg, name: name.into(), recording: None, network_ns: 0 }
+    }
+
+    /// A predictor of the engine file at `path`; the error names the file and what is wrong.
+    pub fn from_file(path: &Path) -> Result<Predictor, RunError> {
+        let cfg = servelab_engine::load_engine_file(path)
+            .map_err(|e| RunError::Usage(format!("--engine {}: {e}", path.display())))?;
+        Ok(Predictor::new(cfg, path.display().to_string()))
+    }
+
+    /// File every predicted run through `recording` (the results store), marked predicted.
+    pub fn with_recording(mut self, recording: Arc<dyn Recording>) -> Predictor {
+        self.recording = Some(recording);
+        self
+    }
+
+    /// One-way client↔engine latency added to every request (default 0).
+    pub fn with_network_ns(mut self, ns: u64) -> Predictor {
+        self.network_ns = ns;
+        self
+    }
+
+    /// The deployment this predictor models.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// Predict `plan`: the summary, records and engine series it would produce. Pure: the
+    /// same plan gives the same prediction. Records nothing and writes no file.
+    pub fn predict(&self, plan: &Plan) -> Result<Prediction, RunError> {
+        plan.check().map_err(|e| RunError::Usage(e.to_string()))?;
+        if plan.load.duration_s.is_some() {
+            return Err(RunError::Usage(
+                "--duration: predict runs a fixed number of prompts; give --num-prompts instead"
+                    .into(),
+            ));
+        }
+        let w = &plan.workload;
+        let lengths =
+            servelab_workload::lengths(&w.dataset, w.num_prompts, || tokenizer(plan), w.seed)
+                .map_err(|e| RunError::Usage(e.to_string()))?;
+        let shapes =
+            lengths.iter().enumerate().map(|(i, l)| shape(i, l)).collect::<Result<Vec<_>, _>>()?;
+        let arrivals = plan.load.arrivals();
+        let times = Schedule::take_n(arrivals, w.seed, shapes.len());
+        let load = match plan.load.concurrency() {
+            Some(c) => Load::Closed {
+                concurrency: u32::try_from(c).unwrap_or(u32::MAX),
+                arrivals_ns: (arrivals != Arrivals::Burst).then(|| times.clone()),
+            },
+            None => Load::Open { arrivals_ns: times.clone() },
+        };
+        let gauges = match plan.limits.server_metrics_interval {
+            Some(d) if !d.is_zero() => GaugeSampling::Interval(d.as_nanos() as u64),
+            _ => GaugeSampling::Off,
+        };
+        let mut engine =
+            Engine::new(&self.cfg).map_err(|e| RunError::Usage(format!("--engine: {e}")))?;
+        let opts = RunOptions { network_ns: self.network_ns, gauges };
+        let run = servelab_engine::run(&mut engine, &shapes, &load, opts)
+            .map_err(|e| RunError::Failed(format!("the engine model failed: {e}")))?;
+        let records: Vec<RequestRecord> =
+            run.requests.iter().map(|r| record(r, times[r.index])).collect();
+        let info = RunInfo {
+            backend: plan.request.api.backend().to_string(),
+            base_url: format!("engine:{}", self.name),
+            endpoint: plan.request.endpoint.clone(),
+            model: plan.request.model.clone().unwrap_or_else(|| self.cfg.model.name.clone()),
+            tokenizer: None,
+            dataset: w.dataset.label(),
+            num_prompts: records.len() as u64,
+            load: plan.load,
+            num_warmups: 0,
+            seed: w.seed,
+            simulated: false,
+            started_at: servelab_plan::time::now_rfc3339(),
+            servelab_version: env!("CARGO_PKG_VERSION").to_string(),
+            interrupted: false,
+        };
+        // As the conductor's scraper, one last scrape once every request has ended.
+        let end_ns = run.requests.iter().filter_map(|r| r.end_ns).max().unwrap_or(0);
+        let mut samples = run.gauges.clone();
+        if gauges != GaugeSampling::Off {
+            samples.push(GaugeSample { t_ns: end_ns, gauges: run.final_gauges });
+        }
+        let scrapes = scrapes(&samples);
+        let mut summary = servelab_metrics::summarize(&records, &info, &plan.metrics);
+        servelab_metrics::engine::attach(&mut summary, &scrapes);
+        summary.warnings.push(format!(
+            "predicted by the engine model ({}), not measured: {} engine steps in virtual time",
+            self.name, run.steps
+        ));
+        if w.num_warmups > 0 {
+            summary.warnings.push(format!(
+                "{} warm-up requests were not predicted (the model has no cold start)",
+                w.num_warmups
+            ));
+        }
+        if !plan.request.ignore_eos {
+            summary.warnings.push(
+                "every request generates its full output length, as with --ignore-eos".into(),
+            );
+        }
+        Ok(Prediction { summary, records, scrapes })
+    }
+}
+
+impl Runner for Predictor {
+    async fn run(&mut self, plan: &Plan) -> Result<Summary, RunError> {
+        let p = self.predict(plan)?;
+        if plan.output.save_result {
+            let path = result_path(plan, &p.summary.info);
+            let json =
+                servelab_outputs::json::render(&p.summary, &p.records, plan.output.save_detailed);
+            write_file(&path, json.as_bytes())?;
+            term::note(&format!("Saved predicted result to {}", path.display()));
+        }
+        if let Some(r) = &self.recording {
+            let spec = RecordSpec { kind: plan.record.kind.predicted(), ..plan.record.clone() };
+            let mut sink: Box<dyn RecordSink> = r.begin(&p.summary.info, &spec);
+            for rec in &p.records {
+                sink.push(rec);
+            }
+            sink.flush();
+            if let Some(line) = sink.finish(&p.records, &p.summary, false) {
+                term::note(&line);
+            }
+        }
+        Ok(p.summary)
+    }
+}
+
+/// The tokenizer of a dataset that is read, not drawn (ShareGPT, JSONL, HF): the plan's, else
+/// the built-in default, as the conductor uses for the simulator.
+fn tokenizer(plan: &Plan) -> Result<Tokenizer, DatasetError> {
+    let t = match &plan.workload.tokenizer {
+        Some(spec) => Tokenizer::from_spec(spec),
+        None => Tokenizer::builtin(servelab_workload::tokenizer::DEFAULT_ENCODING),
+    };
+    t.map_err(|e| DatasetError::Spec(format!("--tokenizer: {e}")))
+}
+
+/// The engine's view of request `i`: its lengths, and one hash for the prefix it shares.
+fn shape(i: usize, l: &RequestLengths) -> Result<RequestShape, RunError> {
+    let too_long = |what: &str, n: u64| {
+        RunError::Usage(format!("request {i}: {n} {what} tokens is more than the model can take"))
+    };
+    let prompt_tokens =
+        u32::try_from(l.prompt_tokens).map_err(|_| too_long("prompt", l.prompt_tokens))?;
+    let Some(out) = l.output_tokens else {
+        return Err(RunError::Usage(format!(
+            "request {i}: the dataset sets no output length, and predict needs one (give \
+             --sharegpt-output-len, or max_tokens in the JSONL file)"
+        )));
+    };
+    let output_tokens = u32::try_from(out).map_err(|_| too_long("output", out))?.max(1);
+    let (block_hashes, hash_block_tokens) = match l.shared_prefix {
+        // One hash covering exactly the shared tokens: equal ids share those KV blocks.
+        Some((id, tokens)) if tokens > 0 && tokens <= u64::from(prompt_tokens) => {
+            (vec![id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5EED], tokens as u32)
+        }
+        _ => (Vec::new(), 0),
+    };
+    Ok(RequestShape { prompt_tokens, output_tokens, block_hashes, hash_block_tokens })
+}
+
+/// A predicted request as the client would have recorded it: one chunk per engine step that
+/// emitted tokens to it, at the virtual time the client read it.
+fn record(r: &servelab_engine::RequestRecord, scheduled_ns: u64) -> RequestRecord {
+    let mut chunks: Vec<Chunk> = Vec::new();
+    for &t in &r.token_ns {
+        match chunks.last_mut() {
+            Some(c) if c.t_ns == t => {
+                c.text.push('t');
+                c.tokens = c.tokens.map(|n| n + 1);
+            }
+            _ => chunks.push(Chunk {
+                t_ns: t,
+                kind: ChunkKind::Content,
+                text: "t".into(),
+                tokens: Some(1),
+            }),
+        }
+    }
+    let outcome = match &r.error {
+        None => Outcome::Success,
+        Some(m) => Outcome::Failure { kind: FailureKind::HttpStatus, message: m.clone() },
+    };
+    let completion = r.token_ns.len() as u64;
+    RequestRecord {
+        index: r.index as u64,
+        warmup: false,
+        scheduled_ns: scheduled_ns.min(r.intended_ns),
+        intended_ns: r.intended_ns,
+        sent_ns: r.intended_ns,
+        prompt_tokens: Some(u64::from(r.prompt_tokens)),
+        max_tokens: Some(u64::from(r.output_tokens)),
+        usage: r.error.is_none().then_some(Usage {
+            prompt_tokens: u64::from(r.prompt_tokens),
+            completion_tokens: completion,
+            reasoning_tokens: None,
+        }),
+        chunks,
+        end_ns: r.end_ns.or(r.error.as_ref().map(|_| r.intended_ns)),
+        status: Some(if r.error.is_some() { 400 } else { 200 }),
+        outcome,
+        server: None,
+        read_lag_ns: None,
+        retries: 0,
+    }
+}
+
+/// The engine's gauges as the `/metrics` scrapes of a vLLM V1 server.
+pub fn scrapes(samples: &[GaugeSample]) -> Vec<ServerScrape> {
+    samples
+        .iter()
+        .map(|s| {
+            let g = &s.gauges;
+            let values: BTreeMap<String, f64> = [
+                ("vllm:num_requests_running", f64::from(g.running)),
+                ("vllm:num_requests_waiting", f64::from(g.waiting)),
+                ("vllm:kv_cache_usage_perc", g.kv_usage),
+                ("vllm:num_preemptions_total", g.preemptions_total as f64),
+                ("vllm:prompt_tokens_total", g.prompt_tokens_total as f64),
+                ("vllm:generation_tokens_total", g.generation_tokens_total as f64),
+                ("vllm:prefix_cache_queries_total", g.prefix_cache_queries as f64),
+                ("vllm:prefix_cache_hits_total", g.prefix_cache_hits as f64),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            ServerScrape { t_ms: s.t_ns as f64 / 1e6, values, error: None }
+        })
+        .collect()
+}
+
+/// `predict-{rate}qps[-concurrencyN]-{model}-{time}.json`, like the conductor's names.
+fn result_path(plan: &Plan, info: &RunInfo) -> PathBuf {
+    let name = plan.output.result_filename.clone().unwrap_or_else(|| {
+        let rate = plan.load.request_rate.map_or("inf".to_string(), |r| format!("{r}"));
+        let model = info.model.rsplit('/').next().unwrap_or(&info.model);
+        let c = plan.load.max_concurrency.map_or(String::new(), |c| format!("-concurrency{c}"));
+        format!(
+            "predict-{rate}qps{c}-{model}-{}.json",
+            servelab_plan::time::compact(&info.started_at)
+        )
+    });
+    plan.output.result_dir.join(name)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    std::fs::write(path, bytes)
+        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,169 @@
+use std::sync::Mutex;
+
+use servelab_engine::{EngineFile, Scenario};
+use servelab_plan::{
+    Api, DatasetSpec, LoadSpec, MetricsConfig, OutputSpec, RequestSpec, RunKind, SimTarget, Target,
+    WorkloadSpec,
+};
+
+use super::*;
+
+fn cfg(yaml: &str) -> EngineConfig {
+    EngineFile::parse(yaml).unwrap().build(None).unwrap()
+}
+
+fn plan(isl: u64, osl: u64, prompts: usize, concurrency: Option<u64>) -> Plan {
+    Plan {
+        target: Target::Simulator(SimTarget::default()),
+        request: RequestSpec { ignore_eos: true, ..RequestSpec::new(Api::Completions) },
+        workload: WorkloadSpec {
+            tokenizer: None,
+            dataset: DatasetSpec::Random {
+                input_len: isl,
+                output_len: osl,
+                range_ratio: 0.0,
+                prefix_len: 0,
+            },
+            num_prompts: prompts,
+            seed: 0,
+            num_warmups: 0,
+        },
+        load: LoadSpec { max_concurrency: concurrency, ..LoadSpec::default() },
+        limits: servelab_plan::Limits::default(),
+        metrics: MetricsConfig::default(),
+        output: OutputSpec::default(),
+        record: RecordSpec::default(),
+    }
+}
+
+#[test]
+fn a_closed_loop_plan_predicts_what_the_engine_model_says() {
+    let c = cfg("model: qwen3-8b\ngpu: h100\n");
+    let p = Predictor::new(c.clone(), "t.yaml").predict(&plan(1000, 50, 40, Some(8))).unwrap();
+    let s = &p.summary;
+    assert_eq!((s.completed, s.failed), (40, 0));
+    assert_eq!(s.total_output_tokens, 40 * 50);
+    assert_eq!(s.total_input_tokens, 40 * 1000);
+    // The same closed loop run by the engine crate's own sweep point: same numbers.
+    let point = servelab_engine::predict_point(&c, Scenario { isl: 1000, osl: 50 }, 8, 40).unwrap();
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    assert!(close(s.output_throughput, point.output_throughput), "{s:?} {point:?}");
+    assert!(close(s.tpot_ms.mean, point.mean_tpot_ms), "{} {}", s.tpot_ms.mean, point.mean_tpot_ms);
+    assert!(close(s.ttft_ms.mean, point.mean_ttft_ms));
+    assert_eq!(s.info.base_url, "engine:t.yaml");
+    assert_eq!(s.info.model, "qwen3-8b");
+    assert!(s.warnings.iter().any(|w| w.contains("predicted by the engine model")));
+    // The engine's series reads as a vLLM server's.
+    let e = s.engine.as_ref().expect("engine metrics from the predicted /metrics");
+    assert_eq!(e.engine, "vllm");
+    assert_eq!(e.peak_requests_running, Some(8.0));
+    assert_eq!(e.generation_tokens, Some(2000.0));
+}
+
+#[test]
+fn predictions_are_deterministic_and_tpot_rises_with_concurrency() {
+    let pr = Predictor::new(cfg("model: qwen3-8b\ngpu: h100\n"), "e");
+    let a = pr.predict(&plan(500, 100, 64, Some(32))).unwrap();
+    let b = pr.predict(&plan(500, 100, 64, Some(32))).unwrap();
+    assert_eq!(a.records, b.records);
+    let low = pr.predict(&plan(500, 100, 16, Some(1))).unwrap().summary;
+    assert!(a.summary.tpot_ms.mean > low.tpot_ms.mean);
+    assert!(a.summary.output_throughput > 4.0 * low.output_throughput);
+}
+
+#[test]
+fn a_rate_plan_sends_on_the_schedule() {
+    let pr = Predictor::new(cfg("model: qwen3-8b\ngpu: h100\n"), "e");
+    let mut p = plan(200, 20, 20, None);
+    p.load.request_rate = Some(10.0);
+    p.load.burstiness = f64::INFINITY;
+    let out = pr.predict(&p).unwrap();
+    let sent: Vec<u64> = out.records.iter().map(|r| r.intended_ns).collect();
+    assert_eq!(sent, (0..20).map(|i| i * 100_000_000).collect::<Vec<_>>());
+    assert!(out.records.iter().all(|r| r.scheduled_ns == r.intended_ns));
+}
+
+#[test]
+fn a_shared_prefix_hits_the_prefix_cache() {
+    let pr = Predictor::new(cfg("model: qwen3-8b\ngpu: h100\n"), "e");
+    let mut p = plan(100, 10, 20, Some(1));
+    p.workload.dataset =
+        DatasetSpec::Random { input_len: 100, output_len: 10, range_ratio: 0.0, prefix_len: 512 };
+    let e = pr.predict(&p).unwrap().summary.engine.unwrap();
+    // 19 of 20 requests find the 32 blocks of the shared prefix cached.
+    assert_eq!(e.cached_prompt_tokens, Some(19.0 * 512.0));
+}
+
+#[test]
+fn chunks_group_the_tokens_of_one_step() {
+    let r = servelab_engine::RequestRecord {
+        index: 3,
+        intended_ns: 10,
+        first_token_ns: Some(50),
+        token_ns: vec![50, 50, 70],
+        end_ns: Some(70),
+        prompt_tokens: 8,
+        output_tokens: 3,
+        ..Default::default()
+    };
+    let rec = record(&r, 0);
+    assert_eq!(rec.chunks.len(), 2);
+    assert_eq!((rec.chunks[0].t_ns, rec.chunks[0].tokens), (50, Some(2)));
+    assert_eq!((rec.chunks[1].t_ns, rec.chunks[1].tokens), (70, Some(1)));
+    assert_eq!(rec.first_token_ns(), Some(50));
+    assert_eq!(rec.output_tokens(), Some(3));
+    assert!(rec.is_success());
+    let refused =
+        servelab_engine::RequestRecord { error: Some("too long".into()), ..Default::default() };
+    let rec = record(&refused, 0);
+    assert_eq!(rec.status, Some(400));
+    assert!(!rec.is_success());
+}
+
+#[test]
+fn what_predict_cannot_do_is_a_usage_error() {
+    let pr = Predictor::new(cfg("model: qwen3-8b\ngpu: h100\n"), "e");
+    let mut p = plan(10, 10, 5, None);
+    p.load.duration_s = Some(5.0);
+    let e = pr.predict(&p).unwrap_err();
+    assert!(matches!(&e, RunError::Usage(m) if m.starts_with("--duration")), "{e:?}");
+    let e = Predictor::from_file(Path::new("/nonexistent/engine.yaml")).err().unwrap();
+    assert!(matches!(&e, RunError::Usage(m) if m.contains("/nonexistent/engine.yaml")), "{e:?}");
+}
+
+#[derive(Default)]
+struct Spy(Mutex<Vec<(RunKind, usize)>>);
+
+struct SpySink<'a>(&'a Spy, RunKind, usize);
+
+impl Recording for &'static Spy {
+    fn begin(&self, _: &RunInfo, spec: &RecordSpec) -> Box<dyn RecordSink> {
+        Box::new(SpySink(self, spec.kind, 0))
+    }
+}
+
+impl RecordSink for SpySink<'static> {
+    fn push(&mut self, _: &RequestRecord) {
+        self.2 += 1;
+    }
+
+    fn finish(self: Box<Self>, _: &[RequestRecord], _: &Summary, _: bool) -> Option<String> {
+        self.0 .0.lock().unwrap().push((self.1, self.2));
+        None
+    }
+}
+
+#[tokio::test]
+async fn runs_are_recorded_as_predicted() {
+    let spy: &'static Spy = Box::leak(Box::default());
+    let mut pr = Predictor::new(cfg("model: qwen3-8b\ngpu: h100\n"), "e")
+        .with_recording(Arc::new(spy) as Arc<dyn Recording>);
+    let mut p = plan(100, 10, 6, Some(2));
+    pr.run(&p).await.unwrap();
+    p.record.kind = RunKind::SweepPoint;
+    pr.run(&p).await.unwrap();
+    assert_eq!(
+        *spy.0.lock().unwrap(),
+        vec![(RunKind::Predicted, 6), (RunKind::PredictedSweepPoint, 6)]
+    );
+}

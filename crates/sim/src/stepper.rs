@@ -1,0 +1,237 @@
+//! The engine-model mode of the simulator (`--engine FILE`): one task owns a
+//! `servelab_engine::Engine` and runs its steps in wall-clock time. A request is added when
+//! its stream starts; the tokens of each step are handed to their requests when the step
+//! ends, so when a token is sent depends on everything else in the batch, as in a real
+//! engine: TPOT rises with concurrency, throughput saturates, queues build past saturation,
+//! and requests are preempted when KV blocks run out. The engine's gauges are published for
+//! `/metrics` after every step.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use servelab_engine::{Engine, EngineConfig, RequestShape, StepOutcome};
+use servelab_timer::PreciseTimer;
+use tokio::sync::{mpsc, watch};
+
+/// Tokens of one step for one request, handed over when the step ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Emit {
+    /// Tokens produced for the request by the step.
+    pub tokens: u32,
+    /// When the step ended (the tokens' due time).
+    pub at: Instant,
+    /// The request's last tokens.
+    pub last: bool,
+    /// The engine refused the request (it can never fit its KV cache).
+    pub error: Option<String>,
+}
+
+/// The engine's gauges as `/metrics` shows them (kept as atomics: read without locks).
+#[derive(Debug, Default)]
+pub struct Gauges {
+    /// Requests running on some worker.
+    pub running: AtomicU64,
+    /// Requests waiting (API server and scheduler queues).
+    pub waiting: AtomicU64,
+    /// KV blocks in use over all blocks, as `f64` bits.
+    pub kv_usage_bits: AtomicU64,
+    /// Preemptions so far.
+    pub preemptions: AtomicU64,
+    /// Prefix-cache lookups and hits, in tokens.
+    pub prefix_queries: AtomicU64,
+    /// See `prefix_queries`.
+    pub prefix_hits: AtomicU64,
+}
+
+impl Gauges {
+    /// KV-cache usage in [0, 1].
+    pub fn kv_usage(&self) -> f64 {
+        f64::from_bits(self.kv_usage_bits.load(Relaxed))
+    }
+}
+
+struct Add {
+    shape: RequestShape,
+    out: mpsc::UnboundedSender<Emit>,
+}
+
+/// The handle requests use to join the engine-model batch.
+#[derive(Debug)]
+pub struct Stepper {
+    tx: mpsc::UnboundedSender<Add>,
+    /// The engine's gauges.
+    pub gauges: Arc<Gauges>,
+    _stop: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for Add {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Add").field("shape", &self.shape).finish()
+    }
+}
+
+impl Stepper {
+    /// Start the engine task for `cfg` on the current tokio runtime; it stops when the
+    /// stepper is dropped.
+    pub fn start(cfg: &EngineConfig) -> Result<Stepper, String> {
+        let engine = Engine::new(cfg).map_err(|e| format!("--engine: {e}"))?;
+        let timer = PreciseTimer::start().map_err(|e| format!("engine timer thread: {e}"))?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (stop, stop_rx) = watch::channel(false);
+        let gauges = Arc::new(Gauges::default());
+        tokio::spawn(drive(engine, timer, rx, stop_rx, gauges.clone()));
+        Ok(Stepper { tx, gauges, _stop: stop })
+    }
+
+    /// Add a request of `prompt_tokens` generating exactly `output_tokens`: its tokens arrive
+    /// on the returned channel as the engine's steps produce them.
+    pub fn add(&self, prompt_tokens: u64, output_tokens: u64) -> mpsc::UnboundedReceiver<Emit> {
+        let (out, rx) = mpsc::unbounded_channel();
+        let shape = RequestShape {
+            prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
+            output_tokens: u32::try_from(output_tokens).unwrap_or(u32::MAX).max(1),
+            ..Default::default()
+        };
+        // The task only stops with the stepper, so the send cannot fail while it lives.
+        let _ = self.tx.send(Add { shape, out });
+        rx
+    }
+}
+
+/// The engine task: add arriving requests, start steps on idle workers, hand each step's
+/// tokens over when it ends, sleep until the next step ends or a request arrives.
+async fn drive(
+    mut engine: Engine,
+    timer: PreciseTimer,
+    mut rx: mpsc::UnboundedReceiver<Add>,
+    mut stop: watch::Receiver<bool>,
+    gauges: Arc<Gauges>,
+) {
+    let t0 = Instant::now();
+    let ns = |i: Instant| i.saturating_duration_since(t0).as_nanos() as u64;
+    let at = |n: u64| t0 + Duration::from_nanos(n);
+    let mut outs: HashMap<u64, mpsc::UnboundedSender<Emit>> = HashMap::new();
+    // Started steps by end time (and a sequence number for ties).
+    let mut steps: BTreeMap<(u64, u64), StepOutcome> = BTreeMap::new();
+    let (mut next_id, mut seq) = (0u64, 0u64);
+    let mut arrived: Vec<Add> = Vec::new();
+    loop {
+        let now = ns(Instant::now());
+        for a in arrived.drain(..) {
+            let id = next_id;
+            next_id += 1;
+            match engine.add_request(id, a.shape, now) {
+                Ok(()) => {
+                    outs.insert(id, a.out);
+                }
+                Err(e) => {
+                    let _ = a.out.send(Emit {
+                        tokens: 0,
+                        at: Instant::now(),
+                        last: true,
+                        error: Some(e.to_string()),
+                    });
+                }
+            }
+        }
+        // Hand over the tokens of every step that has ended.
+        while let Some(entry) = steps.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let o = entry.remove();
+            let when = at(o.end_ns);
+            for &(id, k) in &o.emitted {
+                let last = o.finished.contains(&id);
+                if let Some(out) = outs.get(&id) {
+                    let _ = out.send(Emit { tokens: k, at: when, last, error: None });
+                }
+                if last {
+                    outs.remove(&id);
+                }
+            }
+        }
+        while let Some(o) = engine.step(now) {
+            seq += 1;
+            steps.insert((o.end_ns, seq), o);
+        }
+        publish(&engine, &gauges);
+        let next = [steps.first_key_value().map(|(k, _)| k.0), engine.next_event_ns()]
+            .into_iter()
+            .flatten()
+            .min();
+        let sleep = async {
+            match next {
+                Some(n) => timer.sleep_until(at(n.max(now))).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            a = rx.recv() => match a {
+                Some(a) => {
+                    arrived.push(a);
+                    while let Ok(a) = rx.try_recv() {
+                        arrived.push(a);
+                    }
+                }
+                None => return,
+            },
+            () = sleep => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+fn publish(engine: &Engine, g: &Gauges) {
+    let s = engine.snapshot();
+    g.running.store(u64::from(s.running), Relaxed);
+    g.waiting.store(u64::from(s.waiting), Relaxed);
+    g.kv_usage_bits.store(s.kv_usage.to_bits(), Relaxed);
+    g.preemptions.store(s.preemptions_total, Relaxed);
+    g.prefix_queries.store(s.prefix_cache_queries, Relaxed);
+    g.prefix_hits.store(s.prefix_cache_hits, Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use servelab_engine::EngineFile;
+
+    #[tokio::test]
+    async fn tokens_come_step_by_step_and_the_gauges_follow() {
+        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+        let s = Stepper::start(&cfg).unwrap();
+        let t = Instant::now();
+        let mut a = s.add(100, 5);
+        let mut b = s.add(100, 5);
+        let mut got = Vec::new();
+        while let Some(e) = a.recv().await {
+            got.push(e);
+        }
+        assert_eq!(got.iter().map(|e| e.tokens).sum::<u32>(), 5);
+        assert!(got.last().unwrap().last && got.iter().all(|e| e.error.is_none()));
+        assert!(got.windows(2).all(|w| w[0].at < w[1].at), "one step after another");
+        assert!(got[0].at > t);
+        let mut n = 0;
+        while let Some(e) = b.recv().await {
+            n += e.tokens;
+        }
+        assert_eq!(n, 5);
+        assert_eq!(s.gauges.running.load(Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn a_request_that_can_never_fit_is_refused() {
+        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\nscheduler: {num_gpu_blocks: 4}\n")
+            .unwrap()
+            .build(None)
+            .unwrap();
+        let s = Stepper::start(&cfg).unwrap();
+        let mut r = s.add(5000, 5);
+        let e = r.recv().await.unwrap();
+        assert!(e.error.unwrap().contains("KV blocks"));
+        assert!(r.recv().await.is_none());
+    }
+}
