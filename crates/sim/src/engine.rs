@@ -14,7 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::api::GenRequest;
 use crate::metrics::Metrics;
 use crate::model::{EngineState, RequestShape, TokenClock};
-use crate::truth::{TruthChunk, TruthRecord, TruthSink};
+use crate::truth::{ImageSeen, TruthChunk, TruthRecord, TruthSink};
 use crate::{SimConfig, SimError};
 use servelab_timer::PreciseTimer;
 
@@ -269,6 +269,8 @@ pub struct Arrival {
     pub seq: u64,
     pub request_id: Option<String>,
     pub received: Instant,
+    /// The request's images, set once it is parsed (unset for a request rejected before).
+    pub images: std::sync::OnceLock<Vec<ImageSeen>>,
 }
 
 impl Arrival {
@@ -310,6 +312,7 @@ pub fn finish(
         queue_ns,
         chunks,
         outcome: outcome.to_string(),
+        images: arrival.images.get().cloned().unwrap_or_default(),
     });
 }
 
@@ -328,6 +331,7 @@ mod tests {
             max_tokens: max,
             min_tokens: min,
             ignore_eos,
+            images: Vec::new(),
         }
     }
 
