@@ -42,6 +42,9 @@ pub struct RunConfig {
     /// Warm-up requests, run before the clock starts and recorded with `warmup: true`.
     pub warmups: Vec<PlannedRequest>,
     pub arrivals: Arrivals,
+    /// A replay: measured request `i` is due at `send_at[i]` ns after the run origin (e.g. a
+    /// trace's timestamps), overriding `arrivals`; `None`: the arrival process decides.
+    pub send_at: Option<Arc<[u64]>>,
     pub seed: u64,
     pub max_concurrency: Option<usize>,
     /// Stop issuing new requests after this long (measured phase), then drain.
@@ -146,6 +149,7 @@ pub async fn run(
             requests: &cfg.warmups,
             warmup: true,
             arrivals: Arrivals::Burst,
+            send_at: None,
             duration: None,
         };
         let (end, p) =
@@ -162,6 +166,7 @@ pub async fn run(
         requests: &cfg.requests,
         warmup: false,
         arrivals: cfg.arrivals,
+        send_at: cfg.send_at.clone(),
         duration: cfg.duration,
     };
     let (end, _) =
@@ -173,6 +178,7 @@ struct Phase<'a> {
     requests: &'a [PlannedRequest],
     warmup: bool,
     arrivals: Arrivals,
+    send_at: Option<Arc<[u64]>>,
     duration: Option<Duration>,
 }
 
@@ -202,7 +208,14 @@ async fn phase(
         ctx: ctx.clone(),
         requests: ph.requests.into(),
         warmup: ph.warmup,
-        dispatch: Mutex::new(Dispatch::new(ph.arrivals, cfg.seed, ph.requests.len(), duration_ns)),
+        dispatch: Mutex::new(match ph.send_at {
+            // Only as many instants as requests: a replay never cycles.
+            Some(at) if at.len() > ph.requests.len() => {
+                Dispatch::at_offsets(at[..ph.requests.len()].into(), duration_ns)
+            }
+            Some(at) => Dispatch::at_offsets(at, duration_ns),
+            None => Dispatch::new(ph.arrivals, cfg.seed, ph.requests.len(), duration_ns),
+        }),
     });
     let mut tasks = tokio::task::JoinSet::new();
     match cfg.max_concurrency {
