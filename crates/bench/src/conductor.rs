@@ -274,6 +274,7 @@ async fn run(
         requests,
         warmups,
         arrivals: plan.load.arrivals(),
+        send_at: None,
         seed: w.seed,
         max_concurrency: plan.load.concurrency(),
         duration,

@@ -39,6 +39,7 @@ mod tests {
             queue_ns: 0,
             chunks: vec![TruthChunk { tokens: 2, intended_ns: 5, actual_ns: 7 }],
             outcome: outcome.into(),
+            images: Vec::new(),
         }
     }
 

@@ -48,6 +48,9 @@ pub struct RunConfig {
     pub warmups: Vec<PlannedRequest>,
     /// How intended send times are spaced.
     pub arrivals: Arrivals,
+    /// A replay: measured request `i` is due at `send_at[i]` ns after the run origin (e.g. a
+    /// trace's timestamps), overriding `arrivals`; `None`: the arrival process decides.
+    pub send_at: Option<Arc<[u64]>>,
     /// Seeds the arrival schedule: the same seed gives the same send times.
     pub seed: u64,
     /// At most this many requests in flight; a request due while all slots are busy is
@@ -160,6 +163,7 @@ pub async fn run(
             requests: &cfg.warmups,
             warmup: true,
             arrivals: Arrivals::Burst,
+            send_at: None,
             duration: None,
         };
         let (end, p) =
@@ -176,6 +180,7 @@ pub async fn run(
         requests: &cfg.requests,
         warmup: false,
         arrivals: cfg.arrivals,
+        send_at: cfg.send_at.clone(),
         duration: cfg.duration,
     };
     let (end, _) =
@@ -187,6 +192,7 @@ struct Phase<'a> {
     requests: &'a [PlannedRequest],
     warmup: bool,
     arrivals: Arrivals,
+    send_at: Option<Arc<[u64]>>,
     duration: Option<Duration>,
 }
 
@@ -216,7 +222,14 @@ async fn phase(
         ctx: ctx.clone(),
         requests: ph.requests.into(),
         warmup: ph.warmup,
-        dispatch: Mutex::new(Dispatch::new(ph.arrivals, cfg.seed, ph.requests.len(), duration_ns)),
+        dispatch: Mutex::new(match ph.send_at {
+            // Only as many instants as requests: a replay never cycles.
+            Some(at) if at.len() > ph.requests.len() => {
+                Dispatch::at_offsets(at[..ph.requests.len()].into(), duration_ns)
+            }
+            Some(at) => Dispatch::at_offsets(at, duration_ns),
+            None => Dispatch::new(ph.arrivals, cfg.seed, ph.requests.len(), duration_ns),
+        }),
     });
     let mut tasks = tokio::task::JoinSet::new();
     match cfg.max_concurrency {

@@ -1,6 +1,8 @@
 //! What to issue next: the arrival schedule, the request count and the duration limit, in one
 //! place shared by everything that issues requests.
 
+use std::sync::Arc;
+
 use crate::{Arrivals, Schedule};
 
 /// One arrival to issue.
@@ -49,6 +51,19 @@ impl Dispatch {
         }
     }
 
+    /// Issue one request per instant of `offsets` (ns since the run origin, e.g. a trace's
+    /// timestamps), request `i` at `offsets[i]`; with `duration_ns`, stop at that limit.
+    pub fn at_offsets(offsets: Arc<[u64]>, duration_ns: Option<u64>) -> Self {
+        let requests = offsets.len();
+        Self {
+            schedule: Schedule::at_offsets(offsets),
+            requests,
+            duration_ns,
+            issued: 0,
+            stopped: if requests == 0 { Some(Exhausted::Requests) } else { None },
+        }
+    }
+
     /// The next arrival, or `None` once issuing is over (see [`Dispatch::stopped`]).
     pub fn next_arrival(&mut self) -> Option<Arrival> {
         if self.stopped.is_some() {
@@ -59,7 +74,11 @@ impl Dispatch {
             self.stopped = Some(Exhausted::Requests);
             return None;
         }
-        let scheduled_ns = self.schedule.next().unwrap_or(0);
+        let Some(scheduled_ns) = self.schedule.next() else {
+            // A replay's instants ran out (in duration mode too: a trace does not cycle).
+            self.stopped = Some(Exhausted::Requests);
+            return None;
+        };
         if self.past_duration(scheduled_ns) {
             self.stopped = Some(Exhausted::Duration);
             return None;
@@ -116,6 +135,22 @@ mod tests {
         assert_eq!(got.last().unwrap().2, 300_000_000);
         assert_eq!(d.stopped(), Some(Exhausted::Duration));
         assert!(d.past_duration(350_000_000) && !d.past_duration(349_999_999));
+    }
+
+    #[test]
+    fn a_replay_sends_each_request_at_its_offset_and_never_cycles() {
+        let offsets: Arc<[u64]> = Arc::from(vec![0, 40, 40, 900]);
+        let mut d = Dispatch::at_offsets(offsets.clone(), None);
+        assert_eq!(all(&mut d), vec![(0, 0, 0), (1, 1, 40), (2, 2, 40), (3, 3, 900)]);
+        assert_eq!(d.stopped(), Some(Exhausted::Requests));
+        let mut d = Dispatch::at_offsets(offsets.clone(), Some(10_000));
+        assert_eq!(all(&mut d).len(), 4);
+        assert_eq!(d.stopped(), Some(Exhausted::Requests));
+        let mut d = Dispatch::at_offsets(offsets, Some(500));
+        assert_eq!(all(&mut d).len(), 3);
+        assert_eq!(d.stopped(), Some(Exhausted::Duration));
+        let mut empty = Dispatch::at_offsets(Arc::from(Vec::new()), None);
+        assert_eq!(empty.next_arrival(), None);
     }
 
     #[test]

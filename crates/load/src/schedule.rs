@@ -1,5 +1,7 @@
 //! Arrival schedules: open-loop request times, as offsets from the run origin.
 
+use std::sync::Arc;
+
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Gamma};
@@ -52,12 +54,15 @@ impl Arrivals {
     }
 }
 
-/// An endless, deterministic sequence of arrival offsets in nanoseconds, starting at 0.
+/// A deterministic sequence of arrival offsets in nanoseconds: endless and starting at 0 for
+/// an arrival process, or exactly the given instants for a replay ([`Schedule::at_offsets`]).
 pub struct Schedule {
     arrivals: Arrivals,
     next_ns: f64,
     rng: StdRng,
     gamma: Option<Gamma<f64>>,
+    /// Explicit instants (a trace replay) and the position in them; `None`: drawn arrivals.
+    offsets: Option<(Arc<[u64]>, usize)>,
 }
 
 impl Schedule {
@@ -68,7 +73,16 @@ impl Schedule {
             Arrivals::Gamma { rate, shape } => Gamma::new(shape, 1.0 / (rate * shape)).ok(),
             _ => None,
         };
-        Self { arrivals, next_ns: 0.0, rng: StdRng::seed_from_u64(seed), gamma }
+        Self { arrivals, next_ns: 0.0, rng: StdRng::seed_from_u64(seed), gamma, offsets: None }
+    }
+
+    /// The given instants (ns since the run origin, e.g. a trace's timestamps), in order, and
+    /// then nothing more. The caller sorts them; an instant earlier than the one before is
+    /// sent as soon as its turn comes.
+    pub fn at_offsets(offsets: Arc<[u64]>) -> Self {
+        let mut s = Self::new(Arrivals::Burst, 0);
+        s.offsets = Some((offsets, 0));
+        s
     }
 
     /// The first `n` arrivals.
@@ -81,6 +95,11 @@ impl Iterator for Schedule {
     type Item = u64;
 
     fn next(&mut self) -> Option<u64> {
+        if let Some((offsets, pos)) = &mut self.offsets {
+            let t = offsets.get(*pos).copied();
+            *pos += usize::from(t.is_some());
+            return t;
+        }
         let now = self.next_ns;
         let gap_s = match (self.arrivals, &self.gamma) {
             (Arrivals::Burst, _) => 0.0,
@@ -139,6 +158,14 @@ mod tests {
         assert!((cv(1.0) - 1.0).abs() < 0.05);
         assert!((cv(0.25) - 2.0).abs() < 0.15);
         assert!((cv(4.0) - 0.5).abs() < 0.03);
+    }
+
+    #[test]
+    fn explicit_offsets_are_replayed_once_in_order() {
+        let offsets: Arc<[u64]> = Arc::from(vec![0, 5, 5, 1_000_000_007]);
+        let got: Vec<u64> = Schedule::at_offsets(offsets.clone()).collect();
+        assert_eq!(got, offsets.to_vec());
+        assert_eq!(Schedule::at_offsets(Arc::from(Vec::new())).next(), None);
     }
 
     #[test]

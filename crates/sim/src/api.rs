@@ -4,11 +4,20 @@
 //! Chat prompt template (documented in docs/sim.md): each message becomes
 //! `<|{role}|>\n{content}\n`, followed by `<|assistant|>\n`; prompt_tokens is the token count of
 //! that text with the configured tokenizer (no special tokens).
+//!
+//! Images: a chat content part `{"type":"image_url","image_url":{"url":"data:image/...;base64,..."}}`
+//! adds no template text; the server decodes the data URL, reads the pixel size from the image
+//! header (PNG or JPEG) and counts [`image_tokens`] prompt tokens for it: one token per 28×28
+//! pixel patch, rounded up on each side (Qwen2-VL's 14-pixel patches merged 2×2, without its
+//! resizing). Remote `http(s)://` images are refused (the simulator fetches nothing).
 
 use std::fmt::Write;
 
+use base64::Engine as _;
 use serde::Deserialize;
 use servelab_workload::Tokenizer;
+
+use crate::truth::ImageSeen;
 
 /// Which OpenAI endpoint a request came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +94,46 @@ struct Part {
     #[serde(rename = "type")]
     kind: String,
     text: Option<String>,
+    image_url: Option<ImageUrl>,
+}
+
+#[derive(Deserialize)]
+struct ImageUrl {
+    url: String,
+}
+
+/// Side of the square pixel patch that counts as one prompt token.
+pub const IMAGE_PATCH_PX: u32 = 28;
+
+/// Prompt tokens the simulator counts for a `width`×`height` image: one per
+/// [`IMAGE_PATCH_PX`]-pixel patch, each side rounded up.
+pub fn image_tokens(width: u32, height: u32) -> u64 {
+    u64::from(width.div_ceil(IMAGE_PATCH_PX)) * u64::from(height.div_ceil(IMAGE_PATCH_PX))
+}
+
+/// Decode a `data:image/...;base64,...` URL and read the image's size from its header.
+fn decode_image(url: &str) -> Result<ImageSeen, String> {
+    let Some(rest) = url.strip_prefix("data:") else {
+        let shown: String = url.chars().take(40).collect();
+        return Err(format!(
+            "only data: URLs are supported by servelab-sim (it fetches nothing), got '{shown}'"
+        ));
+    };
+    let Some((meta, payload)) = rest.split_once(',') else {
+        return Err("the data URL has no ',' before its payload".into());
+    };
+    if !meta.ends_with(";base64") {
+        return Err(format!("the data URL is not base64 ('{meta}'): expected ';base64,'"));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(payload)
+        .map_err(|e| format!("the data URL's base64 payload is invalid: {e}"))?;
+    let (width, height) = image::io::Reader::new(std::io::Cursor::new(&bytes))
+        .with_guessed_format()
+        .map_err(|e| format!("cannot read the image: {e}"))?
+        .into_dimensions()
+        .map_err(|e| format!("cannot read the image size (PNG or JPEG expected): {e}"))?;
+    Ok(ImageSeen { width, height, bytes: bytes.len() as u64, tokens: image_tokens(width, height) })
 }
 
 #[derive(Deserialize)]
@@ -121,13 +170,15 @@ pub struct GenRequest {
     pub max_tokens: u64,
     pub min_tokens: u64,
     pub ignore_eos: bool,
+    /// The chat request's images (their tokens are in `prompt_tokens`).
+    pub images: Vec<ImageSeen>,
 }
 
 /// vLLM's default `max_tokens` for /v1/completions.
 pub const COMPLETIONS_DEFAULT_MAX_TOKENS: u64 = 16;
 
-/// The chat template text of `messages` (see the module docs).
-fn chat_prompt(messages: &[Message]) -> Result<String, ApiError> {
+/// The chat template text of `messages` (see the module docs); images go to `images`.
+fn chat_prompt(messages: &[Message], images: &mut Vec<ImageSeen>) -> Result<String, ApiError> {
     let mut s = String::new();
     for (i, m) in messages.iter().enumerate() {
         let _ = writeln!(s, "<|{}|>", m.role);
@@ -136,13 +187,23 @@ fn chat_prompt(messages: &[Message]) -> Result<String, ApiError> {
             Some(Content::Text(t)) => s.push_str(t),
             Some(Content::Parts(parts)) => {
                 for p in parts {
-                    match (p.kind.as_str(), &p.text) {
-                        ("text", Some(t)) => s.push_str(t),
+                    match (p.kind.as_str(), &p.text, &p.image_url) {
+                        ("text", Some(t), _) => s.push_str(t),
+                        ("image_url", _, Some(u)) => {
+                            let img = decode_image(&u.url).map_err(|e| {
+                                ApiError::bad_request(
+                                    format!("messages[{i}]: image_url: {e}"),
+                                    Some("messages"),
+                                )
+                            })?;
+                            images.push(img);
+                        }
                         _ => {
                             return Err(ApiError::bad_request(
                                 format!(
                                     "messages[{i}]: content part of type '{}' is not supported \
-                                     (only {{\"type\":\"text\",\"text\":..}})",
+                                     (only {{\"type\":\"text\",\"text\":..}} and \
+                                     {{\"type\":\"image_url\",\"image_url\":{{\"url\":..}}}})",
                                     p.kind
                                 ),
                                 Some("messages"),
@@ -158,7 +219,13 @@ fn chat_prompt(messages: &[Message]) -> Result<String, ApiError> {
     Ok(s)
 }
 
-fn prompt_tokens(raw: &RawRequest, endpoint: Endpoint, tok: &Tokenizer) -> Result<u64, ApiError> {
+/// Prompt tokens of the request: text under the tokenizer plus [`image_tokens`] per image.
+fn prompt_tokens(
+    raw: &RawRequest,
+    endpoint: Endpoint,
+    tok: &Tokenizer,
+    images: &mut Vec<ImageSeen>,
+) -> Result<u64, ApiError> {
     let n = match endpoint {
         Endpoint::Completions => match &raw.prompt {
             None => return Err(ApiError::bad_request("'prompt' is required", Some("prompt"))),
@@ -177,10 +244,10 @@ fn prompt_tokens(raw: &RawRequest, endpoint: Endpoint, tok: &Tokenizer) -> Resul
         },
         Endpoint::Chat => match &raw.messages {
             None => return Err(ApiError::bad_request("'messages' is required", Some("messages"))),
-            Some(m) => tok.count(&chat_prompt(m)?),
+            Some(m) => tok.count(&chat_prompt(m, images)?),
         },
     };
-    Ok(n as u64)
+    Ok(n as u64 + images.iter().map(|i| i.tokens).sum::<u64>())
 }
 
 /// Parse and validate a request body like vLLM would.
@@ -211,7 +278,8 @@ pub fn parse_request(
             ));
         }
     }
-    let prompt_tokens = prompt_tokens(&raw, endpoint, tok)?;
+    let mut images = Vec::new();
+    let prompt_tokens = prompt_tokens(&raw, endpoint, tok, &mut images)?;
     if prompt_tokens > max_model_len {
         return Err(ApiError::bad_request(
             format!(
@@ -295,6 +363,7 @@ pub fn parse_request(
         max_tokens,
         min_tokens,
         ignore_eos: raw.ignore_eos.unwrap_or(false),
+        images,
     })
 }
 
@@ -508,6 +577,50 @@ mod tests {
         assert!(r.stream && r.include_usage && r.continuous_usage);
         let r = parse(Endpoint::Chat, r#"{"messages":[{"role":"user","content":"hi"}]}"#).unwrap();
         assert_eq!(r.max_tokens, 100 - r.prompt_tokens);
+    }
+
+    #[test]
+    fn images_are_decoded_sized_and_counted() {
+        use rand::SeedableRng;
+        use servelab_workload::{random_image_data_url, ImageFormat, ImageSize};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let jpeg =
+            random_image_data_url(ImageSize { width: 64, height: 48 }, ImageFormat::Jpeg, &mut rng)
+                .unwrap();
+        let png =
+            random_image_data_url(ImageSize { width: 29, height: 28 }, ImageFormat::Png, &mut rng)
+                .unwrap();
+        let body = format!(
+            r#"{{"messages":[{{"role":"user","content":[{{"type":"text","text":"hi"}},
+            {{"type":"image_url","image_url":{{"url":"{jpeg}"}}}},
+            {{"type":"image_url","image_url":{{"url":"{png}"}}}}]}}],"max_tokens":1}}"#
+        );
+        let r = parse(Endpoint::Chat, &body).unwrap();
+        let sizes: Vec<_> = r.images.iter().map(|i| (i.width, i.height, i.tokens)).collect();
+        // 64×48: 3×2 patches of 28 px; 29×28: 2×1.
+        assert_eq!(sizes, vec![(64, 48, 6), (29, 28, 2)]);
+        assert!(r.images.iter().all(|i| i.bytes > 0));
+        let text = tok().count("<|user|>\nhi\n<|assistant|>\n") as u64;
+        assert_eq!(r.prompt_tokens, text + 8);
+        assert_eq!(image_tokens(1, 1), 1);
+        assert_eq!(image_tokens(56, 57), 6);
+    }
+
+    #[test]
+    fn bad_images_are_refused_by_name() {
+        let msg = |url: &str| {
+            let body = format!(
+                r#"{{"messages":[{{"role":"user","content":[{{"type":"image_url","image_url":{{"url":"{url}"}}}}]}}]}}"#
+            );
+            let e = parse(Endpoint::Chat, &body).unwrap_err();
+            assert_eq!(e.status, 400);
+            e.message
+        };
+        assert!(msg("https://example.com/a.png").contains("only data: URLs"));
+        assert!(msg("data:image/png,abc").contains("not base64"));
+        assert!(msg("data:image/png;base64,@@@").contains("base64 payload is invalid"));
+        assert!(msg("data:image/png;base64,aGkh").contains("cannot read the image"));
+        assert!(msg("data:image/png;base64").contains("no ','"));
     }
 
     #[test]

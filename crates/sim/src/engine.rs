@@ -18,7 +18,7 @@ use crate::stepper::Emit;
 use crate::api::GenRequest;
 use crate::metrics::Metrics;
 use crate::model::{EngineState, RequestShape, TokenClock};
-use crate::truth::{TruthChunk, TruthRecord, TruthSink};
+use crate::truth::{ImageSeen, TruthChunk, TruthRecord, TruthSink};
 use crate::{SimConfig, SimError};
 use servelab_timer::PreciseTimer;
 
@@ -352,6 +352,8 @@ pub struct Arrival {
     pub seq: u64,
     pub request_id: Option<String>,
     pub received: Instant,
+    /// The request's images, set once it is parsed (unset for a request rejected before).
+    pub images: std::sync::OnceLock<Vec<ImageSeen>>,
 }
 
 impl Arrival {
@@ -393,6 +395,7 @@ pub fn finish(
         queue_ns,
         chunks,
         outcome: outcome.to_string(),
+        images: arrival.images.get().cloned().unwrap_or_default(),
     });
 }
 
@@ -411,6 +414,7 @@ mod tests {
             max_tokens: max,
             min_tokens: min,
             ignore_eos,
+            images: Vec::new(),
         }
     }
 

@@ -29,7 +29,7 @@ pub use fault::Fault;
 pub use model::{
     EngineModel, EngineState, FixedModel, Jitter, JitterDist, PerTokenModel, RequestShape,
 };
-pub use truth::{TruthChunk, TruthRecord};
+pub use truth::{ImageSeen, TruthChunk, TruthRecord};
 
 use engine::Engine;
 

@@ -156,7 +156,7 @@ async fn generate(
     let request_id = header("x-request-id");
     let fault_header = header("x-servelab-fault");
     let body = Limited::new(req.into_body(), MAX_BODY_BYTES).collect().await;
-    let arrival = Arrival { seq, request_id, received: Instant::now() };
+    let arrival = Arrival { seq, request_id, received: Instant::now(), images: Default::default() };
     let reject = |e: ApiError, outcome: &str| {
         finish(&engine, &arrival, endpoint.name(), 0, 0, 0, Vec::new(), outcome);
         Ok(error(&e))
@@ -186,7 +186,10 @@ async fn generate(
         })
         .await;
     let gen_req = match parsed {
-        Some(Ok(r)) => r,
+        Some(Ok(r)) => {
+            let _ = arrival.images.set(r.images.clone());
+            r
+        }
         Some(Err(e)) => return reject(e, "bad-request"),
         None => {
             let e = ApiError::new(503, "ServiceUnavailableError", "The server is shutting down");

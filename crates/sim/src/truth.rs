@@ -26,6 +26,23 @@ pub struct TruthRecord {
     pub chunks: Vec<TruthChunk>,
     /// "ok" | the fault kind applied | "bad-request" | "aborted" (client or shutdown).
     pub outcome: String,
+    /// The images of a chat request, in message order (empty for text-only requests and for
+    /// requests rejected before parsing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageSeen>,
+}
+
+/// One image a chat request carried as a `data:` URL, as the server decoded it.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageSeen {
+    /// Pixel width from the image header.
+    pub width: u32,
+    /// Pixel height from the image header.
+    pub height: u32,
+    /// Size of the decoded image file in bytes.
+    pub bytes: u64,
+    /// Prompt tokens counted for it (see `api::image_tokens`).
+    pub tokens: u64,
 }
 
 /// One token-carrying event: offsets in ns from the moment the request (headers + body) was
@@ -165,6 +182,7 @@ mod tests {
             queue_ns: 0,
             chunks: vec![TruthChunk { tokens: 2, intended_ns: 10, actual_ns: 12 }],
             outcome: "ok".into(),
+            images: Vec::new(),
         }
     }
 

@@ -322,3 +322,44 @@ async fn hostile_inputs_never_break_the_server() {
     assert_eq!(ok.status, 200);
     sim.shutdown().await;
 }
+
+/// Random images sent as data URLs reach the server whole: it decodes each one, the truth log
+/// records the pixel size that was requested, and `usage.prompt_tokens` adds one token per
+/// 28×28 patch to the text's count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_images_arrive_as_data_urls_of_the_requested_size() {
+    use rand::SeedableRng;
+    use servelab_workload::{random_image_data_url, ImageFormat, ImageSize};
+    let sim = start(fast()).await.unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let sizes = [(512, 512, ImageFormat::Jpeg), (100, 30, ImageFormat::Png)];
+    let parts: Vec<serde_json::Value> = sizes
+        .iter()
+        .map(|&(width, height, format)| {
+            let url = random_image_data_url(ImageSize { width, height }, format, &mut rng).unwrap();
+            serde_json::json!({"type": "image_url", "image_url": {"url": url}})
+        })
+        .chain([serde_json::json!({"type": "text", "text": "describe"})])
+        .collect();
+    let body = serde_json::json!({
+        "model": "servelab-sim", "max_tokens": 2, "ignore_eos": true,
+        "messages": [{"role": "user", "content": parts}],
+    });
+    let seen = post(sim.addr(), "/v1/chat/completions", &body.to_string()).await;
+    assert_eq!(seen.status, 200, "{}", seen.text());
+    let text_tokens = tok().count("<|user|>\ndescribe\n<|assistant|>\n") as u64;
+    // 512×512: 19×19 patches; 100×30: 4×2.
+    let want = text_tokens + 361 + 8;
+    assert_eq!(seen.json()["usage"]["prompt_tokens"], want);
+    let truth = sim.truth();
+    let got: Vec<_> = truth[0].images.iter().map(|i| (i.width, i.height, i.tokens)).collect();
+    assert_eq!(got, vec![(512, 512, 361), (100, 30, 8)]);
+    assert_eq!(truth[0].prompt_tokens, want);
+    // A PNG of noise does not compress: at least its raw pixels.
+    assert!(truth[0].images[1].bytes >= 100 * 30 * 3);
+    let bad = r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png"}}]}]}"#;
+    let seen = post(sim.addr(), "/v1/chat/completions", bad).await;
+    assert_eq!(seen.status, 400);
+    assert!(seen.text().contains("only data: URLs"), "{}", seen.text());
+    sim.shutdown().await;
+}

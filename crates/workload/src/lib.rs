@@ -35,7 +35,7 @@ use std::path::PathBuf;
 pub use api::Api;
 pub use error::DatasetError;
 pub use hf::HfDatasetSpec;
-pub use image::{ImageFormat, ImageSize};
+pub use image::{random_image_data_url, ImageFormat, ImageSize};
 pub use multimodal::ImageOptions;
 pub use prompt::{ChatMessage, ContentPart, ImageUrl, MessageContent, Prompt, PromptBody};
 pub use session::{

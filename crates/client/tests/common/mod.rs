@@ -30,6 +30,7 @@ pub fn config(target: Target, n: usize) -> RunConfig {
         requests: vec![planned; n],
         warmups: Vec::new(),
         arrivals: Arrivals::Burst,
+        send_at: None,
         seed: 7,
         max_concurrency: None,
         duration: None,

@@ -1,0 +1,38 @@
+//! A replay sends request `i` at its given instant (a trace's timestamps): the records carry
+//! the trace's instants as their schedule, and the simulator received every request. The
+//! median schedule lag (sent − scheduled) is printed; it is bounded loosely because a shared
+//! 2-core machine can deschedule the client for milliseconds.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use servelab_client::RunConfig;
+use servelab_sim::{start, SimConfig};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_sends_each_request_at_its_trace_instant() {
+    let sim = start(SimConfig::fixed(2.0, 0.5).with_port(0)).await.unwrap();
+    // 24 irregular instants over ~0.9 s, with two pairs at the same instant.
+    let offsets: Vec<u64> = (0..24u64).map(|i| (i * i * 1_600_000) + (i % 3) * 7_000_000).collect();
+    let mut sorted = offsets.clone();
+    sorted.sort_unstable();
+    let at: Arc<[u64]> = sorted.clone().into();
+    let cfg = RunConfig { send_at: Some(at), ..config(target(&sim.base_url()).await, 24) };
+    let (records, _, _) = run_all(cfg).await;
+    assert_eq!(records.len(), 24);
+    let mut lags: Vec<u64> = Vec::new();
+    for (r, want) in records.iter().zip(&sorted) {
+        assert_eq!(r.scheduled_ns, *want, "request {} follows the trace", r.index);
+        assert!(r.sent_ns >= r.scheduled_ns, "never early: {r:?}");
+        lags.push(r.sent_ns - r.scheduled_ns);
+    }
+    lags.sort_unstable();
+    let median_ms = lags[lags.len() / 2] as f64 / 1e6;
+    eprintln!("replay schedule lag: median {median_ms:.3} ms, max {:.3} ms", lags[23] as f64 / 1e6);
+    assert!(median_ms < 20.0, "median lag {median_ms} ms");
+    let truth = sim.truth();
+    assert_eq!(truth.iter().filter(|t| t.outcome == "ok").count(), 24);
+    sim.shutdown().await;
+}
