@@ -378,7 +378,26 @@ async fn interrupt_keeps_a_partial_result() {
     );
     let (tx, rx) = watch::channel(false);
     let run = tokio::spawn(async move { servelab::bench(&s, rx).await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Interrupt once two requests are streaming (not after a fixed pause: on a loaded machine
+    // the start can take longer than any pause chosen here).
+    let target = servelab_client::Target::resolve(&sim.base_url(), "/metrics").await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = match servelab_client::http::get(&target, "/metrics").await {
+            Ok((200, b)) => String::from_utf8_lossy(&b).into_owned(),
+            _ => String::new(),
+        };
+        let running = body
+            .lines()
+            .find(|l| l.starts_with("vllm:num_requests_running"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+        if running == Some(2.0) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "two requests never ran: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
     tx.send(true).unwrap();
     let out = tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
     assert_eq!(out.stop, StopReason::Interrupted);
