@@ -100,7 +100,8 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "FILE")]
     pub engine: PathBuf,
     /// Measured sweeps: Markdown tables as published (a heading with ISL:OSL over each
-    /// table) or servelab sweep.json files.
+    /// table), servelab sweep.json files, or stored runs (a sweep's --label, a run id or
+    /// label: measured sweep points of ISL:OSL scenarios at concurrency levels).
     #[arg(required = true, value_name = "TABLE")]
     pub tables: Vec<PathBuf>,
     /// Parameters to fit: eta_gemm, eta_attn, eta_mem, eta_link, step_overhead_us,
@@ -116,6 +117,9 @@ pub struct CalibrateArgs {
     /// Where the fitted engine file goes (default: FILE with `.fitted.yaml`).
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// The results store stored runs are read from.
+    #[command(flatten)]
+    pub db: DbArg,
 }
 
 /// The commands of `servelab sim`.

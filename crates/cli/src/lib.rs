@@ -173,6 +173,47 @@ pub async fn predict(a: &PredictArgs) -> Result<ExitStatus, Failure> {
     sweep_outputs(&plan, result, "Predicted sweep results")
 }
 
+/// The measured runs a store label or id names, as sweep tables for a fit. Predicted runs
+/// are refused: fitting the model to its own output would measure nothing.
+fn stored_tables(
+    db: &args::DbArg,
+    spec: &str,
+) -> Result<Vec<servelab_engine::SweepTable>, Failure> {
+    let path = servelab_store::resolve_db_path(db.db.clone())
+        .ok_or_else(|| Failure::usage("no HOME or XDG_DATA_HOME: pass --db PATH"))?;
+    let store = servelab_store::Store::open_existing(&path).map_err(|e| {
+        Failure::usage(format!("'{spec}' is not a file, and the store cannot be read: {e}"))
+    })?;
+    let ids = store
+        .resolve(spec)
+        .map_err(|e| Failure::usage(format!("{e}; '{spec}' is not a table file either")))?;
+    let mut points = Vec::new();
+    for id in ids {
+        let run = store.run(id).map_err(Failure::runtime)?;
+        if run.row.kind.is_predicted() {
+            return Err(Failure::usage(format!(
+                "run #{id} ('{spec}') is a prediction: calibrate fits measured runs"
+            )));
+        }
+        let Some((summary, _)) = store.summary_of(id).map_err(Failure::runtime)? else {
+            continue;
+        };
+        let info = &summary.info;
+        let Some(c) = info.load.max_concurrency else {
+            return Err(Failure::usage(format!(
+                "run #{id} ('{spec}') has no concurrency cap: calibrate fits concurrency sweeps"
+            )));
+        };
+        let level = servelab_load::Level::Concurrency(usize::try_from(c).unwrap_or(usize::MAX));
+        points.push((info.dataset.clone(), info.dataset.clone(), level, summary));
+    }
+    if points.is_empty() {
+        return Err(Failure::usage(format!("'{spec}': no finished run to fit")));
+    }
+    servelab_predict::calibrate::tables_from_points(points)
+        .map_err(|e| Failure::usage(format!("'{spec}': {e}")))
+}
+
 /// `servelab predict calibrate`: fit, print the report, write the fitted engine file.
 pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
     let opts = resolve::fit_options(&a.params, a.max_evals).map_err(Failure::usage)?;
@@ -186,7 +227,11 @@ pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
     }
     let mut tables = Vec::new();
     for t in &a.tables {
-        tables.extend(servelab_predict::calibrate::read_tables(t).map_err(Failure::usage)?);
+        if t.is_file() {
+            tables.extend(servelab_predict::calibrate::read_tables(t).map_err(Failure::usage)?);
+        } else {
+            tables.extend(stored_tables(&a.db, &t.to_string_lossy())?);
+        }
     }
     term::note(&format!(
         "Fitting {} parameters to {} measured cells (at most {} evaluations)...",

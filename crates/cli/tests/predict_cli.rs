@@ -192,3 +192,76 @@ fn bench_against_sim_engine_matches_the_prediction() {
     assert!(e.peak_requests_running.unwrap_or(0.0) >= 1.0, "{e:?}");
     assert!(e.peak_kv_cache_usage.unwrap_or(0.0) > 0.0, "{e:?}");
 }
+
+/// Calibrate reads measured sweeps from the store by label, and refuses predictions.
+#[test]
+fn calibrate_reads_stored_sweeps_and_refuses_predictions() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let (m_dir, p_dir) = (dir.path().join("m"), dir.path().join("p"));
+    let sweep = [
+        "sweep",
+        "--concurrency",
+        "1,2",
+        "--scenario",
+        "32:8",
+        "--min-prompts",
+        "4",
+        "--max-prompts",
+        "4",
+        "--ignore-eos",
+        "--no-progress",
+        "--settle-secs",
+        "0",
+        "--label",
+        "measured-sweep",
+        "--output-dir",
+        m_dir.to_str().unwrap(),
+    ];
+    ok(&servelab(&db, &sweep));
+    let engine = engine();
+    let fitted = dir.path().join("fitted.yaml");
+    let calibrate = |source: &str| {
+        servelab(
+            &db,
+            &[
+                "predict",
+                "calibrate",
+                "--engine",
+                &engine,
+                source,
+                "--params",
+                "eta_gemm",
+                "--max-evals",
+                "3",
+                "--output",
+                fitted.to_str().unwrap(),
+            ],
+        )
+    };
+    let report = ok(&calibrate("measured-sweep"));
+    assert!(report.contains("| 32:8 | 1 |") && report.contains("| 32:8 | 2 |"), "{report}");
+    assert!(fitted.exists());
+
+    let predict = [
+        "predict",
+        "--engine",
+        &engine,
+        "--concurrency",
+        "1",
+        "--scenario",
+        "32:8",
+        "--min-prompts",
+        "4",
+        "--label",
+        "guess",
+        "--output-dir",
+        p_dir.to_str().unwrap(),
+    ];
+    ok(&servelab(&db, &predict));
+    let out = calibrate("guess");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a prediction"));
+    let out = calibrate("no-such-label");
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -62,25 +62,38 @@ fn scenario_of(s: &str) -> Option<Scenario> {
 pub fn sweep_json_tables(text: &str) -> Result<Vec<SweepTable>, String> {
     let f: SweepFile =
         serde_json::from_str(text).map_err(|e| format!("not a servelab sweep.json: {e}"))?;
-    let mut out = Vec::new();
-    for sc in f.scenarios {
-        let Some(scenario) = scenario_of(&sc.dataset).or_else(|| scenario_of(&sc.name)) else {
+    let points = f.scenarios.into_iter().flat_map(|sc| {
+        let (name, dataset) = (sc.name, sc.dataset);
+        sc.points.into_iter().map(move |p| (name.clone(), dataset.clone(), p.load, p.summary))
+    });
+    tables_from_points(points)
+}
+
+/// Measured points `(scenario name, dataset label, load, summary)` as sweep tables: one per
+/// scenario in first-seen order, one row per concurrency level in the order given. Every
+/// point must be a fixed-length random scenario (`random(ISL:OSL)` or a name `ISL:OSL`) at a
+/// concurrency level; the error names the first that is not.
+pub fn tables_from_points(
+    points: impl IntoIterator<Item = (String, String, Level, Summary)>,
+) -> Result<Vec<SweepTable>, String> {
+    let mut out: Vec<SweepTable> = Vec::new();
+    for (name, dataset, load, summary) in points {
+        let Some(scenario) = scenario_of(&dataset).or_else(|| scenario_of(&name)) else {
             return Err(format!(
-                "scenario '{}' ({}) has no fixed ISL:OSL; calibrate reads --scenario ISL:OSL sweeps",
-                sc.name, sc.dataset
+                "scenario '{name}' ({dataset}) has no fixed ISL:OSL; calibrate reads \
+                 --scenario ISL:OSL sweeps"
             ));
         };
-        let mut rows = Vec::new();
-        for p in sc.points {
-            let Level::Concurrency(c) = p.load else {
-                return Err(format!(
-                    "scenario '{}' is a request-rate sweep; calibrate reads concurrency sweeps",
-                    sc.name
-                ));
-            };
-            rows.push(row(u32::try_from(c).unwrap_or(u32::MAX), &p.summary));
+        let Level::Concurrency(c) = load else {
+            return Err(format!(
+                "scenario '{name}' is a request-rate sweep; calibrate reads concurrency sweeps"
+            ));
+        };
+        let row = row(u32::try_from(c).unwrap_or(u32::MAX), &summary);
+        match out.iter_mut().find(|t| t.scenario == Some(scenario)) {
+            Some(t) => t.rows.push(row),
+            None => out.push(SweepTable { name, scenario: Some(scenario), rows: vec![row] }),
         }
-        out.push(SweepTable { name: sc.name, scenario: Some(scenario), rows });
     }
     Ok(out)
 }
