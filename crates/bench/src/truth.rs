@@ -1,7 +1,7 @@
 //! The built-in simulator's log, in the terms of the metrics stage.
 
 use servelab_metrics::truth::{ServerTruth, TruthEvent};
-use servelab_sim::truth::TruthRecord;
+use servelab_sim::TruthRecord;
 
 /// The measured requests of a simulator's log (`x-request-id` `servelab-N`; warm-ups, which
 /// are `servelab-wN`, and requests it did not finish are left out).
@@ -27,7 +27,7 @@ pub fn server_truth(log: &[TruthRecord]) -> Vec<ServerTruth> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use servelab_sim::truth::TruthChunk;
+    use servelab_sim::TruthChunk;
 
     fn rec(id: Option<&str>, outcome: &str) -> TruthRecord {
         TruthRecord {

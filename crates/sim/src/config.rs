@@ -101,7 +101,9 @@ pub struct SimArgs {
 /// Tokens per SSE event: uniform in `min..=max` (equal for a fixed K).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkSize {
+    /// Fewest tokens in one event (at least 1).
     pub min: u32,
+    /// Most tokens in one event (at least `min`).
     pub max: u32,
 }
 
@@ -125,29 +127,48 @@ impl FromStr for ChunkSize {
     }
 }
 
-/// Validated configuration of one simulated engine.
+/// Validated configuration of one simulated engine. [`SimConfig::fixed`] (or `default()`:
+/// TTFT 50 ms, ITL 10 ms) and the `with_*` methods build one in code; [`SimArgs::into_config`]
+/// from the CLI.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
+    /// Address to bind (a host name or an IP address).
     pub host: String,
+    /// Port to bind; 0 picks a free one.
     pub port: u16,
-    /// Served model name.
+    /// Served model name: listed by `/v1/models`; a request naming another model gets 404.
     pub model: String,
     /// Tokenizer spec for `Tokenizer::from_spec`.
     pub tokenizer: String,
+    /// Longest prompt + `max_tokens` accepted, in tokens; longer requests get 400, like vLLM.
     pub max_model_len: u64,
     /// The timing decision.
     pub engine_model: Arc<dyn EngineModel>,
+    /// Per-token noise on top of the engine model ([`Jitter::NONE`]: none).
     pub jitter: Jitter,
+    /// Tokens per SSE event.
     pub tokens_per_chunk: ChunkSize,
-    /// `None`: no capacity limit.
+    /// At most this many requests decode at once; the rest wait in a FIFO queue. `None`: no
+    /// capacity limit. Unused in engine-model mode, whose scheduler has its own limit.
     pub max_num_seqs: Option<usize>,
+    /// Mean of the seeded natural output length (the simulated EOS), in tokens: exponential,
+    /// at least 1. Requests with `ignore_eos` generate `max_tokens` instead.
     pub eos_mean_tokens: f64,
+    /// The first this-many output tokens are reasoning (chat: `delta.reasoning_content`).
     pub reasoning_tokens: u64,
+    /// Faults injected at random, each with its probability per request; the first hit wins
+    /// and a request's `x-servelab-fault` header overrides them.
     pub fault_rates: Vec<(Fault, f64)>,
+    /// `/health` and every request answer 503 for this long after the sim starts.
     pub startup: Duration,
+    /// Also append one JSON line per finished request (a [`crate::TruthRecord`]) to this
+    /// file, created or truncated. `None`: the truth is kept in memory only.
     pub truth_log: Option<PathBuf>,
+    /// Seed of every random choice (output text, lengths, jitter, faults).
     pub seed: u64,
-    /// Engine-model mode: this deployment times every token (see [`crate::stepper`]).
+    /// Engine-model mode: this deployment's scheduler and step times decide when every token
+    /// is sent, instead of `engine_model`, `jitter`, `tokens_per_chunk` and `max_num_seqs`.
+    /// `None`: off.
     pub engine: Option<Arc<servelab_engine::EngineConfig>>,
 }
 
@@ -197,58 +218,75 @@ impl SimConfig {
         self
     }
 
+    /// Bind `port` (0 picks a free one).
     pub fn with_port(mut self, port: u16) -> Self {
         self.port = port;
         self
     }
+    /// Serve the model name `model`.
     pub fn with_model(mut self, model: &str) -> Self {
         self.model = model.to_string();
         self
     }
+    /// Count and generate tokens with the tokenizer `spec` (a built-in encoding or a
+    /// tokenizer.json path).
     pub fn with_tokenizer(mut self, spec: &str) -> Self {
         self.tokenizer = spec.to_string();
         self
     }
+    /// Time requests with the engine model `m`.
     pub fn with_engine_model(mut self, m: Arc<dyn EngineModel>) -> Self {
         self.engine_model = m;
         self
     }
+    /// Per-token jitter of shape `dist` and scale `scale_ms` milliseconds (negative or
+    /// non-finite: none).
     pub fn with_jitter(mut self, dist: JitterDist, scale_ms: f64) -> Self {
         self.jitter = Jitter { dist, scale: ms("", scale_ms).unwrap_or(Duration::ZERO) };
         self
     }
+    /// `min..=max` tokens per SSE event (raised to at least 1, and `max` to at least `min`).
     pub fn with_tokens_per_chunk(mut self, min: u32, max: u32) -> Self {
         self.tokens_per_chunk = ChunkSize { min: min.max(1), max: max.max(min.max(1)) };
         self
     }
+    /// At most `n` requests decode at once (at least 1); the rest queue.
     pub fn with_max_num_seqs(mut self, n: usize) -> Self {
         self.max_num_seqs = Some(n.max(1));
         self
     }
+    /// Natural output lengths with mean `mean` tokens (see [`SimConfig::eos_mean_tokens`]).
     pub fn with_eos_mean_tokens(mut self, mean: f64) -> Self {
         self.eos_mean_tokens = mean;
         self
     }
+    /// The first `n` output tokens are reasoning.
     pub fn with_reasoning_tokens(mut self, n: u64) -> Self {
         self.reasoning_tokens = n;
         self
     }
+    /// Also inject `fault` into a request with probability `p`, drawn after the rates added
+    /// before.
     pub fn with_fault_rate(mut self, fault: Fault, p: f64) -> Self {
         self.fault_rates.push((fault, p));
         self
     }
+    /// Answer 503 for the first `secs` seconds (clamped to 0..=10⁶).
     pub fn with_startup_secs(mut self, secs: f64) -> Self {
         self.startup = Duration::from_secs_f64(secs.clamp(0.0, 1e6));
         self
     }
+    /// Also write the truth log to `path`.
     pub fn with_truth_log(mut self, path: impl Into<PathBuf>) -> Self {
         self.truth_log = Some(path.into());
         self
     }
+    /// Accept at most `n` tokens of prompt + `max_tokens`.
     pub fn with_max_model_len(mut self, n: u64) -> Self {
         self.max_model_len = n;
         self
     }
+    /// Seed every random choice with `seed`.
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self

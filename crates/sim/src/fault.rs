@@ -8,7 +8,7 @@ use std::str::FromStr;
 use rand::Rng;
 
 /// Default pause of `stall` when no seconds are given (e.g. via `--fault-rate stall=0.1`).
-pub const DEFAULT_STALL_SECS: f64 = 1.0;
+pub(crate) const DEFAULT_STALL_SECS: f64 = 1.0;
 
 /// One injectable fault.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -26,9 +26,15 @@ pub enum Fault {
     /// server closing the idle connection just as it was reused (the keep-alive race).
     CloseBefore,
     /// TCP RST after some tokens: after `after_tokens`, or half the output when `None`.
-    ResetMid { after_tokens: Option<u64> },
-    /// A pause of `secs` mid-stream, then the stream continues.
-    Stall { secs: f64 },
+    ResetMid {
+        /// Tokens sent before the reset (at most all but one); `None`: half the output.
+        after_tokens: Option<u64>,
+    },
+    /// A pause of `secs` mid-stream (after half the output), then the stream continues.
+    Stall {
+        /// Length of the pause, in seconds (0 to 3600 when parsed).
+        secs: f64,
+    },
     /// One SSE line whose payload is not valid JSON.
     Malformed,
     /// An error object inside the stream, then `[DONE]`.
@@ -47,14 +53,24 @@ pub enum Fault {
 /// Why a fault spec was rejected.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FaultParseError {
+    /// A kind that is not one of the faults.
     #[error(
         "unknown fault kind '{0}'; expected one of rate-limit, server-error, unavailable, \
          reset-before, close-before, reset-mid[=TOKENS], stall=SECS, malformed, stream-error, no-done, \
          no-usage, split-utf8, close-after"
     )]
     UnknownKind(String),
+    /// A known kind with an argument it does not take or cannot parse.
     #[error("fault '{kind}' has an invalid argument '{arg}': {why}")]
-    BadArg { kind: String, arg: String, why: &'static str },
+    BadArg {
+        /// The fault kind as written.
+        kind: String,
+        /// The rejected argument.
+        arg: String,
+        /// What the kind expects instead.
+        why: &'static str,
+    },
+    /// A `--fault-rate` value that is not `KIND=P` with P in [0, 1].
     #[error("fault rate '{0}' must look like KIND=P with P in [0, 1] (e.g. rate-limit=0.05)")]
     BadRate(String),
 }
@@ -149,7 +165,7 @@ impl FromStr for Fault {
 }
 
 /// Parse one `--fault-rate KIND[=ARG]=P` value: the probability is after the LAST `=`.
-pub fn parse_fault_rate(s: &str) -> Result<(Fault, f64), FaultParseError> {
+pub(crate) fn parse_fault_rate(s: &str) -> Result<(Fault, f64), FaultParseError> {
     let (spec, p) = s.rsplit_once('=').ok_or_else(|| FaultParseError::BadRate(s.to_string()))?;
     let p: f64 = p.trim().parse().map_err(|_| FaultParseError::BadRate(s.to_string()))?;
     if !(0.0..=1.0).contains(&p) {
@@ -160,7 +176,7 @@ pub fn parse_fault_rate(s: &str) -> Result<(Fault, f64), FaultParseError> {
 
 /// Draw the rate-based fault for one request: each configured rate in order gets one uniform
 /// draw from the request's seeded RNG; the first hit wins.
-pub fn draw_fault(rates: &[(Fault, f64)], rng: &mut impl Rng) -> Option<Fault> {
+pub(crate) fn draw_fault(rates: &[(Fault, f64)], rng: &mut impl Rng) -> Option<Fault> {
     rates.iter().find(|(_, p)| rng.random::<f64>() < *p).map(|(f, _)| *f)
 }
 

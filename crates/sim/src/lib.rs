@@ -2,20 +2,31 @@
 //! ground-truth log of when every chunk was sent.
 //!
 //! Start one with [`start`] (tests, examples) or [`serve`] (the CLI). See docs/sim.md.
+//!
+//! A [`SimConfig`] (or the CLI's [`SimArgs`], validated into one) says what the engine
+//! serves and how it times tokens: an [`EngineModel`] ([`FixedModel`], [`PerTokenModel`], or
+//! any other) decides TTFT and ITL, [`Jitter`] adds seeded noise, and in engine-model mode an
+//! engine file's scheduler decides instead. A [`Fault`] can be injected per request. The
+//! running sim, a [`SimHandle`], keeps one [`TruthRecord`] per finished request: when every
+//! chunk was meant to go out and when it did, the timing a client's measurements are checked
+//! against.
 
-pub mod api;
-pub mod body;
-pub mod config;
-pub mod conn;
-pub mod engine;
-pub mod fault;
-pub mod metrics;
-pub mod model;
-pub mod parse_pool;
-pub mod server;
-pub mod stepper;
+#![warn(missing_docs)]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
+mod api;
+mod body;
+mod config;
+mod conn;
+mod engine;
+mod fault;
+mod metrics;
+mod model;
+mod parse_pool;
+mod server;
+mod stepper;
 mod sys;
-pub mod truth;
+mod truth;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,7 +36,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::{ChunkSize, SimArgs, SimConfig, TimingKind};
-pub use fault::Fault;
+pub use fault::{Fault, FaultParseError};
 pub use model::{
     EngineModel, EngineState, FixedModel, Jitter, JitterDist, PerTokenModel, RequestShape,
 };
@@ -36,15 +47,26 @@ use engine::Engine;
 /// Why the sim could not start or run.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// An option or value is invalid (tokenizer, timing, engine file, ...); the message names
+    /// it.
     #[error("invalid sim configuration: {0}")]
     Config(String),
+    /// The listening address could not be bound.
     #[error("cannot bind {addr}: {message} (is the port in use? try --port 0)")]
-    Bind { addr: String, message: String },
+    Bind {
+        /// The `HOST:PORT` asked for.
+        addr: String,
+        /// The operating system's reason.
+        message: String,
+    },
+    /// A resource the sim needs could not be set up (truth log file, timer or parser
+    /// threads, the listener's address).
     #[error("sim I/O error: {0}")]
     Io(String),
 }
 
-/// A running sim.
+/// A running sim: where it listens and its ground truth. Dropping it also stops the sim, but
+/// only [`SimHandle::shutdown`] waits for that and flushes the truth log.
 #[derive(Debug)]
 pub struct SimHandle {
     addr: SocketAddr,
@@ -54,6 +76,7 @@ pub struct SimHandle {
 }
 
 impl SimHandle {
+    /// The address it listens on (the port actually bound when 0 was asked for).
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }

@@ -98,14 +98,9 @@ fn label_value(v: &str) -> String {
 }
 
 impl Metrics {
-    /// The Prometheus text exposition, labelled like vLLM (`model_name`, `engine`).
-    pub fn render(&self, model: &str) -> String {
-        self.render_with(model, None)
-    }
-
-    /// [`Metrics::render`]; in engine-model mode, running and waiting are the engine's, and
-    /// its KV-cache usage, preemptions and prefix-cache counters are added, as vLLM V1 names
-    /// them.
+    /// The Prometheus text exposition, labelled like vLLM (`model_name`, `engine`). With
+    /// `engine` (engine-model mode), running and waiting are the engine's, and its KV-cache
+    /// usage, preemptions and prefix-cache counters are added, as vLLM V1 names them.
     pub fn render_with(&self, model: &str, engine: Option<&Gauges>) -> String {
         let labels = format!("model_name=\"{}\",engine=\"0\"", label_value(model));
         let mut out = String::with_capacity(8192);
@@ -226,7 +221,7 @@ mod tests {
     fn renders_vllm_names() {
         let m = Metrics::default();
         m.running.store(3, Relaxed);
-        let s = m.render("my\"model");
+        let s = m.render_with("my\"model", None);
         assert!(
             s.contains("vllm:num_requests_running{model_name=\"my\\\"model\",engine=\"0\"} 3.0")
         );

@@ -14,6 +14,7 @@ use rand_distr::{Distribution, Exp, Normal};
 /// What the engine knows about one request when timing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestShape {
+    /// Tokens in the prompt.
     pub prompt_tokens: u64,
     /// Tokens this request will generate.
     pub output_tokens: u64,
@@ -39,7 +40,9 @@ pub trait EngineModel: Send + Sync + Debug {
 /// Constant TTFT and ITL.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FixedModel {
+    /// Time from getting a slot to the first token.
     pub ttft: Duration,
+    /// Time between successive tokens.
     pub itl: Duration,
 }
 
@@ -55,8 +58,11 @@ impl EngineModel for FixedModel {
 /// TTFT = overhead + prompt_tokens × prefill time per token; constant ITL.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PerTokenModel {
+    /// The fixed part of TTFT.
     pub overhead: Duration,
+    /// Prefill time per prompt token.
     pub prefill_per_token: Duration,
+    /// Time between successive tokens.
     pub itl: Duration,
 }
 
@@ -84,7 +90,9 @@ pub enum JitterDist {
 /// Per-token timing noise of scale `scale` (σ, mean or half-width, see [`JitterDist`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Jitter {
+    /// Shape of the noise.
     pub dist: JitterDist,
+    /// σ (normal), mean (exponential) or half-width (uniform); zero means no noise.
     pub scale: Duration,
 }
 
@@ -96,7 +104,7 @@ impl Jitter {
     pub const NONE: Jitter = Jitter { dist: JitterDist::Normal, scale: Duration::ZERO };
 
     /// One raw draw in signed nanoseconds.
-    pub fn sample_ns(&self, rng: &mut impl Rng) -> i64 {
+    pub(crate) fn sample_ns(&self, rng: &mut impl Rng) -> i64 {
         let s = self.scale.as_nanos() as f64;
         if s <= 0.0 {
             return 0;
@@ -111,7 +119,7 @@ impl Jitter {
 
     /// The jittered due time of a token whose un-jittered time is `base_ns`, never before
     /// `floor_ns` (the previous token's due time, or the slot start): resampled, not clamped.
-    pub fn apply(&self, base_ns: u64, floor_ns: u64, rng: &mut impl Rng) -> u64 {
+    pub(crate) fn apply(&self, base_ns: u64, floor_ns: u64, rng: &mut impl Rng) -> u64 {
         if self.scale.is_zero() {
             return base_ns.max(floor_ns);
         }
@@ -133,7 +141,7 @@ fn dur_ns(d: Duration) -> u64 {
 /// Due times of successive tokens, at ABSOLUTE offsets from the request's arrival: token i is
 /// due at slot + TTFT + Σ ITL (+ jitter of token i only), so lateness never accumulates.
 #[derive(Debug, Clone)]
-pub struct TokenClock {
+pub(crate) struct TokenClock {
     /// Un-jittered due time of the next token.
     next_base_ns: u64,
     /// Due time of the last token handed out (or the slot start).
@@ -147,7 +155,7 @@ pub struct TokenClock {
 impl TokenClock {
     /// A clock for a request that got its slot `slot_ns` after arrival, with first-token delay
     /// `ttft`.
-    pub fn new(slot_ns: u64, ttft: Duration) -> Self {
+    pub(crate) fn new(slot_ns: u64, ttft: Duration) -> Self {
         Self {
             next_base_ns: slot_ns.saturating_add(dur_ns(ttft)),
             last_ns: slot_ns,
@@ -157,18 +165,18 @@ impl TokenClock {
     }
 
     /// Index of the next token.
-    pub fn index(&self) -> u64 {
+    pub(crate) fn index(&self) -> u64 {
         self.index
     }
 
     /// Delay every later token by `d`.
-    pub fn shift(&mut self, d: Duration) {
+    pub(crate) fn shift(&mut self, d: Duration) {
         self.shift_ns = self.shift_ns.saturating_add(dur_ns(d));
     }
 
     /// Due time (ns after arrival) of the next token, `itl_next` being the model's ITL from
     /// this token to the one after it.
-    pub fn next(&mut self, jitter: &Jitter, itl_next: Duration, rng: &mut impl Rng) -> u64 {
+    pub(crate) fn next(&mut self, jitter: &Jitter, itl_next: Duration, rng: &mut impl Rng) -> u64 {
         let due = jitter.apply(self.next_base_ns.saturating_add(self.shift_ns), self.last_ns, rng);
         self.last_ns = due;
         self.next_base_ns = self.next_base_ns.saturating_add(dur_ns(itl_next));

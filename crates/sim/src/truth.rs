@@ -18,9 +18,11 @@ pub struct TruthRecord {
     pub seq: u64,
     /// "completions" | "chat".
     pub endpoint: String,
+    /// Tokens in the prompt, as the server counted them.
     pub prompt_tokens: u64,
+    /// Output tokens sent (fewer than planned when the stream was cut short).
     pub completion_tokens: u64,
-    /// Time waiting for a `--max-num-seqs` slot.
+    /// Time waiting for a `--max-num-seqs` slot, in ns (0 when it did not wait).
     pub queue_ns: u64,
     /// Every SSE event that carried tokens (one chunk for a non-streaming response).
     pub chunks: Vec<TruthChunk>,
@@ -49,8 +51,12 @@ pub struct ImageSeen {
 /// received; `actual_ns` is when the body frame was handed to hyper.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TruthChunk {
+    /// Tokens the event carried.
     pub tokens: u32,
+    /// When the timing model (or the engine model's step) said the event was due.
     pub intended_ns: u64,
+    /// When the event was actually handed to hyper (`actual_ns - intended_ns` is the sim's
+    /// own lateness).
     pub actual_ns: u64,
 }
 
@@ -60,7 +66,7 @@ enum Msg {
 }
 
 /// In-memory list plus the optional file writer.
-pub struct TruthSink {
+pub(crate) struct TruthSink {
     memory: Mutex<Vec<TruthRecord>>,
     tx: Mutex<Option<mpsc::Sender<Msg>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -74,7 +80,7 @@ impl std::fmt::Debug for TruthSink {
 
 impl TruthSink {
     /// A sink; with `path`, records are also appended there (file created or truncated).
-    pub fn new(path: Option<&Path>) -> std::io::Result<Arc<Self>> {
+    pub(crate) fn new(path: Option<&Path>) -> std::io::Result<Arc<Self>> {
         let (tx, thread) = match path {
             None => (None, None),
             Some(p) => {
@@ -93,35 +99,32 @@ impl TruthSink {
         }))
     }
 
-    pub fn push(&self, rec: TruthRecord) {
+    /// Keep one finished request's record (and queue it for the file, if any).
+    pub(crate) fn push(&self, rec: TruthRecord) {
         if let Some(tx) = self.tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             let _ = tx.send(Msg::Record(rec.clone()));
         }
         self.memory.lock().unwrap_or_else(|e| e.into_inner()).push(rec);
     }
 
-    pub fn snapshot(&self) -> Vec<TruthRecord> {
+    /// Every record so far.
+    pub(crate) fn snapshot(&self) -> Vec<TruthRecord> {
         self.memory.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Records finished so far.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.memory.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
-    /// True when no request has finished.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The records from the `start`-th on (those of one run of several against one server).
-    pub fn since(&self, start: usize) -> Vec<TruthRecord> {
+    pub(crate) fn since(&self, start: usize) -> Vec<TruthRecord> {
         let memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
         memory.get(start..).map_or_else(Vec::new, <[TruthRecord]>::to_vec)
     }
 
     /// Wait until every record pushed so far is written to the file.
-    pub fn flush(&self) {
+    pub(crate) fn flush(&self) {
         let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(tx) = tx {
             let (ack_tx, ack_rx) = mpsc::sync_channel(1);
@@ -132,7 +135,7 @@ impl TruthSink {
     }
 
     /// Flush and stop the writer thread.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.flush();
         self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
