@@ -273,7 +273,9 @@ impl SimConfig {
     }
     /// Answer 503 for the first `secs` seconds (clamped to 0..=10⁶).
     pub fn with_startup_secs(mut self, secs: f64) -> Self {
-        self.startup = Duration::from_secs_f64(secs.clamp(0.0, 1e6));
+        // NaN is no delay (clamping would keep it, and a NaN Duration panics).
+        let secs = if secs.is_nan() { 0.0 } else { secs.clamp(0.0, 1e6) };
+        self.startup = Duration::from_secs_f64(secs);
         self
     }
     /// Also write the truth log to `path`.
