@@ -117,15 +117,23 @@ pub async fn compare(a: CompareArgs) -> Result<ExitStatus, Failure> {
     let o = CompareOptions::from_flags(a.min_success_rate, a.resamples, a.seed)
         .map_err(Failure::usage)?;
     let mut sources = Sources::new(a.db.db.clone());
-    let subjects = a.runs.iter().map(|spec| sources.subject(spec)).collect::<Result<Vec<_>, _>>();
-    let subjects = subjects.map_err(Failure::usage)?;
-    let c = tokio::task::spawn_blocking(move || servelab_compare::compare(&subjects, &o))
-        .await
-        .map_err(|e| Failure::runtime(format!("comparison failed: {e}")))?;
+    let operands = a.runs.iter().map(|spec| sources.subjects(spec)).collect::<Result<Vec<_>, _>>();
+    let pairing =
+        servelab_compare::pair(operands.map_err(Failure::usage)?).map_err(Failure::usage)?;
+    let unmatched = pairing.unmatched;
+    let points = tokio::task::spawn_blocking(move || {
+        pairing
+            .points
+            .into_iter()
+            .map(|p| (p.heading, servelab_compare::compare(&p.subjects, &o)))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map_err(|e| Failure::runtime(format!("comparison failed: {e}")))?;
     term::stdout(&match a.format {
-        Format::Table => servelab_compare::render::render_plain(&c),
-        Format::Markdown => servelab_compare::render::render_markdown(&c),
-        Format::Json => servelab_compare::render::render_json(&c),
+        Format::Table => servelab_compare::render::render_points(&points, &unmatched, false),
+        Format::Markdown => servelab_compare::render::render_points(&points, &unmatched, true),
+        Format::Json => servelab_compare::render::render_points_json(&points, &unmatched),
     });
     Ok(ExitStatus::Success)
 }

@@ -236,3 +236,80 @@ fn a_run_that_never_finished_is_shown_incomplete_and_summarized_from_its_records
     let cmp = ok(&servelab(&db, &["compare", "done", "killed"]));
     assert!(cmp.contains("killed"), "{cmp}");
 }
+
+fn bench_prompts(db: &Path, label: &str, prompts: &str) {
+    ok(&servelab(
+        db,
+        &[
+            "bench",
+            "--num-prompts",
+            prompts,
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "4",
+            "--ignore-eos",
+            "--no-progress",
+            "--label",
+            label,
+        ],
+    ));
+}
+
+fn sweep(db: &Path, dir: &Path, label: &str) {
+    ok(&servelab(
+        db,
+        &[
+            "sweep",
+            "--no-progress",
+            "--scenario",
+            "32:4",
+            "--concurrency",
+            "1,2",
+            "--settle-secs",
+            "0",
+            "--ignore-eos",
+            "--label",
+            label,
+            "--output-dir",
+            dir.to_str().unwrap(),
+        ],
+    ));
+}
+
+#[test]
+fn runs_of_different_workloads_are_never_repeats_and_sweeps_compare_point_by_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    // One label at rate inf over 1 and 4 prompts: two subjects, not one mean.
+    bench_prompts(&db, "m", "1");
+    bench_prompts(&db, "m", "4");
+    bench_prompts(&db, "n", "4");
+    let cmp = ok(&servelab(&db, &["compare", "m", "n"]));
+    assert!(cmp.contains("== random(16:4), 4 prompts, inf =="), "{cmp}");
+    assert!(cmp.contains("m [1 prompt] (random(16:4), 1 prompt, inf)"), "{cmp}");
+    assert!(cmp.contains("not compared"), "{cmp}");
+    // Different workloads side by side: said, not silently diffed.
+    let cmp = ok(&servelab(&db, &["compare", "1", "n"]));
+    assert!(cmp.contains("NOT THE SAME WORKLOAD AND LOAD"), "{cmp}");
+    assert!(cmp.contains("n: prompts: 4 prompts vs 1 prompt"), "{cmp}");
+
+    // Two sweeps, by label and by sweep.json: one comparison per scenario and level.
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    sweep(&db, &a, "A");
+    sweep(&db, &b, "B");
+    let files = [a.join("sweep.json"), b.join("sweep.json")].map(|p| p.display().to_string());
+    for args in [vec!["compare", "A", "B"], vec!["compare", &files[0], &files[1]]] {
+        let cmp = ok(&servelab(&db, &args));
+        assert_eq!(cmp.matches("== scenario 32x4").count(), 2, "{cmp}");
+        assert!(cmp.contains("c=1 ==") && cmp.contains("c=2 =="), "{cmp}");
+        assert!(!cmp.contains("not compared"), "{cmp}");
+        let tps = cmp.lines().find(|l| l.starts_with("Request throughput")).unwrap();
+        assert!(!tps.contains(" - "), "{cmp}");
+    }
+    // A sweep against a single run of another workload: nothing in common, exit 2.
+    let out = servelab(&db, &["compare", "A", "m"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no workload and load is common"), "{err}");
+}

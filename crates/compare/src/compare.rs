@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::data::Subject;
+use crate::data::{Identity, Subject};
 use servelab_metrics::bootstrap::{diff_interval, Interval};
 use servelab_metrics::{Metric, MetricKey, Stat, HEADLINE};
 use servelab_records::LoadSpec;
@@ -103,6 +103,8 @@ pub struct SubjectInfo {
     pub name: String,
     /// The load it ran at.
     pub load: LoadSpec,
+    /// Its workload and load; `None` for a subject without runs.
+    pub identity: Option<Identity>,
     /// How many runs (repeats) it has.
     pub runs: usize,
     /// Completed / (completed + failed) over its runs, a fraction; `None` when unknown.
@@ -118,6 +120,9 @@ pub struct Comparison {
     pub subjects: Vec<SubjectInfo>,
     /// One row per headline metric, in [`HEADLINE`] order.
     pub rows: Vec<MetricRow>,
+    /// How each subject's workload or load differs from the baseline's, one line per
+    /// subject that differs (`B: prompts: 10 prompts vs 100 prompts`); empty when all match.
+    pub differences: Vec<String>,
     /// The settings used.
     pub options: CompareOptions,
 }
@@ -204,6 +209,7 @@ pub fn compare(subjects: &[Subject], o: &CompareOptions) -> Comparison {
             SubjectInfo {
                 name: s.name.clone(),
                 load: s.load(),
+                identity: s.identity(),
                 runs: s.runs.len(),
                 success_rate: sr,
                 rejected: rejected(sr, o.min_success_rate),
@@ -241,5 +247,84 @@ pub fn compare(subjects: &[Subject], o: &CompareOptions) -> Comparison {
             MetricRow { metric, values, deltas, best }
         })
         .collect();
-    Comparison { subjects: infos, rows, options: *o }
+    let differences = differences(&infos);
+    Comparison { subjects: infos, rows, options: *o, differences }
+}
+
+/// One line per subject whose identity differs from the baseline's.
+fn differences(infos: &[SubjectInfo]) -> Vec<String> {
+    let Some(base) = infos.first().and_then(|b| b.identity.as_ref()) else { return Vec::new() };
+    infos
+        .iter()
+        .skip(1)
+        .filter_map(|s| {
+            let d = s.identity.as_ref()?.differences(base);
+            (!d.is_empty()).then(|| format!("{}: {}", s.name, d.join("; ")))
+        })
+        .collect()
+}
+
+/// Subjects of one workload and load, one from each operand, to compare with each other.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// The shared identity in words; `None` when each operand was a single subject.
+    pub heading: Option<String>,
+    /// One subject per operand, in operand order.
+    pub subjects: Vec<Subject>,
+}
+
+/// The operands of a `compare`, matched point by point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pairing {
+    /// The comparisons to make.
+    pub points: Vec<Point>,
+    /// Subjects left out: no subject of the same identity in every other operand.
+    pub unmatched: Vec<String>,
+}
+
+/// Match operands (each one subject or more, as `subjects_of` splits them) point by
+/// point. When every operand is one subject, they are compared as they are (differences
+/// in workload or load are then named by the comparison). Otherwise each identity of the
+/// first operand that every other operand also has becomes one point; the rest are listed
+/// as unmatched. An error when no identity is shared: nothing would be compared.
+pub fn pair(operands: Vec<Vec<Subject>>) -> Result<Pairing, String> {
+    if operands.iter().all(|o| o.len() == 1) {
+        let subjects = operands.into_iter().flatten().collect();
+        return Ok(Pairing { points: vec![Point { heading: None, subjects }], unmatched: vec![] });
+    }
+    let mut points = Vec::new();
+    let mut used: Vec<Vec<bool>> = operands.iter().map(|o| vec![false; o.len()]).collect();
+    for first in operands.first().into_iter().flatten() {
+        let Some(id) = first.identity() else { continue };
+        let found: Vec<Option<usize>> = operands
+            .iter()
+            .map(|o| o.iter().position(|s| s.identity().as_ref() == Some(&id)))
+            .collect();
+        if found.iter().all(Option::is_some) {
+            let idx: Vec<usize> = found.into_iter().flatten().collect();
+            for (o, &i) in idx.iter().enumerate() {
+                used[o][i] = true;
+            }
+            let subjects = idx.iter().enumerate().map(|(o, &i)| operands[o][i].clone()).collect();
+            points.push(Point { heading: Some(id.describe()), subjects });
+        }
+    }
+    let unmatched: Vec<String> = operands
+        .iter()
+        .zip(&used)
+        .flat_map(|(o, u)| o.iter().zip(u).filter(|(_, &u)| !u))
+        .map(|(s, _)| {
+            let id = s.identity().map(|i| i.describe()).unwrap_or_default();
+            format!("{} ({id})", s.name)
+        })
+        .collect();
+    if points.is_empty() {
+        return Err(format!(
+            "no workload and load is common to every operand, so nothing is comparable point \
+             by point: {}. Compare runs of one workload and load: pass run ids (see \
+             `servelab runs list --label LABEL`) or sweeps of the same scenarios and levels",
+            unmatched.join(", ")
+        ));
+    }
+    Ok(Pairing { points, unmatched })
 }

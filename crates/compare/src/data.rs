@@ -6,6 +6,7 @@ use servelab_metrics::{RequestRow, Summary};
 use servelab_records::{RequestRecord, RunInfo};
 use servelab_store::{Headline, RunConfig};
 
+use serde::Serialize;
 use servelab_metrics::Metric;
 use servelab_records::LoadSpec;
 
@@ -117,6 +118,85 @@ impl RunData {
     }
 }
 
+impl RunData {
+    /// What makes this run comparable with another: its workload and load.
+    pub fn identity(&self) -> Identity {
+        let info = self.config.as_ref().map(|c| &c.info).or(self.summary.as_ref().map(|s| &s.info));
+        Identity {
+            scenario: self.tags.iter().find(|(k, _)| k == SCENARIO_TAG).map(|(_, v)| v.clone()),
+            dataset: info.map(|i| i.dataset.clone()).filter(|d| !d.is_empty()),
+            num_prompts: info.map(|i| i.num_prompts).filter(|&n| n > 0),
+            load: self.load.to_string(),
+        }
+    }
+}
+
+/// The tag a sweep's points carry with their scenario's name.
+pub const SCENARIO_TAG: &str = "sweep.scenario";
+
+/// A run's identity for comparison: its workload (sweep scenario, dataset, measured prompts)
+/// and its load. Only runs of one identity are repeats of each other; a part a result file
+/// does not record (`None`) is unknown, and equal only to another unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Identity {
+    /// The sweep scenario it was a point of, if any.
+    pub scenario: Option<String>,
+    /// The dataset's label, e.g. `random(1024:128)`.
+    pub dataset: Option<String>,
+    /// Measured requests planned (warm-ups excluded).
+    pub num_prompts: Option<u64>,
+    /// The load as [`LoadSpec`] shows it: `inf`, `c=4`, `rate=2`.
+    pub load: String,
+}
+
+impl Identity {
+    /// Each part in words, in order: scenario, dataset, prompts, load (`?` when unknown).
+    fn parts(&self) -> [String; 4] {
+        let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
+        [
+            self.scenario.as_ref().map_or("no scenario".into(), |s| format!("scenario {s}")),
+            or_unknown(&self.dataset),
+            self.num_prompts.map_or("? prompts".into(), prompts),
+            self.load.clone(),
+        ]
+    }
+
+    /// The identity in words: `scenario chat, random(1000:100), 100 prompts, c=4`.
+    pub fn describe(&self) -> String {
+        let p = self.parts();
+        let skip = usize::from(self.scenario.is_none());
+        p[skip..].join(", ")
+    }
+
+    /// What tells this identity apart among `all`: the parts that vary, in words, e.g.
+    /// `100 prompts` or `scenario chat, c=4`. Empty when none varies.
+    pub fn distinguish(&self, all: &[Identity]) -> String {
+        let mine = self.parts();
+        let varies: Vec<bool> =
+            (0..4).map(|i| all.iter().any(|o| o.parts()[i] != mine[i])).collect();
+        (0..4).filter(|&i| varies[i]).map(|i| mine[i].clone()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The parts in which `self` differs from `other`, as `what: mine vs theirs`.
+    pub fn differences(&self, other: &Identity) -> Vec<String> {
+        const WHAT: [&str; 4] = ["scenario", "dataset", "prompts", "load"];
+        let (a, b) = (self.parts(), other.parts());
+        (0..4)
+            .filter(|&i| a[i] != b[i])
+            .map(|i| format!("{}: {} vs {}", WHAT[i], a[i], b[i]))
+            .collect()
+    }
+}
+
+/// `1 prompt`, `100 prompts`.
+fn prompts(n: u64) -> String {
+    if n == 1 {
+        "1 prompt".into()
+    } else {
+        format!("{n} prompts")
+    }
+}
+
 /// Runs of one configuration at one load: a single run, or repeats of it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Subject {
@@ -130,6 +210,11 @@ impl Subject {
     /// A subject of one run, named after it.
     pub fn single(run: RunData) -> Subject {
         Subject { name: run.name.clone(), runs: vec![run] }
+    }
+
+    /// The identity of its first run (all its runs share one); `None` when it has no runs.
+    pub fn identity(&self) -> Option<Identity> {
+        self.runs.first().map(RunData::identity)
     }
 
     /// The load of its first run (all its runs share one); the default when it has none.

@@ -21,8 +21,10 @@ pub mod render;
 pub mod report;
 mod sources;
 
-pub use compare::{compare, CompareOptions, Comparison, Delta, MetricRow, Noise, Verdict};
-pub use data::{RunData, Samples, Subject};
+pub use compare::{
+    compare, pair, CompareOptions, Comparison, Delta, MetricRow, Noise, Pairing, Point, Verdict,
+};
+pub use data::{Identity, RunData, Samples, Subject, SCENARIO_TAG};
 pub use narrative::{written_summary, Finding};
 pub use rank::{group, rankings, LevelRanking, Series};
-pub use sources::{load_run, Sources};
+pub use sources::{load_run, subjects_of, Sources};

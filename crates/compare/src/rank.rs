@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::compare::{rejected, CompareOptions};
-use crate::data::{RunData, Subject};
+use crate::data::{Identity, RunData, Subject};
 use servelab_metrics::{Metric, MetricKey, HEADLINE};
 use servelab_records::LoadSpec;
 
@@ -26,7 +26,13 @@ impl Series {
 
 /// Group runs into series by name (first appearance order), and within a series into
 /// subjects by load (runs of one name at one load are repeats).
-pub fn group(runs: Vec<RunData>) -> Vec<Series> {
+///
+/// Runs of one name at one load but of different workloads (dataset, scenario, prompts) are
+/// never repeats: such a name becomes one series per workload, named `name [what differs]`
+/// (e.g. `vllm [100 prompts]`). A name whose workload changes only from load to load (a
+/// sweep scaling its prompts with the level) stays one series.
+pub fn group(mut runs: Vec<RunData>) -> Vec<Series> {
+    split_workloads(&mut runs);
     let mut out: Vec<Series> = Vec::new();
     for run in runs {
         let si = match out.iter().position(|s| s.name == run.name) {
@@ -47,6 +53,29 @@ pub fn group(runs: Vec<RunData>) -> Vec<Series> {
         s.points.sort_by(|a, b| a.load().cmp_intensity(&b.load()));
     }
     out
+}
+
+/// Rename the runs of each name that holds two workloads at one load.
+fn split_workloads(runs: &mut [RunData]) {
+    let workload = |r: &RunData| Identity { load: String::new(), ..r.identity() };
+    let mut names: Vec<String> = runs.iter().map(|r| r.name.clone()).collect();
+    names.dedup();
+    for name in names {
+        let mine: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].name == name).collect();
+        let clash = mine.iter().any(|&i| {
+            mine.iter().any(|&j| {
+                runs[i].load.to_string() == runs[j].load.to_string()
+                    && workload(&runs[i]) != workload(&runs[j])
+            })
+        });
+        if !clash {
+            continue;
+        }
+        let all: Vec<Identity> = mine.iter().map(|&i| workload(&runs[i])).collect();
+        for (k, &i) in mine.iter().enumerate() {
+            runs[i].name = format!("{name} [{}]", all[k].distinguish(&all));
+        }
+    }
 }
 
 /// Every load level of any series, lightest first.

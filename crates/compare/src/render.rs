@@ -62,9 +62,11 @@ pub fn notes(c: &Comparison) -> Vec<String> {
         };
         out.push(format!("{}: load {}{runs}, success rate {sr}{rej}", s.name, s.load));
     }
-    let loads: Vec<String> = c.subjects.iter().map(|s| s.load.to_string()).collect();
-    if loads.windows(2).any(|w| w[0] != w[1]) {
-        out.push("warning: the runs were driven at different loads; differences include the load's effect".into());
+    if !c.differences.is_empty() {
+        out.push("warning: NOT THE SAME WORKLOAD AND LOAD as the baseline; differences include their effect:".into());
+        for d in &c.differences {
+            out.push(format!("  {d}"));
+        }
     }
     let uses = |f: fn(&Noise) -> bool| {
         c.rows.iter().flat_map(|r| r.deltas.iter().flatten()).any(|d| f(&d.noise))
@@ -108,6 +110,55 @@ pub fn render_markdown(c: &Comparison) -> String {
 /// JSON output (every value, delta, interval and verdict).
 pub fn render_json(c: &Comparison) -> String {
     let mut s = serde_json::to_string_pretty(c).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Several comparisons, one per workload and load (see [`crate::pair`]), as text: each
+/// under its heading (`## ...` in Markdown), then the subjects left unmatched. One
+/// comparison without a heading renders as `one` renders it.
+pub fn render_points(
+    points: &[(Option<String>, Comparison)],
+    unmatched: &[String],
+    markdown: bool,
+) -> String {
+    let one = if markdown { render_markdown } else { render_plain };
+    let mut out = String::new();
+    for (i, (heading, c)) in points.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if let Some(h) = heading {
+            out.push_str(&if markdown { format!("## {h}\n\n") } else { format!("== {h} ==\n") });
+        }
+        out.push_str(&one(c));
+    }
+    if !unmatched.is_empty() {
+        let bullet = if markdown { "- " } else { "  " };
+        out.push_str("\nnot compared (no run of the same workload and load in every operand):\n");
+        for u in unmatched {
+            out.push_str(&format!("{bullet}{u}\n"));
+        }
+    }
+    out
+}
+
+/// Several comparisons as JSON: one comparison without a heading as [`render_json`] gives
+/// it; otherwise `{"points": [{"point": heading, "comparison": ...}], "unmatched": [...]}`.
+pub fn render_points_json(points: &[(Option<String>, Comparison)], unmatched: &[String]) -> String {
+    if let [(None, c)] = points {
+        if unmatched.is_empty() {
+            return render_json(c);
+        }
+    }
+    let v = serde_json::json!({
+        "points": points
+            .iter()
+            .map(|(h, c)| serde_json::json!({ "point": h, "comparison": c }))
+            .collect::<Vec<_>>(),
+        "unmatched": unmatched,
+    });
+    let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
     s.push('\n');
     s
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use servelab_store::Store;
 
 use crate::compare::CompareOptions;
-use crate::data::{RunData, Subject};
+use crate::data::{Identity, RunData, Subject, SCENARIO_TAG};
 
 /// Resolves operands to runs.
 pub struct Sources {
@@ -29,10 +29,14 @@ impl Sources {
         self.store.as_ref().ok_or_else(|| "results store unavailable".to_string())
     }
 
-    /// The runs an operand names: a result file, else a run id or label in the store.
+    /// The runs an operand names: a result file (a `sweep.json` gives every point), else a
+    /// run id or label in the store.
     pub fn runs(&mut self, spec: &str) -> Result<Vec<RunData>, String> {
         let path = Path::new(spec);
         if path.is_file() {
+            if let Some(runs) = sweep_file(path, spec)? {
+                return Ok(runs);
+            }
             let runs = servelab_store::import_file(path).map_err(|e| e.to_string())?;
             return Ok(runs
                 .into_iter()
@@ -51,23 +55,69 @@ impl Sources {
         ids.into_iter().map(|id| load_run(store, id).map_err(|e| e.to_string())).collect()
     }
 
-    /// One subject per operand, for `compare`: each operand at one load (repeats of it).
-    pub fn subject(&mut self, spec: &str) -> Result<Subject, String> {
+    /// The subjects an operand names, for `compare`: one per identity (workload and load)
+    /// among its runs, as [`subjects_of`] splits them.
+    pub fn subjects(&mut self, spec: &str) -> Result<Vec<Subject>, String> {
         let runs = self.runs(spec)?;
-        let loads: Vec<String> = runs.iter().map(|r| r.load.to_string()).collect();
-        if loads.iter().any(|l| *l != loads[0]) {
-            return Err(format!(
-                "'{spec}' names runs at different loads ({}); compare takes one load per \
-                 argument: pass run ids, or use `servelab report` for series",
-                loads.join(", ")
-            ));
-        }
-        // A prediction beside a measurement: the delta is the prediction error, so say which
-        // is which.
-        let predicted = !runs.is_empty() && runs.iter().all(|r| r.name.ends_with(PREDICTED));
-        let name = if predicted { format!("{spec}{PREDICTED}") } else { spec.to_string() };
-        Ok(Subject { name, runs })
+        Ok(subjects_of(spec, runs))
     }
+}
+
+/// An operand's runs as subjects: runs of one identity (same scenario, dataset, prompts and
+/// load) are repeats of one subject; runs of different identities are never averaged. With
+/// one identity the subject is named `spec`; with several, `spec [what differs]`, e.g.
+/// `vllm [100 prompts]`. Order: first appearance.
+pub fn subjects_of(spec: &str, runs: Vec<RunData>) -> Vec<Subject> {
+    let mut groups: Vec<(Identity, Vec<RunData>)> = Vec::new();
+    for run in runs {
+        let id = run.identity();
+        match groups.iter_mut().find(|(g, _)| *g == id) {
+            Some((_, rs)) => rs.push(run),
+            None => groups.push((id, vec![run])),
+        }
+    }
+    let ids: Vec<Identity> = groups.iter().map(|(id, _)| id.clone()).collect();
+    groups
+        .into_iter()
+        .map(|(id, runs)| {
+            let mut name = spec.to_string();
+            if ids.len() > 1 {
+                name = format!("{name} [{}]", id.distinguish(&ids));
+            }
+            // A prediction beside a measurement: the delta is the prediction error, so say
+            // which is which.
+            if runs.iter().all(|r| r.name.ends_with(PREDICTED)) {
+                name.push_str(PREDICTED);
+            }
+            Subject { name, runs }
+        })
+        .collect()
+}
+
+/// Every point of a `sweep.json` file, named `label [scenario]` as a sweep's stored points
+/// are; `None` when the file is not a sweep result.
+fn sweep_file(path: &Path, spec: &str) -> Result<Option<Vec<RunData>>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {spec}: {e}"))?;
+    let Ok(sweep) = serde_json::from_str::<servelab_sweep::SweepResult>(&text) else {
+        return Ok(None);
+    };
+    let label = sweep.label.clone().unwrap_or_else(|| spec.to_string());
+    let mut runs = Vec::new();
+    for sc in &sweep.scenarios {
+        for p in sc.points.iter().filter(|p| p.complete) {
+            let name = format!("{label} [{}]", sc.name);
+            let mut d = RunData::from_summary(&name, p.summary.clone(), Vec::new());
+            // The file keeps no per-request rows: no per-request samples to bootstrap.
+            d.samples = None;
+            d.tags = sweep.tags.clone();
+            d.tags.push((SCENARIO_TAG.to_string(), sc.name.clone()));
+            runs.push(d);
+        }
+    }
+    if runs.is_empty() {
+        return Err(format!("{spec}: the sweep result has no completed point"));
+    }
+    Ok(Some(runs))
 }
 
 /// What the name of a run the engine model predicted ends with.

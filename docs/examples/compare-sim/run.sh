@@ -22,5 +22,5 @@ for c in 1 4 8; do
   done
 done
 $bin runs list
-$bin compare engine-a engine-b 2>/dev/null || true   # different loads per label: see the report
+$bin compare engine-a engine-b   # one comparison per concurrency (point by point)
 $bin report engine-a engine-b --title "Simulated engines A and B" -o "$out/report.html"
