@@ -1,7 +1,7 @@
 //! One run: resolve the target, build the workload, run the measuring loop, summarize.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -252,7 +252,7 @@ async fn run(
     };
 
     // Run, streaming records to the collector (and to disk) as they finish.
-    let result_path = result_path(plan, &info);
+    let result_path = plan.result_path(&info.backend, &info.model, &info.started_at);
     let detail_path =
         plan.output.save_detailed.then(|| result_path.with_extension("records.jsonl"));
     let (tx, rx) = mpsc::unbounded_channel();
@@ -336,7 +336,7 @@ async fn run(
 
     let saved = if plan.output.save_result {
         let json = servelab_outputs::json::render(&summary, &records, plan.output.save_detailed);
-        write_file(&result_path, json.as_bytes())?;
+        servelab_plan::write_file(&result_path, json.as_bytes())?;
         term::note(&format!("Saved result to {}", result_path.display()));
         Some(result_path)
     } else {
@@ -437,31 +437,6 @@ fn collect(
     sink.flush();
     records.sort_by_key(|r| (r.warmup as u8 ^ 1, r.index));
     Ok((records, sink))
-}
-
-/// vLLM's default file name: `{backend}-{rate}qps-{model}-{YYYYmmdd-HHMMSS}.json`.
-fn result_path(plan: &Plan, info: &RunInfo) -> PathBuf {
-    let name = plan.output.result_filename.clone().unwrap_or_else(|| {
-        let rate = plan.load.request_rate.map_or("inf".to_string(), |r| format!("{r}"));
-        let model = info.model.rsplit('/').next().unwrap_or(&info.model);
-        let concurrency =
-            plan.load.max_concurrency.map_or(String::new(), |c| format!("-concurrency{c}"));
-        format!(
-            "{}-{rate}qps{concurrency}-{model}-{}.json",
-            info.backend,
-            servelab_plan::time::compact(&info.started_at)
-        )
-    });
-    plan.output.result_dir.join(name)
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", dir.display())))?;
-    }
-    std::fs::write(path, bytes)
-        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))
 }
 
 #[cfg(test)]

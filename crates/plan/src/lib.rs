@@ -19,7 +19,7 @@ mod spec;
 pub mod time;
 
 pub use record::{NoRecording, RecordSink, Recording};
-pub use runner::{RunError, Runner};
+pub use runner::{write_file, RunError, Runner};
 pub use servelab_load::LoadSpec;
 pub use servelab_metrics::MetricsConfig;
 pub use servelab_records::RunKind;

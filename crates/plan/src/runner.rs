@@ -34,3 +34,13 @@ pub trait Runner {
         async {}
     }
 }
+
+/// Write `bytes` to `path`, creating its folder; the error names the path.
+pub fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), RunError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    std::fs::write(path, bytes)
+        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))
+}

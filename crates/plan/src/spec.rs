@@ -177,6 +177,21 @@ pub struct Plan {
 pub struct PlanError(pub String);
 
 impl Plan {
+    /// Where the result JSON goes: `--result-filename` in the result folder, else vLLM's
+    /// default name `{prefix}-{rate}qps[-concurrency{c}]-{model}-{YYYYmmdd-HHMMSS}.json`
+    /// (`prefix`: the backend, or `predict`).
+    pub fn result_path(&self, prefix: &str, model: &str, started_at: &str) -> std::path::PathBuf {
+        let name = self.output.result_filename.clone().unwrap_or_else(|| {
+            let rate = self.load.request_rate.map_or("inf".to_string(), |r| format!("{r}"));
+            let model = model.rsplit('/').next().unwrap_or(model);
+            let concurrency =
+                self.load.max_concurrency.map_or(String::new(), |c| format!("-concurrency{c}"));
+            let when = crate::time::compact(started_at);
+            format!("{prefix}-{rate}qps{concurrency}-{model}-{when}.json")
+        });
+        self.output.result_dir.join(name)
+    }
+
     /// Check what the parts cannot check alone. Every error names the flag.
     pub fn check(&self) -> Result<(), PlanError> {
         if self.workload.num_prompts == 0 {

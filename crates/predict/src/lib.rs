@@ -22,7 +22,7 @@
 pub mod calibrate;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use servelab_engine::{
@@ -171,10 +171,11 @@ impl Runner for Predictor {
     async fn run(&mut self, plan: &Plan) -> Result<Summary, RunError> {
         let p = self.predict(plan)?;
         if plan.output.save_result {
-            let path = result_path(plan, &p.summary.info);
+            let info = &p.summary.info;
+            let path = plan.result_path("predict", &info.model, &info.started_at);
             let json =
                 servelab_outputs::json::render(&p.summary, &p.records, plan.output.save_detailed);
-            write_file(&path, json.as_bytes())?;
+            servelab_plan::write_file(&path, json.as_bytes())?;
             term::note(&format!("Saved predicted result to {}", path.display()));
         }
         if let Some(r) = &self.recording {
@@ -294,29 +295,6 @@ pub fn scrapes(samples: &[GaugeSample]) -> Vec<ServerScrape> {
             ServerScrape { t_ms: s.t_ns as f64 / 1e6, values, error: None }
         })
         .collect()
-}
-
-/// `predict-{rate}qps[-concurrencyN]-{model}-{time}.json`, like the conductor's names.
-fn result_path(plan: &Plan, info: &RunInfo) -> PathBuf {
-    let name = plan.output.result_filename.clone().unwrap_or_else(|| {
-        let rate = plan.load.request_rate.map_or("inf".to_string(), |r| format!("{r}"));
-        let model = info.model.rsplit('/').next().unwrap_or(&info.model);
-        let c = plan.load.max_concurrency.map_or(String::new(), |c| format!("-concurrency{c}"));
-        format!(
-            "predict-{rate}qps{c}-{model}-{}.json",
-            servelab_plan::time::compact(&info.started_at)
-        )
-    });
-    plan.output.result_dir.join(name)
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", dir.display())))?;
-    }
-    std::fs::write(path, bytes)
-        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))
 }
 
 #[cfg(test)]
