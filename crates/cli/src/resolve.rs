@@ -310,24 +310,13 @@ pub fn predict_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
 
 /// The fit options of `servelab predict calibrate --params LIST --max-evals N`.
 pub fn fit_options(params: &str, max_evals: usize) -> Result<FitOptions, String> {
-    let all = [
-        FitParam::EtaGemm,
-        FitParam::EtaAttn,
-        FitParam::EtaMem,
-        FitParam::EtaLink,
-        FitParam::StepOverheadUs,
-        FitParam::LayerOverheadUs,
-        FitParam::PerSeqOverheadUs,
-        FitParam::FrontendUs,
-        FitParam::AllreduceUs,
-    ];
     let params = params
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
-            all.into_iter().find(|p| p.key() == s).ok_or_else(|| {
-                let names: Vec<&str> = all.iter().map(|p| p.key()).collect();
+            FitParam::parse(s).ok_or_else(|| {
+                let names: Vec<&str> = FitParam::ALL.iter().map(|p| p.key()).collect();
                 format!("--params: unknown parameter '{s}'; use {}", names.join(", "))
             })
         })

@@ -13,22 +13,6 @@
 
 use servelab_engine::{calibrate, load_engine_file, parse_sweep_tables, FitOptions, FitParam};
 
-fn param(s: &str) -> Option<FitParam> {
-    [
-        FitParam::EtaGemm,
-        FitParam::EtaAttn,
-        FitParam::EtaMem,
-        FitParam::EtaLink,
-        FitParam::StepOverheadUs,
-        FitParam::LayerOverheadUs,
-        FitParam::PerSeqOverheadUs,
-        FitParam::FrontendUs,
-        FitParam::AllreduceUs,
-    ]
-    .into_iter()
-    .find(|p| p.key() == s)
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let all: Vec<String> = std::env::args().skip(1).collect();
     let defaults = all.iter().any(|a| a == "--defaults");
@@ -41,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(list) = args.get(2) {
         opts.params = list
             .split(',')
-            .map(|s| param(s.trim()).ok_or_else(|| format!("unknown parameter `{s}`")))
+            .map(|s| FitParam::parse(s.trim()).ok_or_else(|| format!("unknown parameter `{s}`")))
             .collect::<Result<_, _>>()?;
     }
     if let Some(n) = args.get(3) {

@@ -57,6 +57,24 @@ impl FitParam {
         }
     }
 
+    /// Every parameter, in the order the docs list them.
+    pub const ALL: [FitParam; 9] = [
+        FitParam::EtaGemm,
+        FitParam::EtaAttn,
+        FitParam::EtaMem,
+        FitParam::EtaLink,
+        FitParam::StepOverheadUs,
+        FitParam::LayerOverheadUs,
+        FitParam::PerSeqOverheadUs,
+        FitParam::FrontendUs,
+        FitParam::AllreduceUs,
+    ];
+
+    /// The parameter named by its [`FitParam::key`].
+    pub fn parse(key: &str) -> Option<FitParam> {
+        FitParam::ALL.into_iter().find(|p| p.key() == key)
+    }
+
     /// The key in an engine file's `calibration:` section.
     pub fn key(self) -> &'static str {
         match self {
