@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use servelab_records::RequestRecord;
 
 use crate::request;
-use crate::stats::{median, percentile};
+use crate::stats::Distribution;
 use crate::Summary;
 
 /// One token-carrying event of a request, as the server logged it: offsets in nanoseconds
@@ -114,35 +114,24 @@ pub fn check(records: &[RequestRecord], truth: &[ServerTruth]) -> Option<TruthCh
     if measured_ttft.is_empty() {
         return None;
     }
-    // An empty sample (one-token outputs have no gaps) gives 0, as an empty distribution does.
-    let med = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            0.0
-        } else {
-            median(&v)
-        }
-    };
-    let p99 = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            0.0
-        } else {
-            percentile(&v, 99.0)
-        }
-    };
+    // An empty sample (one-token outputs have no gaps) gives the placeholder 0 of an empty
+    // distribution.
+    let dist = |v: Vec<f64>| Distribution::from_unsorted(v, &[99.0]);
+    let med = |v: Vec<f64>| dist(v).median;
+    let (overhead, late) = (dist(overhead), dist(late));
+    let p99 = |d: &Distribution| d.percentile(99.0).unwrap_or(0.0);
     Some(TruthCheck {
         requests: measured_ttft.len() as u64,
         set_ttft_ms: med(set_ttft),
         server_ttft_ms: med(server_ttft),
         measured_ttft_ms: med(measured_ttft),
-        ttft_overhead_ms: med(overhead.clone()),
-        ttft_overhead_p99_ms: p99(overhead),
+        ttft_overhead_ms: overhead.median,
+        ttft_overhead_p99_ms: p99(&overhead),
         set_itl_ms: med(set_itl),
         server_itl_ms: med(server_itl),
         measured_itl_ms: med(measured_itl),
-        server_late_ms: med(late.clone()),
-        server_late_p99_ms: p99(late),
+        server_late_ms: late.median,
+        server_late_p99_ms: p99(&late),
     })
 }
 
