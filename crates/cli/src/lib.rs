@@ -179,11 +179,7 @@ fn stored_tables(
     db: &args::DbArg,
     spec: &str,
 ) -> Result<Vec<servelab_engine::SweepTable>, Failure> {
-    let path = servelab_store::resolve_db_path(db.db.clone())
-        .ok_or_else(|| Failure::usage("no HOME or XDG_DATA_HOME: pass --db PATH"))?;
-    let store = servelab_store::Store::open_existing(&path).map_err(|e| {
-        Failure::usage(format!("'{spec}' is not a file, and the store cannot be read: {e}"))
-    })?;
+    let store = store::open_existing(db)?;
     let ids = store
         .resolve(spec)
         .map_err(|e| Failure::usage(format!("{e}; '{spec}' is not a table file either")))?;

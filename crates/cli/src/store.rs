@@ -22,7 +22,7 @@ fn open(db: &DbArg) -> Result<Store, Failure> {
 
 /// The existing store: for commands that only read (a missing file is an error, not a new
 /// empty store).
-fn open_existing(db: &DbArg) -> Result<Store, Failure> {
+pub(crate) fn open_existing(db: &DbArg) -> Result<Store, Failure> {
     Store::open_existing(&db_path(db)?).map_err(Failure::usage)
 }
 
