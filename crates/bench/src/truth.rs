@@ -1,15 +1,16 @@
 //! The built-in simulator's log, in the terms of the metrics stage.
 
+use servelab_client::runner::measured_index;
 use servelab_metrics::truth::{ServerTruth, TruthEvent};
 use servelab_sim::TruthRecord;
 
-/// The measured requests of a simulator's log (`x-request-id` `servelab-N`; warm-ups, which
-/// are `servelab-wN`, and requests it did not finish are left out).
+/// The measured requests of a simulator's log, by their `x-request-id` (warm-ups and requests
+/// it did not finish are left out).
 pub fn server_truth(log: &[TruthRecord]) -> Vec<ServerTruth> {
     log.iter()
         .filter(|t| t.outcome == "ok")
         .filter_map(|t| {
-            let index = t.request_id.as_deref()?.strip_prefix("servelab-")?.parse().ok()?;
+            let index = measured_index(t.request_id.as_deref()?)?;
             let events = t
                 .chunks
                 .iter()

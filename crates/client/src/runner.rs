@@ -431,6 +431,12 @@ pub fn request_id(rec: &RequestRecord) -> String {
     format!("servelab-{phase}{}", rec.index)
 }
 
+/// The index of the measured request whose [`request_id`] is `id`; `None` for a warm-up's id
+/// or one servelab did not send.
+pub fn measured_index(id: &str) -> Option<u64> {
+    id.strip_prefix("servelab-")?.parse().ok()
+}
+
 /// A failure outcome. Messages may quote the server (an error body, an in-stream error), so
 /// they are made safe to print here, where every failure enters a record.
 fn fail(kind: FailureKind, message: String) -> Outcome {
