@@ -23,10 +23,11 @@ impl Cli {
     pub fn parse_args(
         args: impl IntoIterator<Item = std::ffi::OsString>,
     ) -> Result<Cli, clap::Error> {
-        let matches = Cli::command().try_get_matches_from(args)?;
+        let mut cmd = Cli::command();
+        let matches = cmd.try_get_matches_from_mut(args)?;
         let mut cli = Cli::from_arg_matches(&matches)?;
         if let (Command::Bench(a), Some(("bench", m))) = (&mut cli.command, matches.subcommand()) {
-            a.zero_setup = zero_setup(&Cli::command(), m);
+            a.zero_setup = zero_setup(&cmd, m);
         }
         Ok(cli)
     }
