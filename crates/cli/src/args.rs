@@ -78,8 +78,8 @@ pub struct PredictArgs {
     #[command(subcommand)]
     pub command: Option<PredictCommand>,
     /// Engine file (YAML): model, GPU, TP, replicas or P/D, scheduler options, calibration
-    /// (see examples/engines/).
-    #[arg(long, value_name = "FILE", required = true, help_heading = "Predict")]
+    /// (see examples/engines/; their names, e.g. qwen3-32b-h20-tp4, are built in).
+    #[arg(long, value_name = "FILE|NAME", required = true, help_heading = "Predict")]
     pub engine: Option<PathBuf>,
     /// The sweep to predict: the flags of `servelab sweep` (no target: nothing is sent).
     #[command(flatten)]
@@ -239,8 +239,9 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value = "auto", help_heading = "Target")]
     pub continuous_usage: ContinuousUsage,
     /// With no target: the built-in simulator serves this engine file's deployment, its
-    /// engine model deciding when every token is sent (docs/predict.md).
-    #[arg(long, value_name = "FILE", help_heading = "Target")]
+    /// engine model deciding when every token is sent (docs/predict.md). A file, or the name
+    /// of a built-in one (those of examples/engines/, e.g. qwen3-8b-h100-tp1).
+    #[arg(long, value_name = "FILE|NAME", help_heading = "Target")]
     pub sim_engine: Option<PathBuf>,
     /// Seconds to wait for the server to become ready (/health or /v1/models).
     #[arg(long, default_value_t = 60.0, help_heading = "Target")]

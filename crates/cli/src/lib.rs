@@ -105,12 +105,15 @@ pub async fn bench(
     if a.zero_setup {
         term::note(&format!(
             "Zero-setup run: {} prompts of {} tokens, at most {} at once, against the built-in \
-             simulator, sized so this machine can show exact figures next to the simulator's \
+             simulator serving the engine model of {} (Qwen3-8B on one H100, vLLM-like \
+             batching), sized so this machine can show exact figures next to the simulator's \
              own log. Any workload or load flag gives vLLM's defaults instead (1000 prompts, \
-             all at once); --base-url measures a real server.",
+             all at once); --sim-engine picks another deployment (or a file); --base-url \
+             measures a real server.",
             plan.workload.num_prompts,
             a.random_input_len,
-            resolve::ZERO_SETUP_CONCURRENCY
+            resolve::ZERO_SETUP_CONCURRENCY,
+            resolve::ZERO_SETUP_ENGINE
         ));
     }
     let mut c = Conductor::new(interrupt);

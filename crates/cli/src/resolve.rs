@@ -23,6 +23,8 @@ use crate::args::{Backend, BenchArgs, ContinuousUsage, DatasetName, ProfileArgs,
 pub const ZERO_SETUP_PROMPTS: usize = 200;
 /// Concurrency cap of the zero-setup run.
 pub const ZERO_SETUP_CONCURRENCY: u64 = 32;
+/// The deployment the zero-setup run's simulator models: a built-in engine file.
+pub const ZERO_SETUP_ENGINE: &str = "qwen3-8b-h100-tp1";
 
 /// The plan of `servelab bench`.
 pub fn bench_plan(a: &BenchArgs, api_key: Option<String>) -> Result<Plan, String> {
@@ -36,6 +38,12 @@ pub fn bench_plan(a: &BenchArgs, api_key: Option<String>) -> Result<Plan, String
         // against the simulator's own log; any explicit flag brings vLLM's defaults back.
         plan.workload.num_prompts = ZERO_SETUP_PROMPTS;
         plan.load.max_concurrency = Some(ZERO_SETUP_CONCURRENCY);
+        // A modeled engine rather than fixed delays: TTFT and TPOT then depend on the batch,
+        // as a real server's do, and the truth check still holds the client to the tokens'
+        // actual send times.
+        if let Target::Simulator(sim) = &mut plan.target {
+            sim.engine.get_or_insert_with(|| PathBuf::from(ZERO_SETUP_ENGINE));
+        }
         plan.check().map_err(|e| e.to_string())?;
     }
     Ok(plan)

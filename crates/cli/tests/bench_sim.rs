@@ -472,6 +472,10 @@ fn zero_setup_is_bench_without_target_workload_or_load_flags() {
     let plan = servelab::resolve::bench_plan(&a, None).unwrap();
     assert_eq!(plan.workload.num_prompts, servelab::resolve::ZERO_SETUP_PROMPTS);
     assert_eq!(plan.load.max_concurrency, Some(servelab::resolve::ZERO_SETUP_CONCURRENCY));
+    let servelab_plan::Target::Simulator(sim) = &plan.target else { unreachable!("simulator") };
+    let engine = sim.engine.clone().unwrap();
+    assert_eq!(engine, std::path::Path::new(servelab::resolve::ZERO_SETUP_ENGINE));
+    servelab_engine::load_engine_file(&engine).expect("the zero-setup engine is built in");
     let explicit = parse(&["servelab", "bench", "--num-prompts", "1000"]);
     let plan = servelab::resolve::bench_plan(&explicit, None).unwrap();
     assert_eq!((plan.workload.num_prompts, plan.load.max_concurrency), (1000, None));

@@ -320,6 +320,28 @@ impl Engine {
         None
     }
 
+    /// Drops request `id` (its client disconnected), as vLLM aborts a request whose stream
+    /// closed: out of its API server, the scheduler queues, a KV transfer or a batch, its KV
+    /// blocks and sequence slot freed. Tokens of a step already started are still counted by
+    /// that step; a later step no longer schedules it. Unknown ids are ignored.
+    pub fn abort(&mut self, id: RequestId) {
+        if self.queued.remove(&id).is_some() {
+            // Its API-server entry stays in the heap and is skipped by `admit`.
+            let w = self.frontend.iter().find(|Reverse(e)| e.3 == id).map(|Reverse(e)| e.2);
+            if let Some(w) = w {
+                self.slots[w].in_frontend -= 1;
+            }
+            return;
+        }
+        // Between prefill and decode (P/D): the transfer lands for nobody.
+        self.parked.remove(&id);
+        for s in &mut self.slots {
+            if s.worker.abort(id) {
+                break;
+            }
+        }
+    }
+
     fn hand_off(&mut self, id: RequestId, end_ns: u64) {
         let Some(t) = self.transfer else { return };
         let prompt = self.parked.get(&id).map_or(0, |s| s.prompt_tokens);
@@ -478,5 +500,29 @@ mod tests {
         let mut e = engine("model: qwen3-8b\ngpu: h100\nscheduler: {num_gpu_blocks: 10}\n");
         let err = e.add_request(1, shape(1000, 10), 0).unwrap_err().to_string();
         assert!(err.contains("needs 64 KV blocks, more than the 10"), "{err}");
+    }
+
+    /// An aborted request leaves wherever it is: in its API server (never scheduled) or
+    /// running (its slot goes to the next waiting request).
+    #[test]
+    fn abort_removes_a_request_everywhere() {
+        let mut e = engine("model: qwen3-8b\ngpu: h100\nscheduler: {max_num_seqs: 1}\n");
+        e.add_request(1, shape(100, 1000), 0).unwrap();
+        e.add_request(2, shape(100, 5), 0).unwrap();
+        e.add_request(3, shape(100, 5), 0).unwrap();
+        e.abort(3);
+        let first = e.step(0).unwrap();
+        assert_eq!(first.first_token, vec![1]);
+        e.abort(1);
+        let g = e.snapshot();
+        assert_eq!((g.running, g.waiting), (0, 1));
+        let mut emitted = Vec::new();
+        let mut now = first.end_ns;
+        while let Some(s) = e.step(now) {
+            emitted.extend(s.emitted.iter().map(|&(id, _)| id));
+            now = s.end_ns;
+        }
+        assert_eq!(emitted, vec![2; 5], "only request 2 runs after the aborts");
+        assert!(e.is_idle());
     }
 }

@@ -37,7 +37,7 @@ pub use dtype::DType;
 pub use engine::{Engine, EngineGauges, RequestShape, StepOutcome};
 pub use error::{EngineError, Result};
 pub use gpu::{gpu_preset_names, GpuSpec, LinkSpec};
-pub use io::{load_engine_file, load_engine_file_with};
+pub use io::{engine_preset_names, load_engine_file, load_engine_file_with};
 pub use model::{model_preset_names, ModelSpec, MoeSpec};
 pub use replica::RequestId;
 pub use summary::{summarize, PointSummary};

@@ -458,6 +458,22 @@ impl Worker {
         });
     }
 
+    /// Drops a request whose client went away, wherever it is (waiting, prefilling or
+    /// decoding): its KV blocks are freed (blocks registered in the prefix cache stay cached)
+    /// and its sequence slot is free for the next step. False if it is not on this worker.
+    pub fn abort(&mut self, id: RequestId) -> bool {
+        let Some(slot) = self.slab.iter().position(|r| r.as_ref().is_some_and(|r| r.id == id))
+        else {
+            return false;
+        };
+        let Some(r) = self.slab[slot].take() else { return false };
+        self.pool.release(&r.blocks);
+        self.running.retain(|&s| s != slot);
+        self.waiting.retain(|&s| s != slot);
+        self.free_slots.push(slot);
+        true
+    }
+
     /// Preemptions a request has had so far (0 once it finished).
     pub fn preemptions_of(&self, id: RequestId) -> u32 {
         self.slab.iter().flatten().find(|r| r.id == id).map_or(0, |r| r.preemptions)
@@ -580,5 +596,25 @@ mod tests {
             w.add(3, 500, 1, (&[], 0), 0),
             Err(Reject::TooLong { needed: 126, capacity: 100 })
         );
+    }
+
+    /// A decoding request aborted by its client frees its slot and blocks at once: the
+    /// waiting request runs at the next step instead of after the long one.
+    #[test]
+    fn abort_frees_the_slot_and_the_blocks() {
+        let mut w = worker(64, 1, 100, true, false);
+        w.add(1, 4, 50, (&[], 0), 0).unwrap();
+        w.add(2, 4, 2, (&[], 0), 0).unwrap();
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 4)]);
+        assert_eq!(w.counters().blocks_used, 1);
+        assert!(w.abort(1));
+        assert_eq!((w.counters().running, w.counters().blocks_used), (0, 0));
+        assert_eq!(batch(&w.step().unwrap()), vec![(2, 4)]);
+        assert!(!w.abort(1), "gone");
+        // A waiting request can be aborted too.
+        w.add(3, 4, 2, (&[], 0), 0).unwrap();
+        assert!(w.abort(3));
+        assert_eq!(batch(&w.step().unwrap()), vec![(2, 1)]);
+        assert!(w.step().is_none());
     }
 }

@@ -172,6 +172,27 @@ pub struct GenRequest {
     pub ignore_eos: bool,
     /// The chat request's images (their tokens are in `prompt_tokens`).
     pub images: Vec<ImageSeen>,
+    /// Prefix hashes of the prompt's blocks of [`PROMPT_BLOCK_TOKENS`] tokens (empty unless
+    /// asked for): equal leading hashes mean equal prompt prefixes.
+    pub prompt_blocks: Vec<u64>,
+}
+
+/// Tokens per prompt block hashed for the engine model's prefix cache (vLLM's block size).
+pub const PROMPT_BLOCK_TOKENS: u32 = 16;
+
+/// Prefix hashes of the full blocks of `ids`: block `i`'s hash covers blocks `0..=i` (and
+/// `seed`), so two prompts share exactly the leading hashes of the blocks they share.
+pub fn prefix_block_hashes(ids: &[u32], seed: u64) -> Vec<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut prev = seed;
+    ids.chunks_exact(PROMPT_BLOCK_TOKENS as usize)
+        .map(|block| {
+            let mut h = std::hash::DefaultHasher::new();
+            (prev, block).hash(&mut h);
+            prev = h.finish();
+            prev
+        })
+        .collect()
 }
 
 /// vLLM's default `max_tokens` for /v1/completions.
@@ -219,18 +240,29 @@ fn chat_prompt(messages: &[Message], images: &mut Vec<ImageSeen>) -> Result<Stri
     Ok(s)
 }
 
-/// Prompt tokens of the request: text under the tokenizer plus [`image_tokens`] per image.
+/// Prompt tokens of the request: text under the tokenizer plus [`image_tokens`] per image;
+/// with `hash`, also the prefix hashes of its blocks ([`prefix_block_hashes`]; a request's
+/// images seed them, so prompts with different images never share a cached prefix).
 fn prompt_tokens(
     raw: &RawRequest,
     endpoint: Endpoint,
     tok: &Tokenizer,
     images: &mut Vec<ImageSeen>,
-) -> Result<u64, ApiError> {
-    let n = match endpoint {
+    hash: bool,
+) -> Result<(u64, Vec<u64>), ApiError> {
+    let text = |t: &str| -> (usize, Vec<u64>) {
+        if hash {
+            let ids = tok.encode(t);
+            (ids.len(), ids_hashes(&ids, &[]))
+        } else {
+            (tok.count(t), Vec::new())
+        }
+    };
+    let (n, blocks) = match endpoint {
         Endpoint::Completions => match &raw.prompt {
             None => return Err(ApiError::bad_request("'prompt' is required", Some("prompt"))),
-            Some(Prompt::Text(t)) => tok.count(t),
-            Some(Prompt::Texts(v)) if v.len() == 1 => tok.count(&v[0]),
+            Some(Prompt::Text(t)) => text(t),
+            Some(Prompt::Texts(v)) if v.len() == 1 => text(&v[0]),
             Some(Prompt::Texts(v)) if v.is_empty() => {
                 return Err(ApiError::bad_request("'prompt' must not be empty", Some("prompt")))
             }
@@ -240,14 +272,34 @@ fn prompt_tokens(
                     Some("prompt"),
                 ))
             }
-            Some(Prompt::Ids(ids)) => ids.len(),
+            Some(Prompt::Ids(ids)) => {
+                (ids.len(), if hash { ids_hashes(ids, &[]) } else { Vec::new() })
+            }
         },
         Endpoint::Chat => match &raw.messages {
             None => return Err(ApiError::bad_request("'messages' is required", Some("messages"))),
-            Some(m) => tok.count(&chat_prompt(m, images)?),
+            Some(m) => {
+                let t = chat_prompt(m, images)?;
+                if hash {
+                    let ids = tok.encode(&t);
+                    (ids.len(), ids_hashes(&ids, images))
+                } else {
+                    (tok.count(&t), Vec::new())
+                }
+            }
         },
     };
-    Ok(n as u64 + images.iter().map(|i| i.tokens).sum::<u64>())
+    Ok((n as u64 + images.iter().map(|i| i.tokens).sum::<u64>(), blocks))
+}
+
+/// [`prefix_block_hashes`] seeded by the request's images.
+fn ids_hashes(ids: &[u32], images: &[ImageSeen]) -> Vec<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    for i in images {
+        (i.width, i.height, i.bytes).hash(&mut h);
+    }
+    prefix_block_hashes(ids, h.finish())
 }
 
 /// Parse and validate a request body like vLLM would.
@@ -257,6 +309,7 @@ pub fn parse_request(
     served_model: &str,
     max_model_len: u64,
     tok: &Tokenizer,
+    hash_prompt: bool,
 ) -> Result<GenRequest, ApiError> {
     let raw: RawRequest = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}"), None))?;
@@ -279,7 +332,8 @@ pub fn parse_request(
         }
     }
     let mut images = Vec::new();
-    let prompt_tokens = prompt_tokens(&raw, endpoint, tok, &mut images)?;
+    let (prompt_tokens, prompt_blocks) =
+        prompt_tokens(&raw, endpoint, tok, &mut images, hash_prompt)?;
     if prompt_tokens > max_model_len {
         return Err(ApiError::bad_request(
             format!(
@@ -364,6 +418,7 @@ pub fn parse_request(
         min_tokens,
         ignore_eos: raw.ignore_eos.unwrap_or(false),
         images,
+        prompt_blocks,
     })
 }
 
@@ -551,7 +606,7 @@ mod tests {
     }
 
     fn parse(ep: Endpoint, body: &str) -> Result<GenRequest, ApiError> {
-        parse_request(ep, body.as_bytes(), "m", 100, &tok())
+        parse_request(ep, body.as_bytes(), "m", 100, &tok(), false)
     }
 
     #[test]

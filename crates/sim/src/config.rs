@@ -84,8 +84,9 @@ pub struct SimArgs {
     pub seed: u64,
     /// Serve this engine file's deployment (docs/predict.md): the engine model's scheduler
     /// and step times decide when every token is sent, instead of --timing, --ttft-ms,
-    /// --itl-ms and --max-num-seqs.
-    #[arg(long, value_name = "FILE")]
+    /// --itl-ms and --max-num-seqs. A file, or the name of a built-in one (those of
+    /// examples/engines/, e.g. qwen3-8b-h100-tp1).
+    #[arg(long, value_name = "FILE|NAME")]
     pub engine: Option<PathBuf>,
     /// With --engine: tensor parallelism of each replica, instead of the file's.
     #[arg(long, requires = "engine")]

@@ -11,11 +11,11 @@ use rand_distr::{Distribution, Exp};
 use std::task::{Context, Poll};
 
 use servelab_workload::Tokenizer;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::stepper::Emit;
+use crate::stepper::Feed;
 
-use crate::api::GenRequest;
+use crate::api::{GenRequest, PROMPT_BLOCK_TOKENS};
 use crate::metrics::Metrics;
 use crate::model::{EngineState, RequestShape, TokenClock};
 use crate::truth::{ImageSeen, TruthChunk, TruthRecord, TruthSink};
@@ -217,7 +217,9 @@ pub struct Generation {
     clock: Option<TokenClock>,
     /// Engine-model mode: the engine's steps hand over the tokens, and when they were due
     /// counts from `received`.
-    feed: Option<(mpsc::UnboundedReceiver<Emit>, Instant)>,
+    feed: Option<(Feed, Instant)>,
+    /// Engine-model mode: the prefix hashes of the prompt's blocks, for the prefix cache.
+    blocks: Vec<u64>,
 }
 
 impl Generation {
@@ -238,6 +240,7 @@ impl Generation {
             sent: 0,
             clock: None,
             feed: None,
+            blocks: req.prompt_blocks.clone(),
         }
     }
 
@@ -250,7 +253,9 @@ impl Generation {
     /// clock, or in engine-model mode join the engine's batch.
     pub fn start(&mut self, engine: &Engine, slot_ns: u64, received: Instant) {
         if let Some(s) = &engine.stepper {
-            self.feed = Some((s.add(self.shape.prompt_tokens, self.total), received));
+            let blocks = std::mem::take(&mut self.blocks);
+            let feed = s.add(self.shape.prompt_tokens, self.total, blocks, PROMPT_BLOCK_TOKENS);
+            self.feed = Some((feed, received));
             return;
         }
         let ttft = engine.cfg.engine_model.ttft(&self.shape, &engine.state());
@@ -415,6 +420,7 @@ mod tests {
             min_tokens: min,
             ignore_eos,
             images: Vec::new(),
+            prompt_blocks: Vec::new(),
         }
     }
 

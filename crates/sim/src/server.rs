@@ -182,7 +182,15 @@ async fn generate(
         .parse_pool
         .run(move || {
             let e = &parse_engine;
-            api::parse_request(endpoint, &body, &e.cfg.model, e.cfg.max_model_len, &e.tokenizer)
+            let hash = e.cfg.engine.as_ref().is_some_and(|c| c.scheduler.prefix_caching);
+            api::parse_request(
+                endpoint,
+                &body,
+                &e.cfg.model,
+                e.cfg.max_model_len,
+                &e.tokenizer,
+                hash,
+            )
         })
         .await;
     let gen_req = match parsed {

@@ -53,14 +53,59 @@ impl Gauges {
 }
 
 struct Add {
+    id: u64,
     shape: RequestShape,
     out: mpsc::UnboundedSender<Emit>,
+}
+
+/// What the engine task is told: a request joins, or one whose client went away leaves.
+enum Msg {
+    Add(Add),
+    Abort(u64),
+}
+
+/// One request's tokens as the engine's steps produce them. Dropping it before the last
+/// token (the client disconnected) aborts the request in the engine, freeing its sequence
+/// slot and KV blocks as a real engine does.
+#[derive(Debug)]
+pub struct Feed {
+    rx: mpsc::UnboundedReceiver<Emit>,
+    id: u64,
+    done: bool,
+    tx: mpsc::UnboundedSender<Msg>,
+}
+
+impl Feed {
+    /// The next step's tokens for this request.
+    pub fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Emit>> {
+        let p = self.rx.poll_recv(cx);
+        if let std::task::Poll::Ready(Some(e)) = &p {
+            self.done |= e.last || e.error.is_some();
+        }
+        p
+    }
+
+    /// [`Feed::poll_recv`] as a future.
+    #[cfg(test)]
+    pub async fn recv(&mut self) -> Option<Emit> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        if !self.done {
+            // The task may already be gone (shutdown): nothing left to free then.
+            let _ = self.tx.send(Msg::Abort(self.id));
+        }
+    }
 }
 
 /// The handle requests use to join the engine-model batch.
 #[derive(Debug)]
 pub struct Stepper {
-    tx: mpsc::UnboundedSender<Add>,
+    tx: mpsc::UnboundedSender<Msg>,
+    next_id: AtomicU64,
     /// The engine's gauges.
     pub gauges: Arc<Gauges>,
     _stop: watch::Sender<bool>,
@@ -82,21 +127,31 @@ impl Stepper {
         let (stop, stop_rx) = watch::channel(false);
         let gauges = Arc::new(Gauges::default());
         tokio::spawn(drive(engine, timer, rx, stop_rx, gauges.clone()));
-        Ok(Stepper { tx, gauges, _stop: stop })
+        Ok(Stepper { tx, next_id: AtomicU64::new(0), gauges, _stop: stop })
     }
 
-    /// Add a request of `prompt_tokens` generating exactly `output_tokens`: its tokens arrive
-    /// on the returned channel as the engine's steps produce them.
-    pub fn add(&self, prompt_tokens: u64, output_tokens: u64) -> mpsc::UnboundedReceiver<Emit> {
+    /// Add a request of `prompt_tokens` generating exactly `output_tokens`, whose prompt's
+    /// blocks of `hash_block_tokens` tokens have the prefix hashes `block_hashes` (empty: no
+    /// prefix-cache reuse): its tokens arrive on the returned feed as the engine's steps
+    /// produce them.
+    pub fn add(
+        &self,
+        prompt_tokens: u64,
+        output_tokens: u64,
+        block_hashes: Vec<u64>,
+        hash_block_tokens: u32,
+    ) -> Feed {
         let (out, rx) = mpsc::unbounded_channel();
+        let id = self.next_id.fetch_add(1, Relaxed);
         let shape = RequestShape {
             prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
             output_tokens: u32::try_from(output_tokens).unwrap_or(u32::MAX).max(1),
-            ..Default::default()
+            block_hashes,
+            hash_block_tokens,
         };
         // The task only stops with the stepper, so the send cannot fail while it lives.
-        let _ = self.tx.send(Add { shape, out });
-        rx
+        let _ = self.tx.send(Msg::Add(Add { id, shape, out }));
+        Feed { rx, id, done: false, tx: self.tx.clone() }
     }
 }
 
@@ -105,7 +160,7 @@ impl Stepper {
 async fn drive(
     mut engine: Engine,
     timer: PreciseTimer,
-    mut rx: mpsc::UnboundedReceiver<Add>,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
     mut stop: watch::Receiver<bool>,
     gauges: Arc<Gauges>,
 ) {
@@ -115,13 +170,20 @@ async fn drive(
     let mut outs: HashMap<u64, mpsc::UnboundedSender<Emit>> = HashMap::new();
     // Started steps by end time (and a sequence number for ties).
     let mut steps: BTreeMap<(u64, u64), StepOutcome> = BTreeMap::new();
-    let (mut next_id, mut seq) = (0u64, 0u64);
-    let mut arrived: Vec<Add> = Vec::new();
+    let mut seq = 0u64;
+    let mut arrived: Vec<Msg> = Vec::new();
     loop {
         let now = ns(Instant::now());
-        for a in arrived.drain(..) {
-            let id = next_id;
-            next_id += 1;
+        for m in arrived.drain(..) {
+            let a = match m {
+                Msg::Add(a) => a,
+                Msg::Abort(id) => {
+                    engine.abort(id);
+                    outs.remove(&id);
+                    continue;
+                }
+            };
+            let id = a.id;
             match engine.add_request(id, a.shape, now) {
                 Ok(()) => {
                     outs.insert(id, a.out);
@@ -204,8 +266,8 @@ mod tests {
         let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
         let s = Stepper::start(&cfg).unwrap();
         let t = Instant::now();
-        let mut a = s.add(100, 5);
-        let mut b = s.add(100, 5);
+        let mut a = s.add(100, 5, Vec::new(), 0);
+        let mut b = s.add(100, 5, Vec::new(), 0);
         let mut got = Vec::new();
         while let Some(e) = a.recv().await {
             got.push(e);
@@ -229,9 +291,48 @@ mod tests {
             .build(None)
             .unwrap();
         let s = Stepper::start(&cfg).unwrap();
-        let mut r = s.add(5000, 5);
+        let mut r = s.add(5000, 5, Vec::new(), 0);
         let e = r.recv().await.unwrap();
         assert!(e.error.unwrap().contains("KV blocks"));
         assert!(r.recv().await.is_none());
+    }
+
+    /// A client that goes away mid-stream frees its sequence slot: with one slot, the next
+    /// request starts as soon as the first one's feed is dropped, not after its 10,000 tokens.
+    #[tokio::test]
+    async fn a_dropped_feed_aborts_the_request() {
+        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\nscheduler: {max_num_seqs: 1}\n")
+            .unwrap()
+            .build(None)
+            .unwrap();
+        let s = Stepper::start(&cfg).unwrap();
+        let mut long = s.add(100, 10_000, Vec::new(), 0);
+        let mut short = s.add(100, 3, Vec::new(), 0);
+        assert!(long.recv().await.unwrap().error.is_none());
+        assert_eq!(s.gauges.waiting.load(Relaxed), 1, "the short one waits for the slot");
+        drop(long);
+        let t = Instant::now();
+        let mut n = 0;
+        while let Some(e) = short.recv().await {
+            n += e.tokens;
+        }
+        assert_eq!(n, 3);
+        // Three decode steps of a small batch, not 10,000 steps of the long request.
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    }
+
+    /// Prompts sharing their leading block hashes hit the prefix cache.
+    #[tokio::test]
+    async fn shared_prefix_blocks_hit_the_cache() {
+        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+        let s = Stepper::start(&cfg).unwrap();
+        let blocks: Vec<u64> = (1..=8).collect();
+        for _ in 0..2 {
+            let mut f = s.add(128, 1, blocks.clone(), 16);
+            while f.recv().await.is_some() {}
+        }
+        // The second prompt finds all but the last block (one token must be computed).
+        assert_eq!(s.gauges.prefix_queries.load(Relaxed), 256);
+        assert_eq!(s.gauges.prefix_hits.load(Relaxed), 112);
     }
 }
