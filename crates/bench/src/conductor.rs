@@ -11,7 +11,9 @@ use servelab_client::{http, BodyOptions, PlannedRequest, Progress, RunConfig, St
 use servelab_load::Arrivals;
 use servelab_metrics::Summary;
 use servelab_outputs::term;
-use servelab_plan::{NoRecording, Plan, RecordSink, Recording, RunError, Runner, SimTarget};
+use servelab_plan::{
+    DatasetSpec, NoRecording, Plan, RecordSink, Recording, RunError, Runner, SimTarget,
+};
 use servelab_records::{RequestRecord, RunInfo};
 use servelab_workload::{Prompt, Tokenizer};
 use tokio::sync::{mpsc, watch};
@@ -217,7 +219,7 @@ async fn run(
     // Workload.
     let w = &plan.workload;
     let tokenizer = resolve_tokenizer(w.tokenizer.as_deref(), &model, simulated)?;
-    let prompts = servelab_workload::load(&w.dataset, w.num_prompts, &tokenizer.tokenizer, w.seed)
+    let work = Work::load(&w.dataset, w.num_prompts, &tokenizer.tokenizer, w.seed)
         .map_err(|e| usage(&e))?;
     let opts = BodyOptions {
         api: req.api,
@@ -231,8 +233,16 @@ async fn run(
         prompt_tokens: Some(p.prompt_tokens),
         max_tokens: p.output_tokens,
     };
-    let requests: Vec<PlannedRequest> = prompts.iter().map(planned).collect();
-    let warmups: Vec<PlannedRequest> = requests.iter().take(w.num_warmups).cloned().collect();
+    let requests: Vec<PlannedRequest> = work.prompts.iter().map(planned).collect();
+    let sessions = work.sessions.map(|s| servelab_client::SessionRun::new(s, opts.clone()));
+    // Warm-ups are single requests: the first prompts, or the first turns of the first
+    // sessions.
+    let warmups: Vec<PlannedRequest> = match &sessions {
+        Some(s) => (0..s.len().min(w.num_warmups)).map(|i| s.first_turn(i)).collect(),
+        None => requests.iter().take(w.num_warmups).cloned().collect(),
+    };
+    // What one arrival starts: a request, or a whole session.
+    let units = sessions.as_ref().map_or(requests.len(), |s| s.len());
 
     let info = RunInfo {
         backend: req.api.backend().to_string(),
@@ -241,7 +251,7 @@ async fn run(
         model: model.clone(),
         tokenizer: Some(tokenizer.tokenizer.name().to_string()),
         dataset: w.dataset.label(),
-        num_prompts: requests.len() as u64,
+        num_prompts: units as u64,
         load: plan.load,
         num_warmups: w.num_warmups as u64,
         seed: w.seed,
@@ -266,7 +276,8 @@ async fn run(
     let detail = detail_path.clone();
     let collector = tokio::task::spawn_blocking(move || collect(rx, detail, sink));
     let progress = Arc::new(Progress::default());
-    let total = plan.load.duration_s.is_none().then_some(requests.len() as u64);
+    let sent_total = sessions.as_ref().map_or(requests.len() as u64, |s| s.total_turns());
+    let total = plan.load.duration_s.is_none().then_some(sent_total);
     let display = crate::progress::spawn(progress.clone(), total, plan.output.progress);
     let duration = plan.load.duration_s.map(Duration::from_secs_f64);
     let cfg = RunConfig {
@@ -274,15 +285,16 @@ async fn run(
         requests,
         warmups,
         arrivals: plan.load.arrivals(),
-        send_at: None,
+        send_at: work.send_at,
         seed: w.seed,
         max_concurrency: plan.load.concurrency(),
         duration,
         request_timeout: limits.request_timeout,
         stall_timeout: limits.stall_timeout,
         drain_timeout: limits.drain_timeout,
-        preconnect: preconnect_count(prompts.len(), plan.load.concurrency(), &plan.load.arrivals()),
+        preconnect: preconnect_count(units, plan.load.concurrency(), &plan.load.arrivals()),
         baseline: None,
+        sessions,
     };
     // The engine's own account, scraped before, during and after the run.
     let baseline = Arc::new(Baseline::default());
@@ -329,8 +341,8 @@ async fn run(
         // was waiting for when the interrupt came was never sent.
         let sent = records.iter().filter(|r| !r.warmup).count();
         summary.warnings.push(format!(
-            "interrupted: {sent} of {} planned requests were sent; this is a partial result",
-            prompts.len()
+            "interrupted: {sent} of {sent_total} planned requests were sent; this is a partial \
+             result"
         ));
     }
 
@@ -349,6 +361,46 @@ async fn run(
         term::note(&line);
     }
     Ok(BenchOutcome { summary, records, result_path: saved, stop: end.stop })
+}
+
+/// What a plan's dataset gives the loop: prompts (with their due instants for a trace
+/// replay), or sessions.
+struct Work {
+    prompts: Vec<Prompt>,
+    /// A replay: prompt `i` is due `send_at[i]` ns after the start.
+    send_at: Option<Arc<[u64]>>,
+    sessions: Option<Vec<servelab_workload::Session>>,
+}
+
+impl Work {
+    fn load(
+        spec: &DatasetSpec,
+        num_prompts: usize,
+        tokenizer: &Tokenizer,
+        seed: u64,
+    ) -> Result<Work, servelab_workload::DatasetError> {
+        Ok(match spec {
+            DatasetSpec::Sessions(s) => {
+                let w = servelab_workload::load_sessions(s, num_prompts, tokenizer, seed)?;
+                Work { prompts: Vec::new(), send_at: None, sessions: Some(w.sessions) }
+            }
+            // A trace is replayed whole (its own window and cap choose the rows), at its
+            // timestamps.
+            DatasetSpec::Trace(t) => {
+                let trace = servelab_workload::load_trace(t, tokenizer, seed)?;
+                Work {
+                    prompts: trace.prompts().collect(),
+                    send_at: Some(trace.arrivals_ns.into()),
+                    sessions: None,
+                }
+            }
+            _ => Work {
+                prompts: servelab_workload::load(spec, num_prompts, tokenizer, seed)?,
+                send_at: None,
+                sessions: None,
+            },
+        })
+    }
 }
 
 struct ResolvedTokenizer {

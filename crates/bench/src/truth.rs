@@ -41,6 +41,8 @@ mod tests {
             chunks: vec![TruthChunk { tokens: 2, intended_ns: 5, actual_ns: 7 }],
             outcome: outcome.into(),
             images: Vec::new(),
+            prompt: None,
+            reply: None,
         }
     }
 

@@ -153,6 +153,24 @@ pub enum DatasetName {
     Jsonl,
     /// N shared prefixes × unique suffixes, for prefix-cache studies.
     Prefix,
+    /// Multi-turn sessions, each turn resending the history with the server's replies: from
+    /// a ShareGPT `.json` or a JSONL `--dataset-path`, or synthetic without one
+    /// (`--session-turns`, `--random-input-len`/`--random-output-len` per turn). Concurrency
+    /// and rate count sessions; `--num-prompts` is the number of sessions.
+    Sessions,
+    /// A Mooncake trace (JSONL: timestamp ms, input_length, output_length, hash_ids),
+    /// replayed at its timestamps; equal hash ids become equal prompt blocks.
+    Mooncake,
+    /// An Azure LLM inference trace (CSV: TIMESTAMP, ContextTokens, GeneratedTokens).
+    Azure,
+    /// A BurstGPT trace (CSV: Timestamp, Model, Request tokens, Response tokens, ...).
+    Burstgpt,
+    /// Random text plus random images per request (chat API; `--random-mm-*`).
+    #[value(name = "random-mm")]
+    RandomMm,
+    /// A Hugging Face dataset (`--hf-name ORG/NAME`): a local directory, the local HF cache,
+    /// or a download.
+    Hf,
 }
 
 /// The shapes one run can be written in.
@@ -306,6 +324,61 @@ pub struct BenchArgs {
     /// Random seed for the prompts and the arrival times.
     #[arg(long, default_value_t = 0, help_heading = "Workload")]
     pub seed: u64,
+    /// Turns per synthetic session: N, or MIN-MAX drawn per session (sessions dataset).
+    #[arg(long, default_value = "4", help_heading = "Workload")]
+    pub session_turns: String,
+    /// Tokens of the system prompt every synthetic session starts with (sessions dataset).
+    #[arg(long, default_value_t = 0, help_heading = "Workload")]
+    pub session_system_prompt_len: u64,
+    /// Keep at most this many turns of each file conversation (sessions dataset).
+    #[arg(long, help_heading = "Workload")]
+    pub session_max_turns: Option<usize>,
+    /// The user's pause between a reply and the next turn, seconds: S, exp:MEAN (Poisson
+    /// user) or uniform:MIN-MAX (sessions dataset).
+    #[arg(long, default_value = "0", help_heading = "Workload")]
+    pub think_time: String,
+    /// Replay the trace this many times faster (mooncake, azure, burstgpt).
+    #[arg(long, default_value_t = 1.0, help_heading = "Workload")]
+    pub trace_speedup: f64,
+    /// Start the replay this many seconds into the trace (before speedup).
+    #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
+    pub trace_start_secs: f64,
+    /// Replay only this many seconds of the trace (before speedup); default: to its end.
+    #[arg(long, help_heading = "Workload")]
+    pub trace_window_secs: Option<f64>,
+    /// Replay at most this many requests of the trace (its window's first ones).
+    #[arg(long, help_heading = "Workload")]
+    pub trace_max_requests: Option<usize>,
+    /// Tokens each Mooncake hash id stands for.
+    #[arg(long, default_value_t = 512, help_heading = "Workload")]
+    pub mooncake_block_size: u64,
+    /// Keep only BurstGPT rows of this model (e.g. ChatGPT).
+    #[arg(long, help_heading = "Workload")]
+    pub burstgpt_model: Option<String>,
+    /// Keep only BurstGPT rows of this log type (e.g. "Conversation log").
+    #[arg(long, help_heading = "Workload")]
+    pub burstgpt_log_type: Option<String>,
+    /// Images per request (random-mm dataset).
+    #[arg(long, default_value_t = 1, help_heading = "Workload")]
+    pub random_mm_images: u32,
+    /// Image sizes WxH, comma-separated, one drawn per image (random-mm dataset).
+    #[arg(long, default_value = "512x512", help_heading = "Workload")]
+    pub random_mm_image_size: String,
+    /// Image encoding: jpeg or png (random-mm dataset).
+    #[arg(long, default_value = "jpeg", help_heading = "Workload")]
+    pub random_mm_image_format: String,
+    /// The Hugging Face dataset: ORG/NAME, or a local directory or file (hf dataset).
+    #[arg(long, help_heading = "Workload")]
+    pub hf_name: Option<String>,
+    /// Its split (train, test, ...).
+    #[arg(long, help_heading = "Workload")]
+    pub hf_split: Option<String>,
+    /// Its subset (configuration).
+    #[arg(long, help_heading = "Workload")]
+    pub hf_subset: Option<String>,
+    /// Output tokens of every request instead of the reference answer's length (hf dataset).
+    #[arg(long, help_heading = "Workload")]
+    pub hf_output_len: Option<u64>,
 
     // --- load
     /// Requests per second, or `inf` to send all at once.

@@ -16,6 +16,11 @@ use servelab_plan::{
 use servelab_store::StoreRecording;
 use servelab_sweep::render::parse_columns;
 use servelab_sweep::{default_scenario, grid_levels, KneeRule, PromptPolicy, SweepPlan};
+use servelab_workload::{
+    HfDatasetSpec, ImageFormat, ImageOptions, ImageSize, SessionSource, SessionSpec,
+    SyntheticSessions, ThinkTime, TraceFormat, TraceOptions, TraceSpec,
+};
+use std::time::Duration;
 
 use crate::args::{Backend, BenchArgs, ContinuousUsage, DatasetName, ProfileArgs, SweepArgs};
 
@@ -192,7 +197,150 @@ fn dataset(a: &BenchArgs) -> Result<DatasetSpec, String> {
             suffix_len: a.prefix_suffix_len,
             output_len: a.prefix_output_len,
         },
+        DatasetName::Sessions => DatasetSpec::Sessions(sessions(a)?),
+        DatasetName::Mooncake => {
+            trace(a, TraceFormat::Mooncake { block_size: a.mooncake_block_size }, "mooncake")?
+        }
+        DatasetName::Azure => trace(a, TraceFormat::Azure, "azure")?,
+        DatasetName::Burstgpt => trace(
+            a,
+            TraceFormat::BurstGpt {
+                model: a.burstgpt_model.clone(),
+                log_type: a.burstgpt_log_type.clone(),
+            },
+            "burstgpt",
+        )?,
+        DatasetName::RandomMm => {
+            if a.backend != Backend::OpenaiChat {
+                return Err("--dataset-name random-mm: images go in chat messages; add \
+                            --backend openai-chat"
+                    .into());
+            }
+            let sizes = a
+                .random_mm_image_size
+                .split(',')
+                .map(|t| t.trim().parse::<ImageSize>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("--random-mm-image-size: {e} (expected WxH, e.g. 512x512)"))?;
+            let format = match a.random_mm_image_format.to_ascii_lowercase().as_str() {
+                "jpeg" | "jpg" => ImageFormat::Jpeg,
+                "png" => ImageFormat::Png,
+                other => {
+                    return Err(format!("--random-mm-image-format: '{other}' is not jpeg or png"))
+                }
+            };
+            DatasetSpec::RandomMultimodal {
+                input_len: a.random_input_len,
+                output_len: a.random_output_len.max(1),
+                range_ratio: if a.random_range_ratio == 1.0 { 0.0 } else { a.random_range_ratio },
+                images: ImageOptions { per_prompt: a.random_mm_images, sizes, format },
+            }
+        }
+        DatasetName::Hf => DatasetSpec::Hf(HfDatasetSpec {
+            name: a.hf_name.clone().ok_or(
+                "--hf-name: --dataset-name hf needs --hf-name ORG/NAME \
+                                           (or a local directory)",
+            )?,
+            split: a.hf_split.clone(),
+            subset: a.hf_subset.clone(),
+            output_len: a.hf_output_len,
+        }),
     })
+}
+
+/// The multi-turn sessions of `--dataset-name sessions`.
+fn sessions(a: &BenchArgs) -> Result<SessionSpec, String> {
+    let think_time = parse_think_time(&a.think_time).map_err(|e| format!("--think-time: {e}"))?;
+    let source = match &a.dataset_path {
+        Some(p) if p.extension().is_some_and(|e| e == "jsonl") => SessionSource::Jsonl {
+            path: p.clone(),
+            output_len: None,
+            max_turns: a.session_max_turns,
+        },
+        Some(p) => SessionSource::ShareGpt {
+            path: p.clone(),
+            output_len: a.sharegpt_output_len,
+            max_turns: a.session_max_turns,
+        },
+        None => {
+            let (turns_min, turns_max) =
+                parse_range(&a.session_turns).map_err(|e| format!("--session-turns: {e}"))?;
+            SessionSource::Synthetic(SyntheticSessions {
+                turns_min,
+                turns_max,
+                input_len: a.random_input_len,
+                output_len: a.random_output_len,
+                range_ratio: if a.random_range_ratio == 1.0 { 0.0 } else { a.random_range_ratio },
+                system_prompt_len: a.session_system_prompt_len,
+            })
+        }
+    };
+    Ok(SessionSpec { source, think_time })
+}
+
+/// `N` or `MIN-MAX`, both at least 1.
+fn parse_range(s: &str) -> Result<(u32, u32), String> {
+    let num = |t: &str| t.trim().parse::<u32>().map_err(|_| format!("'{s}' is not N or MIN-MAX"));
+    let (lo, hi) = match s.split_once('-') {
+        Some((lo, hi)) => (num(lo)?, num(hi)?),
+        None => (num(s)?, num(s)?),
+    };
+    if lo == 0 || lo > hi {
+        return Err(format!("'{s}': need 1 <= MIN <= MAX"));
+    }
+    Ok((lo, hi))
+}
+
+/// `S` (fixed), `exp:MEAN` or `uniform:MIN-MAX`, in seconds.
+pub fn parse_think_time(s: &str) -> Result<ThinkTime, String> {
+    let secs = |t: &str| -> Result<Duration, String> {
+        let v: f64 = t.trim().parse().map_err(|_| format!("'{t}' is not a number of seconds"))?;
+        Duration::try_from_secs_f64(v).map_err(|_| format!("'{t}': must be >= 0 seconds"))
+    };
+    let s = s.trim();
+    Ok(match s.split_once(':') {
+        None => match secs(s)? {
+            d if d.is_zero() => ThinkTime::Zero,
+            d => ThinkTime::Fixed(d),
+        },
+        Some(("exp", mean)) => ThinkTime::Exponential { mean: secs(mean)? },
+        Some(("uniform", range)) => {
+            let (lo, hi) =
+                range.split_once('-').ok_or_else(|| format!("'{s}': expected uniform:MIN-MAX"))?;
+            let (min, max) = (secs(lo)?, secs(hi)?);
+            if min > max {
+                return Err(format!("'{s}': MIN is above MAX"));
+            }
+            ThinkTime::Uniform { min, max }
+        }
+        Some(_) => return Err(format!("'{s}': expected S, exp:MEAN or uniform:MIN-MAX")),
+    })
+}
+
+/// A trace replay of `--dataset-path` in `format`.
+fn trace(a: &BenchArgs, format: TraceFormat, name: &str) -> Result<DatasetSpec, String> {
+    let path = a.dataset_path.clone().ok_or_else(|| {
+        format!("--dataset-path: --dataset-name {name} needs --dataset-path FILE (the trace)")
+    })?;
+    let secs = |flag: &str, v: f64| {
+        Duration::try_from_secs_f64(v).map_err(|_| format!("{flag}: must be >= 0 seconds"))
+    };
+    if !(a.trace_speedup.is_finite() && a.trace_speedup > 0.0) {
+        return Err("--trace-speedup: must be a positive number".into());
+    }
+    Ok(DatasetSpec::Trace(TraceSpec {
+        path,
+        format,
+        options: TraceOptions {
+            speedup: a.trace_speedup,
+            window_start: secs("--trace-start-secs", a.trace_start_secs)?,
+            window_duration: a
+                .trace_window_secs
+                .map(|v| secs("--trace-window-secs", v))
+                .transpose()?,
+            max_requests: a.trace_max_requests,
+        },
+    }))
 }
 
 /// The plan of a lab profile: its options parsed exactly as `servelab bench` parses flags

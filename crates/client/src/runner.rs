@@ -15,13 +15,14 @@ use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use servelab_load::{Arrival, Arrivals, Dispatch, Exhausted};
-use servelab_records::{Chunk, FailureKind, Outcome, RequestRecord, Usage};
+use servelab_records::{Chunk, FailureKind, Outcome, RequestRecord, SessionTurn, Usage};
 use tokio::sync::{mpsc, watch};
 
 use crate::http::{connect, drive, Conn, Pool, Target};
 use crate::limits::{guarded, Expired, Limits};
 use crate::openai::{parse_event, EventError};
 use crate::scrape::Baseline;
+use crate::session::{Reply, SessionRun};
 use crate::sse::{human_bytes, SseData, SseParser};
 use crate::timed_io::{since_epoch, ReadEnd, ReadStamp};
 
@@ -67,6 +68,9 @@ pub struct RunConfig {
     pub drain_timeout: Duration,
     /// Connections to open before the clock starts.
     pub preconnect: usize,
+    /// Multi-turn sessions: each arrival starts one and its turns go one after another
+    /// (`requests` is then unused in the measured phase); `None`: single requests.
+    pub sessions: Option<Arc<SessionRun>>,
     /// Taken after warm-ups, before the measured phase starts (see [`Baseline`]).
     pub baseline: Option<Arc<Baseline>>,
 }
@@ -165,6 +169,7 @@ pub async fn run(
             arrivals: Arrivals::Burst,
             send_at: None,
             duration: None,
+            sessions: None,
         };
         let (end, p) =
             phase(&cfg, warm, pool.take().unwrap_or_default(), &progress, &sink, &interrupt).await;
@@ -182,6 +187,7 @@ pub async fn run(
         arrivals: cfg.arrivals,
         send_at: cfg.send_at.clone(),
         duration: cfg.duration,
+        sessions: cfg.sessions.clone(),
     };
     let (end, _) =
         phase(&cfg, measured, pool.unwrap_or_default(), &progress, &sink, &interrupt).await;
@@ -194,6 +200,7 @@ struct Phase<'a> {
     arrivals: Arrivals,
     send_at: Option<Arc<[u64]>>,
     duration: Option<Duration>,
+    sessions: Option<Arc<SessionRun>>,
 }
 
 async fn phase(
@@ -218,17 +225,19 @@ async fn phase(
         abort: abort_rx,
     });
     let duration_ns = ph.duration.map(|d| d.as_nanos() as u64);
+    // What an arrival starts: a request, or a whole session.
+    let units = ph.sessions.as_ref().map_or(ph.requests.len(), |s| s.len());
     let issue = Arc::new(Issue {
         ctx: ctx.clone(),
         requests: ph.requests.into(),
+        sessions: ph.sessions,
+        interrupt: interrupt.clone(),
         warmup: ph.warmup,
         dispatch: Mutex::new(match ph.send_at {
             // Only as many instants as requests: a replay never cycles.
-            Some(at) if at.len() > ph.requests.len() => {
-                Dispatch::at_offsets(at[..ph.requests.len()].into(), duration_ns)
-            }
+            Some(at) if at.len() > units => Dispatch::at_offsets(at[..units].into(), duration_ns),
             Some(at) => Dispatch::at_offsets(at, duration_ns),
-            None => Dispatch::new(ph.arrivals, cfg.seed, ph.requests.len(), duration_ns),
+            None => Dispatch::new(ph.arrivals, cfg.seed, units, duration_ns),
         }),
     });
     let mut tasks = tokio::task::JoinSet::new();
@@ -282,6 +291,10 @@ async fn phase(
 struct Issue {
     ctx: Arc<Ctx>,
     requests: Arc<[PlannedRequest]>,
+    /// Multi-turn mode: arrivals start these sessions instead of `requests`.
+    sessions: Option<Arc<SessionRun>>,
+    /// Stops a session between turns.
+    interrupt: watch::Receiver<bool>,
     warmup: bool,
     /// Taken only to hand out the next arrival, never while a request runs.
     dispatch: Mutex<Dispatch>,
@@ -296,13 +309,29 @@ impl Issue {
         self.dispatch().next_arrival()
     }
 
-    /// Send arrival `a`, due at `intended_ns`; returns when it ended (ns since origin).
+    /// Send arrival `a`, due at `intended_ns`; returns when it ended (ns since origin). In
+    /// multi-turn mode the arrival is a session, and it ends with its last turn.
     async fn send(self: Arc<Self>, a: Arrival, intended_ns: u64) -> u64 {
+        if let Some(sessions) = self.sessions.clone() {
+            return self.send_session(&sessions, a, intended_ns).await;
+        }
         let planned = &self.requests[a.request];
-        let rec = RequestRecord {
-            index: a.index,
+        let rec = self.record(a.index, a.scheduled_ns, intended_ns, planned);
+        one_request(&self.ctx, planned.body.clone(), rec, false).await.0
+    }
+
+    /// A record for request `index` before it is sent.
+    fn record(
+        &self,
+        index: u64,
+        scheduled_ns: u64,
+        intended_ns: u64,
+        planned: &PlannedRequest,
+    ) -> RequestRecord {
+        RequestRecord {
+            index,
             warmup: self.warmup,
-            scheduled_ns: a.scheduled_ns,
+            scheduled_ns,
             intended_ns,
             sent_ns: 0,
             prompt_tokens: planned.prompt_tokens,
@@ -315,8 +344,41 @@ impl Issue {
             server: None,
             read_lag_ns: None,
             retries: 0,
-        };
-        one_request(&self.ctx, planned.body.clone(), rec).await
+            session: None,
+        }
+    }
+
+    /// Run the session of arrival `a`: its first turn due at `intended_ns`, each later turn
+    /// its think time after the previous reply ended (both its scheduled and intended time:
+    /// the client, not a queue, decides it). A failed turn, an interrupt or the duration
+    /// limit ends the session: later turns would resend a history that never happened.
+    async fn send_session(&self, run: &SessionRun, a: Arrival, intended_ns: u64) -> u64 {
+        let s = a.request;
+        let mut replies = Vec::with_capacity(run.turns(s));
+        let (mut scheduled, mut due, mut end) = (a.scheduled_ns, intended_ns, intended_ns);
+        for k in 0..run.turns(s) {
+            if k > 0 {
+                due = end.saturating_add(run.think_ns(s, k));
+                scheduled = due;
+                if self.dispatch().past_duration(due) {
+                    break;
+                }
+                let mut interrupt = self.interrupt.clone();
+                if !wait_for_arrival(self.ctx.origin, due, &mut interrupt).await {
+                    break;
+                }
+            }
+            let planned = run.turn(s, k, &replies);
+            let mut rec = self.record(run.record_index(a.index, s, k), scheduled, due, &planned);
+            rec.session = Some(SessionTurn { session: a.index, turn: k as u32 });
+            let (e, reply) = one_request(&self.ctx, planned.body, rec, true).await;
+            end = e;
+            match reply {
+                Some(r) => replies.push(r),
+                None => break,
+            }
+        }
+        end
     }
 }
 
@@ -387,8 +449,14 @@ async fn drain<T: 'static>(
 }
 
 /// Send one request, record every chunk until the stream ends, hand the record to the sink;
-/// returns when the response ended (ns since origin).
-async fn one_request(ctx: &Ctx, body: Bytes, mut rec: RequestRecord) -> u64 {
+/// returns when the response ended (ns since origin), and with `keep_reply` the reply of a
+/// successful request (what the next turn of a session resends).
+async fn one_request(
+    ctx: &Ctx,
+    body: Bytes,
+    mut rec: RequestRecord,
+    keep_reply: bool,
+) -> (u64, Option<Reply>) {
     ctx.progress.started.fetch_add(1, Ordering::Relaxed);
     let origin = tokio::time::Instant::from_std(ctx.origin);
     let deadline = origin + Duration::from_nanos(rec.intended_ns) + ctx.timeout;
@@ -419,9 +487,10 @@ async fn one_request(ctx: &Ctx, body: Bytes, mut rec: RequestRecord) -> u64 {
         &ctx.progress.failed
     };
     counter.fetch_add(1, Ordering::Relaxed);
+    let reply = (keep_reply && matches!(outcome, Outcome::Success)).then(|| Reply::of(&rec));
     rec.outcome = outcome;
     let _ = ctx.sink.send(rec);
-    end
+    (end, reply)
 }
 
 /// The `x-request-id` sent with a request, so a server's logs (and the simulator's truth log)

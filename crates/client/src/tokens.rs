@@ -88,6 +88,7 @@ mod tests {
             server: None,
             read_lag_ns: None,
             retries: 0,
+            session: None,
         };
         attribute_tokens(&mut rec, &tok);
         let total: u32 = rec.chunks.iter().map(|c| c.tokens.unwrap()).sum();

@@ -40,6 +40,7 @@ fn main() {
                 server: None,
                 read_lag_ns: None,
                 retries: 0,
+                session: None,
             }
         })
         .collect();

@@ -299,6 +299,7 @@ impl Collector {
                 .collect(),
             retries,
             truth: None,
+            sessions: crate::sessions::summarize(&rows, pct),
             warnings,
             requests: rows,
         };

@@ -5,7 +5,7 @@
 //! latency is exact to the nanosecond the client measured.
 
 use serde::{Deserialize, Serialize};
-use servelab_records::{Chunk, ChunkKind, Nanos, Outcome, RequestRecord};
+use servelab_records::{Chunk, ChunkKind, Nanos, Outcome, RequestRecord, SessionTurn};
 
 /// Nanoseconds to milliseconds.
 pub fn ms(ns: u64) -> f64 {
@@ -61,6 +61,9 @@ pub struct RequestRow {
     pub outcome: String,
     /// The failure message, for failed requests.
     pub error: Option<String>,
+    /// Multi-turn runs: the session (in start order) and the turn (0-based) this request was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionTurn>,
 }
 
 impl RequestRow {
@@ -189,6 +192,7 @@ pub fn row(r: &RequestRecord) -> RequestRow {
         status: r.status,
         outcome,
         error,
+        session: r.session,
     }
 }
 
@@ -228,6 +232,7 @@ pub(crate) mod tests {
             server: None,
             read_lag_ns: None,
             retries: 0,
+            session: None,
         }
     }
 

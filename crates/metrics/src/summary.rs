@@ -101,6 +101,9 @@ pub struct Summary {
     /// The built-in simulator's own account next to the measurement, when it was the target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truth: Option<TruthCheck>,
+    /// Multi-turn runs: TTFT by turn and per-session latency; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<crate::sessions::SessionSummary>,
 
     /// Failed requests by kind, in [`FailureKind::ALL`] order.
     pub failures: Vec<FailureGroup>,

@@ -208,6 +208,7 @@ mod tests {
             server: None,
             read_lag_ns: None,
             retries: 0,
+            session: None,
         }
     }
 

@@ -116,6 +116,34 @@ fn servelab(s: &Summary) -> Value {
     if let (Some(t), Some(m)) = (&s.truth, v.as_object_mut()) {
         m.insert("truth".into(), json!(t));
     }
+    // Only multi-turn runs add this object.
+    if let (Some(ss), Some(m)) = (&s.sessions, v.as_object_mut()) {
+        let turns: Vec<Value> = ss
+            .by_turn
+            .iter()
+            .map(|t| {
+                json!({
+                    "turn": t.turn,
+                    "requests": t.requests,
+                    "failed": t.failed,
+                    "mean_prompt_tokens": t.mean_prompt_tokens,
+                    "ttft": distribution(&t.ttft_ms),
+                })
+            })
+            .collect();
+        m.insert(
+            "sessions".into(),
+            json!({
+                "sessions": ss.sessions,
+                "completed": ss.completed,
+                "cut": ss.cut,
+                "turns": ss.turns,
+                "mean_turns": ss.mean_turns,
+                "session_latency": distribution(&ss.session_latency_ms),
+                "by_turn": turns,
+            }),
+        );
+    }
     if let (true, Some(m)) = (s.retries > 0, v.as_object_mut()) {
         m.insert("retries".into(), json!(s.retries));
     }

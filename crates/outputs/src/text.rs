@@ -1,7 +1,7 @@
 //! The terminal summary: vLLM's block byte for byte, then servelab's own sections.
 
 use servelab_metrics::truth::{TruthCheck, ITL_EXACT_MS};
-use servelab_metrics::{Distribution, EngineMetrics, Summary};
+use servelab_metrics::{Distribution, EngineMetrics, SessionSummary, Summary};
 
 use crate::fmt::{f2, kv, pct_word, rule};
 
@@ -83,6 +83,9 @@ pub fn servelab_block(s: &Summary) -> String {
     if let Some(t) = &s.truth {
         truth_section(&mut out, t);
     }
+    if let Some(ss) = &s.sessions {
+        sessions_section(&mut out, ss);
+    }
     if let Some(e) = &s.engine {
         engine_section(&mut out, e);
     }
@@ -108,6 +111,43 @@ pub fn servelab_block(s: &Summary) -> String {
     out.push_str(&"=".repeat(50));
     out.push('\n');
     out
+}
+
+/// Turns shown by index in the text summary (the JSON result has them all).
+const TURNS_SHOWN: usize = 12;
+
+/// Multi-turn figures: sessions, per-session latency, TTFT by turn (the prefix cache shows
+/// as TTFT falling, or rising less than the history, with the turn).
+fn sessions_section(out: &mut String, s: &SessionSummary) {
+    rule(out, "Multi-turn Sessions", '-');
+    kv(out, "Sessions started:", s.sessions);
+    kv(out, "Sessions completed:", s.completed);
+    kv(out, "Sessions cut by a failed turn:", s.cut);
+    kv(out, "Mean turns per session:", f2(s.mean_turns));
+    let d = &s.session_latency_ms;
+    kv(out, "Mean session latency (ms):", f2(d.mean));
+    kv(out, "Median session latency (ms):", f2(d.median));
+    if let Some(&(p, v)) = d.percentiles.iter().rev().find(|(p, _)| *p > 50.0) {
+        kv(out, &format!("P{} session latency (ms):", pct_word(p)), f2(v));
+    }
+    out.push_str("Turn  Requests  Mean prompt tok  Mean TTFT  Median TTFT\n");
+    for t in s.by_turn.iter().take(TURNS_SHOWN) {
+        let prompt = t.mean_prompt_tokens.map_or("-".to_string(), |v| format!("{v:.1}"));
+        out.push_str(&format!(
+            "{:<4}  {:>8}  {:>15}  {:>9}  {:>11}\n",
+            t.turn,
+            t.requests,
+            prompt,
+            f2(t.ttft_ms.mean),
+            f2(t.ttft_ms.median)
+        ));
+    }
+    if s.by_turn.len() > TURNS_SHOWN {
+        out.push_str(&format!(
+            "... {} more turn indices in the JSON result\n",
+            s.by_turn.len() - TURNS_SHOWN
+        ));
+    }
 }
 
 /// The simulator's log next to the measurement: what it was set to do, what it did, what

@@ -31,6 +31,7 @@ fn record(index: u64, intended_ms: u64, end_ms: u64, chunks: Vec<Chunk>) -> Requ
         // The client handled each response's bytes at most 0.05 × index ms after arrival.
         read_lag_ns: Some(index * 50_000),
         retries: 0,
+        session: None,
     }
 }
 
@@ -262,6 +263,36 @@ fn simulator_truth_adds_its_section() {
     let v = result_value(&s, false);
     assert_eq!(v["servelab"]["truth"]["ttft_overhead_ms"], 0.5);
     assert_eq!(v["servelab"]["retries"], 1);
+    let schema_text = include_str!("../../../docs/schema/servelab-result-v1.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(schema_text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+/// The fixture's requests as turns of two sessions: servelab's section gains the multi-turn
+/// figures (text) and a `servelab.sessions` object (JSON, valid under the schema).
+#[test]
+fn sessions_add_the_multi_turn_section() {
+    let (mut records, cfg) = fixture_parts();
+    for r in records.iter_mut().filter(|r| !r.warmup) {
+        let (session, turn) = match r.index {
+            1 => (0, 0),
+            2 => (0, 1),
+            3 => (1, 0),
+            4 => (1, 1),
+            _ => (2, 0),
+        };
+        r.session = Some(servelab_records::SessionTurn { session, turn });
+    }
+    let s = summarize(&records, &info(), &cfg);
+    let ss = s.sessions.as_ref().unwrap();
+    assert_eq!((ss.sessions, ss.completed, ss.cut, ss.turns), (3, 1, 2, 5));
+    // Session 0: intended at 0 ms, last reply ended at 1,250 ms.
+    assert_eq!(ss.session_latency_ms.mean, 1_250.0);
+    insta::assert_snapshot!("text_sessions", servelab_block(&s));
+    let v = result_value(&s, false);
+    assert_eq!(v["servelab"]["sessions"]["by_turn"][1]["requests"], 2);
     let schema_text = include_str!("../../../docs/schema/servelab-result-v1.schema.json");
     let schema: serde_json::Value = serde_json::from_str(schema_text).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();

@@ -23,7 +23,7 @@ pub use runner::{write_file, RunError, Runner};
 pub use servelab_load::LoadSpec;
 pub use servelab_metrics::MetricsConfig;
 pub use servelab_records::RunKind;
-pub use servelab_workload::{Api, DatasetSpec};
+pub use servelab_workload::{Api, DatasetSpec, SessionSource};
 pub use spec::{
     seconds, Limits, OutputSpec, Plan, PlanError, RecordSpec, RequestSpec, SimTarget, Target,
     WorkloadSpec,

@@ -270,6 +270,7 @@ fn record(r: &servelab_engine::RequestRecord, scheduled_ns: u64) -> RequestRecor
         server: None,
         read_lag_ns: None,
         retries: 0,
+        session: None,
     }
 }
 

@@ -64,10 +64,24 @@ pub struct RequestRecord {
     /// almost every request and in older records.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
+    /// The session and turn this request was, in a multi-turn run; absent otherwise (and in
+    /// older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionTurn>,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// Where a request sits in a multi-turn run: turn `turn` (0-based) of session `session`
+/// (the session's position in the workload, 0-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionTurn {
+    /// The session's position in the workload.
+    pub session: u64,
+    /// The turn's position in its session.
+    pub turn: u32,
 }
 
 /// What the engine says it spent on one request, from its own clock. Each field is `None`
@@ -360,6 +374,7 @@ mod tests {
             server: None,
             read_lag_ns: None,
             retries: 0,
+            session: None,
         }
     }
 

@@ -175,6 +175,17 @@ pub struct GenRequest {
     /// Prefix hashes of the prompt's blocks of [`PROMPT_BLOCK_TOKENS`] tokens (empty unless
     /// asked for): equal leading hashes mean equal prompt prefixes.
     pub prompt_blocks: Vec<u64>,
+    /// The prompt as rendered (chat template applied), when asked for.
+    pub prompt_text: Option<String>,
+}
+
+/// What else [`parse_request`] derives from the prompt besides its token count.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PromptNeeds {
+    /// The prefix hashes of its blocks (engine-model prefix cache).
+    pub hashes: bool,
+    /// Its rendered text (`--truth-text`).
+    pub text: bool,
 }
 
 /// Tokens per prompt block hashed for the engine model's prefix cache (vLLM's block size).
@@ -248,8 +259,15 @@ fn prompt_tokens(
     endpoint: Endpoint,
     tok: &Tokenizer,
     images: &mut Vec<ImageSeen>,
-    hash: bool,
+    needs: PromptNeeds,
+    rendered: &mut Option<String>,
 ) -> Result<(u64, Vec<u64>), ApiError> {
+    let hash = needs.hashes;
+    let keep = |t: &str, rendered: &mut Option<String>| {
+        if needs.text {
+            *rendered = Some(t.to_string());
+        }
+    };
     let text = |t: &str| -> (usize, Vec<u64>) {
         if hash {
             let ids = tok.encode(t);
@@ -261,8 +279,14 @@ fn prompt_tokens(
     let (n, blocks) = match endpoint {
         Endpoint::Completions => match &raw.prompt {
             None => return Err(ApiError::bad_request("'prompt' is required", Some("prompt"))),
-            Some(Prompt::Text(t)) => text(t),
-            Some(Prompt::Texts(v)) if v.len() == 1 => text(&v[0]),
+            Some(Prompt::Text(t)) => {
+                keep(t, rendered);
+                text(t)
+            }
+            Some(Prompt::Texts(v)) if v.len() == 1 => {
+                keep(&v[0], rendered);
+                text(&v[0])
+            }
             Some(Prompt::Texts(v)) if v.is_empty() => {
                 return Err(ApiError::bad_request("'prompt' must not be empty", Some("prompt")))
             }
@@ -280,6 +304,7 @@ fn prompt_tokens(
             None => return Err(ApiError::bad_request("'messages' is required", Some("messages"))),
             Some(m) => {
                 let t = chat_prompt(m, images)?;
+                keep(&t, rendered);
                 if hash {
                     let ids = tok.encode(&t);
                     (ids.len(), ids_hashes(&ids, images))
@@ -309,7 +334,7 @@ pub fn parse_request(
     served_model: &str,
     max_model_len: u64,
     tok: &Tokenizer,
-    hash_prompt: bool,
+    needs: PromptNeeds,
 ) -> Result<GenRequest, ApiError> {
     let raw: RawRequest = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}"), None))?;
@@ -332,8 +357,9 @@ pub fn parse_request(
         }
     }
     let mut images = Vec::new();
+    let mut prompt_text = None;
     let (prompt_tokens, prompt_blocks) =
-        prompt_tokens(&raw, endpoint, tok, &mut images, hash_prompt)?;
+        prompt_tokens(&raw, endpoint, tok, &mut images, needs, &mut prompt_text)?;
     if prompt_tokens > max_model_len {
         return Err(ApiError::bad_request(
             format!(
@@ -419,6 +445,7 @@ pub fn parse_request(
         ignore_eos: raw.ignore_eos.unwrap_or(false),
         images,
         prompt_blocks,
+        prompt_text,
     })
 }
 
@@ -606,7 +633,7 @@ mod tests {
     }
 
     fn parse(ep: Endpoint, body: &str) -> Result<GenRequest, ApiError> {
-        parse_request(ep, body.as_bytes(), "m", 100, &tok(), false)
+        parse_request(ep, body.as_bytes(), "m", 100, &tok(), PromptNeeds::default())
     }
 
     #[test]

@@ -45,6 +45,8 @@ enum Phase {
 /// An event built and waiting for its due time.
 struct Due {
     frame: String,
+    /// `--truth-text`: the answer text of the event.
+    text: Option<String>,
     tokens: u32,
     due_ns: u64,
     last: bool,
@@ -94,10 +96,13 @@ pub struct SseBody {
     finished: bool,
     /// Engine-model mode: the engine refused the request.
     refused: bool,
+    /// `--truth-text`: the answer text sent so far.
+    reply: Option<String>,
 }
 
 impl SseBody {
     pub fn new(job: Job) -> Self {
+        let reply = job.engine.cfg.truth_text.then(String::new);
         let phase = match &job.engine.slots {
             Some(sem) => {
                 let waiting = Waiting::new(&job.engine);
@@ -118,6 +123,7 @@ impl SseBody {
             slot: None,
             finished: false,
             refused: false,
+            reply,
         }
     }
 
@@ -132,6 +138,9 @@ impl SseBody {
             let m = &engine.metrics;
             let c = if self.job.gen.finish == "stop" { &m.success_stop } else { &m.success_length };
             c.fetch_add(1, Relaxed);
+        }
+        if let Some(reply) = self.reply.take() {
+            let _ = self.job.arrival.reply.set(reply);
         }
         finish(
             &engine,
@@ -207,6 +216,7 @@ impl SseBody {
             text.push(SPLIT_CHAR);
         }
         self.first_event = false;
+        let answer = (self.reply.is_some() && !ev.reasoning).then(|| text.clone());
         let finish = ev.last.then_some(job.gen.finish);
         r.token_event(&mut frame, &text, ev.reasoning, finish, usage(ev.cumulative));
         if ev.last {
@@ -220,6 +230,7 @@ impl SseBody {
         let deadline = job.arrival.at(ev.due_ns);
         self.pending = Some(Due {
             frame,
+            text: answer,
             tokens: ev.tokens,
             due_ns: ev.due_ns,
             last: ev.last,
@@ -237,6 +248,9 @@ impl SseBody {
         }
         m.generation_tokens.fetch_add(due.tokens as u64, Relaxed);
         self.last_actual_ns = Some(now);
+        if let (Some(reply), Some(t)) = (&mut self.reply, &due.text) {
+            reply.push_str(t);
+        }
         self.chunks.push(TruthChunk {
             tokens: due.tokens,
             intended_ns: due.due_ns,

@@ -79,6 +79,10 @@ pub struct SimArgs {
     /// Append one JSON line per finished request (the ground truth) to this file.
     #[arg(long)]
     pub truth_log: Option<PathBuf>,
+    /// Also record in the truth each request's prompt as the server rendered it and the
+    /// answer text it sent (audits of multi-turn histories and shared prefixes; costs memory).
+    #[arg(long)]
+    pub truth_text: bool,
     /// Seed of every random choice (output text, lengths, jitter, faults).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -165,6 +169,8 @@ pub struct SimConfig {
     /// Also append one JSON line per finished request (a [`crate::TruthRecord`]) to this
     /// file, created or truncated. `None`: the truth is kept in memory only.
     pub truth_log: Option<PathBuf>,
+    /// Record each request's rendered prompt and answer text in the truth.
+    pub truth_text: bool,
     /// Seed of every random choice (output text, lengths, jitter, faults).
     pub seed: u64,
     /// Engine-model mode: this deployment's scheduler and step times decide when every token
@@ -208,9 +214,16 @@ impl SimConfig {
             fault_rates: Vec::new(),
             startup: Duration::ZERO,
             truth_log: None,
+            truth_text: false,
             seed: 0,
             engine: None,
         }
+    }
+
+    /// Record every request's rendered prompt and answer text in the truth.
+    pub fn with_truth_text(mut self) -> Self {
+        self.truth_text = true;
+        self
     }
 
     /// Engine-model mode: `cfg`'s scheduler and step times decide when tokens are sent.
@@ -345,6 +358,7 @@ impl SimArgs {
             fault_rates,
             startup: Duration::from_secs_f64(self.startup_secs),
             truth_log: self.truth_log,
+            truth_text: self.truth_text,
             seed: self.seed,
             engine: match &self.engine {
                 Some(p) => {

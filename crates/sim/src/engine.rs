@@ -359,6 +359,10 @@ pub struct Arrival {
     pub received: Instant,
     /// The request's images, set once it is parsed (unset for a request rejected before).
     pub images: std::sync::OnceLock<Vec<ImageSeen>>,
+    /// With `--truth-text`: the rendered prompt and the answer text sent, once known.
+    pub text: std::sync::OnceLock<String>,
+    /// See `text`.
+    pub reply: std::sync::OnceLock<String>,
 }
 
 impl Arrival {
@@ -401,6 +405,8 @@ pub fn finish(
         chunks,
         outcome: outcome.to_string(),
         images: arrival.images.get().cloned().unwrap_or_default(),
+        prompt: arrival.text.get().cloned(),
+        reply: arrival.reply.get().cloned(),
     });
 }
 
@@ -421,6 +427,7 @@ mod tests {
             ignore_eos,
             images: Vec::new(),
             prompt_blocks: Vec::new(),
+            prompt_text: None,
         }
     }
 

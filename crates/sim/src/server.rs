@@ -156,7 +156,14 @@ async fn generate(
     let request_id = header("x-request-id");
     let fault_header = header("x-servelab-fault");
     let body = Limited::new(req.into_body(), MAX_BODY_BYTES).collect().await;
-    let arrival = Arrival { seq, request_id, received: Instant::now(), images: Default::default() };
+    let arrival = Arrival {
+        seq,
+        request_id,
+        received: Instant::now(),
+        images: Default::default(),
+        text: Default::default(),
+        reply: Default::default(),
+    };
     let reject = |e: ApiError, outcome: &str| {
         finish(&engine, &arrival, endpoint.name(), 0, 0, 0, Vec::new(), outcome);
         Ok(error(&e))
@@ -182,20 +189,26 @@ async fn generate(
         .parse_pool
         .run(move || {
             let e = &parse_engine;
-            let hash = e.cfg.engine.as_ref().is_some_and(|c| c.scheduler.prefix_caching);
+            let needs = api::PromptNeeds {
+                hashes: e.cfg.engine.as_ref().is_some_and(|c| c.scheduler.prefix_caching),
+                text: e.cfg.truth_text,
+            };
             api::parse_request(
                 endpoint,
                 &body,
                 &e.cfg.model,
                 e.cfg.max_model_len,
                 &e.tokenizer,
-                hash,
+                needs,
             )
         })
         .await;
     let gen_req = match parsed {
-        Some(Ok(r)) => {
+        Some(Ok(mut r)) => {
             let _ = arrival.images.set(r.images.clone());
+            if let Some(t) = r.prompt_text.take() {
+                let _ = arrival.text.set(t);
+            }
             r
         }
         Some(Err(e)) => return reject(e, "bad-request"),
@@ -357,6 +370,9 @@ async fn complete(mut job: Job) -> Result<Resp, io::Error> {
     engine.timer.sleep_until(job.arrival.at(due_ns)).await;
     let total = job.gen.total;
     let c = chunk(&job, due_ns);
+    if engine.cfg.truth_text {
+        let _ = job.arrival.reply.set(content.clone());
+    }
     engine.metrics.generation_tokens.fetch_add(total, Relaxed);
     drop(slot);
     let resp = match job.fault {

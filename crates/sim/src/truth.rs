@@ -32,6 +32,13 @@ pub struct TruthRecord {
     /// requests rejected before parsing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ImageSeen>,
+    /// With `--truth-text`: the prompt as the server rendered it (a chat request's template
+    /// text: `<|role|>\ncontent\n` per message, then `<|assistant|>\n`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// With `--truth-text`: the answer text the server sent (reasoning excluded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
 }
 
 /// One image a chat request carried as a `data:` URL, as the server decoded it.
@@ -186,6 +193,8 @@ mod tests {
             chunks: vec![TruthChunk { tokens: 2, intended_ns: 10, actual_ns: 12 }],
             outcome: "ok".into(),
             images: Vec::new(),
+            prompt: None,
+            reply: None,
         }
     }
 

@@ -33,6 +33,7 @@ fn record(index: u64, ttft_ms: u64) -> RequestRecord {
         server: None,
         read_lag_ns: None,
         retries: 0,
+        session: None,
     }
 }
 

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use servelab_load::{parse_concurrency_list, parse_rate_list, Level};
-use servelab_plan::{DatasetSpec, Plan, RunKind};
+use servelab_plan::{DatasetSpec, Plan, RunKind, SessionSource};
 
 use crate::error::{invalid, SweepError};
 use crate::grid::{DatasetChoice, Scenario};
@@ -46,6 +46,8 @@ pub fn default_scenario(dataset: &DatasetSpec) -> Scenario {
             format!("random-mm-{input_len}x{output_len}")
         }
         DatasetSpec::Hf(h) => format!("hf-{}", h.name),
+        DatasetSpec::Sessions(_) => "sessions".into(),
+        DatasetSpec::Trace(_) => "trace".into(),
     };
     Scenario::new(name, DatasetChoice::FromArgs)
 }
@@ -82,7 +84,13 @@ pub fn scenario_dataset(
 
 /// True when the base plan reads its prompts from a file.
 fn reads_file(d: &DatasetSpec) -> bool {
-    matches!(d, DatasetSpec::ShareGpt { .. } | DatasetSpec::Jsonl { .. } | DatasetSpec::Hf(_))
+    matches!(
+        d,
+        DatasetSpec::ShareGpt { .. }
+            | DatasetSpec::Jsonl { .. }
+            | DatasetSpec::Hf(_)
+            | DatasetSpec::Trace(_)
+    ) || matches!(d, DatasetSpec::Sessions(s) if !matches!(s.source, SessionSource::Synthetic(_)))
 }
 
 impl SweepPlan {

@@ -18,6 +18,26 @@ impl DatasetSpec {
                 format!("random-mm({input_len}:{output_len}, {} images)", images.per_prompt)
             }
             DatasetSpec::Hf(h) => format!("hf({})", h.name),
+            DatasetSpec::Sessions(s) => match &s.source {
+                crate::SessionSource::ShareGpt { path, .. } => {
+                    format!("sessions(sharegpt({}))", path.display())
+                }
+                crate::SessionSource::Jsonl { path, .. } => {
+                    format!("sessions(jsonl({}))", path.display())
+                }
+                crate::SessionSource::Synthetic(p) => format!(
+                    "sessions({}-{} turns, {}:{}, system {})",
+                    p.turns_min, p.turns_max, p.input_len, p.output_len, p.system_prompt_len
+                ),
+            },
+            DatasetSpec::Trace(t) => {
+                let format = match t.format {
+                    crate::TraceFormat::Mooncake { .. } => "mooncake",
+                    crate::TraceFormat::Azure => "azure",
+                    crate::TraceFormat::BurstGpt { .. } => "burstgpt",
+                };
+                format!("trace({format}:{})", t.path.display())
+            }
         }
     }
 }

@@ -103,6 +103,12 @@ pub enum DatasetSpec {
     /// local HF cache, or a download (see [`hf`]). The hub settings come from the environment
     /// (`HF_HUB_CACHE`/`HF_HOME`, `HF_ENDPOINT`, `HF_TOKEN`, `HF_HUB_OFFLINE`).
     Hf(HfDatasetSpec),
+    /// Multi-turn sessions: not a flat prompt list ([`load`] refuses it); the runner prepares
+    /// them with [`load_sessions`] and sends each session's turns in order.
+    Sessions(SessionSpec),
+    /// A timestamped trace to replay: [`load`] gives its prompts; [`load_trace`] also gives
+    /// when each is due.
+    Trace(TraceSpec),
 }
 
 /// The prompts of `spec`: exactly `num_prompts` of them, deterministic for a given `seed`.
@@ -137,6 +143,14 @@ pub fn load(
         DatasetSpec::Hf(hf_spec) => {
             let config = hub::HubConfig::from_env();
             hf::load_hf(hf_spec, config.as_ref(), num_prompts, tokenizer, seed)
+        }
+        DatasetSpec::Sessions(_) => Err(DatasetError::Spec(
+            "multi-turn sessions are not a list of single prompts; this command cannot run \
+             them (bench, sweep and lab can)"
+                .into(),
+        )),
+        DatasetSpec::Trace(t) => {
+            Ok(load_trace(t, tokenizer, seed)?.prompts().take(num_prompts).collect())
         }
     }
 }

@@ -38,6 +38,7 @@ pub fn config(target: Target, n: usize) -> RunConfig {
         stall_timeout: None,
         drain_timeout: Duration::from_secs(1),
         preconnect: 1,
+        sessions: None,
         baseline: None,
     }
 }

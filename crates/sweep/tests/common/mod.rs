@@ -81,6 +81,7 @@ pub fn summary(c: usize, n: usize) -> Summary {
         failures: vec![],
         retries: 0,
         truth: None,
+        sessions: None,
         warnings: vec![],
         requests: vec![],
     }

@@ -1,0 +1,206 @@
+//! End-to-end: the workloads of issue 15 against the simulator started in-process, checked
+//! against what reached the server (its truth log, with prompt and reply texts), not only
+//! against what the client thinks it sent.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use servelab_bench::BenchOutcome;
+use servelab_client::runner::request_id;
+use servelab_records::RequestRecord;
+use servelab_sim::{SimConfig, SimHandle, TruthRecord};
+
+mod common;
+
+async fn sim(cfg: SimConfig) -> SimHandle {
+    servelab_sim::start(cfg.with_port(0).with_truth_text()).await.expect("sim starts")
+}
+
+async fn bench(sim: &SimHandle, args: &[&str]) -> BenchOutcome {
+    let settings = common::bench_settings(&sim.base_url(), args);
+    common::run_bench(&settings, Duration::from_secs(90)).await
+}
+
+/// The truth record of each measured record, by the `x-request-id` servelab sent.
+fn truth_of<'a>(
+    sim: &SimHandle,
+    records: &'a [RequestRecord],
+) -> Vec<(&'a RequestRecord, TruthRecord)> {
+    let mut by_id: BTreeMap<String, TruthRecord> =
+        sim.truth().into_iter().filter_map(|t| Some((t.request_id.clone()?, t))).collect();
+    records
+        .iter()
+        .filter(|r| !r.warmup)
+        .map(|r| (r, by_id.remove(&request_id(r)).expect("the server saw every request")))
+        .collect()
+}
+
+fn testdata(name: &str) -> String {
+    format!("{}/../../testdata/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// 64 synthetic sessions of 3 turns at `--max-concurrency 64`: turn k's prompt at the server
+/// is turn k−1's prompt, the server's own reply to it, and a new user message; a turn is
+/// sent only after the previous reply ended plus the think time, never alongside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_resend_the_history_and_never_overlap_their_turns() {
+    let sim = sim(SimConfig::fixed(5.0, 1.0)).await;
+    let out = bench(
+        &sim,
+        &[
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "sessions",
+            "--session-turns",
+            "3",
+            "--session-system-prompt-len",
+            "8",
+            "--num-prompts",
+            "64",
+            "--max-concurrency",
+            "64",
+            "--random-input-len",
+            "12",
+            "--random-output-len",
+            "4",
+            "--ignore-eos",
+            "--think-time",
+            "0.02",
+        ],
+    )
+    .await;
+    let pairs = truth_of(&sim, &out.records);
+    assert_eq!(pairs.len(), 64 * 3);
+    let mut sessions: BTreeMap<u64, Vec<(&RequestRecord, TruthRecord)>> = BTreeMap::new();
+    for (r, t) in pairs {
+        sessions.entry(r.session.expect("a turn").session).or_default().push((r, t));
+    }
+    assert_eq!(sessions.len(), 64);
+    for turns in sessions.values_mut() {
+        turns.sort_by_key(|(r, _)| r.session.unwrap().turn);
+        assert_eq!(turns.len(), 3);
+        for w in turns.windows(2) {
+            let ((prev, prev_t), (next, next_t)) = (&w[0], &w[1]);
+            // What the server received: the whole history with its own reply.
+            let reply = prev_t.reply.as_deref().expect("reply text recorded");
+            assert!(!reply.is_empty());
+            let prompt = next_t.prompt.as_deref().expect("prompt text recorded");
+            let history = format!("{}{reply}\n<|user|>\n", prev_t.prompt.as_deref().unwrap());
+            assert!(prompt.starts_with(&history), "{prompt:?} after {history:?}");
+            assert!(prompt.ends_with("\n<|assistant|>\n"), "{prompt:?}");
+            assert!(next_t.seq > prev_t.seq, "the server saw the turns in order");
+            // Due exactly the think time after the reply ended, and not sent before.
+            let end = prev.end_ns.unwrap();
+            assert_eq!(next.intended_ns, end + 20_000_000);
+            assert!(next.sent_ns >= next.intended_ns);
+        }
+        // Every turn starts with the same system prompt.
+        assert!(turns[0].1.prompt.as_deref().unwrap().starts_with("<|system|>\n"));
+    }
+    let s = out.summary.sessions.as_ref().expect("session figures");
+    assert_eq!((s.sessions, s.completed, s.cut, s.turns), (64, 64, 0, 192));
+    assert_eq!(s.by_turn.iter().map(|t| t.requests).collect::<Vec<_>>(), [64, 64, 64]);
+    // The client's count of the history's contents: 8 system + 12 per user message + 4 per
+    // reply (the server's usage).
+    for (r, _) in sessions.values().flatten() {
+        let k = u64::from(r.session.unwrap().turn);
+        assert_eq!(r.prompt_tokens, Some(8 + 12 * (k + 1) + 4 * k), "turn {k}");
+    }
+    // The summary counts what the server says (chat template included): growing by turn.
+    let prompt_means: Vec<f64> = s.by_turn.iter().map(|t| t.mean_prompt_tokens.unwrap()).collect();
+    assert!(prompt_means.windows(2).all(|w| w[1] > w[0]), "{prompt_means:?}");
+    assert_eq!(out.summary.info.num_prompts, 64, "--num-prompts counts sessions");
+    sim.shutdown().await;
+}
+
+/// A Mooncake trace replayed at twice its speed: every request is due at its timestamp / 2,
+/// and requests sharing leading hash ids reach the server with identical prompt prefixes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mooncake_trace_replays_at_its_timestamps_with_its_shared_prefixes() {
+    let sim = sim(SimConfig::fixed(5.0, 1.0).with_max_model_len(8192)).await;
+    let path = testdata("mooncake-trace.jsonl");
+    let out = bench(
+        &sim,
+        &[
+            "--dataset-name",
+            "mooncake",
+            "--dataset-path",
+            &path,
+            "--trace-speedup",
+            "2",
+            "--ignore-eos",
+        ],
+    )
+    .await;
+    let pairs = truth_of(&sim, &out.records);
+    let offsets_ms = [0, 250, 250, 900, 1500, 2100];
+    assert_eq!(pairs.len(), offsets_ms.len());
+    let mut by_index: Vec<_> = pairs;
+    by_index.sort_by_key(|(r, _)| r.index);
+    for ((r, _), ms) in by_index.iter().zip(offsets_ms) {
+        assert_eq!(r.scheduled_ns, ms * 1_000_000 / 2, "request {}", r.index);
+        assert_eq!(r.intended_ns, r.scheduled_ns);
+    }
+    let prompt = |i: usize| by_index[i].1.prompt.clone().unwrap();
+    let common = |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    // Request 4 is blocks [0, 1] whole: every request that starts with them begins with it.
+    for i in [0, 2, 5] {
+        assert!(prompt(i).starts_with(&prompt(4)), "request {i}");
+    }
+    // Request 1 shares only block 0 with request 0; request 3 shares nothing.
+    let one_block = common(&prompt(0), &prompt(1));
+    assert!(one_block > 0 && one_block < prompt(4).len(), "{one_block}");
+    assert!(common(&prompt(0), &prompt(3)) < 8);
+    assert_eq!(out.summary.completed, 6);
+    sim.shutdown().await;
+}
+
+/// Random images reach the server as valid data URLs of the requested size and count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_images_arrive_at_their_size() {
+    let sim = sim(SimConfig::fixed(5.0, 1.0)).await;
+    let out = bench(
+        &sim,
+        &[
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "random-mm",
+            "--random-mm-images",
+            "2",
+            "--random-mm-image-size",
+            "64x32",
+            "--random-mm-image-format",
+            "png",
+            "--num-prompts",
+            "4",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "3",
+        ],
+    )
+    .await;
+    for (_, t) in truth_of(&sim, &out.records) {
+        assert_eq!(t.images.len(), 2);
+        assert!(t.images.iter().all(|i| (i.width, i.height) == (64, 32)), "{:?}", t.images);
+    }
+    sim.shutdown().await;
+}
+
+/// `--dataset-name hf --hf-name DIR` reads a local dataset directory, offline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_hugging_face_dataset_is_sent() {
+    let sim = sim(SimConfig::fixed(5.0, 1.0)).await;
+    let dir = testdata("hf-cache/datasets--servelab--tiny-instruct/snapshots/0a1b2c3d");
+    let out = bench(
+        &sim,
+        &["--dataset-name", "hf", "--hf-name", &dir, "--num-prompts", "3", "--hf-output-len", "4"],
+    )
+    .await;
+    let pairs = truth_of(&sim, &out.records);
+    assert_eq!(pairs.len(), 3);
+    assert!(pairs.iter().all(|(_, t)| t.completion_tokens == 4));
+    sim.shutdown().await;
+}
