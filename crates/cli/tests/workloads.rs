@@ -204,3 +204,96 @@ async fn a_local_hugging_face_dataset_is_sent() {
     assert!(pairs.iter().all(|(_, t)| t.completion_tokens == 4));
     sim.shutdown().await;
 }
+
+/// A sweep of multi-turn sessions: every point runs whole sessions (the concurrency counts
+/// sessions) and reports their figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_runs_sessions_at_each_point() {
+    use clap::Parser;
+    use servelab::args::{Cli, Command};
+    let sim = sim(SimConfig::fixed(5.0, 1.0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = sim.base_url();
+    let args = [
+        "servelab",
+        "sweep",
+        "--base-url",
+        &url,
+        "--no-progress",
+        "--no-store",
+        "--settle-secs",
+        "0",
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+        "--concurrency",
+        "1,3",
+        "--num-prompts",
+        "6",
+        "--backend",
+        "openai-chat",
+        "--dataset-name",
+        "sessions",
+        "--session-turns",
+        "2",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "3",
+        "--ignore-eos",
+    ];
+    let cli = Cli::try_parse_from(args).expect("valid args");
+    let Command::Sweep(a) = cli.command else { unreachable!("sweep") };
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    tokio::time::timeout(Duration::from_secs(60), servelab::sweep(&a, rx))
+        .await
+        .expect("sweep finished")
+        .expect("sweep ran");
+    let sweep: servelab_sweep::SweepResult =
+        serde_json::from_slice(&std::fs::read(dir.path().join("sweep.json")).unwrap()).unwrap();
+    let points = &sweep.scenarios[0].points;
+    assert_eq!(points.len(), 2);
+    for p in points {
+        let s = p.summary.sessions.as_ref().expect("session figures");
+        assert_eq!((s.sessions, s.turns), (p.num_prompts as u64, 2 * p.num_prompts as u64));
+        // At most one turn per session in flight: concurrency counts sessions.
+        assert!(p.summary.peak_concurrency <= p.load.value() as u64);
+    }
+    sim.shutdown().await;
+}
+
+/// A lab profile is a set of bench options, so a multi-turn profile (as a lab YAML writes
+/// it) resolves into a sessions plan as bench's flags do.
+#[test]
+fn a_lab_profile_can_run_sessions() {
+    // What a profile's `{dataset_name: sessions, session_turns: 2-6, ...}` becomes.
+    let args: Vec<String> = [
+        "--dataset-name",
+        "sessions",
+        "--session-turns",
+        "2-6",
+        "--think-time",
+        "exp:1.5",
+        "--num-prompts",
+        "50",
+        "--backend",
+        "openai-chat",
+    ]
+    .map(String::from)
+    .into();
+    let plan = servelab::resolve::profile_plan(args).expect("a valid profile");
+    let servelab_plan::DatasetSpec::Sessions(spec) = &plan.workload.dataset else {
+        panic!("{:?}", plan.workload.dataset)
+    };
+    assert!(matches!(
+        spec.source,
+        servelab_workload::SessionSource::Synthetic(servelab_workload::SyntheticSessions {
+            turns_min: 2,
+            turns_max: 6,
+            ..
+        })
+    ));
+    assert_eq!(
+        spec.think_time,
+        servelab_workload::ThinkTime::Exponential { mean: Duration::from_millis(1500) }
+    );
+}
