@@ -285,7 +285,10 @@ async fn run(
         requests,
         warmups,
         arrivals: plan.load.arrivals(),
-        send_at: work.send_at,
+        // A trace's own instants, else a ramp's (drawn over every arrival), else the rate's.
+        send_at: work
+            .send_at
+            .or_else(|| plan.ramp.map(|r| r.offsets(plan.load.burstiness, units, w.seed).into())),
         seed: w.seed,
         max_concurrency: plan.load.concurrency(),
         duration,

@@ -173,6 +173,15 @@ pub enum DatasetName {
     Hf,
 }
 
+/// How `--ramp-up-strategy` moves the request rate from its start to its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RampUp {
+    /// Linearly with the request index.
+    Linear,
+    /// Geometrically with the request index.
+    Exponential,
+}
+
 /// The shapes one run can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RunFormat {
@@ -387,6 +396,16 @@ pub struct BenchArgs {
     /// Gamma shape of inter-arrival times: 1 = Poisson, `inf` = constant spacing.
     #[arg(long, default_value = "1.0", help_heading = "Load")]
     pub burstiness: String,
+    /// Ramp the request rate from --ramp-up-start-rps at the first request to
+    /// --ramp-up-end-rps at the last (vllm bench serve's flags), instead of --request-rate.
+    #[arg(long, value_enum, help_heading = "Load")]
+    pub ramp_up_strategy: Option<RampUp>,
+    /// Requests per second at the first request of the ramp.
+    #[arg(long, help_heading = "Load")]
+    pub ramp_up_start_rps: Option<f64>,
+    /// Requests per second at the last request of the ramp.
+    #[arg(long, help_heading = "Load")]
+    pub ramp_up_end_rps: Option<f64>,
     /// Most requests in flight at once (default: no limit).
     #[arg(long, help_heading = "Load")]
     pub max_concurrency: Option<usize>,
@@ -404,6 +423,10 @@ pub struct BenchArgs {
     /// SLOs for goodput, e.g. `--goodput ttft:500 tpot:50 e2el:10000` (milliseconds).
     #[arg(long, num_args = 1.., value_name = "METRIC:MS", help_heading = "Output")]
     pub goodput: Vec<String>,
+    /// Which latency sections vLLM's block prints (vllm bench serve's flag): a comma list of
+    /// ttft, tpot, itl, e2el. Default: all four. The JSON result always has all of them.
+    #[arg(long, help_heading = "Output")]
+    pub percentile_metrics: Option<String>,
     /// Comma-separated percentiles to report for every latency metric, e.g. 50,90,99.9.
     #[arg(long, default_value = "50,90,95,99", help_heading = "Output")]
     pub metric_percentiles: String,

@@ -58,12 +58,19 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
             Ok(ExitStatus::Success)
         }
         Command::Bench(a) => {
+            // Checked before the run, not after it.
+            let sections = match &a.percentile_metrics {
+                Some(list) => servelab_outputs::LatencySection::parse_list(list)
+                    .map_err(|e| Failure::usage(format!("--percentile-metrics: {e}")))?,
+                None => servelab_outputs::LatencySection::ALL.to_vec(),
+            };
             let out = bench(&a, interrupt_on_signals(servelab_bench::DRAIN)).await?;
-            term::stdout(&servelab_outputs::render_run(
-                &out.summary,
-                &out.records,
-                a.format.into(),
-            ));
+            term::stdout(&match a.format {
+                args::RunFormat::Text => {
+                    servelab_outputs::render_text_with(&out.summary, &sections)
+                }
+                f => servelab_outputs::render_run(&out.summary, &out.records, f.into()),
+            });
             if out.stop == servelab_bench::StopReason::Interrupted {
                 // As sweep and lab: the partial result is kept, but the run asked for did not
                 // happen, and a script must not take it for a finished one.

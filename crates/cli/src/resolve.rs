@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Parser;
 use serde_json::{Map, Value};
 use servelab_engine::{FitOptions, FitParam};
-use servelab_load::{parse_positive_or_inf, LoadSpec};
+use servelab_load::{parse_positive_or_inf, LoadSpec, Ramp, RampStrategy};
 use servelab_metrics::{parse_percentiles, MetricsConfig, Slo, SloSpec};
 use servelab_plan::{
     seconds, Api, DatasetSpec, Limits, OutputSpec, Plan, RecordSpec, Recording, RequestSpec,
@@ -22,7 +22,9 @@ use servelab_workload::{
 };
 use std::time::Duration;
 
-use crate::args::{Backend, BenchArgs, ContinuousUsage, DatasetName, ProfileArgs, SweepArgs};
+use crate::args::{
+    Backend, BenchArgs, ContinuousUsage, DatasetName, ProfileArgs, RampUp, SweepArgs,
+};
 
 /// Prompts of the zero-setup run.
 pub const ZERO_SETUP_PROMPTS: usize = 200;
@@ -122,6 +124,7 @@ fn plan(a: &BenchArgs, api_key: Option<String>, rate: Option<f64>) -> Result<Pla
             num_warmups: a.num_warmups,
         },
         load,
+        ramp: ramp(a, rate)?,
         limits: Limits {
             ready_timeout: seconds("--ready-timeout", a.ready_timeout)?,
             request_timeout: seconds("--request-timeout", a.request_timeout)?,
@@ -246,6 +249,31 @@ fn dataset(a: &BenchArgs) -> Result<DatasetSpec, String> {
             output_len: a.hf_output_len,
         }),
     })
+}
+
+/// The ramp of `--ramp-up-strategy` (with its start and end rates), `None` without one.
+fn ramp(a: &BenchArgs, rate: Option<f64>) -> Result<Option<Ramp>, String> {
+    let Some(strategy) = a.ramp_up_strategy else {
+        if a.ramp_up_start_rps.is_some() || a.ramp_up_end_rps.is_some() {
+            return Err("--ramp-up-start-rps/--ramp-up-end-rps: give --ramp-up-strategy \
+                        linear|exponential too"
+                .into());
+        }
+        return Ok(None);
+    };
+    if rate.is_some() {
+        return Err(
+            "--ramp-up-strategy: the ramp sets the request rate; drop --request-rate".into()
+        );
+    }
+    let (Some(start), Some(end)) = (a.ramp_up_start_rps, a.ramp_up_end_rps) else {
+        return Err("--ramp-up-strategy: give --ramp-up-start-rps and --ramp-up-end-rps".into());
+    };
+    let strategy = match strategy {
+        RampUp::Linear => RampStrategy::Linear,
+        RampUp::Exponential => RampStrategy::Exponential,
+    };
+    Ramp::new(strategy, start, end).map(Some)
 }
 
 /// The multi-turn sessions of `--dataset-name sessions`.

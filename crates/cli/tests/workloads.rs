@@ -297,3 +297,69 @@ fn a_lab_profile_can_run_sessions() {
         servelab_workload::ThinkTime::Exponential { mean: Duration::from_millis(1500) }
     );
 }
+
+/// `--ramp-up-strategy linear` sends request `i` after a gap at the rate reached at that
+/// request: with constant gaps (`--burstiness inf`) the intended instants are exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_linear_ramp_sets_each_arrival() {
+    let sim = sim(SimConfig::fixed(2.0, 1.0)).await;
+    let out = bench(
+        &sim,
+        &[
+            "--num-prompts",
+            "4",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "2",
+            "--burstiness",
+            "inf",
+            "--ramp-up-strategy",
+            "linear",
+            "--ramp-up-start-rps",
+            "10",
+            "--ramp-up-end-rps",
+            "40",
+        ],
+    )
+    .await;
+    let mut scheduled: Vec<u64> =
+        out.records.iter().filter(|r| !r.warmup).map(|r| r.scheduled_ns).collect();
+    scheduled.sort_unstable();
+    // Gaps at 20, 30 and 40 requests per second.
+    assert_eq!(scheduled, [0, 50_000_000, 83_333_333, 108_333_333]);
+    assert_eq!(truth_of(&sim, &out.records).len(), 4);
+    sim.shutdown().await;
+}
+
+#[test]
+fn ramp_flags_are_checked() {
+    let plan = |extra: &[&str]| {
+        let a = common::bench_settings("http://127.0.0.1:1", extra);
+        servelab::resolve::bench_plan(&a, None)
+    };
+    let e = plan(&["--ramp-up-strategy", "linear"]).unwrap_err();
+    assert!(e.contains("--ramp-up-start-rps"), "{e}");
+    let e = plan(&[
+        "--ramp-up-strategy",
+        "exponential",
+        "--ramp-up-start-rps",
+        "0",
+        "--ramp-up-end-rps",
+        "5",
+    ])
+    .unwrap_err();
+    assert!(e.contains("above 0"), "{e}");
+    let e = plan(&[
+        "--request-rate",
+        "5",
+        "--ramp-up-strategy",
+        "linear",
+        "--ramp-up-start-rps",
+        "1",
+        "--ramp-up-end-rps",
+        "5",
+    ])
+    .unwrap_err();
+    assert!(e.contains("drop --request-rate"), "{e}");
+}

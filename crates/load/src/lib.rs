@@ -11,10 +11,12 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod dispatch;
+mod ramp;
 mod schedule;
 mod spec;
 
 pub use dispatch::{Arrival, Dispatch, Exhausted};
+pub use ramp::{Ramp, RampStrategy};
 pub use schedule::{Arrivals, Schedule, ScheduleError};
 pub use spec::{
     parse_concurrency_list, parse_positive_or_inf, parse_rate_list, Axis, Level, LoadError,

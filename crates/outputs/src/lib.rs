@@ -35,7 +35,10 @@ pub use file::file_safe;
 pub use json::{render_json, render_jsonl_records, result_value, vllm_date, SCHEMA_VERSION};
 pub use markdown::{latency_table, markdown_summary, Align, Table};
 pub use servelab_metrics::Summary;
-pub use text::{notes, render_text, servelab_block, vllm_block};
+pub use text::{
+    notes, render_text, render_text_with, servelab_block, vllm_block, vllm_block_with,
+    LatencySection,
+};
 
 use servelab_records::RequestRecord;
 

@@ -15,9 +15,54 @@ fn section(out: &mut String, header: &str, name: &str, d: &Distribution) {
     }
 }
 
+/// A latency section of vLLM's block, as `--percentile-metrics` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatencySection {
+    /// Time to first token.
+    Ttft,
+    /// Time per output token.
+    Tpot,
+    /// Inter-token latency.
+    Itl,
+    /// End-to-end latency.
+    E2el,
+}
+
+impl LatencySection {
+    /// Every section, in vLLM's print order (servelab's default: E2E included).
+    pub const ALL: [LatencySection; 4] = [Self::Ttft, Self::Tpot, Self::Itl, Self::E2el];
+
+    /// `ttft,tpot,itl` (vLLM's spelling, any order, any case); printed in vLLM's order.
+    pub fn parse_list(s: &str) -> Result<Vec<LatencySection>, String> {
+        let mut out = Vec::new();
+        for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let sec = match name.to_ascii_lowercase().as_str() {
+                "ttft" => Self::Ttft,
+                "tpot" => Self::Tpot,
+                "itl" => Self::Itl,
+                "e2el" => Self::E2el,
+                _ => return Err(format!("'{name}' is not one of ttft, tpot, itl, e2el")),
+            };
+            if !out.contains(&sec) {
+                out.push(sec);
+            }
+        }
+        if out.is_empty() {
+            return Err("name at least one of ttft, tpot, itl, e2el".into());
+        }
+        out.sort_by_key(|s| Self::ALL.iter().position(|a| a == s));
+        Ok(out)
+    }
+}
+
 /// The `vllm bench serve` result block (labels, order and padding as vLLM's), with the E2E
 /// section always printed after ITL.
 pub fn vllm_block(s: &Summary) -> String {
+    vllm_block_with(s, &LatencySection::ALL)
+}
+
+/// [`vllm_block`] with only `sections` among the latency sections (`--percentile-metrics`).
+pub fn vllm_block_with(s: &Summary, sections: &[LatencySection]) -> String {
     let mut out = String::new();
     rule(&mut out, " Serving Benchmark Result ", '=');
     kv(&mut out, "Successful requests:", s.completed);
@@ -39,10 +84,16 @@ pub fn vllm_block(s: &Summary) -> String {
     kv(&mut out, "Peak output token throughput (tok/s):", f2(s.peak_output_throughput));
     kv(&mut out, "Peak concurrent requests:", f2(s.peak_concurrency as f64));
     kv(&mut out, "Total token throughput (tok/s):", f2(s.total_token_throughput));
-    section(&mut out, "Time to First Token", "TTFT", &s.ttft_ms);
-    section(&mut out, "Time per Output Token (excl. 1st token)", "TPOT", &s.tpot_ms);
-    section(&mut out, "Inter-token Latency", "ITL", &s.itl_ms);
-    section(&mut out, "End-to-end Latency", "E2EL", &s.e2el_ms);
+    for sec in sections {
+        match sec {
+            LatencySection::Ttft => section(&mut out, "Time to First Token", "TTFT", &s.ttft_ms),
+            LatencySection::Tpot => {
+                section(&mut out, "Time per Output Token (excl. 1st token)", "TPOT", &s.tpot_ms)
+            }
+            LatencySection::Itl => section(&mut out, "Inter-token Latency", "ITL", &s.itl_ms),
+            LatencySection::E2el => section(&mut out, "End-to-end Latency", "E2EL", &s.e2el_ms),
+        }
+    }
     out.push_str(&"=".repeat(50));
     out.push('\n');
     out
@@ -247,7 +298,12 @@ fn one_line(m: &str) -> String {
 
 /// The whole terminal summary: vLLM's block, then servelab's.
 pub fn render_text(s: &Summary) -> String {
-    let mut out = vllm_block(s);
+    render_text_with(s, &LatencySection::ALL)
+}
+
+/// [`render_text`] with only `sections` in vLLM's block (`--percentile-metrics`).
+pub fn render_text_with(s: &Summary, sections: &[LatencySection]) -> String {
+    let mut out = vllm_block_with(s, sections);
     out.push_str(&servelab_block(s));
     out
 }

@@ -194,6 +194,15 @@ P99 E2EL (ms):                           6681.60
 ==================================================
 ";
     assert_eq!(block, format!("{REFERENCE}{e2el}"));
+    // With vLLM's default `--percentile-metrics ttft,tpot,itl`, exactly vLLM's block.
+    let sections = LatencySection::parse_list("itl,TTFT, tpot").unwrap();
+    assert_eq!(sections, [LatencySection::Ttft, LatencySection::Tpot, LatencySection::Itl]);
+    let vllm_default = vllm_block_with(&reference_summary(), &sections);
+    assert_eq!(vllm_default, format!("{REFERENCE}{}\n", "=".repeat(50)));
+    let only_e2el = vllm_block_with(&reference_summary(), &[LatencySection::E2el]);
+    assert!(only_e2el.contains("E2EL") && !only_e2el.contains("TTFT (ms)"), "{only_e2el}");
+    assert!(LatencySection::parse_list("ttft,goodput").unwrap_err().contains("goodput"));
+    assert!(LatencySection::parse_list(" , ").is_err());
 }
 
 #[test]

@@ -161,6 +161,8 @@ pub struct Plan {
     pub workload: WorkloadSpec,
     /// When it is sent.
     pub load: LoadSpec,
+    /// A request rate ramping over the run (`--ramp-up-*`), instead of `load`'s rate.
+    pub ramp: Option<servelab_load::Ramp>,
     /// Timeouts and scraping.
     pub limits: Limits,
     /// Percentiles and goodput objectives.
@@ -248,6 +250,7 @@ mod tests {
                 num_warmups: 0,
             },
             load: LoadSpec::default(),
+            ramp: None,
             limits: Limits::default(),
             metrics: MetricsConfig::default(),
             output: OutputSpec::default(),

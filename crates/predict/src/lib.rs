@@ -97,6 +97,13 @@ impl Predictor {
                     .into(),
             ));
         }
+        if plan.ramp.is_some() {
+            return Err(RunError::Usage(
+                "--ramp-up-strategy: predict models a fixed rate or concurrency; give \
+                 --request-rate or --max-concurrency instead"
+                    .into(),
+            ));
+        }
         let w = &plan.workload;
         let lengths =
             servelab_workload::lengths(&w.dataset, w.num_prompts, || tokenizer(plan), w.seed)

@@ -29,6 +29,7 @@ fn plan(isl: u64, osl: u64, prompts: usize, concurrency: Option<u64>) -> Plan {
             num_warmups: 0,
         },
         load: LoadSpec { max_concurrency: concurrency, ..LoadSpec::default() },
+        ramp: None,
         limits: servelab_plan::Limits::default(),
         metrics: MetricsConfig::default(),
         output: OutputSpec::default(),

@@ -106,6 +106,7 @@ pub fn base_plan() -> Plan {
             num_warmups: 0,
         },
         load: LoadSpec::default(),
+        ramp: None,
         limits: Limits::default(),
         metrics: MetricsConfig::default(),
         output: OutputSpec::default(),
