@@ -363,3 +363,101 @@ fn ramp_flags_are_checked() {
     .unwrap_err();
     assert!(e.contains("drop --request-rate"), "{e}");
 }
+
+/// Azure and BurstGPT traces replay at their timestamps (sped up), without their zero-length
+/// rows, and every kept row reaches the server with its exact output length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_and_burstgpt_traces_replay_at_their_timestamps() {
+    let sim = sim(SimConfig::fixed(2.0, 0.5).with_max_model_len(8192)).await;
+    let azure = testdata("azure-trace.csv");
+    let out = bench(
+        &sim,
+        &[
+            "--dataset-name",
+            "azure",
+            "--dataset-path",
+            &azure,
+            "--trace-speedup",
+            "20",
+            "--ignore-eos",
+        ],
+    )
+    .await;
+    let mut got: Vec<(u64, u64)> = truth_of(&sim, &out.records)
+        .iter()
+        .map(|(r, t)| (r.scheduled_ns, t.completion_tokens))
+        .collect();
+    got.sort_unstable();
+    // Offsets from 18:15:46.68059 over 20; the row with 0 generated tokens is skipped.
+    let expected_ms = [0.0, 4314.579, 4319.41, 7819.41, 15_000.0];
+    let outputs = [44, 109, 55, 16, 7];
+    assert_eq!(got.len(), 5);
+    for ((at, tokens), (ms, want)) in got.iter().zip(expected_ms.iter().zip(outputs)) {
+        let expected = ms * 1e6 / 20.0;
+        assert!((*at as f64 - expected).abs() < 1.0, "{at} vs {expected}");
+        assert_eq!(*tokens, want);
+    }
+    let burst = testdata("burstgpt.csv");
+    let out = bench(
+        &sim,
+        &[
+            "--dataset-name",
+            "burstgpt",
+            "--dataset-path",
+            &burst,
+            "--burstgpt-model",
+            "chatgpt",
+            "--trace-speedup",
+            "100",
+            "--ignore-eos",
+        ],
+    )
+    .await;
+    let mut at: Vec<u64> =
+        out.records.iter().filter(|r| !r.warmup).map(|r| r.scheduled_ns).collect();
+    at.sort_unstable();
+    // ChatGPT rows at 5, 45, 120 and 176 s, over 100, from the first.
+    assert_eq!(at, [0, 400_000_000, 1_150_000_000, 1_710_000_000]);
+    sim.shutdown().await;
+}
+
+/// Sessions from a JSONL file: the system prompt and the file's turns reach the server, each
+/// turn with the replies the server gave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jsonl_conversations_run_as_sessions() {
+    let sim = sim(SimConfig::fixed(2.0, 0.5)).await;
+    let path = testdata("conversations.jsonl");
+    let out = bench(
+        &sim,
+        &[
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "sessions",
+            "--dataset-path",
+            &path,
+            "--num-prompts",
+            "3",
+            "--max-concurrency",
+            "3",
+        ],
+    )
+    .await;
+    let pairs = truth_of(&sim, &out.records);
+    let code: Vec<_> = pairs
+        .iter()
+        .filter(|(_, t)| {
+            t.prompt.as_deref().unwrap().starts_with("<|system|>\nYou review Rust code.")
+        })
+        .collect();
+    assert_eq!(code.len(), 2, "the code review session's two turns");
+    let second = code.iter().find(|(r, _)| r.session.unwrap().turn == 1).unwrap();
+    let first = code.iter().find(|(r, _)| r.session.unwrap().turn == 0).unwrap();
+    let prompt = second.1.prompt.as_deref().unwrap();
+    assert!(prompt.contains("Is unwrap on user input fine?"));
+    assert!(prompt.contains(first.1.reply.as_deref().unwrap()));
+    assert!(prompt.contains("What should I use instead?"));
+    // The file's think time (1.5 s) separates the turns.
+    assert_eq!(second.0.intended_ns, first.0.end_ns.unwrap() + 1_500_000_000);
+    sim.shutdown().await;
+}
