@@ -461,3 +461,70 @@ async fn jsonl_conversations_run_as_sessions() {
     assert_eq!(second.0.intended_ns, first.0.end_ns.unwrap() + 1_500_000_000);
     sim.shutdown().await;
 }
+
+/// Images a JSONL dataset references by path arrive as data URLs of the file's size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jsonl_images_arrive_as_the_files_they_name() {
+    let sim = sim(SimConfig::fixed(2.0, 0.5)).await;
+    let path = testdata("multimodal.jsonl");
+    let out = bench(
+        &sim,
+        &[
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "jsonl",
+            "--dataset-path",
+            &path,
+            "--num-prompts",
+            "3",
+        ],
+    )
+    .await;
+    let pairs = truth_of(&sim, &out.records);
+    assert_eq!(pairs.len(), 3);
+    let mut seen: Vec<Vec<(u32, u32)>> =
+        pairs.iter().map(|(_, t)| t.images.iter().map(|i| (i.width, i.height)).collect()).collect();
+    seen.sort();
+    // Lines 1 and 3 carry the local 4×3 PNG; line 2 also names a remote URL, which the
+    // simulator does not fetch: it refuses that request before reading its images.
+    assert_eq!(seen, [vec![], vec![(4, 3)], vec![(4, 3)]]);
+    sim.shutdown().await;
+}
+
+/// ShareGPT conversations run with all their turns: the system message opens every turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharegpt_conversations_run_with_all_their_turns() {
+    let sim = sim(SimConfig::fixed(2.0, 0.5)).await;
+    let path = testdata("sharegpt-multiturn.json");
+    let out = bench(
+        &sim,
+        &[
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "sessions",
+            "--dataset-path",
+            &path,
+            "--num-prompts",
+            "3",
+            "--sharegpt-output-len",
+            "4",
+            "--ignore-eos",
+        ],
+    )
+    .await;
+    let pairs = truth_of(&sim, &out.records);
+    let s = out.summary.sessions.as_ref().unwrap();
+    assert_eq!(s.sessions, 3);
+    assert!(s.turns > 3, "conversations of several turns: {}", s.turns);
+    for (r, t) in &pairs {
+        assert_eq!(t.completion_tokens, 4);
+        if t.prompt.as_deref().unwrap().starts_with("<|system|>\nBe concise.") {
+            assert!(r.session.is_some());
+        }
+    }
+    assert!(pairs.iter().any(|(r, t)| r.session.unwrap().turn == 1
+        && t.prompt.as_deref().unwrap().contains("What is a prefix cache?")));
+    sim.shutdown().await;
+}
