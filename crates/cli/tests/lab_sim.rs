@@ -292,7 +292,7 @@ async fn an_interrupt_mid_trial_stops_the_engine_and_resume_finishes_the_rest() 
     assert!(dir.join("quick/trial.json").is_file());
     assert!(!dir.join("long/trial.json").exists(), "an interrupted trial is not recorded");
     // The report of an unfinished experiment lists what finished and says how to go on.
-    assert_eq!(servelab_lab::report::report_dir(&dir).unwrap(), None);
+    assert_eq!(servelab_lab::report::report_dir(&dir, BIN).unwrap(), None);
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("unfinished") && md.contains("| quick"), "{md}");
 
