@@ -170,6 +170,8 @@ pub enum RunFormat {
     RequestsCsv,
     /// One JSON line per request.
     RequestsJsonl,
+    /// SGLang's bench_serving summary block (backend, traffic rate, retokenized count, E2E).
+    Sglang,
 }
 
 impl From<RunFormat> for servelab_outputs::RunFormat {
@@ -182,6 +184,7 @@ impl From<RunFormat> for servelab_outputs::RunFormat {
             RunFormat::Csv => R::Csv,
             RunFormat::RequestsCsv => R::RequestsCsv,
             RunFormat::RequestsJsonl => R::RequestsJsonl,
+            RunFormat::Sglang => R::Sglang,
         }
     }
 }
