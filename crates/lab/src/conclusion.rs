@@ -202,31 +202,50 @@ pub fn engine_sentence(profile: &str, a: (&str, Figures), b: (&str, Figures)) ->
     s
 }
 
+/// What a trial measured on a profile, whether or not it counts as a configuration (`None`
+/// only when the trial failed or never ran the profile): an engine's baseline that misses
+/// the SLO is still that engine's figure.
+fn measured(t: &TrialResult, profile: &str) -> Figures {
+    let runs = t.runs(profile);
+    if t.failure().is_some() || runs.is_empty() {
+        return Figures::default();
+    }
+    let total = runs.iter().map(|r| r.total_tokens_per_s).sum::<f64>() / runs.len() as f64;
+    Figures { total_tps: Some(total), tpot_mean_ms: t.tpot_mean(profile) }
+}
+
 /// The engines' baselines compared, per profile: the fastest baseline against each other
-/// engine's (by Total TPS; an engine whose baseline cannot count is named as such). Empty
-/// with a single engine.
+/// engine's (by Total TPS), with the measured figures; a baseline that cannot count as a
+/// configuration (it missed the SLO or failed requests) is followed by why. Empty with a
+/// single engine.
 pub fn engine_sentences(exp: &Experiment, trials: &[TrialResult]) -> Vec<String> {
     if exp.engines.len() < 2 {
         return Vec::new();
     }
     let mut out = Vec::new();
     for p in &exp.profiles {
-        let mut bases: Vec<(&str, Figures)> = exp
+        let mut bases: Vec<(&str, Figures, Option<String>)> = exp
             .engines
             .iter()
-            .map(|e| {
-                let f =
-                    trial(trials, &e.name).map_or(Figures::default(), |t| figures(t, exp, &p.name));
-                (e.name.as_str(), f)
+            .map(|e| match trial(trials, &e.name) {
+                Some(t) => (e.name.as_str(), measured(t, &p.name), invalid_reason(t, exp)),
+                None => (e.name.as_str(), Figures::default(), None),
             })
             .collect();
-        // Fastest first; engines without a valid baseline last, in file order.
+        // Fastest first; engines without figures last, in file order.
         bases.sort_by(|x, y| {
             let v = |f: &Figures| f.total_tps.unwrap_or(f64::NEG_INFINITY);
             v(&y.1).total_cmp(&v(&x.1))
         });
+        let caveat = |(name, _, why): &(&str, Figures, Option<String>)| {
+            why.as_ref().map(|w| format!(" `{name}` does not count as a configuration: {w}."))
+        };
         for other in &bases[1..] {
-            out.push(engine_sentence(&p.name, bases[0], *other));
+            let mut s = engine_sentence(&p.name, (bases[0].0, bases[0].1), (other.0, other.1));
+            for c in [caveat(&bases[0]), caveat(other)].into_iter().flatten() {
+                s.push_str(&c);
+            }
+            out.push(s);
         }
     }
     out
@@ -431,6 +450,19 @@ mod tests {
              500.00 tok/s (100.0%); Mean TPOT = 20.00 ms vs 40.00 ms, reduced by 20.00 ms (50.0%)."
         );
         assert!(s[1].starts_with("q: `vllm` Total TPS = 10,000.00"), "{}", s[1]);
+        // A baseline that misses the acceptance rules keeps its measured figures, and says so.
+        let mut trials = trials;
+        trials[1].profiles[0].failed = 1;
+        let s = engine_sentences(&e, &trials);
+        assert!(
+            s[0].starts_with("p: `vllm` Total TPS = 1,000.00, `sglang` Total TPS = 500.00.")
+                && s[0].ends_with(
+                    "(50.0%). `sglang` does not count as a configuration: profile p: 1 of 5 \
+                     requests failed; success 80.0% < 100.0%."
+                ),
+            "{}",
+            s[0]
+        );
     }
 
     #[test]
