@@ -197,6 +197,8 @@ pub enum RunFormat {
     RequestsCsv,
     /// One JSON line per request.
     RequestsJsonl,
+    /// SGLang's bench_serving summary block (backend, traffic rate, retokenized count, E2E).
+    Sglang,
 }
 
 impl From<RunFormat> for servelab_outputs::RunFormat {
@@ -209,6 +211,7 @@ impl From<RunFormat> for servelab_outputs::RunFormat {
             RunFormat::Csv => R::Csv,
             RunFormat::RequestsCsv => R::RequestsCsv,
             RunFormat::RequestsJsonl => R::RequestsJsonl,
+            RunFormat::Sglang => R::Sglang,
         }
     }
 }

@@ -90,7 +90,8 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
             lab(&a, interrupt_on_signals("stopping the engine and the lab")).await
         }
         Command::Lab(LabCommand::Report { dir }) => {
-            let outcome = servelab_lab::report::report_dir(&dir).map_err(Failure::usage)?;
+            let outcome = servelab_lab::report::report_dir(&dir, &servelab_binary())
+                .map_err(Failure::usage)?;
             print_lab_report(&dir);
             if outcome.is_none() {
                 term::note(&format!("note: the experiment in {} is unfinished", dir.display()));
@@ -277,7 +278,7 @@ pub async fn run_experiment(
     let loaded =
         servelab_lab::load_experiment(&a.experiment, resolve::profile_plan).map_err(lab_failure)?;
     let dir = a.output_dir.clone().unwrap_or_else(|| servelab_lab::default_dir(&loaded.exp));
-    let servelab = std::env::current_exe().map_or("servelab".into(), |p| p.display().to_string());
+    let servelab = servelab_binary();
     let opts = servelab_lab::RunOptions {
         dir: dir.clone(),
         resume: a.resume,
@@ -314,11 +315,17 @@ async fn lab(a: &LabRunArgs, interrupt: watch::Receiver<bool>) -> Result<ExitSta
     }
 }
 
+/// This binary, for `{servelab}` in lab templates.
+fn servelab_binary() -> String {
+    std::env::current_exe().map_or("servelab".into(), |p| p.display().to_string())
+}
+
 /// Print the Markdown report and say where the files are.
 fn print_lab_report(dir: &std::path::Path) {
     term::stdout(&std::fs::read_to_string(dir.join("report.md")).unwrap_or_default());
     term::note(&format!(
-        "Lab report: {} (and report.html, chart.svg, lab.json; trials and engine logs in {})",
+        "Lab report: {} (and report.html, chart.svg, baseline-vs-optimized.svg, lab.json; trials \
+         and engine logs in {})",
         dir.join("report.md").display(),
         dir.display()
     ));

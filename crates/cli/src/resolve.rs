@@ -586,7 +586,10 @@ mod tests {
         assert_eq!(s.workload.num_prompts, 1000);
         assert_eq!(s.workload.dataset.label(), "random(1024:128)");
         assert!(s.request.ignore_eos);
-        assert_eq!(s.workload.seed, 0);
+        // GPUStack's arrivals: 1000 req/s at constant spacing, seed 42.
+        assert_eq!(s.workload.seed, 42);
+        assert_eq!(s.load.request_rate, Some(1000.0));
+        assert_eq!(s.load.burstiness, f64::INFINITY);
         let p = servelab_lab::profile::builtin("sharegpt").unwrap();
         let e = profile_plan(p.args()).unwrap_err();
         assert_eq!(e, "--dataset-path: --dataset-name sharegpt needs --dataset-path FILE");

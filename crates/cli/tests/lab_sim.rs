@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use servelab::args::LabRunArgs;
 use servelab::run_experiment;
+use servelab_lab::conclusion::{change_pct, signed_pct};
 use servelab_lab::strategy::Decision;
 use servelab_lab::trial::TrialStatus;
 use servelab_lab::Finish;
@@ -292,7 +293,7 @@ async fn an_interrupt_mid_trial_stops_the_engine_and_resume_finishes_the_rest() 
     assert!(dir.join("quick/trial.json").is_file());
     assert!(!dir.join("long/trial.json").exists(), "an interrupted trial is not recorded");
     // The report of an unfinished experiment lists what finished and says how to go on.
-    assert_eq!(servelab_lab::report::report_dir(&dir).unwrap(), None);
+    assert_eq!(servelab_lab::report::report_dir(&dir, BIN).unwrap(), None);
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("unfinished") && md.contains("| quick"), "{md}");
 
@@ -539,4 +540,120 @@ async fn interleaved_steps_launch_the_reference_and_the_candidate_in_turn() {
     }
     let log = std::fs::read_to_string(dir.join("sim.ref-slots16").join("engine.log")).unwrap();
     assert_eq!(log.matches("servelab sim listening").count(), 2, "{log}");
+}
+
+/// The seed-003 report shape from real runs: two engines and three options on simulated
+/// engines end in the published conclusion: the final table "baseline vs optimized" with
+/// Total TPS and Mean TPOT, every kept step against the baseline, the engine-baseline
+/// sentence with its figures, the chart, and a command a user can paste.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_engines_and_three_options_end_in_the_published_conclusion() {
+    let m = marker("conclusion");
+    let tmp = tempfile::tempdir().unwrap();
+    let yaml = format!(
+        "name: conclusion-test\nstrategy: greedy\nengines:\n\
+         \x20 - {{name: slow, command: '{}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
+         \x20 - {{name: sim, command: '{}', ready_timeout_secs: 60, stop_grace_secs: 3, \
+         env: {{SIM_NOTE: 'two words'}}}}\n\
+         profiles:\n{TINY}\
+         options:\n  slots16: --max-num-seqs 16\n  slow-tokens: --itl-ms 20\n  \
+         fast-tokens: --itl-ms 1\n",
+        sim(&m, "--itl-ms 10 --max-num-seqs 2"),
+        sim(&m, "--itl-ms 5 --max-num-seqs 2"),
+    );
+    let file = write(tmp.path(), &yaml);
+    let dir = tmp.path().join("out");
+    let mut a = args(&file, &dir);
+    a.no_store = true;
+    let Finish::Done { outcome, trials } = run(&a).await else { panic!("interrupted?") };
+    assert_no_survivors(&m);
+    let steps: Vec<(&str, Decision)> =
+        outcome.steps.iter().map(|s| (s.trial.as_str(), s.decision)).collect();
+    assert_eq!(
+        steps,
+        vec![
+            ("slow", Decision::Baseline),
+            ("sim", Decision::Baseline),
+            ("sim+slots16", Decision::Kept),
+            ("sim+slots16+slow-tokens", Decision::Rejected),
+            ("sim+slots16+fast-tokens", Decision::Kept),
+        ],
+        "{:#?}",
+        outcome.steps
+    );
+    let t = |id: &str| &trials.iter().find(|t| t.spec.id == id).unwrap().profiles[0];
+    let (base, best, other) = (t("sim"), t("sim+slots16+fast-tokens"), t("slow"));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+
+    // The final table: the baseline's and the winner's figures, and the changes.
+    let tpot = |p: &servelab_lab::trial::ProfileResult| p.tpot_mean_ms.unwrap();
+    let pct = |b: f64, n: f64| signed_pct(change_pct(Some(b), Some(n)));
+    let row = format!(
+        "{:.2} | {:.2} | {} | {:.2} | {:.2} | {} |",
+        base.total_tokens_per_s,
+        best.total_tokens_per_s,
+        pct(base.total_tokens_per_s, best.total_tokens_per_s),
+        tpot(base),
+        tpot(best),
+        pct(tpot(base), tpot(best)),
+    );
+    let squeezed: String = md.split(' ').filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ");
+    assert!(squeezed.contains("| Benchmark Case | Baseline (sim) Total TPS | Optimized (sim+slots16+fast-tokens) Total TPS |"), "{md}");
+    assert!(squeezed.contains(&format!("| tiny | {row}")), "{row}\n{md}");
+    assert!(best.total_tokens_per_s > 2.0 * base.total_tokens_per_s);
+    assert!(tpot(best) < tpot(base), "{} vs {}", tpot(best), tpot(base));
+
+    // Kept steps against the baseline: the last step's cumulative gain is larger than its
+    // own step delta (against sim+slots16).
+    let cumulative = pct(base.total_tokens_per_s, best.total_tokens_per_s);
+    assert!(md.contains("## Kept steps against the baseline"), "{md}");
+    let last = squeezed
+        .lines()
+        .find(|l| l.starts_with("| 4 | sim+slots16+fast-tokens | fast-tokens |"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(last.ends_with(&format!("| {cumulative} |")), "{last}");
+    let step = outcome.steps[4].deltas[0].delta_pct;
+    let cum = (best.total_tokens_per_s - base.total_tokens_per_s) / base.total_tokens_per_s * 100.0;
+    assert!(cum > step + 50.0, "cumulative {cum} vs step {step}");
+
+    // The engine-baseline sentence, with its figures.
+    let diff = base.total_tokens_per_s - other.total_tokens_per_s;
+    assert!(diff > 0.0, "sim {} vs slow {}", base.total_tokens_per_s, other.total_tokens_per_s);
+    let sentence = format!(
+        "- tiny: `sim` Total TPS = {}, `slow` Total TPS = {}. `sim` is faster by {} tok/s",
+        servelab_outputs::fmt::thousands(base.total_tokens_per_s, 2),
+        servelab_outputs::fmt::thousands(other.total_tokens_per_s, 2),
+        servelab_outputs::fmt::thousands(diff, 2),
+    );
+    assert!(md.contains(&sentence), "{sentence}\n{md}");
+    assert!(
+        md.contains(&format!(
+            "; Mean TPOT = {:.2} ms vs {:.2} ms, reduced by",
+            tpot(base),
+            tpot(other)
+        )),
+        "{md}"
+    );
+
+    // The command to paste: the engine's own, its environment first, no placeholder left.
+    let start = md.find("```sh\n").unwrap() + 6;
+    let cmd = &md[start..start + md[start..].find("\n```").unwrap()];
+    assert!(!cmd.contains('{') && !cmd.contains('}'), "{cmd}");
+    assert_eq!(
+        cmd,
+        format!(
+            "SIM_NOTE='two words' {BIN} sim serve --port 8000 --served-model-name {m} \
+             --ttft-ms 10 --itl-ms 1 --max-num-seqs 16"
+        )
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("lab.json")).unwrap()).unwrap();
+    assert_eq!(json["recommended_command"].as_str(), Some(cmd));
+
+    // The chart of baseline vs optimized, as a file and inline in the HTML.
+    let svg = std::fs::read_to_string(dir.join("baseline-vs-optimized.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("<polyline") && svg.contains("fast-tokens"));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<h2>Baseline vs optimized</h2>") && html.contains("Engine baselines"));
+    assert_eq!(html.matches("<svg").count(), 2, "two charts inline");
 }

@@ -313,3 +313,75 @@ fn runs_of_different_workloads_are_never_repeats_and_sweeps_compare_point_by_poi
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no workload and load is common"), "{err}");
 }
+
+/// The per-run CSV (`crates/outputs`' `render_csv_summary`): `bench --format csv` prints it
+/// for the run just made, and `runs export --format csv` writes the same columns for a
+/// stored run, so runs can be collected into one spreadsheet.
+#[test]
+fn bench_and_runs_export_write_the_per_run_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let out = servelab(
+        &db,
+        &[
+            "bench",
+            "--num-prompts",
+            "12",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "8",
+            "--ignore-eos",
+            "--no-progress",
+            "--max-concurrency",
+            "4",
+            "--label",
+            "csv-run",
+            "--format",
+            "csv",
+        ],
+    );
+    let printed = ok(&out);
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(lines.len(), 2, "a header and one row: {printed}");
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let row: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(header.len(), row.len(), "{printed}");
+    let col = |cells: &[&str], name: &str| {
+        let i = header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name}"));
+        cells[i].to_string()
+    };
+    assert_eq!(header[..3], ["started_at", "backend", "model"]);
+    assert_eq!(col(&row, "num_prompts"), "12");
+    assert_eq!(col(&row, "max_concurrency"), "4");
+    assert_eq!(col(&row, "request_rate"), "inf");
+    assert_eq!(col(&row, "completed"), "12");
+    assert_eq!(col(&row, "failed"), "0");
+    assert_eq!(col(&row, "total_output_tokens"), "96");
+    assert!(col(&row, "output_throughput").parse::<f64>().unwrap() > 0.0);
+    assert!(header.contains(&"p99_ttft_ms"), "{printed}");
+
+    // The stored run exports the same columns, and the same figures.
+    let file = dir.path().join("run.csv");
+    ok(&servelab(
+        &db,
+        &["runs", "export", "csv-run", "--format", "csv", "-o", file.to_str().unwrap()],
+    ));
+    let exported = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = exported.lines().collect();
+    assert_eq!(lines.len(), 2, "{exported}");
+    assert_eq!(lines[0].split(',').collect::<Vec<_>>(), header);
+    let again: Vec<&str> = lines[1].split(',').collect();
+    for name in [
+        "started_at",
+        "model",
+        "dataset",
+        "num_prompts",
+        "completed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "max_concurrency",
+    ] {
+        assert_eq!(col(&again, name), col(&row, name), "{name}");
+    }
+}

@@ -8,11 +8,14 @@
 //!   `noise`: the run-to-run noise bar from repeated runs.
 //! * `runner`: the driver, generic over a [`servelab_plan::Runner`] (the CLI supplies the
 //!   measuring conductor).
-//! * [`trial`]: trial results and their files; [`report`]: Markdown, HTML and SVG.
+//! * [`trial`]: trial results and their files; [`conclusion`]: the published conclusion
+//!   (baseline vs optimized, engine baselines, cumulative gains, the pasteable command);
+//!   [`report`]: Markdown, HTML and SVG.
 
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+pub mod conclusion;
 pub mod config;
 mod error;
 mod noise;

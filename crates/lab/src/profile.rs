@@ -79,7 +79,14 @@ fn v(s: &str) -> ArgValue {
     ArgValue::Value(s.to_string())
 }
 
-/// A built-in profile by name.
+/// The arrival options every built-in profile shares, as GPUStack's published profiles run:
+/// 1,000 requests per second at constant spacing (`--burstiness inf`, not Poisson) with seed
+/// 42, so every engine and every trial sees the same requests at the same offsets.
+pub const BUILTIN_ARRIVALS: [(&str, &str); 3] =
+    [("request_rate", "1000"), ("burstiness", "inf"), ("seed", "42")];
+
+/// A built-in profile by name: GPUStack's four (ShareGPT; random 1024:128, 32000:100 and
+/// 1000:2000 with exact lengths), each with [`BUILTIN_ARRIVALS`].
 pub fn builtin(name: &str) -> Option<ProfileSpec> {
     let random = |input: &str, output: &str, prompts: &str| {
         vec![
@@ -88,21 +95,21 @@ pub fn builtin(name: &str) -> Option<ProfileSpec> {
             ("random_output_len".to_string(), v(output)),
             ("ignore_eos".to_string(), ArgValue::Flag),
             ("num_prompts".to_string(), v(prompts)),
-            ("seed".to_string(), v("0")),
         ]
     };
-    let options = match name {
-        "sharegpt" => vec![
-            ("dataset_name".to_string(), v("sharegpt")),
-            ("num_prompts".to_string(), v("1000")),
-            ("request_rate".to_string(), v("1000")),
-            ("seed".to_string(), v("0")),
-        ],
+    let mut options = match name {
+        "sharegpt" => {
+            vec![
+                ("dataset_name".to_string(), v("sharegpt")),
+                ("num_prompts".to_string(), v("1000")),
+            ]
+        }
         "throughput" => random("1024", "128", "1000"),
         "long-context" => random("32000", "100", "100"),
         "generation-heavy" => random("1000", "2000", "200"),
         _ => return None,
     };
+    options.extend(BUILTIN_ARRIVALS.iter().map(|(k, val)| (k.to_string(), v(val))));
     Some(ProfileSpec { name: name.to_string(), options })
 }
 
@@ -239,8 +246,12 @@ mod tests {
                 "--ignore-eos",
                 "--num-prompts",
                 "1000",
+                "--request-rate",
+                "1000",
+                "--burstiness",
+                "inf",
                 "--seed",
-                "0"
+                "42"
             ]
         );
         let l = builtin("long-context").unwrap();
@@ -249,8 +260,13 @@ mod tests {
         let g = builtin("generation-heavy").unwrap();
         assert_eq!(g.get("random_output_len"), Some(&v("2000")));
         assert_eq!(g.get("num_prompts"), Some(&v("200")));
-        let s = builtin("sharegpt").unwrap();
-        assert_eq!(s.get("request_rate"), Some(&v("1000")));
+        // GPUStack's arrivals on every built-in: constant rate 1000, seed 42.
+        for name in BUILTIN_NAMES {
+            let p = builtin(name).unwrap();
+            assert_eq!(p.get("request_rate"), Some(&v("1000")), "{name}");
+            assert_eq!(p.get("burstiness"), Some(&v("inf")), "{name}");
+            assert_eq!(p.get("seed"), Some(&v("42")), "{name}");
+        }
         assert!(builtin("fast").is_none());
     }
 
@@ -295,8 +311,11 @@ mod tests {
         assert_eq!(p.get("random_input_len"), Some(&v("1024")));
         // Named like a built-in, with no base: starts from that built-in.
         let p = from_yaml(0, &yaml("{name: throughput, num_prompts: 4}")).unwrap();
-        assert_eq!(p.get("seed"), Some(&v("0")));
+        assert_eq!(p.get("seed"), Some(&v("42")));
         assert_eq!(p.get("num_prompts"), Some(&v("4")));
+        // The arrivals can be switched back to everything at once.
+        let p = from_yaml(0, &yaml("{name: t, base: throughput, request_rate: inf}")).unwrap();
+        assert_eq!(p.get("request_rate"), Some(&v("inf")));
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! The experiment report: the recommended command, the trials (baselines first), the step
-//! table (option, delta per profile, kept or rejected and why), the engine's own figures,
-//! the failed trials' log tails, and a chart of the objective per step per profile. Written
-//! as `report.md`, `report.html` (self-contained), `chart.svg` and `lab.json`.
+//! The experiment report: the recommended command (pasteable), the conclusion as published
+//! (baseline vs optimized per profile, the engines' baselines compared, the kept steps
+//! against the baseline: [`crate::conclusion`]), the trials (baselines first), the step table
+//! (option, delta per profile against the step before, kept or rejected and why), the
+//! engine's own figures, the failed trials' log tails, and charts. Written as `report.md`,
+//! `report.html` (self-contained), `chart.svg`, `baseline-vs-optimized.svg` and `lab.json`.
 
 use std::path::Path;
 
@@ -10,6 +12,7 @@ use servelab_outputs::fmt::{fixed, percent, MISSING};
 use servelab_outputs::html::{esc, figure, page, table as html_table};
 use servelab_outputs::markdown::{Align, Table};
 
+use crate::conclusion;
 use crate::config::Experiment;
 use crate::error::LabError;
 use crate::noise::pooled_cv;
@@ -18,6 +21,9 @@ use crate::trial::{TrialResult, TrialStatus};
 
 /// The file the experiment is copied to, so `--resume` and `lab report` read the same one.
 pub const EXPERIMENT_COPY: &str = "experiment.yaml";
+
+/// The chart of the kept path from the baseline to the optimized configuration.
+pub const CONCLUSION_CHART: &str = "baseline-vs-optimized.svg";
 
 fn objective_line(exp: &Experiment) -> String {
     let slo = match &exp.objective.slo {
@@ -70,6 +76,7 @@ pub fn trials_table(exp: &Experiment, trials: &[TrialResult]) -> Table {
     for p in &exp.profiles {
         headers.push(format!("{} {}", p.name, exp.objective.metric.label()));
         headers.push(format!("{} ok/failed", p.name));
+        headers.push(format!("{} Mean TPOT (ms)", p.name));
     }
     let n = headers.len();
     let mut align = vec![Align::Left, Align::Left];
@@ -87,7 +94,7 @@ pub fn trials_table(exp: &Experiment, trials: &[TrialResult]) -> Table {
         for p in &exp.profiles {
             let runs = tr.runs(&p.name);
             let Some(mean) = tr.value(&p.name, exp.objective.metric) else {
-                row.extend([MISSING.to_string(), MISSING.to_string()]);
+                row.extend([MISSING.to_string(), MISSING.to_string(), MISSING.to_string()]);
                 continue;
             };
             // With repeats: the mean, and how far apart its runs were.
@@ -103,6 +110,7 @@ pub fn trials_table(exp: &Experiment, trials: &[TrialResult]) -> Table {
             let (ok, failed) =
                 runs.iter().fold((0, 0), |(o, f), r| (o + r.completed, f + r.failed));
             row.push(format!("{ok}/{failed}"));
+            row.push(fixed(tr.tpot_mean(&p.name), 2));
         }
         t.push(row);
     }
@@ -223,29 +231,121 @@ pub fn chart(exp: &Experiment, steps: &[Step]) -> Chart {
     }
 }
 
-fn recommendation_md(o: Option<&Outcome>) -> String {
-    match o {
-        None => "The experiment is unfinished: continue it with `servelab lab run EXPERIMENT \
-                 --resume --output-dir DIR`.\n"
-            .to_string(),
-        Some(o) => match &o.recommended {
-            Some(cmd) => format!(
-                "Best configuration: `{}` (options kept: {}).\n\n```sh\n{cmd}\n```\n",
-                o.best.as_deref().unwrap_or(""),
-                if o.kept.is_empty() { "none".to_string() } else { o.kept.join(", ") }
-            ),
-            None => "No configuration was valid (every baseline failed or missed the \
-                     acceptance rules): no recommendation.\n"
-                .to_string(),
-        },
+/// The winner's serving command as a user pastes it, and the URL it serves (see
+/// [`conclusion::pasteable_command`]).
+fn pasteable(
+    exp: &Experiment,
+    trials: &[TrialResult],
+    o: &Outcome,
+    servelab: &str,
+) -> Option<(String, Option<String>)> {
+    let template = o.recommended.as_deref()?;
+    let best = trials.iter().find(|t| Some(&t.spec.id) == o.best.as_ref())?;
+    let engine = &best.spec.engine;
+    Some((
+        conclusion::pasteable_command(exp, engine, template, servelab),
+        conclusion::pasteable_base_url(exp, engine, servelab),
+    ))
+}
+
+fn unfinished_text() -> &'static str {
+    "The experiment is unfinished: continue it with `servelab lab run EXPERIMENT --resume \
+     --output-dir DIR`."
+}
+
+fn no_winner_text() -> &'static str {
+    "No configuration was valid (every baseline failed or missed the acceptance rules): no \
+     recommendation."
+}
+
+fn kept_list(o: &Outcome) -> String {
+    if o.kept.is_empty() {
+        "none".to_string()
+    } else {
+        o.kept.join(", ")
     }
 }
 
+fn serve_line(url: Option<&str>) -> String {
+    match url {
+        Some(u) => format!(
+            "Serve it with this command (port {}; choose your own), then benchmark {u}:",
+            conclusion::RECOMMENDED_PORT
+        ),
+        None => "Serve it with this command:".to_string(),
+    }
+}
+
+fn recommendation_md(
+    exp: &Experiment,
+    trials: &[TrialResult],
+    o: Option<&Outcome>,
+    servelab: &str,
+) -> String {
+    let Some(o) = o else { return format!("{}\n", unfinished_text()) };
+    match pasteable(exp, trials, o, servelab) {
+        Some((cmd, url)) => format!(
+            "Best configuration: `{}` (options kept: {}).\n\n{}\n\n```sh\n{cmd}\n```\n",
+            o.best.as_deref().unwrap_or(""),
+            kept_list(o),
+            serve_line(url.as_deref())
+        ),
+        None => format!("{}\n", no_winner_text()),
+    }
+}
+
+/// The conclusion sections in Markdown: baseline vs optimized, the engines' baselines, the
+/// kept steps against the baseline.
+fn conclusion_md(exp: &Experiment, trials: &[TrialResult], o: &Outcome) -> String {
+    let mut out = String::new();
+    if let Some(c) = conclusion::conclusion(exp, trials, o) {
+        out.push_str("\n## Baseline vs optimized\n\n");
+        out.push_str(&conclusion::final_table(&c).to_markdown());
+        out.push_str(&format!(
+            "\nChart: [{CONCLUSION_CHART}]({CONCLUSION_CHART}) (Total TPS along the kept steps, \
+             one line per profile).\n"
+        ));
+    }
+    let sentences = conclusion::engine_sentences(exp, trials);
+    if !sentences.is_empty() {
+        out.push_str("\n## Engine baselines\n\n");
+        for s in sentences {
+            out.push_str(&format!("- {s}\n"));
+        }
+    }
+    if let Some(t) = conclusion::cumulative_table(exp, trials, o) {
+        out.push_str("\n## Kept steps against the baseline\n\n");
+        out.push_str(&t.to_markdown());
+    }
+    out
+}
+
+/// `text` with `code` spans as HTML, the rest escaped.
+fn code_spans_html(text: &str) -> String {
+    let parts: Vec<&str> = text.split('`').collect();
+    if parts.len() % 2 == 0 {
+        return esc(text);
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| if i % 2 == 1 { format!("<code>{}</code>", esc(p)) } else { esc(p) })
+        .collect()
+}
+
 /// The Markdown report.
-pub fn markdown(exp: &Experiment, trials: &[TrialResult], o: Option<&Outcome>) -> String {
+pub fn markdown(
+    exp: &Experiment,
+    trials: &[TrialResult],
+    o: Option<&Outcome>,
+    servelab: &str,
+) -> String {
     let mut out =
         format!("# servelab lab: {}\n\n{}\n\n## Recommendation\n\n", exp.name, objective_line(exp));
-    out.push_str(&recommendation_md(o));
+    out.push_str(&recommendation_md(exp, trials, o, servelab));
+    if let Some(o) = o {
+        out.push_str(&conclusion_md(exp, trials, o));
+    }
     out.push_str("\n## Trials\n\n");
     out.push_str(&trials_table(exp, trials).to_markdown());
     if let Some(o) = o {
@@ -272,17 +372,48 @@ pub fn markdown(exp: &Experiment, trials: &[TrialResult], o: Option<&Outcome>) -
 }
 
 /// The self-contained HTML report (inline CSS and SVG, no scripts).
-pub fn html(exp: &Experiment, trials: &[TrialResult], o: Option<&Outcome>) -> String {
+pub fn html(
+    exp: &Experiment,
+    trials: &[TrialResult],
+    o: Option<&Outcome>,
+    servelab: &str,
+) -> String {
     let title = format!("servelab lab: {}", exp.name);
     let mut out = format!("<p>{}</p>\n<h2>Recommendation</h2>\n", esc(&objective_line(exp)));
-    match o.and_then(|o| o.recommended.as_ref().map(|c| (o, c))) {
-        Some((o, cmd)) => out.push_str(&format!(
-            "<p>Best configuration: <code>{}</code> (options kept: {}).</p>\n<pre>{}</pre>\n",
-            esc(o.best.as_deref().unwrap_or("")),
-            esc(&if o.kept.is_empty() { "none".to_string() } else { o.kept.join(", ") }),
-            esc(cmd)
-        )),
-        None => out.push_str(&format!("<p>{}</p>\n", esc(&recommendation_md(o)))),
+    match o {
+        None => out.push_str(&format!("<p>{}</p>\n", code_spans_html(unfinished_text()))),
+        Some(o) => match pasteable(exp, trials, o, servelab) {
+            Some((cmd, url)) => out.push_str(&format!(
+                "<p>Best configuration: <code>{}</code> (options kept: {}).</p>\n<p>{}</p>\n\
+                 <pre>{}</pre>\n",
+                esc(o.best.as_deref().unwrap_or("")),
+                esc(&kept_list(o)),
+                esc(&serve_line(url.as_deref())),
+                esc(&cmd)
+            )),
+            None => out.push_str(&format!("<p>{}</p>\n", esc(no_winner_text()))),
+        },
+    }
+    if let Some(o) = o {
+        if let Some(c) = conclusion::conclusion(exp, trials, o) {
+            out.push_str("<h2>Baseline vs optimized</h2>\n");
+            out.push_str(&html_table(&conclusion::final_table(&c)));
+            if let Some(ch) = conclusion::chart(exp, trials, o) {
+                out.push_str(&figure(&ch));
+            }
+        }
+        let sentences = conclusion::engine_sentences(exp, trials);
+        if !sentences.is_empty() {
+            out.push_str("<h2>Engine baselines</h2>\n<ul class=\"findings\">\n");
+            for s in sentences {
+                out.push_str(&format!("<li>{}</li>\n", code_spans_html(&s)));
+            }
+            out.push_str("</ul>\n");
+        }
+        if let Some(t) = conclusion::cumulative_table(exp, trials, o) {
+            out.push_str("<h2>Kept steps against the baseline</h2>\n");
+            out.push_str(&html_table(&t));
+        }
     }
     out.push_str("<h2>Trials</h2>\n");
     out.push_str(&html_table(&trials_table(exp, trials)));
@@ -315,27 +446,40 @@ fn write(path: &Path, text: &str) -> Result<(), LabError> {
         .map_err(|e| LabError::Write { path: path.to_path_buf(), message: e.to_string() })
 }
 
-/// Write `report.md`, `report.html`, `chart.svg` (when finished) and `lab.json`.
+/// Write `report.md`, `report.html`, `chart.svg` and `baseline-vs-optimized.svg` (when
+/// finished) and `lab.json`. `servelab` is what `{servelab}` stands for in the recommended
+/// command.
 pub fn write_all(
     dir: &Path,
     exp: &Experiment,
     trials: &[TrialResult],
     o: Option<&Outcome>,
+    servelab: &str,
 ) -> Result<(), LabError> {
-    write(&dir.join("report.md"), &markdown(exp, trials, o))?;
-    write(&dir.join("report.html"), &html(exp, trials, o))?;
+    write(&dir.join("report.md"), &markdown(exp, trials, o, servelab))?;
+    write(&dir.join("report.html"), &html(exp, trials, o, servelab))?;
+    let svg = |c: &Chart, file: &str| {
+        render_svg(c).map_err(|e| LabError::Write { path: dir.join(file), message: e.to_string() })
+    };
     if let Some(o) = o {
-        let svg = render_svg(&chart(exp, &o.steps))
-            .map_err(|e| LabError::Write { path: dir.join("chart.svg"), message: e.to_string() })?;
-        write(&dir.join("chart.svg"), &svg)?;
+        write(&dir.join("chart.svg"), &svg(&chart(exp, &o.steps), "chart.svg")?)?;
+        if let Some(c) = conclusion::chart(exp, trials, o) {
+            write(&dir.join(CONCLUSION_CHART), &svg(&c, CONCLUSION_CHART)?)?;
+        }
     }
-    let json = serde_json::json!({ "experiment": exp.name, "outcome": o, "trials": trials });
+    let command = o.and_then(|o| pasteable(exp, trials, o, servelab)).map(|(c, _)| c);
+    let json = serde_json::json!({
+        "experiment": exp.name,
+        "outcome": o,
+        "recommended_command": command,
+        "trials": trials,
+    });
     write(&dir.join("lab.json"), &serde_json::to_string_pretty(&json).unwrap_or_default())
 }
 
 /// `servelab lab report DIR`: rebuild the report from the experiment copy and the finished
 /// trials. Returns the outcome (`None` when the experiment is unfinished).
-pub fn report_dir(dir: &Path) -> Result<Option<Outcome>, LabError> {
+pub fn report_dir(dir: &Path, servelab: &str) -> Result<Option<Outcome>, LabError> {
     let exp = crate::config::load(&dir.join(EXPERIMENT_COPY)).map_err(|e| match e {
         LabError::Read { path, message } => LabError::Read {
             path,
@@ -348,6 +492,6 @@ pub fn report_dir(dir: &Path) -> Result<Option<Outcome>, LabError> {
         crate::strategy::Next::Done(o) => Some(o),
         crate::strategy::Next::Run(_) | crate::strategy::Next::RunPair { .. } => None,
     };
-    write_all(dir, &exp, &trials, outcome.as_ref())?;
+    write_all(dir, &exp, &trials, outcome.as_ref(), servelab)?;
     Ok(outcome)
 }

@@ -115,7 +115,7 @@ pub async fn run_experiment<R: Runner>(
         }
         match next(exp, &done) {
             Next::Done(outcome) => {
-                crate::report::write_all(&opts.dir, exp, &done, Some(&outcome))?;
+                crate::report::write_all(&opts.dir, exp, &done, Some(&outcome), &opts.servelab)?;
                 return Ok(Finish::Done { outcome, trials: done });
             }
             Next::Run(spec) => {

@@ -644,6 +644,7 @@ mod tests {
             requests_per_s: 4.0,
             ttft_p99_ms: None,
             tpot_p99_ms: None,
+            tpot_mean_ms: None,
             slo: None,
             failures: if failed > 0 { vec![format!("http_status: {failed}")] } else { vec![] },
             // Identical requests: the bootstrap interval is 0, the 2% floor applies.

@@ -121,6 +121,10 @@ pub struct ProfileResult {
     pub ttft_p99_ms: Option<f64>,
     /// P99 TPOT, ms; `None` when no request produced 2 or more tokens.
     pub tpot_p99_ms: Option<f64>,
+    /// Mean TPOT, ms (the published lab tables' latency figure); `None` as for the P99, and
+    /// in trials saved before it was kept.
+    #[serde(default)]
+    pub tpot_mean_ms: Option<f64>,
     /// The objective's SLO check, when the objective has one.
     pub slo: Option<SloCheck>,
     /// Failed requests by kind, e.g. `http_status: 3`.
@@ -155,6 +159,7 @@ impl ProfileResult {
             requests_per_s: s.request_throughput,
             ttft_p99_ms: (s.ttft_ms.count > 0).then(|| s.ttft_ms.percentile(99.0)).flatten(),
             tpot_p99_ms: (s.tpot_ms.count > 0).then(|| s.tpot_ms.percentile(99.0)).flatten(),
+            tpot_mean_ms: (s.tpot_ms.count > 0).then_some(s.tpot_ms.mean),
             slo: slo.map(|o| o.check(s)),
             failures: s.failures.iter().map(|f| format!("{}: {}", f.kind, f.count)).collect(),
             request_total_tokens: ok().map(tokens).collect(),
@@ -252,6 +257,12 @@ impl TrialResult {
         self.profiles.iter().filter(|p| p.profile == name).collect()
     }
 
+    /// Mean TPOT of a profile, ms: the mean over its runs that measured one.
+    pub fn tpot_mean(&self, name: &str) -> Option<f64> {
+        let v: Vec<f64> = self.runs(name).iter().filter_map(|r| r.tpot_mean_ms).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
     /// The objective of a profile: the mean over its runs.
     pub fn value(&self, name: &str, m: MetricKey) -> Option<f64> {
         let runs = self.runs(name);
@@ -319,6 +330,7 @@ mod tests {
             requests_per_s: 2.0,
             ttft_p99_ms: Some(10.0),
             tpot_p99_ms: Some(5.0),
+            tpot_mean_ms: Some(4.0),
             slo: None,
             failures: vec![],
             request_total_tokens: vec![value / 2.0; 4],

@@ -66,6 +66,30 @@ pub fn rule(out: &mut String, title: &str, fill: char) {
 
 pub use servelab_metrics::pct_word;
 
+/// `decimals` decimals with commas between thousands (`4,636.35`), as published reports write
+/// figures in sentences; [`MISSING`] when non-finite.
+pub fn thousands(v: f64, decimals: usize) -> String {
+    if !v.is_finite() {
+        return MISSING.into();
+    }
+    let s = format!("{:.decimals$}", v.abs());
+    let (int, frac) = s.split_once('.').map_or((s.as_str(), None), |(i, f)| (i, Some(f)));
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    // A value that rounds to zero prints without a sign (`-0.001` → `0.00`).
+    let negative = v < 0.0 && s.bytes().any(|b| (b'1'..=b'9').contains(&b));
+    let sign = if negative { "-" } else { "" };
+    match frac {
+        Some(f) => format!("{sign}{grouped}.{f}"),
+        None => format!("{sign}{grouped}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +115,11 @@ mod tests {
         assert_eq!(round2(3.0), "3.0");
         assert_eq!(round2(4628.256), "4628.26");
         assert_eq!(round2(f64::NAN), "-");
+        assert_eq!(thousands(4636.349, 2), "4,636.35");
+        assert_eq!(thousands(999.999, 2), "1,000.00");
+        assert_eq!(thousands(-1234567.0, 0), "-1,234,567");
+        assert_eq!(thousands(12.5, 1), "12.5");
+        assert_eq!(thousands(-0.001, 2), "0.00");
+        assert_eq!(thousands(f64::INFINITY, 2), "-");
     }
 }

@@ -12,6 +12,7 @@
 //! |---|---|
 //! | [`render_run`] | one run in any [`RunFormat`] (`bench --format`, `runs export --format`) |
 //! | [`render_text`] | the terminal block: vLLM's layout byte for byte, then servelab's sections |
+//! | [`sglang_block`] | SGLang's `bench_serving` block (`--format sglang`) |
 //! | [`render_json`], [`json::render`] | `--save-result`: vLLM's keys plus a `"servelab"` object |
 //! | [`render_jsonl_records`] | one JSON line per request |
 //! | [`render_csv`], [`render_csv_summary`] | one row per request; one row per run |
@@ -36,8 +37,8 @@ pub use json::{render_json, render_jsonl_records, result_value, vllm_date, SCHEM
 pub use markdown::{latency_table, markdown_summary, Align, Table};
 pub use servelab_metrics::Summary;
 pub use text::{
-    notes, render_text, render_text_with, servelab_block, vllm_block, vllm_block_with,
-    LatencySection,
+    notes, render_text, render_text_with, servelab_block, sglang_block, vllm_block,
+    vllm_block_with, LatencySection,
 };
 
 use servelab_records::RequestRecord;
@@ -57,6 +58,8 @@ pub enum RunFormat {
     RequestsCsv,
     /// One JSON line per measured request.
     RequestsJsonl,
+    /// SGLang's `bench_serving` summary block ([`sglang_block`]).
+    Sglang,
 }
 
 /// `s` (with its `records`, for the JSON's generated texts) in format `f`.
@@ -68,5 +71,6 @@ pub fn render_run(s: &Summary, records: &[RequestRecord], f: RunFormat) -> Strin
         RunFormat::Csv => render_csv_summary(s),
         RunFormat::RequestsCsv => render_csv(s),
         RunFormat::RequestsJsonl => render_jsonl_records(s),
+        RunFormat::Sglang => sglang_block(s),
     }
 }

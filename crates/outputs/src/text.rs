@@ -99,6 +99,72 @@ pub fn vllm_block_with(s: &Summary, sections: &[LatencySection]) -> String {
     out
 }
 
+/// One `label value` line of SGLang's block: the label padded to 40 like vLLM's, the value
+/// unpadded (as the published SGLang summaries read).
+fn sg(out: &mut String, label: &str, value: impl std::fmt::Display) {
+    out.push_str(&format!("{label:<40} {value}\n"));
+}
+
+/// A rate as Python prints a float: `inf`, `16.0`, `2.5`.
+fn py_float(r: Option<f64>) -> String {
+    match r {
+        None => "inf".into(),
+        Some(r) if r.is_finite() && r.fract() == 0.0 => format!("{r:.1}"),
+        Some(r) => format!("{r}"),
+    }
+}
+
+/// The summary block in SGLang's `bench_serving` layout (shared/reference/
+/// summary-sglang-style.txt): backend and traffic rate first, the retokenized count and the
+/// input throughput among the totals, then E2E latency, TTFT, TPOT and ITL with mean, median
+/// and P99. Its ITL is per chunk, as SGLang measures it; a value not measured prints `-`.
+pub fn sglang_block(s: &Summary) -> String {
+    let mut out = String::new();
+    let p99 = |d: &Distribution| {
+        d.percentile(99.0).filter(|_| d.count > 0).map_or(crate::fmt::MISSING.into(), f2)
+    };
+    let mean_median = |d: &Distribution| {
+        if d.count > 0 {
+            (f2(d.mean), f2(d.median))
+        } else {
+            (crate::fmt::MISSING.into(), crate::fmt::MISSING.into())
+        }
+    };
+    rule(&mut out, " Serving Benchmark Result ", '=');
+    sg(&mut out, "Backend:", &s.info.backend);
+    sg(&mut out, "Traffic request rate:", py_float(s.info.load.request_rate));
+    if let Some(c) = s.info.load.max_concurrency {
+        sg(&mut out, "Max request concurrency:", c);
+    }
+    sg(&mut out, "Successful requests:", s.completed);
+    sg(&mut out, "Benchmark duration (s):", f2(s.duration_s));
+    sg(&mut out, "Total input tokens:", s.total_input_tokens);
+    sg(&mut out, "Total generated tokens:", s.total_output_tokens);
+    let retok = s.retokenized_output_tokens.map_or(crate::fmt::MISSING.into(), |n| n.to_string());
+    sg(&mut out, "Total generated tokens (retokenized):", retok);
+    sg(&mut out, "Request throughput (req/s):", f2(s.request_throughput));
+    sg(&mut out, "Input token throughput (tok/s):", f2(s.input_throughput));
+    sg(&mut out, "Output token throughput (tok/s):", f2(s.output_throughput));
+    rule(&mut out, "End-to-End Latency", '-');
+    let (mean, median) = mean_median(&s.e2el_ms);
+    sg(&mut out, "Mean E2E Latency (ms):", mean);
+    sg(&mut out, "Median E2E Latency (ms):", median);
+    for (title, name, d) in [
+        ("Time to First Token", "TTFT", &s.ttft_ms),
+        ("Time per Output Token (excl. 1st token)", "TPOT", &s.tpot_ms),
+        ("Inter-token Latency", "ITL", &s.itl_chunk_ms),
+    ] {
+        rule(&mut out, title, '-');
+        let (mean, median) = mean_median(d);
+        sg(&mut out, &format!("Mean {name} (ms):"), mean);
+        sg(&mut out, &format!("Median {name} (ms):"), median);
+        sg(&mut out, &format!("P99 {name} (ms):"), p99(d));
+    }
+    out.push_str(&"=".repeat(50));
+    out.push('\n');
+    out
+}
+
 /// servelab's sections, printed after vLLM's closing rule.
 pub fn servelab_block(s: &Summary) -> String {
     let mut out = String::new();

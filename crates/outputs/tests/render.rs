@@ -503,3 +503,72 @@ fn rendered_json_validates_against_the_shipped_schema() {
     bad.as_object_mut().unwrap().insert("mean_ttft".into(), 1.0.into());
     assert!(!validator.is_valid(&bad));
 }
+
+/// shared/reference/summary-sglang-style.txt, as SGLang's bench_serving prints it.
+const SGLANG_REFERENCE: &str = "\
+============ Serving Benchmark Result ============
+Backend:                                 vllm
+Traffic request rate:                    inf
+Successful requests:                     10000
+Benchmark duration (s):                  578.48
+Total input tokens:                      2258583
+Total generated tokens:                  1992177
+Total generated tokens (retokenized):    1992117
+Request throughput (req/s):              17.29
+Input token throughput (tok/s):          3904.34
+Output token throughput (tok/s):         3443.81
+----------------End-to-End Latency----------------
+Mean E2E Latency (ms):                   289213.70
+Median E2E Latency (ms):                 288336.32
+---------------Time to First Token----------------
+Mean TTFT (ms):                          275009.37
+Median TTFT (ms):                        274460.89
+P99 TTFT (ms):                           555801.53
+-----Time per Output Token (excl. 1st token)------
+Mean TPOT (ms):                          73.02
+Median TPOT (ms):                        72.39
+P99 TPOT (ms):                           118.02
+---------------Inter-token Latency----------------
+Mean ITL (ms):                           71.71
+Median ITL (ms):                         65.32
+P99 ITL (ms):                            161.67
+==================================================
+";
+
+#[test]
+fn sglang_block_matches_the_reference_byte_for_byte() {
+    let path =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/reference/summary-sglang-style.txt");
+    if let Ok(file) = std::fs::read_to_string(path) {
+        assert_eq!(file, SGLANG_REFERENCE, "reference file changed");
+    }
+    let mut s = reference_summary();
+    s.info.backend = "vllm".into();
+    s.completed = 10_000;
+    s.duration_s = 578.48;
+    s.total_input_tokens = 2_258_583;
+    s.total_output_tokens = 1_992_177;
+    s.retokenized_output_tokens = Some(1_992_117);
+    s.request_throughput = 17.29;
+    s.input_throughput = 3904.34;
+    s.output_throughput = 3443.81;
+    s.e2el_ms = dist(289_213.70, 288_336.32, 0.0);
+    s.ttft_ms = dist(275_009.37, 274_460.89, 555_801.53);
+    s.tpot_ms = dist(73.02, 72.39, 118.02);
+    // SGLang's ITL is per chunk; the per-token ITL is not what it prints.
+    s.itl_chunk_ms = dist(71.71, 65.32, 161.67);
+    s.itl_ms = dist(1.0, 1.0, 1.0);
+    assert_eq!(sglang_block(&s), SGLANG_REFERENCE);
+    // A capped run at a finite rate: the rate as Python prints a float, the cap after it.
+    s.info.load = LoadSpec { request_rate: Some(16.0), max_concurrency: Some(64), ..s.info.load };
+    let text = sglang_block(&s);
+    assert!(text.contains("\nTraffic request rate:                    16.0\nMax request concurrency:                 64\n"), "{text}");
+    assert_eq!(render_run(&s, &[], RunFormat::Sglang), text);
+}
+
+#[test]
+fn sglang_snapshots() {
+    insta::assert_snapshot!("sglang", sglang_block(&fixture()));
+    let cfg = MetricsConfig::default();
+    insta::assert_snapshot!("sglang_empty", sglang_block(&summarize(&[], &info(), &cfg)));
+}

@@ -126,6 +126,10 @@ pub struct Scenario {
     pub prompts_per_load: Option<f64>,
     /// Concurrency cap for rate sweeps; `None` uses the command's `--max-concurrency`.
     pub max_concurrency: Option<usize>,
+    /// Prompt counts of single levels (a suite case such as "concurrency 64 with 640
+    /// prompts", as scripted serving suites run them); they win over every other policy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub level_prompts: Vec<(Level, usize)>,
 }
 
 impl Scenario {
@@ -138,6 +142,7 @@ impl Scenario {
             num_prompts: None,
             prompts_per_load: None,
             max_concurrency: None,
+            level_prompts: Vec::new(),
         }
     }
 }
@@ -149,6 +154,17 @@ impl Scenario {
             fixed: self.num_prompts.or(base.fixed),
             per_load: self.prompts_per_load.unwrap_or(base.per_load),
             ..base
+        }
+    }
+}
+
+impl Scenario {
+    /// How many prompts the point at `load` sends: the case's own count when the suite gives
+    /// one for this level, else the command's policy with this scenario's overrides.
+    pub fn prompts_for(&self, base: PromptPolicy, load: Level) -> usize {
+        match self.level_prompts.iter().find(|(l, _)| *l == load) {
+            Some(&(_, n)) => n.max(1),
+            None => self.prompt_policy(base).prompts_for(load),
         }
     }
 }
@@ -189,6 +205,18 @@ mod tests {
         assert_eq!(p.prompts_for(Level::Rate(2.5)), 13);
         let f = PromptPolicy { fixed: Some(7), ..p };
         assert_eq!(f.prompts_for(Level::Concurrency(64)), 7);
+    }
+
+    #[test]
+    fn a_level_with_its_own_count_wins() {
+        let mut s = Scenario::new("s", DatasetChoice::FromArgs);
+        s.num_prompts = Some(50);
+        s.level_prompts = vec![(Level::Concurrency(64), 640)];
+        let base = PromptPolicy::default();
+        assert_eq!(s.prompts_for(base, Level::Concurrency(64)), 640);
+        assert_eq!(s.prompts_for(base, Level::Concurrency(1)), 50);
+        s.num_prompts = None;
+        assert_eq!(s.prompts_for(base, Level::Concurrency(4)), 20);
     }
 
     #[test]

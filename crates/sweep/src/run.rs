@@ -76,13 +76,13 @@ impl<R: Runner> Driver<'_, R> {
         load: Level,
         role: Role,
     ) -> Result<Option<PointResult>, SweepError> {
-        let policy = scenario.prompt_policy(self.plan.prompts);
         let seed = if self.plan.fresh_prompts {
             point_seed(self.plan.base.workload.seed, &scenario.name, load, role.as_str())
         } else {
             self.plan.base.workload.seed
         };
-        let spec = PointSpec { load, num_prompts: policy.prompts_for(load), seed, role };
+        let num_prompts = scenario.prompts_for(self.plan.prompts, load);
+        let spec = PointSpec { load, num_prompts, seed, role };
         let path = point_path(&self.plan.output_dir, &scenario.name, load, role);
         if self.plan.resume {
             if let Some(p) = read_complete_point(&path, &scenario.name, load, role) {

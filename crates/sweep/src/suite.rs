@@ -10,6 +10,10 @@
 //!   - name: sharegpt
 //!     dataset: { kind: sharegpt }   # path from --dataset-path
 //!     num_prompts: 1000
+//!   - name: chat
+//!     dataset: { kind: random, input_len: 1000, output_len: 1000 }
+//!     concurrency: [1, 16, 64]
+//!     num_prompts: [10, 160, 640]  # one count per case, in the order of the list
 //! ```
 //! Options a scenario leaves out come from the command line.
 
@@ -47,9 +51,17 @@ struct ScenarioFile {
     #[serde(default)]
     max_concurrency: Option<usize>,
     #[serde(default)]
-    num_prompts: Option<usize>,
+    num_prompts: Option<PromptCounts>,
     #[serde(default)]
     prompts_per_concurrency: Option<f64>,
+}
+
+/// `num_prompts: 1000` for every level, or one count per level of the list beside it.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum PromptCounts {
+    One(usize),
+    PerLevel(Vec<usize>),
 }
 
 /// The classic four-case serving suite: ShareGPT (10,000 prompts, needs `--dataset-path`)
@@ -104,7 +116,8 @@ fn scenario(f: ScenarioFile) -> Result<Scenario, SweepError> {
     if f.name.trim().is_empty() {
         return Err(invalid("suite", "a scenario has an empty name"));
     }
-    let loads = match (&f.concurrency, &f.request_rate) {
+    // Levels as listed, before sorting: a list of prompt counts pairs with them in order.
+    let listed: Option<Vec<Level>> = match (&f.concurrency, &f.request_rate) {
         (Some(_), Some(_)) => {
             return Err(invalid(at("concurrency"), "give concurrency or request_rate, not both"))
         }
@@ -112,25 +125,57 @@ fn scenario(f: ScenarioFile) -> Result<Scenario, SweepError> {
             if c.is_empty() || c.contains(&0) {
                 return Err(invalid(at("concurrency"), "must list whole numbers >= 1"));
             }
-            let mut c = c.clone();
-            c.sort_unstable();
-            c.dedup();
-            Some(c.into_iter().map(Level::Concurrency).collect())
+            Some(c.iter().map(|&c| Level::Concurrency(c)).collect())
         }
         (None, Some(r)) => {
             if r.is_empty() || r.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
                 return Err(invalid(at("request_rate"), "must list finite rates > 0"));
             }
-            let mut r = r.clone();
-            r.sort_by(f64::total_cmp);
-            r.dedup();
-            Some(r.into_iter().map(Level::Rate).collect())
+            Some(r.iter().map(|&r| Level::Rate(r)).collect())
         }
         (None, None) => None,
     };
-    if f.num_prompts == Some(0) {
+    let (num_prompts, mut level_prompts) = match &f.num_prompts {
+        None => (None, Vec::new()),
+        Some(PromptCounts::One(n)) => (Some(*n), Vec::new()),
+        Some(PromptCounts::PerLevel(counts)) => {
+            let Some(levels) = &listed else {
+                return Err(invalid(
+                    at("num_prompts"),
+                    "a list of counts needs the concurrency or request_rate list it pairs with",
+                ));
+            };
+            if counts.len() != levels.len() {
+                return Err(invalid(
+                    at("num_prompts"),
+                    format!(
+                        "lists {} counts for {} levels: give one count per level, in order",
+                        counts.len(),
+                        levels.len()
+                    ),
+                ));
+            }
+            (None, levels.iter().copied().zip(counts.iter().copied()).collect())
+        }
+    };
+    if num_prompts == Some(0) || level_prompts.iter().any(|(_, n)| *n == 0) {
         return Err(invalid(at("num_prompts"), "must be at least 1"));
     }
+    level_prompts.sort_by(|a, b| a.0.value().total_cmp(&b.0.value()));
+    for w in level_prompts.windows(2) {
+        if w[0].0 == w[1].0 && w[0].1 != w[1].1 {
+            return Err(invalid(
+                at("num_prompts"),
+                format!("{} is listed twice with different counts", w[0].0),
+            ));
+        }
+    }
+    level_prompts.dedup_by(|a, b| a.0 == b.0);
+    let loads = listed.map(|mut l| {
+        l.sort_by(|a, b| a.value().total_cmp(&b.value()));
+        l.dedup();
+        l
+    });
     if f.max_concurrency == Some(0) {
         return Err(invalid(at("max_concurrency"), "must be at least 1"));
     }
@@ -148,9 +193,10 @@ fn scenario(f: ScenarioFile) -> Result<Scenario, SweepError> {
         name: f.name,
         dataset: f.dataset.unwrap_or(DatasetChoice::FromArgs),
         loads,
-        num_prompts: f.num_prompts,
+        num_prompts,
         prompts_per_load: f.prompts_per_concurrency,
         max_concurrency: f.max_concurrency,
+        level_prompts,
     })
 }
 
@@ -195,6 +241,43 @@ scenarios:
             "scenarios:\n  - name: a\n    concurrency: [1]\n    request_rate: [1]\n"
         )
         .is_err());
+    }
+
+    #[test]
+    fn cases_carry_their_own_prompt_counts() {
+        let text = "
+scenarios:
+  - name: chat
+    concurrency: [64, 1, 16]
+    num_prompts: [640, 10, 160]
+";
+        let s = &parse_suite(text).unwrap()[0];
+        assert_eq!(
+            s.loads,
+            Some(vec![Level::Concurrency(1), Level::Concurrency(16), Level::Concurrency(64)])
+        );
+        assert_eq!(
+            s.level_prompts,
+            vec![
+                (Level::Concurrency(1), 10),
+                (Level::Concurrency(16), 160),
+                (Level::Concurrency(64), 640)
+            ]
+        );
+        assert_eq!(s.num_prompts, None);
+        let e =
+            parse_suite("scenarios:\n  - name: a\n    concurrency: [1, 2]\n    num_prompts: [5]\n")
+                .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "scenario 'a': num_prompts: lists 1 counts for 2 levels: give one count per level, in order"
+        );
+        let e = parse_suite("scenarios:\n  - name: a\n    num_prompts: [5]\n").unwrap_err();
+        assert!(e.to_string().contains("needs the concurrency or request_rate list"), "{e}");
+        let e =
+            parse_suite("scenarios:\n  - name: a\n    request_rate: [1]\n    num_prompts: [0]\n")
+                .unwrap_err();
+        assert_eq!(e.to_string(), "scenario 'a': num_prompts: must be at least 1");
     }
 
     #[test]

@@ -164,3 +164,26 @@ async fn resume_skips_complete_points_and_reruns_the_rest() {
     run_sweep(&SweepPlan { resume: true, ..plan(dir.path(), None) }, &mut third).await.unwrap();
     assert!(third.runs.is_empty());
 }
+
+/// A suite's cases with their own prompt counts: each point sends its case's count, and the
+/// scenario (with its cases) round-trips through sweep.json.
+#[tokio::test]
+async fn suite_cases_send_their_own_prompt_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = plan(dir.path(), None);
+    p.scenarios = servelab_sweep::suite::parse_suite(
+        "scenarios:\n  - name: cases\n    dataset: {kind: random, input_len: 100, output_len: 20}\n    \
+         concurrency: [4, 1]\n    num_prompts: [37, 3]\n",
+    )
+    .unwrap();
+    let mut fake = Fake::default();
+    let r = run_sweep(&p, &mut fake).await.unwrap();
+    let sent: Vec<(f64, usize)> =
+        r.scenarios[0].points.iter().map(|p| (p.load.value(), p.num_prompts)).collect();
+    assert_eq!(sent, [(1.0, 3), (4.0, 37)]);
+    assert_eq!(r.scenarios[0].points[1].summary.completed, 37);
+    write_outputs(dir.path(), &r, &parse_columns(DEFAULT_COLUMNS).unwrap()).unwrap();
+    let back: servelab_sweep::SweepResult =
+        serde_json::from_slice(&std::fs::read(dir.path().join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(back, r);
+}
