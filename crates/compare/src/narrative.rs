@@ -7,14 +7,14 @@
 //! | R0 rejected | every rejected point, with its success rate |
 //! | R1 best throughput | the highest output token throughput of any point |
 //! | R2 best single-request latency | the lowest mean TTFT among each series' lightest-load point |
-//! | R3 best balance | the lowest mean of (output throughput rank + p99 TTFT rank) over the load levels a series ran; needs 2+ series |
+//! | R3 best balance | the lowest mean of (output throughput rank + p99 TTFT rank) over the workloads and loads a series ran; needs 2+ series |
 //! | R4 worst degradation | the largest p99 TTFT ratio heaviest/lightest load; needs a series with 2+ points, ratio > 1 |
 
 use serde::Serialize;
 
 use crate::compare::{rejected, CompareOptions};
 use crate::data::Subject;
-use crate::rank::{levels, point_value, rank_values, Series};
+use crate::rank::{identities, point_value, rank_values, Series};
 use servelab_metrics::{Metric, MetricKey, Stat};
 use servelab_records::LoadSpec;
 
@@ -107,13 +107,14 @@ pub fn rule_best_balance(series: &[Series], o: &CompareOptions) -> Option<Findin
         return None;
     }
     let mut score: Vec<(usize, f64, usize)> = Vec::new(); // (series index, rank sum, levels)
-    for load in levels(series) {
+    // Ranked per workload and load, never across scenarios or prompt counts.
+    for id in identities(series) {
         let at = |m: MetricKey| -> Vec<(String, f64)> {
             series
                 .iter()
                 .enumerate()
                 .filter_map(|(i, s)| {
-                    let p = s.at(&load).filter(|p| ok(p, o))?;
+                    let p = s.at_identity(&id).filter(|p| ok(p, o))?;
                     Some((i.to_string(), point_value(p, m)?))
                 })
                 .collect()

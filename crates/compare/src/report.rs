@@ -18,10 +18,9 @@ use servelab_sweep::{find_knee, KneeRule, PointResult, Role, ScenarioResult};
 use crate::compare::{compare, CompareOptions, Comparison};
 use crate::data::{RunData, Subject};
 use crate::narrative::{written_summary, Finding};
-use crate::rank::{group, levels, rankings, LevelRanking, Series};
+use crate::rank::{group, identities, point_name, rankings, LevelRanking, Series};
 use crate::render::{comparison_table, notes};
 use servelab_metrics::HEADLINE;
-use servelab_records::LoadSpec;
 
 /// Everything a report shows, computed once; the renderers only format.
 #[derive(Debug, Clone)]
@@ -30,8 +29,9 @@ pub struct Report {
     pub title: String,
     /// The runs, grouped by name into series and by load into points.
     pub series: Vec<Series>,
-    /// A comparison at each load level two or more series ran, lightest first.
-    pub comparisons: Vec<(LoadSpec, Comparison)>,
+    /// A comparison at each workload and load two or more series ran, lightest first, named
+    /// by what tells it apart (`c=4`, `scenario chat, c=4`, `100 prompts`).
+    pub comparisons: Vec<(String, Comparison)>,
     /// Each headline metric ranked at each load level.
     pub rankings: Vec<LevelRanking>,
     /// The written summary, one sentence per rule that applied.
@@ -44,10 +44,14 @@ pub struct Report {
 pub fn build(title: &str, runs: Vec<RunData>, o: &CompareOptions) -> Report {
     let series = group(runs);
     let mut comparisons = Vec::new();
-    for load in levels(&series) {
-        let subjects: Vec<Subject> = series.iter().filter_map(|s| s.at(&load).cloned()).collect();
+    // One comparison per workload and load: two scenarios (or prompt counts) at one load are
+    // never each other's baseline.
+    let ids = identities(&series);
+    for id in &ids {
+        let subjects: Vec<Subject> =
+            series.iter().filter_map(|s| s.at_identity(id).cloned()).collect();
         if subjects.len() >= 2 {
-            comparisons.push((load, compare(&subjects, o)));
+            comparisons.push((point_name(id, &ids), compare(&subjects, o)));
         }
     }
     Report {
@@ -163,11 +167,12 @@ pub fn engine_table(r: &Report) -> Table {
     t
 }
 
-/// Rankings at one load level: metric → `best (value) > next (value) ...`.
-pub fn ranking_table(r: &Report, load: &LoadSpec) -> Table {
+/// Rankings at one workload and load (`point`, as [`LevelRanking::point`] names it): metric
+/// → `1. best (value), 2. next (value) ...`.
+pub fn ranking_table(r: &Report, point: &str) -> Table {
     let mut t =
         Table::new(["metric", "ranking (best first)"]).with_align(&[Align::Left, Align::Left]);
-    for lr in r.rankings.iter().filter(|l| l.load.to_string() == load.to_string()) {
+    for lr in r.rankings.iter().filter(|l| l.point == point) {
         if lr.entries.is_empty() {
             continue;
         }
@@ -176,6 +181,17 @@ pub fn ranking_table(r: &Report, load: &LoadSpec) -> Table {
         t.push([lr.metric.label(), order.join(", ")]);
     }
     t
+}
+
+/// The points rankings were made at, in ranking order, each once.
+fn ranking_points(r: &Report) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for lr in &r.rankings {
+        if !v.contains(&lr.point) {
+            v.push(lr.point.clone());
+        }
+    }
+    v
 }
 
 /// `(x, y)` points of a chart line.
@@ -391,20 +407,20 @@ pub fn markdown(r: &Report) -> String {
         out.push_str("\n## Engine (/metrics)\n\n");
         out.push_str(&engines.to_markdown());
     }
-    for (load, c) in &r.comparisons {
-        out.push_str(&format!("\n## Comparison at {load}\n\n"));
+    for (point, c) in &r.comparisons {
+        out.push_str(&format!("\n## Comparison at {}\n\n", md(point)));
         out.push_str(&comparison_table(c).to_markdown());
         out.push('\n');
         for n in notes(c) {
             out.push_str(&format!("- {}\n", n.replace('*', "\\*")));
         }
     }
-    for load in levels(&r.series) {
-        let t = ranking_table(r, &load);
+    for point in ranking_points(r) {
+        let t = ranking_table(r, &point);
         if t.rows.is_empty() {
             continue;
         }
-        out.push_str(&format!("\n## Rankings at {load}\n\n"));
+        out.push_str(&format!("\n## Rankings at {}\n\n", md(&point)));
         out.push_str(&t.to_markdown());
     }
     let knees: Vec<String> = r
@@ -463,8 +479,8 @@ pub fn html(r: &Report) -> String {
         out.push_str("<h2 id=\"engine\">Engine (/metrics)</h2>\n");
         out.push_str(&html_table(&engines));
     }
-    for (load, c) in &r.comparisons {
-        out.push_str(&format!("<h2>Comparison at {}</h2>\n", esc(&load.to_string())));
+    for (point, c) in &r.comparisons {
+        out.push_str(&format!("<h2>Comparison at {}</h2>\n", esc(point)));
         out.push_str(&html_table(&comparison_table(c)));
         out.push_str("<ul class=\"notes\">\n");
         for n in notes(c) {
@@ -472,10 +488,10 @@ pub fn html(r: &Report) -> String {
         }
         out.push_str("</ul>\n");
     }
-    for load in levels(&r.series) {
-        let t = ranking_table(r, &load);
+    for point in ranking_points(r) {
+        let t = ranking_table(r, &point);
         if !t.rows.is_empty() {
-            out.push_str(&format!("<h2>Rankings at {}</h2>\n", esc(&load.to_string())));
+            out.push_str(&format!("<h2>Rankings at {}</h2>\n", esc(&point)));
             out.push_str(&html_table(&t));
         }
     }
