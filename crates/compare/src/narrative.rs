@@ -107,7 +107,7 @@ pub fn rule_best_balance(series: &[Series], o: &CompareOptions) -> Option<Findin
         return None;
     }
     let mut score: Vec<(usize, f64, usize)> = Vec::new(); // (series index, rank sum, levels)
-    // Ranked per workload and load, never across scenarios or prompt counts.
+                                                          // Ranked per workload and load, never across scenarios or prompt counts.
     for id in identities(series) {
         let at = |m: MetricKey| -> Vec<(String, f64)> {
             series
