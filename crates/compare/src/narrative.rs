@@ -1,5 +1,6 @@
 //! The written summary: short sentences produced by fixed rules from the numbers, never by
-//! hand. Each rule is documented in docs/store.md and applies only when its inputs exist;
+//! hand. Each rule is documented in docs/store.md and applies only when its inputs exist,
+//! to the series of one workload (sweep scenario and dataset) at a time;
 //! rejected points (success rate below the minimum) never win a rule.
 //!
 //! | rule | finds |
@@ -181,12 +182,25 @@ pub fn rule_worst_degradation(series: &[Series], o: &CompareOptions) -> Option<F
     })
 }
 
-/// Every rule in order.
+/// Every rule in order, for each workload (sweep scenario and dataset) apart: a best or a
+/// worst is never found across two scenarios.
 pub fn written_summary(series: &[Series], o: &CompareOptions) -> Vec<Finding> {
+    let workload =
+        |s: &Series| s.points.first().and_then(Subject::identity).map(|i| (i.scenario, i.dataset));
+    let mut groups: Vec<(Option<(Option<String>, Option<String>)>, Vec<Series>)> = Vec::new();
+    for s in series {
+        let w = workload(s);
+        match groups.iter_mut().find(|(g, _)| *g == w) {
+            Some((_, v)) => v.push(s.clone()),
+            None => groups.push((w, vec![s.clone()])),
+        }
+    }
     let mut out = rule_rejected(series, o);
-    out.extend(rule_best_throughput(series, o));
-    out.extend(rule_best_latency(series, o));
-    out.extend(rule_best_balance(series, o));
-    out.extend(rule_worst_degradation(series, o));
+    for (_, g) in &groups {
+        out.extend(rule_best_throughput(g, o));
+        out.extend(rule_best_latency(g, o));
+        out.extend(rule_best_balance(g, o));
+        out.extend(rule_worst_degradation(g, o));
+    }
     out
 }

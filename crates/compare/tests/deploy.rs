@@ -188,6 +188,16 @@ fn deployment_report_snapshot() {
         let sc = if lr.point.contains("500x100") { "[500x100]" } else { "[3000x150]" };
         assert!(lr.entries.iter().all(|e| e.name.ends_with(sc)), "{lr:?}");
     }
+    // The written summary finds a best throughput per scenario, never one across them.
+    let best: Vec<&str> =
+        r.findings.iter().filter(|f| f.rule == "R1").map(|f| f.text.as_str()).collect();
+    assert_eq!(
+        best,
+        [
+            "Best throughput: qwen-3p1d [500x100] with 300.0 output tok/s at c=4.",
+            "Best throughput: qwen-3p1d [3000x150] with 150.0 output tok/s at c=4."
+        ]
+    );
     let md = markdown(&r);
     let end = md.find("## Summary\n").expect("the findings follow");
     insta::assert_snapshot!(&md[..end]);
