@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::compare::{rejected, CompareOptions};
 use crate::data::Subject;
+use crate::deploy::Workload;
 use crate::rank::{identities, point_value, rank_values, Series};
 use servelab_metrics::{Metric, MetricKey, Stat};
 use servelab_records::LoadSpec;
@@ -185,9 +186,8 @@ pub fn rule_worst_degradation(series: &[Series], o: &CompareOptions) -> Option<F
 /// Every rule in order, for each workload (sweep scenario and dataset) apart: a best or a
 /// worst is never found across two scenarios.
 pub fn written_summary(series: &[Series], o: &CompareOptions) -> Vec<Finding> {
-    let workload =
-        |s: &Series| s.points.first().and_then(Subject::identity).map(|i| (i.scenario, i.dataset));
-    let mut groups: Vec<(Option<(Option<String>, Option<String>)>, Vec<Series>)> = Vec::new();
+    let workload = |s: &Series| s.points.first().and_then(|p| p.runs.first()).map(Workload::of);
+    let mut groups: Vec<(Option<Workload>, Vec<Series>)> = Vec::new();
     for s in series {
         let w = workload(s);
         match groups.iter_mut().find(|(g, _)| *g == w) {

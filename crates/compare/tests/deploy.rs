@@ -3,7 +3,7 @@
 //! same shapes rebuilt from simulator runs).
 
 use servelab_compare::deploy::{deployment_charts, deployment_table, scenario_views};
-use servelab_compare::report::{build, markdown};
+use servelab_compare::report::{build, html, markdown};
 use servelab_compare::verdict::verdicts;
 use servelab_compare::{CompareOptions, RunData, SCENARIO_TAG};
 use servelab_records::{LoadSpec, RunInfo};
@@ -34,11 +34,15 @@ fn tagged(mut r: RunData, tags: &[(&str, &str)]) -> RunData {
     r
 }
 
+/// A model's name, its `model=` tag, and (total tok/s, mean TTFT, mean TPOT) at 1, 10 and
+/// 100 prompts.
+type Model = (&'static str, Option<&'static str>, [[f64; 3]; 3]);
+
 /// Seed-000: four models (two variants of one) at rate inf over 1, 10 and 100 prompts.
 fn models() -> Vec<RunData> {
     let ds = "random(512:128)";
     let mut out = Vec::new();
-    let table: [(&str, Option<&str>, [[f64; 3]; 3]); 4] = [
+    let table: [Model; 4] = [
         // name, model tag, (total tok/s, mean TTFT, mean TPOT) at 1, 10, 100 prompts
         ("fast-8b", None, [[150.0, 20.0, 6.0], [1400.0, 35.0, 7.0], [9800.0, 140.0, 9.5]]),
         ("snappy-32b", None, [[90.0, 12.0, 10.0], [800.0, 30.0, 11.0], [5200.0, 160.0, 17.0]]),
@@ -201,4 +205,26 @@ fn deployment_report_snapshot() {
     let md = markdown(&r);
     let end = md.find("## Summary\n").expect("the findings follow");
     insta::assert_snapshot!(&md[..end]);
+}
+
+#[test]
+fn deployment_html_and_chart_snapshots() {
+    let r = build("Qwen TP4 vs 3P1D on H20", sweeps(), &CompareOptions::default());
+    let page = html(&r);
+    let start = page.find("<h2 id=\"deployments\">").expect("a deployments section");
+    let end = page.find("<h2 id=\"summary\">").expect("the findings follow");
+    // The inline SVGs are the chart backend's (snapshotted as chart models below).
+    let mut section = String::new();
+    for part in page[start..end].split("<figure class=\"chart\">") {
+        match part.split_once("</figure>") {
+            Some((_, rest)) => {
+                section.push_str("<figure class=\"chart\">[svg]</figure>");
+                section.push_str(rest);
+            }
+            None => section.push_str(part),
+        }
+    }
+    insta::assert_snapshot!(section);
+    let views = scenario_views(&sweeps());
+    insta::assert_debug_snapshot!(deployment_charts(&views[1], &CompareOptions::default()));
 }
