@@ -117,6 +117,24 @@ pub async fn compare(a: CompareArgs) -> Result<ExitStatus, Failure> {
     let o = CompareOptions::from_flags(a.min_success_rate, a.resamples, a.seed)
         .map_err(Failure::usage)?;
     let mut sources = Sources::new(a.db.db.clone());
+    if a.by_scenario {
+        let mut runs = Vec::new();
+        for spec in &a.runs {
+            runs.extend(sources.runs(spec).map_err(Failure::usage)?);
+        }
+        let views = servelab_compare::deploy::scenario_views(&runs);
+        term::stdout(&match a.format {
+            Format::Table => servelab_compare::deploy::render_views(&views, &o, false),
+            Format::Markdown => servelab_compare::deploy::render_views(&views, &o, true),
+            Format::Json => {
+                return Err(Failure::usage(
+                    "--by-scenario: prints a table or markdown (--format json gives every value \
+                     of the point-by-point comparison instead)",
+                ))
+            }
+        });
+        return Ok(ExitStatus::Success);
+    }
     let operands = a.runs.iter().map(|spec| sources.subjects(spec)).collect::<Result<Vec<_>, _>>();
     let pairing =
         servelab_compare::pair(operands.map_err(Failure::usage)?).map_err(Failure::usage)?;

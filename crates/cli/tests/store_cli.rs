@@ -308,6 +308,19 @@ fn runs_of_different_workloads_are_never_repeats_and_sweeps_compare_point_by_poi
         let tps = cmp.lines().find(|l| l.starts_with("Request throughput")).unwrap();
         assert!(!tps.contains(" - "), "{cmp}");
     }
+    // Deployments side by side, one table per scenario, by label and by sweep.json.
+    for args in [
+        vec!["compare", "A", "B", "--by-scenario"],
+        vec!["compare", &files[0], &files[1], "--by-scenario"],
+    ] {
+        let cmp = ok(&servelab(&db, &args));
+        assert!(cmp.starts_with("== 32x4 (random(32:4)) =="), "{cmp}");
+        assert!(cmp.contains("Concurrency  A: Output Token Throughput (tok/s)  B: "), "{cmp}");
+        let rows: Vec<&str> =
+            cmp.lines().filter(|l| l.trim_start().starts_with(['1', '2'])).collect();
+        assert_eq!(rows.len(), 2, "{cmp}");
+        assert!(rows.iter().all(|r| r.contains('%')), "B against A: {cmp}");
+    }
     // The report of two sweeps: one deployment table per scenario, its overlaid charts as
     // SVG files next to it.
     let html = dir.path().join("rep/ab.html");

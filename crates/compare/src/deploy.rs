@@ -310,6 +310,48 @@ pub fn view_notes(v: &ScenarioView, o: &CompareOptions) -> Vec<String> {
     out
 }
 
+/// Every view with its heading, caption, table and notes, as text for the terminal
+/// (`markdown` false) or Markdown: what `servelab compare --by-scenario` prints.
+pub fn render_views(views: &[ScenarioView], o: &CompareOptions, markdown: bool) -> String {
+    let md = servelab_outputs::markdown::escape;
+    let mut out = String::new();
+    for (i, v) in views.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let name = v.workload.name();
+        out.push_str(&if markdown {
+            format!("## {}\n\n", md(&name))
+        } else {
+            format!("== {name} ==\n")
+        });
+        let names: Vec<String> = v.entries.iter().map(|e| caption(v, e)).collect();
+        let first = v.entries.first().map_or(MISSING, |e| e.name.as_str());
+        let mut lines = vec![format!("Deployments: {} (% against {first}).", names.join(", "))];
+        let tags: Vec<String> = shared_tags(v).iter().map(|(k, x)| format!("{k}={x}")).collect();
+        if !tags.is_empty() {
+            lines.push(format!("Shared by every deployment: {}.", tags.join(", ")));
+        }
+        for l in lines {
+            out.push_str(&if markdown { format!("{}\n", md(&l)) } else { format!("{l}\n") });
+        }
+        let t = deployment_table(v, o);
+        if markdown {
+            out.push('\n');
+            out.push_str(&t.to_markdown());
+            out.push('\n');
+        } else {
+            out.push_str(&t.to_plain());
+        }
+        let mut notes = view_notes(v, o);
+        notes.push("* best value at that concurrency".into());
+        for n in notes {
+            out.push_str(&if markdown { format!("- {}\n", md(&n)) } else { format!("{n}\n") });
+        }
+    }
+    out
+}
+
 /// The x of a row on a chart: its concurrency, else its rate.
 fn x_of(r: &Row) -> Option<f64> {
     r.concurrency.map(|c| c as f64).or(r.load.request_rate)
@@ -402,6 +444,24 @@ mod tests {
         let v = scenario_views(&[run("m", None, Some(4), 40), run("m", None, None, 4)]);
         let labels: Vec<&str> = v[0].rows.iter().map(|r| r.label.as_str()).collect();
         assert_eq!(labels, ["4 (4 prompts)", "4 (40 prompts)"]);
+    }
+
+    #[test]
+    fn missing_levels_and_rejected_points_are_said() {
+        let mut bad = run("B", None, Some(2), 10);
+        bad.headline.completed = Some(5);
+        bad.headline.failed = Some(5);
+        bad.headline.output_throughput = Some(99.0);
+        let mut good = run("A", None, Some(2), 10);
+        good.headline.output_throughput = Some(10.0);
+        let v = scenario_views(&[run("A", None, Some(1), 10), good, bad]);
+        let o = CompareOptions::default();
+        assert_eq!(
+            view_notes(&v[0], &o),
+            ["B at 2 is left out: success rate 50.0% is below 99.0%", "B has no run at 1"]
+        );
+        let t = deployment_table(&v[0], &o);
+        assert_eq!(t.rows[1][1..3], ["10.00 *".to_string(), "-".to_string()]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! figures: the shapes of the published reports (see crates/compare/tests/seeds.rs for the
 //! same shapes rebuilt from simulator runs).
 
-use servelab_compare::deploy::{deployment_charts, deployment_table, scenario_views};
+use servelab_compare::deploy::{deployment_charts, deployment_table, render_views, scenario_views};
 use servelab_compare::report::{build, html, markdown};
 use servelab_compare::verdict::verdicts;
 use servelab_compare::{CompareOptions, RunData, SCENARIO_TAG};
@@ -227,4 +227,10 @@ fn deployment_html_and_chart_snapshots() {
     insta::assert_snapshot!(section);
     let views = scenario_views(&sweeps());
     insta::assert_debug_snapshot!(deployment_charts(&views[1], &CompareOptions::default()));
+}
+
+#[test]
+fn by_scenario_text_snapshot() {
+    let views = scenario_views(&sweeps());
+    insta::assert_snapshot!(render_views(&views, &CompareOptions::default(), false));
 }
