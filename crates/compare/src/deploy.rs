@@ -46,9 +46,11 @@ impl Workload {
         }
     }
 
-    /// A file-name stem: the scenario, else the dataset.
+    /// A file-name stem: the scenario, else the dataset (`random(512:32)` → `random-512x32`).
     pub fn stem(&self) -> String {
-        let s = self.scenario.clone().or_else(|| self.dataset.clone());
+        let s = self.scenario.clone().or_else(|| {
+            self.dataset.as_ref().map(|d| d.replace('(', "-").replace(':', "x").replace(')', ""))
+        });
         file_safe(&s.unwrap_or_else(|| "workload".into()))
     }
 }
@@ -438,6 +440,7 @@ mod tests {
         let labels: Vec<&str> = v[0].rows.iter().map(|r| r.label.as_str()).collect();
         assert_eq!(labels, ["1", "4", "10", "100"]);
         assert_eq!(v[0].rows[3].words(), "100 concurrent");
+        assert_eq!(v[0].workload.stem(), "random-8x8");
         let has: Vec<bool> = v[0].entries[1].cells.iter().map(Option::is_some).collect();
         assert_eq!(has, [false, false, true, false]);
         // Two rows of one concurrency (4 capped and 4 prompts at once) name their prompts.
