@@ -312,6 +312,19 @@ pub fn view_notes(v: &ScenarioView, o: &CompareOptions) -> Vec<String> {
     out
 }
 
+/// The lines under a scenario's heading: its deployments (with the tags that tell them
+/// apart) and the one the changes are against, then the tags they all share.
+pub fn view_caption(v: &ScenarioView) -> Vec<String> {
+    let names: Vec<String> = v.entries.iter().map(|e| caption(v, e)).collect();
+    let first = v.entries.first().map_or(MISSING, |e| e.name.as_str());
+    let mut lines = vec![format!("Deployments: {} (% against {first}).", names.join(", "))];
+    let tags: Vec<String> = shared_tags(v).iter().map(|(k, x)| format!("{k}={x}")).collect();
+    if !tags.is_empty() {
+        lines.push(format!("Shared by every deployment: {}.", tags.join(", ")));
+    }
+    lines
+}
+
 /// Every view with its heading, caption, table and notes, as text for the terminal
 /// (`markdown` false) or Markdown: what `servelab compare --by-scenario` prints.
 pub fn render_views(views: &[ScenarioView], o: &CompareOptions, markdown: bool) -> String {
@@ -327,14 +340,7 @@ pub fn render_views(views: &[ScenarioView], o: &CompareOptions, markdown: bool) 
         } else {
             format!("== {name} ==\n")
         });
-        let names: Vec<String> = v.entries.iter().map(|e| caption(v, e)).collect();
-        let first = v.entries.first().map_or(MISSING, |e| e.name.as_str());
-        let mut lines = vec![format!("Deployments: {} (% against {first}).", names.join(", "))];
-        let tags: Vec<String> = shared_tags(v).iter().map(|(k, x)| format!("{k}={x}")).collect();
-        if !tags.is_empty() {
-            lines.push(format!("Shared by every deployment: {}.", tags.join(", ")));
-        }
-        for l in lines {
+        for l in view_caption(v) {
             out.push_str(&if markdown { format!("{}\n", md(&l)) } else { format!("{l}\n") });
         }
         let t = deployment_table(v, o);

@@ -18,8 +18,8 @@ use servelab_sweep::{find_knee, KneeRule, PointResult, Role, ScenarioResult};
 use crate::compare::{compare, CompareOptions, Comparison};
 use crate::data::{RunData, Subject};
 use crate::deploy::{
-    caption, deployment_charts as view_charts, deployment_table, scenario_views, shared_tags,
-    view_notes, ScenarioView,
+    deployment_charts as view_charts, deployment_table, scenario_views, view_caption, view_notes,
+    ScenarioView,
 };
 use crate::narrative::{written_summary, Finding};
 use crate::rank::{group, identities, point_name, rankings, LevelRanking, Series};
@@ -90,24 +90,6 @@ fn shown_views(r: &Report) -> impl Iterator<Item = &ScenarioView> {
 /// deployment a line (`<scenario>-<metric>`, e.g. `500x100-ttft_mean`).
 pub fn deployment_charts(r: &Report) -> Vec<Chart> {
     shown_views(r).flat_map(|v| view_charts(v, &r.options)).collect()
-}
-
-/// The lines under a scenario's heading: how it was judged, and the tags every deployment
-/// shares.
-fn view_caption(v: &ScenarioView) -> Vec<String> {
-    let mut out = Vec::new();
-    let names: Vec<String> = v.entries.iter().map(|e| caption(v, e)).collect();
-    out.push(format!(
-        "Deployments: {} (% against {}).",
-        names.join(", "),
-        v.entries.first().map_or("-", |e| e.name.as_str())
-    ));
-    let tags = shared_tags(v);
-    if !tags.is_empty() {
-        let t: Vec<String> = tags.iter().map(|(k, x)| format!("{k}={x}")).collect();
-        out.push(format!("Shared by every deployment: {}.", t.join(", ")));
-    }
-    out
 }
 
 /// A verdict as a Markdown bullet: `- **headline** figures (rule)`.
