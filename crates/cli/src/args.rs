@@ -700,6 +700,11 @@ pub struct CompareArgs {
     /// The results store.
     #[command(flatten)]
     pub db: DbArg,
+    /// Deployments side by side instead: one table per scenario (sweep scenario and dataset),
+    /// a row per concurrency, output throughput, mean TTFT and mean TPOT of each operand with
+    /// its change against the first (table or markdown).
+    #[arg(long)]
+    pub by_scenario: bool,
 }
 
 /// The arguments of `servelab report`.

@@ -117,6 +117,24 @@ pub async fn compare(a: CompareArgs) -> Result<ExitStatus, Failure> {
     let o = CompareOptions::from_flags(a.min_success_rate, a.resamples, a.seed)
         .map_err(Failure::usage)?;
     let mut sources = Sources::new(a.db.db.clone());
+    if a.by_scenario {
+        let mut runs = Vec::new();
+        for spec in &a.runs {
+            runs.extend(sources.runs(spec).map_err(Failure::usage)?);
+        }
+        let views = servelab_compare::deploy::scenario_views(&runs);
+        term::stdout(&match a.format {
+            Format::Table => servelab_compare::deploy::render_views(&views, &o, false),
+            Format::Markdown => servelab_compare::deploy::render_views(&views, &o, true),
+            Format::Json => {
+                return Err(Failure::usage(
+                    "--by-scenario: prints a table or markdown (--format json gives every value \
+                     of the point-by-point comparison instead)",
+                ))
+            }
+        });
+        return Ok(ExitStatus::Success);
+    }
     let operands = a.runs.iter().map(|spec| sources.subjects(spec)).collect::<Result<Vec<_>, _>>();
     let pairing =
         servelab_compare::pair(operands.map_err(Failure::usage)?).map_err(Failure::usage)?;
@@ -150,10 +168,35 @@ pub async fn report(a: ReportArgs) -> Result<ExitStatus, Failure> {
     let r = tokio::task::spawn_blocking(move || servelab_compare::report::build(&title, runs, &o))
         .await
         .map_err(|e| Failure::runtime(format!("report failed: {e}")))?;
+    let mut r = r;
     let md_path = a.output.with_extension("md");
+    // The overlaid deployment charts also go to files, next to the report, for the Markdown
+    // twin to show and for slides.
+    let charts = servelab_compare::report::deployment_charts(&r);
+    let stem = a.output.file_stem().map_or("servelab-report".into(), |s| s.to_string_lossy());
+    let chart_dir = format!("{stem}-charts");
+    if !charts.is_empty() {
+        let dir = a.output.with_file_name(&chart_dir);
+        for c in &charts {
+            let svg = servelab_outputs::chart::render_svg(c)
+                .map_err(|e| Failure::runtime(format!("chart {}: {}", e.name, e.message)))?;
+            write(&dir.join(format!("{}.svg", c.name)), &svg)?;
+        }
+        r.chart_dir = Some(chart_dir.clone());
+    }
     write(&a.output, &servelab_compare::report::html(&r))?;
     write(&md_path, &servelab_compare::report::markdown(&r))?;
-    term::note(&format!("Wrote {} and {}", a.output.display(), md_path.display()));
+    let svgs = if charts.is_empty() {
+        String::new()
+    } else {
+        format!(" and {} charts in {}", charts.len(), a.output.with_file_name(&chart_dir).display())
+    };
+    term::note(&format!("Wrote {} and {}{svgs}", a.output.display(), md_path.display()));
+    for s in &r.verdicts {
+        for v in s.models.iter().chain(&s.variants) {
+            term::note(&format!("  {} {}", v.headline, v.text));
+        }
+    }
     for f in &r.findings {
         term::note(&format!("  {}", f.text));
     }

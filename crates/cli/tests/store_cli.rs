@@ -92,7 +92,8 @@ fn bench_records_then_runs_compare_and_report_read_the_store() {
     ));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<title>cli test</title>"));
-    assert_eq!(page.matches("<svg ").count(), 4);
+    // Three deployment charts (narrow and wide on each), then the four report charts.
+    assert_eq!(page.matches("<svg ").count(), 7);
     assert!(!page.contains("<script"), "no scripts");
     assert!(!page.contains("http://") || !page.contains("src=\"http"), "nothing fetched");
     let md = std::fs::read_to_string(dir.path().join("rep/report.md")).unwrap();
@@ -307,6 +308,35 @@ fn runs_of_different_workloads_are_never_repeats_and_sweeps_compare_point_by_poi
         let tps = cmp.lines().find(|l| l.starts_with("Request throughput")).unwrap();
         assert!(!tps.contains(" - "), "{cmp}");
     }
+    // Deployments side by side, one table per scenario, by label and by sweep.json.
+    for args in [
+        vec!["compare", "A", "B", "--by-scenario"],
+        vec!["compare", &files[0], &files[1], "--by-scenario"],
+    ] {
+        let cmp = ok(&servelab(&db, &args));
+        assert!(cmp.starts_with("== 32x4 (random(32:4)) =="), "{cmp}");
+        assert!(cmp.contains("Concurrency  A: Output Token Throughput (tok/s)  B: "), "{cmp}");
+        let rows: Vec<&str> =
+            cmp.lines().filter(|l| l.trim_start().starts_with(['1', '2'])).collect();
+        assert_eq!(rows.len(), 2, "{cmp}");
+        assert!(rows.iter().all(|r| r.contains('%')), "B against A: {cmp}");
+    }
+    // The report of two sweeps: one deployment table per scenario, its overlaid charts as
+    // SVG files next to it.
+    let html = dir.path().join("rep/ab.html");
+    let args = ["report", "A", "B", "-o", html.to_str().unwrap(), "--title", "A vs B"];
+    ok(&servelab(&db, &args));
+    let md = std::fs::read_to_string(dir.path().join("rep/ab.md")).unwrap();
+    assert!(md.contains("## Deployments by scenario\n\n### 32x4 (random(32:4))"), "{md}");
+    assert!(md.contains("| Concurrency | A: Output Token Throughput (tok/s) | B: "), "{md}");
+    assert!(
+        md.contains(
+            "![32x4 (random(32:4)): TTFT mean (ms) by deployment](ab-charts/32x4-ttft_mean.svg)"
+        ),
+        "{md}"
+    );
+    let svg = std::fs::read_to_string(dir.path().join("rep/ab-charts/32x4-ttft_mean.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("polyline"), "an SVG with lines");
     // A sweep against a single run of another workload: nothing in common, exit 2.
     let out = servelab(&db, &["compare", "A", "m"]);
     assert_eq!(out.status.code(), Some(2));

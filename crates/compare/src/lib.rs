@@ -7,6 +7,8 @@
 //! | [`compare`] | [`compare()`]: deltas against a baseline with noise verdicts |
 //! | `rank` | series, rankings per metric per load level |
 //! | [`narrative`] | the written summary rules |
+//! | [`deploy`] | deployments side by side per scenario: tables and overlaid charts |
+//! | [`verdict`] | one written verdict per model, and variants of one model |
 //! | [`render`] | the comparison as plain text, Markdown, JSON |
 //! | [`report`] | the report: Markdown and HTML with inline SVG charts |
 
@@ -15,11 +17,13 @@
 
 mod compare;
 mod data;
+pub mod deploy;
 pub mod narrative;
 mod rank;
 pub mod render;
 pub mod report;
 mod sources;
+pub mod verdict;
 
 pub use compare::{
     compare, pair, CompareOptions, Comparison, Delta, MetricRow, Noise, Pairing, Point, Verdict,

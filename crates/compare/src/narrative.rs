@@ -1,5 +1,6 @@
 //! The written summary: short sentences produced by fixed rules from the numbers, never by
-//! hand. Each rule is documented in docs/store.md and applies only when its inputs exist;
+//! hand. Each rule is documented in docs/store.md and applies only when its inputs exist,
+//! to the series of one workload (sweep scenario and dataset) at a time;
 //! rejected points (success rate below the minimum) never win a rule.
 //!
 //! | rule | finds |
@@ -7,14 +8,15 @@
 //! | R0 rejected | every rejected point, with its success rate |
 //! | R1 best throughput | the highest output token throughput of any point |
 //! | R2 best single-request latency | the lowest mean TTFT among each series' lightest-load point |
-//! | R3 best balance | the lowest mean of (output throughput rank + p99 TTFT rank) over the load levels a series ran; needs 2+ series |
+//! | R3 best balance | the lowest mean of (output throughput rank + p99 TTFT rank) over the workloads and loads a series ran; needs 2+ series |
 //! | R4 worst degradation | the largest p99 TTFT ratio heaviest/lightest load; needs a series with 2+ points, ratio > 1 |
 
 use serde::Serialize;
 
 use crate::compare::{rejected, CompareOptions};
 use crate::data::Subject;
-use crate::rank::{levels, point_value, rank_values, Series};
+use crate::deploy::Workload;
+use crate::rank::{identities, point_value, rank_values, Series};
 use servelab_metrics::{Metric, MetricKey, Stat};
 use servelab_records::LoadSpec;
 
@@ -107,13 +109,14 @@ pub fn rule_best_balance(series: &[Series], o: &CompareOptions) -> Option<Findin
         return None;
     }
     let mut score: Vec<(usize, f64, usize)> = Vec::new(); // (series index, rank sum, levels)
-    for load in levels(series) {
+                                                          // Ranked per workload and load, never across scenarios or prompt counts.
+    for id in identities(series) {
         let at = |m: MetricKey| -> Vec<(String, f64)> {
             series
                 .iter()
                 .enumerate()
                 .filter_map(|(i, s)| {
-                    let p = s.at(&load).filter(|p| ok(p, o))?;
+                    let p = s.at_identity(&id).filter(|p| ok(p, o))?;
                     Some((i.to_string(), point_value(p, m)?))
                 })
                 .collect()
@@ -180,12 +183,24 @@ pub fn rule_worst_degradation(series: &[Series], o: &CompareOptions) -> Option<F
     })
 }
 
-/// Every rule in order.
+/// Every rule in order, for each workload (sweep scenario and dataset) apart: a best or a
+/// worst is never found across two scenarios.
 pub fn written_summary(series: &[Series], o: &CompareOptions) -> Vec<Finding> {
+    let workload = |s: &Series| s.points.first().and_then(|p| p.runs.first()).map(Workload::of);
+    let mut groups: Vec<(Option<Workload>, Vec<Series>)> = Vec::new();
+    for s in series {
+        let w = workload(s);
+        match groups.iter_mut().find(|(g, _)| *g == w) {
+            Some((_, v)) => v.push(s.clone()),
+            None => groups.push((w, vec![s.clone()])),
+        }
+    }
     let mut out = rule_rejected(series, o);
-    out.extend(rule_best_throughput(series, o));
-    out.extend(rule_best_latency(series, o));
-    out.extend(rule_best_balance(series, o));
-    out.extend(rule_worst_degradation(series, o));
+    for (_, g) in &groups {
+        out.extend(rule_best_throughput(g, o));
+        out.extend(rule_best_latency(g, o));
+        out.extend(rule_best_balance(g, o));
+        out.extend(rule_worst_degradation(g, o));
+    }
     out
 }

@@ -22,6 +22,11 @@ impl Series {
     pub fn at(&self, load: &LoadSpec) -> Option<&Subject> {
         self.points.iter().find(|p| p.load().to_string() == load.to_string())
     }
+
+    /// The point of this workload and load, if the series has one.
+    pub fn at_identity(&self, id: &Identity) -> Option<&Subject> {
+        self.points.iter().find(|p| p.identity().as_ref() == Some(id))
+    }
 }
 
 /// Group runs into series by name (first appearance order), and within a series into
@@ -78,16 +83,30 @@ fn split_workloads(runs: &mut [RunData]) {
     }
 }
 
-/// Every load level of any series, lightest first.
-pub fn levels(series: &[Series]) -> Vec<LoadSpec> {
-    let mut v: Vec<LoadSpec> = Vec::new();
+/// Every identity (workload and load) of any series' point: lightest load first, then fewer
+/// prompts, then first appearance. Comparisons and rankings are made per identity, so two
+/// scenarios (or two prompt counts) at one load are never ranked against each other.
+pub fn identities(series: &[Series]) -> Vec<Identity> {
+    let mut v: Vec<(LoadSpec, Identity)> = Vec::new();
     for p in series.iter().flat_map(|s| &s.points) {
-        if !v.iter().any(|l| l.to_string() == p.load().to_string()) {
-            v.push(p.load());
+        let Some(id) = p.identity() else { continue };
+        if !v.iter().any(|(_, i)| *i == id) {
+            v.push((p.load(), id));
         }
     }
-    v.sort_by(|a, b| a.cmp_intensity(b));
-    v
+    v.sort_by(|(la, a), (lb, b)| la.cmp_intensity(lb).then(a.num_prompts.cmp(&b.num_prompts)));
+    v.into_iter().map(|(_, i)| i).collect()
+}
+
+/// How a report names the point of `id` among `all`: what tells it apart (`c=4`,
+/// `scenario chat, c=4`), or the whole identity when nothing does.
+pub fn point_name(id: &Identity, all: &[Identity]) -> String {
+    let d = id.distinguish(all);
+    if d.is_empty() {
+        id.describe()
+    } else {
+        d
+    }
 }
 
 /// One series' place in a ranking.
@@ -106,6 +125,8 @@ pub struct RankEntry {
 pub struct LevelRanking {
     /// The load level.
     pub load: LoadSpec,
+    /// The workload and load ranked at, as [`point_name`] names it.
+    pub point: String,
     /// The metric ranked.
     pub metric: MetricKey,
     /// Best first; rejected series and series without the metric are left out.
@@ -135,22 +156,29 @@ pub fn rank_values(metric: MetricKey, values: &[(String, f64)]) -> Vec<RankEntry
     out
 }
 
-/// Rankings of every metric at every load level.
+/// Rankings of every metric at every workload and load ([`identities`]): only series with
+/// a point of that very workload and load are ranked together.
 pub fn rankings(series: &[Series], o: &CompareOptions) -> Vec<LevelRanking> {
     let mut out = Vec::new();
-    for load in levels(series) {
+    let ids = identities(series);
+    for id in &ids {
+        let Some(load) = series.iter().find_map(|s| s.at_identity(id)).map(Subject::load) else {
+            continue;
+        };
+        let point = point_name(id, &ids);
         for metric in HEADLINE {
             let values: Vec<(String, f64)> = series
                 .iter()
                 .filter_map(|s| {
-                    let p = s.at(&load)?;
+                    let p = s.at_identity(id)?;
                     if rejected(p.success_rate(), o.min_success_rate) {
                         return None;
                     }
                     Some((s.name.clone(), point_value(p, metric)?))
                 })
                 .collect();
-            out.push(LevelRanking { load, metric, entries: rank_values(metric, &values) });
+            let entries = rank_values(metric, &values);
+            out.push(LevelRanking { load, point: point.clone(), metric, entries });
         }
     }
     out

@@ -17,11 +17,15 @@ use servelab_sweep::{find_knee, KneeRule, PointResult, Role, ScenarioResult};
 
 use crate::compare::{compare, CompareOptions, Comparison};
 use crate::data::{RunData, Subject};
+use crate::deploy::{
+    deployment_charts as view_charts, deployment_table, scenario_views, view_caption, view_notes,
+    ScenarioView,
+};
 use crate::narrative::{written_summary, Finding};
-use crate::rank::{group, levels, rankings, LevelRanking, Series};
+use crate::rank::{group, identities, point_name, rankings, LevelRanking, Series};
 use crate::render::{comparison_table, notes};
+use crate::verdict::{verdicts, ScenarioVerdicts, Verdict};
 use servelab_metrics::HEADLINE;
-use servelab_records::LoadSpec;
 
 /// Everything a report shows, computed once; the renderers only format.
 #[derive(Debug, Clone)]
@@ -30,24 +34,37 @@ pub struct Report {
     pub title: String,
     /// The runs, grouped by name into series and by load into points.
     pub series: Vec<Series>,
-    /// A comparison at each load level two or more series ran, lightest first.
-    pub comparisons: Vec<(LoadSpec, Comparison)>,
+    /// A comparison at each workload and load two or more series ran, lightest first, named
+    /// by what tells it apart (`c=4`, `scenario chat, c=4`, `100 prompts`).
+    pub comparisons: Vec<(String, Comparison)>,
     /// Each headline metric ranked at each load level.
     pub rankings: Vec<LevelRanking>,
     /// The written summary, one sentence per rule that applied.
     pub findings: Vec<Finding>,
+    /// The deployments side by side, one view per scenario (workload).
+    pub views: Vec<ScenarioView>,
+    /// One written verdict per model of each scenario, and its variants.
+    pub verdicts: Vec<ScenarioVerdicts>,
     /// The comparison settings used.
     pub options: CompareOptions,
+    /// Where the deployment charts' SVG files are, relative to the Markdown file; the
+    /// Markdown links them when set (the HTML has them inline).
+    pub chart_dir: Option<String>,
 }
 
 /// Build the report of these runs (grouped by name into series, by load into points).
 pub fn build(title: &str, runs: Vec<RunData>, o: &CompareOptions) -> Report {
+    let views = scenario_views(&runs);
     let series = group(runs);
     let mut comparisons = Vec::new();
-    for load in levels(&series) {
-        let subjects: Vec<Subject> = series.iter().filter_map(|s| s.at(&load).cloned()).collect();
+    // One comparison per workload and load: two scenarios (or prompt counts) at one load are
+    // never each other's baseline.
+    let ids = identities(&series);
+    for id in &ids {
+        let subjects: Vec<Subject> =
+            series.iter().filter_map(|s| s.at_identity(id).cloned()).collect();
         if subjects.len() >= 2 {
-            comparisons.push((load, compare(&subjects, o)));
+            comparisons.push((point_name(id, &ids), compare(&subjects, o)));
         }
     }
     Report {
@@ -56,8 +73,50 @@ pub fn build(title: &str, runs: Vec<RunData>, o: &CompareOptions) -> Report {
         findings: written_summary(&series, o),
         series,
         comparisons,
+        verdicts: verdicts(&views, o),
+        views,
         options: *o,
+        chart_dir: None,
     }
+}
+
+/// The views worth a deployment section: two or more deployments, or one at two or more
+/// levels.
+fn shown_views(r: &Report) -> impl Iterator<Item = &ScenarioView> {
+    r.views.iter().filter(|v| v.entries.len() >= 2 || v.rows.len() >= 2)
+}
+
+/// The overlaid charts of every shown scenario: one per scenario and metric, every
+/// deployment a line (`<scenario>-<metric>`, e.g. `500x100-ttft_mean`).
+pub fn deployment_charts(r: &Report) -> Vec<Chart> {
+    shown_views(r).flat_map(|v| view_charts(v, &r.options)).collect()
+}
+
+/// A verdict as a Markdown bullet: `- **headline** figures (rule)`.
+fn verdict_md(v: &Verdict) -> String {
+    let md = servelab_outputs::markdown::escape;
+    format!("- **{}** {} ({})\n", md(&v.headline), md(&v.text), v.rule)
+}
+
+/// A verdict as an HTML list item.
+fn verdict_html(v: &Verdict) -> String {
+    format!(
+        "<li><strong>{}</strong> {} <small>({})</small></li>\n",
+        esc(&v.headline),
+        esc(&v.text),
+        v.rule
+    )
+}
+
+/// The heading line of a scenario's verdicts.
+fn verdict_scope(s: &ScenarioVerdicts) -> String {
+    let (l, h) = &s.levels;
+    let between = if l == h {
+        format!("at {}", l.words())
+    } else {
+        format!("between {} and {}", l.words(), h.words())
+    };
+    format!("{}: judged {between}.", s.workload.name())
 }
 
 /// Every run of the report, with its display name `series @ load` (and `#n` for repeats).
@@ -163,11 +222,12 @@ pub fn engine_table(r: &Report) -> Table {
     t
 }
 
-/// Rankings at one load level: metric → `best (value) > next (value) ...`.
-pub fn ranking_table(r: &Report, load: &LoadSpec) -> Table {
+/// Rankings at one workload and load (`point`, as [`LevelRanking::point`] names it): metric
+/// → `1. best (value), 2. next (value) ...`.
+pub fn ranking_table(r: &Report, point: &str) -> Table {
     let mut t =
         Table::new(["metric", "ranking (best first)"]).with_align(&[Align::Left, Align::Left]);
-    for lr in r.rankings.iter().filter(|l| l.load.to_string() == load.to_string()) {
+    for lr in r.rankings.iter().filter(|l| l.point == point) {
         if lr.entries.is_empty() {
             continue;
         }
@@ -176,6 +236,17 @@ pub fn ranking_table(r: &Report, load: &LoadSpec) -> Table {
         t.push([lr.metric.label(), order.join(", ")]);
     }
     t
+}
+
+/// The points rankings were made at, in ranking order, each once.
+fn ranking_points(r: &Report) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for lr in &r.rankings {
+        if !v.contains(&lr.point) {
+            v.push(lr.point.clone());
+        }
+    }
+    v
 }
 
 /// `(x, y)` points of a chart line.
@@ -375,6 +446,40 @@ pub fn charts(r: &Report) -> Vec<Chart> {
 pub fn markdown(r: &Report) -> String {
     let md = servelab_outputs::markdown::escape;
     let mut out = format!("# {}\n\n", md(&r.title));
+    if !r.verdicts.is_empty() {
+        out.push_str("## Summary of results\n\n");
+        for s in &r.verdicts {
+            out.push_str(&format!("{}\n\n", md(&verdict_scope(s))));
+            for v in s.models.iter().chain(&s.variants) {
+                out.push_str(&verdict_md(v));
+            }
+            out.push('\n');
+        }
+    }
+    let views: Vec<&ScenarioView> = shown_views(r).collect();
+    if !views.is_empty() {
+        out.push_str("## Deployments by scenario\n\n");
+    }
+    for v in views {
+        out.push_str(&format!("### {}\n\n", md(&v.workload.name())));
+        for line in view_caption(v) {
+            out.push_str(&format!("{}\n", md(&line)));
+        }
+        out.push('\n');
+        out.push_str(&deployment_table(v, &r.options).to_markdown());
+        out.push('\n');
+        for n in view_notes(v, &r.options) {
+            out.push_str(&format!("- {}\n", md(&n)));
+        }
+        out.push_str("- \\* best value at that concurrency\n");
+        if let Some(dir) = &r.chart_dir {
+            out.push('\n');
+            for c in view_charts(v, &r.options) {
+                out.push_str(&format!("![{}]({dir}/{}.svg)\n", md(&c.title), c.name));
+            }
+        }
+        out.push('\n');
+    }
     out.push_str("## Summary\n\n");
     if r.findings.is_empty() {
         out.push_str("No finding: no run has the metrics the rules need.\n");
@@ -391,20 +496,20 @@ pub fn markdown(r: &Report) -> String {
         out.push_str("\n## Engine (/metrics)\n\n");
         out.push_str(&engines.to_markdown());
     }
-    for (load, c) in &r.comparisons {
-        out.push_str(&format!("\n## Comparison at {load}\n\n"));
+    for (point, c) in &r.comparisons {
+        out.push_str(&format!("\n## Comparison at {}\n\n", md(point)));
         out.push_str(&comparison_table(c).to_markdown());
         out.push('\n');
         for n in notes(c) {
             out.push_str(&format!("- {}\n", n.replace('*', "\\*")));
         }
     }
-    for load in levels(&r.series) {
-        let t = ranking_table(r, &load);
+    for point in ranking_points(r) {
+        let t = ranking_table(r, &point);
         if t.rows.is_empty() {
             continue;
         }
-        out.push_str(&format!("\n## Rankings at {load}\n\n"));
+        out.push_str(&format!("\n## Rankings at {}\n\n", md(&point)));
         out.push_str(&t.to_markdown());
     }
     let knees: Vec<String> = r
@@ -439,7 +544,39 @@ pub fn markdown(r: &Report) -> String {
 
 /// The self-contained HTML report.
 pub fn html(r: &Report) -> String {
-    let mut out = String::from("<h2 id=\"summary\">Summary</h2>\n<ul class=\"findings\">\n");
+    let mut out = String::new();
+    if !r.verdicts.is_empty() {
+        out.push_str("<h2 id=\"verdicts\">Summary of results</h2>\n");
+        for s in &r.verdicts {
+            out.push_str(&format!("<p>{}</p>\n<ul class=\"findings\">\n", esc(&verdict_scope(s))));
+            for v in s.models.iter().chain(&s.variants) {
+                out.push_str(&verdict_html(v));
+            }
+            out.push_str("</ul>\n");
+        }
+    }
+    let views: Vec<&ScenarioView> = shown_views(r).collect();
+    if !views.is_empty() {
+        out.push_str("<h2 id=\"deployments\">Deployments by scenario</h2>\n");
+    }
+    for v in views {
+        out.push_str(&format!("<h3>{}</h3>\n", esc(&v.workload.name())));
+        for line in view_caption(v) {
+            out.push_str(&format!("<p>{}</p>\n", esc(&line)));
+        }
+        out.push_str(&html_table(&deployment_table(v, &r.options)));
+        out.push_str("<ul class=\"notes\">\n");
+        for n in view_notes(v, &r.options) {
+            out.push_str(&format!("<li>{}</li>\n", esc(&n)));
+        }
+        out.push_str("<li>* best value at that concurrency</li>\n</ul>\n");
+        out.push_str("<div class=\"deployment-charts\">\n");
+        for c in view_charts(v, &r.options) {
+            out.push_str(&figure(&c));
+        }
+        out.push_str("</div>\n");
+    }
+    out.push_str("<h2 id=\"summary\">Summary</h2>\n<ul class=\"findings\">\n");
     for f in &r.findings {
         out.push_str(&format!("<li>{} <small>({})</small></li>\n", esc(&f.text), f.rule));
     }
@@ -463,8 +600,8 @@ pub fn html(r: &Report) -> String {
         out.push_str("<h2 id=\"engine\">Engine (/metrics)</h2>\n");
         out.push_str(&html_table(&engines));
     }
-    for (load, c) in &r.comparisons {
-        out.push_str(&format!("<h2>Comparison at {}</h2>\n", esc(&load.to_string())));
+    for (point, c) in &r.comparisons {
+        out.push_str(&format!("<h2>Comparison at {}</h2>\n", esc(point)));
         out.push_str(&html_table(&comparison_table(c)));
         out.push_str("<ul class=\"notes\">\n");
         for n in notes(c) {
@@ -472,13 +609,13 @@ pub fn html(r: &Report) -> String {
         }
         out.push_str("</ul>\n");
     }
-    for load in levels(&r.series) {
-        let t = ranking_table(r, &load);
+    for point in ranking_points(r) {
+        let t = ranking_table(r, &point);
         if !t.rows.is_empty() {
-            out.push_str(&format!("<h2>Rankings at {}</h2>\n", esc(&load.to_string())));
+            out.push_str(&format!("<h2>Rankings at {}</h2>\n", esc(&point)));
             out.push_str(&html_table(&t));
         }
     }
-    out.push_str("<p class=\"notes\">Generated by servelab report. Written summary rules: docs/store.md.</p>\n");
+    out.push_str("<p class=\"notes\">Generated by servelab report. Written summary and verdict rules: docs/store.md.</p>\n");
     page(&r.title, &out)
 }

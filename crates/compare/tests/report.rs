@@ -89,9 +89,13 @@ fn markdown_report_snapshot() {
 fn html_is_self_contained_with_its_charts() {
     let page = html(&sample_report());
     assert!(page.starts_with("<!DOCTYPE html>"));
-    // Four report charts, then each engine's four sweep charts, all drawn by the one chart
-    // backend as inline SVG figures.
-    let (own, curves) = page.split_once("id=\"curves\"").expect("a curves section");
+    // Three deployment charts (output throughput, TTFT, TPOT: both engines on each), four
+    // report charts, then each engine's four sweep charts, all drawn by the one chart backend
+    // as inline SVG figures.
+    let (deploy, rest) = page.split_once("id=\"summary\"").expect("a summary section");
+    assert_eq!(deploy.matches("<figure class=\"chart\"><svg ").count(), 3);
+    assert!(deploy.contains("engine-b is the throughput champion."), "verdicts present");
+    let (own, curves) = rest.split_once("id=\"curves\"").expect("a curves section");
     assert_eq!(own.matches("<figure class=\"chart\"><svg ").count(), 4);
     assert_eq!(curves.matches("<figure class=\"chart\"><svg ").count(), 8);
     assert!(!page.contains("<?xml"), "inline SVG carries no XML prolog");
@@ -132,9 +136,12 @@ fn html_renders_in_headless_chromium() {
     };
     let dom = base(&["--dump-dom", "--virtual-time-budget=2000"]);
     let dom = String::from_utf8_lossy(&dom.stdout);
-    // Four report charts, then each engine's four sweep charts (two concurrency points each).
-    assert_eq!(dom.matches("<svg").count(), 12, "twelve charts in the DOM");
-    let (own, curves) = dom.split_once("id=\"curves\"").expect("a curves section");
+    // Three deployment charts, four report charts, then each engine's four sweep charts (two
+    // concurrency points each).
+    assert_eq!(dom.matches("<svg").count(), 15, "fifteen charts in the DOM");
+    let (deploy, rest) = dom.split_once("id=\"summary\"").expect("a summary section");
+    assert_eq!(deploy.matches("class=\"chart\"").count(), 3, "three deployment charts");
+    let (own, curves) = rest.split_once("id=\"curves\"").expect("a curves section");
     assert_eq!(own.matches("class=\"chart\"").count(), 4, "four report charts");
     assert_eq!(curves.matches("class=\"chart\"").count(), 8, "two sweeps of four charts");
     assert!(dom.matches("<polyline").count() >= 24, "two lines per chart");

@@ -33,6 +33,30 @@ pub fn round2(v: f64) -> String {
     }
 }
 
+/// `decimals` decimals with thousands grouped by commas, as published reports write figures
+/// in sentences (`4,636.35`), or [`MISSING`].
+pub fn grouped(v: Option<f64>, decimals: usize) -> String {
+    let Some(x) = v.filter(|x| x.is_finite()) else { return MISSING.to_string() };
+    let s = format!("{:.decimals$}", x.abs());
+    let (int, frac) = s.split_once('.').map_or((s.as_str(), None), |(i, f)| (i, Some(f)));
+    let mut out = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(f);
+    }
+    // `-0.00` reads as a sign error: only a value that prints non-zero keeps its minus.
+    if x < 0.0 && out.chars().any(|c| c.is_ascii_digit() && c != '0') {
+        out.insert(0, '-');
+    }
+    out
+}
+
 /// A fraction as a percentage with one decimal (`0.123` → `12.3%`), or [`MISSING`].
 pub fn percent(v: Option<f64>) -> String {
     v.filter(|x| x.is_finite()).map_or(MISSING.to_string(), |x| format!("{:.1}%", x * 100.0))
@@ -121,5 +145,18 @@ mod tests {
         assert_eq!(thousands(12.5, 1), "12.5");
         assert_eq!(thousands(-0.001, 2), "0.00");
         assert_eq!(thousands(f64::INFINITY, 2), "-");
+    }
+
+    #[test]
+    fn groups_thousands() {
+        assert_eq!(grouped(Some(4636.354), 2), "4,636.35");
+        assert_eq!(grouped(Some(1234567.0), 0), "1,234,567");
+        assert_eq!(grouped(Some(999.5), 1), "999.5");
+        assert_eq!(grouped(Some(100.0), 0), "100");
+        assert_eq!(grouped(Some(-154.84), 2), "-154.84");
+        assert_eq!(grouped(Some(-0.001), 2), "0.00");
+        assert_eq!(grouped(Some(12.0), 2), "12.00");
+        assert_eq!(grouped(None, 2), "-");
+        assert_eq!(grouped(Some(f64::INFINITY), 2), "-");
     }
 }

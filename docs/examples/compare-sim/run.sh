@@ -3,8 +3,8 @@
 # recorded in a throwaway store, then `servelab report`. Run from the repository root:
 #   bash docs/examples/compare-sim/run.sh
 set -euo pipefail
-cargo build --release -q
-bin=target/release/servelab
+cargo build -q -p servelab
+bin=target/debug/servelab
 out=docs/examples/compare-sim
 export SERVELAB_DB="$(mktemp -d)/servelab.db"
 # engine-a: fast first token, few decode slots (queues at higher load).

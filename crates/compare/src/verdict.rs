@@ -1,0 +1,403 @@
+//! Written verdicts per model: one judgement for each model (deployment, label) of a
+//! scenario, produced by fixed rules from its figures, and a comparison of the variants of
+//! one model (runs tagged with the same `model=NAME`). Every sentence carries the figures it
+//! was judged on. The rules are documented in docs/store.md:
+//!
+//! | rule | judgement | when |
+//! |---|---|---|
+//! | V1 | throughput champion | the highest total token throughput at the heaviest shared level (2+ models) |
+//! | V2 | degrades the hardest under load | the largest mean-TTFT growth, lightest to heaviest shared level, of all models, at least 2x; not the champion |
+//! | V3 | best balance | the lowest sum of ranks in single-request TTFT, throughput and TPOT under load among the models left, if it ties or beats the champion's sum or has the fastest first token |
+//! | V4 | latency-bound: TTFT explodes with concurrency | a model left whose mean TTFT grows 10x or more |
+//! | V5 | its figures | any other model |
+//! | W1 | variant comparison | each model beside the first one tagged with the same `model=` |
+
+use serde::Serialize;
+use servelab_metrics::{Metric, MetricKey, Stat};
+use servelab_outputs::fmt::grouped;
+
+use crate::compare::CompareOptions;
+use crate::deploy::{Entry, Row, ScenarioView, Workload};
+use crate::rank::rank_values;
+
+const TOTAL: MetricKey = MetricKey::of(Metric::TotalTokenThroughput);
+const TTFT: MetricKey = MetricKey::stat(Metric::Ttft, Stat::Mean);
+const TPOT: MetricKey = MetricKey::stat(Metric::Tpot, Stat::Mean);
+
+/// Mean TTFT growing at least this many times from the lightest to the heaviest level is
+/// degradation (V2).
+pub const DEGRADES: f64 = 2.0;
+/// Mean TTFT growing at least this many times: latency-bound, TTFT explodes (V2, V4).
+pub const EXPLODES: f64 = 10.0;
+/// A variant whose mean TPOT differs by at least this fraction is significantly faster or
+/// slower (W1).
+pub const SIGNIFICANT: f64 = 0.10;
+/// The tag that marks runs of one model in different variants (`model=Qwen3-32B`).
+pub const MODEL_TAG: &str = "model";
+
+/// One judgement.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// The rule that produced it, `V1` to `V5` or `W1`.
+    pub rule: &'static str,
+    /// The model (deployment) judged.
+    pub model: String,
+    /// The judgement in a few words (`A is the throughput champion.`).
+    pub headline: String,
+    /// The figures it rests on.
+    pub text: String,
+}
+
+/// The verdicts of one scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioVerdicts {
+    /// The scenario.
+    pub workload: Workload,
+    /// The lightest and the heaviest level the models were judged between.
+    pub levels: (Row, Row),
+    /// One verdict per model, in the order the models came.
+    pub models: Vec<Verdict>,
+    /// One verdict per variant beside its model's first variant.
+    pub variants: Vec<Verdict>,
+}
+
+/// A model's figures at the lightest (`l`) and heaviest (`h`) judged level.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    thr_l: Option<f64>,
+    thr_h: Option<f64>,
+    thr_max: Option<f64>,
+    ttft_l: Option<f64>,
+    ttft_h: Option<f64>,
+    tpot_l: Option<f64>,
+    tpot_h: Option<f64>,
+}
+
+impl Figures {
+    /// Mean TTFT at the heaviest level over the lightest.
+    fn growth(&self) -> Option<f64> {
+        match (self.ttft_l, self.ttft_h) {
+            (Some(a), Some(b)) if a > 0.0 => Some(b / a),
+            _ => None,
+        }
+    }
+}
+
+fn ms(v: Option<f64>) -> String {
+    format!("{} ms", grouped(v, 2))
+}
+
+fn tps(v: Option<f64>) -> String {
+    format!("{} tok/s", grouped(v, 2))
+}
+
+/// `+12.3%`; empty without both values.
+fn change(from: Option<f64>, to: Option<f64>) -> String {
+    match (from, to) {
+        (Some(a), Some(b)) if a != 0.0 => format!(" ({:+.1}%)", (b - a) / a * 100.0),
+        _ => String::new(),
+    }
+}
+
+/// `TTFT` at a level: "single-request TTFT" at concurrency 1, else "mean TTFT ... at L".
+fn first_token(f: &Figures, l: &Row) -> String {
+    if l.concurrency == Some(1) {
+        format!("single-request TTFT {}", ms(f.ttft_l))
+    } else {
+        format!("mean TTFT {} at {}", ms(f.ttft_l), l.words())
+    }
+}
+
+/// Ranks (1 = best) of each entry for a metric; an entry without the value ranks last.
+fn ranks(vals: &[Option<f64>], m: MetricKey) -> Vec<usize> {
+    let have: Vec<(String, f64)> =
+        vals.iter().enumerate().filter_map(|(i, v)| Some((i.to_string(), (*v)?))).collect();
+    let ranked = rank_values(m, &have);
+    (0..vals.len())
+        .map(|i| ranked.iter().find(|r| r.name == i.to_string()).map_or(vals.len(), |r| r.rank))
+        .collect()
+}
+
+/// The verdicts of one scenario; `None` when no model has a level with its throughput.
+pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<ScenarioVerdicts> {
+    let n = v.entries.len();
+    // Judged levels: those where 2+ models have throughput (every level of a lone model).
+    let need = n.min(2);
+    let shared: Vec<usize> = (0..v.rows.len())
+        .filter(|&i| v.entries.iter().filter(|e| e.value(i, TOTAL, o).is_some()).count() >= need)
+        .collect();
+    let (&li, &hi) = (shared.first()?, shared.last()?);
+    let (l, h) = (&v.rows[li], &v.rows[hi]);
+    let figs: Vec<Figures> = v
+        .entries
+        .iter()
+        .map(|e| Figures {
+            thr_l: e.value(li, TOTAL, o),
+            thr_h: e.value(hi, TOTAL, o),
+            thr_max: shared.iter().filter_map(|&i| e.value(i, TOTAL, o)).reduce(f64::max),
+            ttft_l: e.value(li, TTFT, o),
+            ttft_h: e.value(hi, TTFT, o),
+            tpot_l: e.value(li, TPOT, o),
+            tpot_h: e.value(hi, TPOT, o),
+        })
+        .collect();
+    let mut judged: Vec<Option<Verdict>> = vec![None; n];
+    let name = |i: usize| v.entries[i].name.clone();
+    let thr_h: Vec<Option<f64>> = figs.iter().map(|f| f.thr_h).collect();
+    let r_thr = ranks(&thr_h, TOTAL);
+    let r_ttft = ranks(&figs.iter().map(|f| f.ttft_l).collect::<Vec<_>>(), TTFT);
+    let r_tpot = ranks(&figs.iter().map(|f| f.tpot_h).collect::<Vec<_>>(), TPOT);
+    let score = |i: usize| r_thr[i] + r_ttft[i] + r_tpot[i];
+
+    // V1: the throughput champion.
+    let champ =
+        (n >= 2)
+            .then(|| {
+                (0..n).filter(|&i| thr_h[i].is_some()).reduce(|a, b| {
+                    if thr_h[b] > thr_h[a] {
+                        b
+                    } else {
+                        a
+                    }
+                })
+            })
+            .flatten();
+    if let Some(c) = champ {
+        let f = &figs[c];
+        let every = shared.iter().all(|&i| {
+            let mine = v.entries[c].value(i, TOTAL, o);
+            v.entries.iter().all(|e| e.value(i, TOTAL, o) <= mine)
+        });
+        let lead = if every && shared.len() > 1 {
+            "Highest total token throughput at every level".to_string()
+        } else {
+            "Highest total token throughput under load".to_string()
+        };
+        let scale = match (f.thr_l, f.thr_h, li != hi) {
+            (Some(a), Some(b), true) if a > 0.0 => {
+                format!(", {:.1}x its {} at {}", b / a, tps(f.thr_l), l.words())
+            }
+            _ => String::new(),
+        };
+        let lowest = if r_tpot[c] == 1 { "lowest " } else { "" };
+        judged[c] = Some(Verdict {
+            rule: "V1",
+            model: name(c),
+            headline: format!("{} is the throughput champion.", name(c)),
+            text: format!(
+                "{lead} ({} at {}{scale}); {lowest}mean TPOT under load {}; {}.",
+                tps(f.thr_h),
+                h.words(),
+                ms(f.tpot_h),
+                first_token(f, l),
+            ),
+        });
+    }
+
+    // V2: degrades the hardest (of all models), unless that is the champion.
+    let hardest = (n >= 2 && li != hi)
+        .then(|| {
+            (0..n).filter(|&i| figs[i].growth().is_some()).reduce(|a, b| {
+                if figs[b].growth() > figs[a].growth() {
+                    b
+                } else {
+                    a
+                }
+            })
+        })
+        .flatten()
+        .filter(|&i| figs[i].growth().is_some_and(|g| g >= DEGRADES) && Some(i) != champ);
+    if let Some(d) = hardest {
+        let f = &figs[d];
+        let g = f.growth().unwrap_or(0.0);
+        let bound =
+            if g >= EXPLODES { " (latency-bound: TTFT explodes with concurrency)" } else { "" };
+        judged[d] = Some(Verdict {
+            rule: "V2",
+            model: name(d),
+            headline: format!("{} degrades the hardest under load{bound}.", name(d)),
+            text: format!(
+                "Mean TTFT grows {g:.1}x, from {} at {} to {} at {}; mean TPOT {} → {}; total throughput caps at {}.",
+                ms(f.ttft_l),
+                l.words(),
+                ms(f.ttft_h),
+                h.words(),
+                grouped(f.tpot_l, 2),
+                ms(f.tpot_h),
+                tps(f.thr_max),
+            ),
+        });
+    }
+
+    // V3: the best balance among the models left.
+    let left: Vec<usize> = (0..n).filter(|&i| judged[i].is_none()).collect();
+    let balance = left
+        .iter()
+        .copied()
+        .reduce(|a, b| {
+            if score(b) < score(a) || (score(b) == score(a) && thr_h[b] > thr_h[a]) {
+                b
+            } else {
+                a
+            }
+        })
+        .filter(|&b| n >= 2 && (champ.is_none_or(|c| score(b) <= score(c)) || r_ttft[b] == 1));
+    if let Some(b) = balance {
+        let f = &figs[b];
+        let first = if r_ttft[b] == 1 {
+            format!("Fastest first token: {}", first_token(f, l))
+        } else {
+            let t = first_token(f, l);
+            let mut c = t.chars();
+            let t = c.next().map(|x| x.to_uppercase().chain(c).collect()).unwrap_or(t);
+            format!("{t} (rank {} of {n})", r_ttft[b])
+        };
+        judged[b] = Some(Verdict {
+            rule: "V3",
+            model: name(b),
+            headline: format!("{} offers the best balance.", name(b)),
+            text: format!(
+                "{first}; {} at {} (rank {} of {n}) with mean TPOT {} (rank {} of {n}).",
+                tps(f.thr_h),
+                h.words(),
+                r_thr[b],
+                ms(f.tpot_h),
+                r_tpot[b],
+            ),
+        });
+    }
+
+    // V4 and V5: the rest.
+    for i in 0..n {
+        if judged[i].is_some() {
+            continue;
+        }
+        let f = &figs[i];
+        let growth = f.growth().filter(|_| li != hi);
+        let ttft = match growth {
+            Some(g) => format!(
+                "mean TTFT {} at {} → {} at {} ({g:.1}x)",
+                ms(f.ttft_l),
+                l.words(),
+                ms(f.ttft_h),
+                h.words()
+            ),
+            None => first_token(f, l),
+        };
+        let rank = if n > 1 { format!(" (rank {} of {n})", r_thr[i]) } else { String::new() };
+        let figures = format!(
+            "{} at {}{rank}, mean TPOT {} there; {ttft}.",
+            tps(f.thr_h),
+            h.words(),
+            ms(f.tpot_h)
+        );
+        judged[i] = Some(if growth.is_some_and(|g| g >= EXPLODES) {
+            Verdict {
+                rule: "V4",
+                model: name(i),
+                headline: format!("{} is latency-bound: TTFT explodes with concurrency.", name(i)),
+                text: upper_first(&figures),
+            }
+        } else {
+            Verdict {
+                rule: "V5",
+                model: name(i),
+                headline: format!("{}:", name(i)),
+                text: upper_first(&figures),
+            }
+        });
+    }
+    Some(ScenarioVerdicts {
+        workload: v.workload.clone(),
+        levels: (l.clone(), h.clone()),
+        models: judged.into_iter().flatten().collect(),
+        variants: variants(v, &shared, o),
+    })
+}
+
+fn upper_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map(|x| x.to_uppercase().chain(c).collect()).unwrap_or_default()
+}
+
+/// W1: each model beside the first one tagged with the same `model=`, at every level both
+/// have (mean TPOT; at the lightest also mean TTFT). Judged on mean TPOT at the lightest
+/// such level: [`SIGNIFICANT`] lower is "improves significantly over", higher "is
+/// significantly slower than", else "is on par with".
+fn variants(v: &ScenarioView, shared: &[usize], o: &CompareOptions) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for (k, e) in v.entries.iter().enumerate() {
+        let Some(model) = e.tag(MODEL_TAG) else { continue };
+        let Some(base) = v.entries[..k].iter().find(|b| b.tag(MODEL_TAG) == Some(model)) else {
+            continue;
+        };
+        let both: Vec<usize> = shared
+            .iter()
+            .copied()
+            .filter(|&i| e.value(i, TPOT, o).is_some() && base.value(i, TPOT, o).is_some())
+            .collect();
+        let Some(&first) = both.first() else { continue };
+        out.push(variant(base, e, model, &v.rows, &both, first, o));
+    }
+    out
+}
+
+fn variant(
+    base: &Entry,
+    e: &Entry,
+    model: &str,
+    rows: &[Row],
+    both: &[usize],
+    first: usize,
+    o: &CompareOptions,
+) -> Verdict {
+    let (a, b) = (base.value(first, TPOT, o), e.value(first, TPOT, o));
+    let rel = match (a, b) {
+        (Some(a), Some(b)) if a > 0.0 => (b - a) / a,
+        _ => 0.0,
+    };
+    let word = if rel <= -SIGNIFICANT {
+        "improves significantly over"
+    } else if rel >= SIGNIFICANT {
+        "is significantly slower than"
+    } else {
+        "is on par with"
+    };
+    let (ta, tb) = (base.value(first, TTFT, o), e.value(first, TTFT, o));
+    let mut text = format!(
+        "At {}: mean TPOT {} → {}{}, mean TTFT {} → {}{}",
+        rows[first].words(),
+        grouped(a, 2),
+        ms(b),
+        change(a, b),
+        grouped(ta, 2),
+        ms(tb),
+        change(ta, tb),
+    );
+    for &i in &both[1..] {
+        text.push_str(&format!(
+            "; at {}: mean TPOT {} → {}{}",
+            rows[i].words(),
+            grouped(base.value(i, TPOT, o), 2),
+            ms(e.value(i, TPOT, o)),
+            change(base.value(i, TPOT, o), e.value(i, TPOT, o)),
+        ));
+    }
+    text.push('.');
+    Verdict {
+        rule: "W1",
+        model: e.name.clone(),
+        headline: format!(
+            "{} {word} {} at {} ({MODEL_TAG}={model}).",
+            e.name,
+            base.name,
+            rows[first].words()
+        ),
+        text,
+    }
+}
+
+/// The verdicts of every scenario that has any.
+pub fn verdicts(views: &[ScenarioView], o: &CompareOptions) -> Vec<ScenarioVerdicts> {
+    views.iter().filter_map(|v| scenario_verdicts(v, o)).collect()
+}

@@ -1,0 +1,236 @@
+//! Deployment tables per scenario and per-model verdicts on hand-made runs with exact
+//! figures: the shapes of the published reports (see crates/compare/tests/seeds.rs for the
+//! same shapes rebuilt from simulator runs).
+
+use servelab_compare::deploy::{deployment_charts, deployment_table, render_views, scenario_views};
+use servelab_compare::report::{build, html, markdown};
+use servelab_compare::verdict::verdicts;
+use servelab_compare::{CompareOptions, RunData, SCENARIO_TAG};
+use servelab_records::{LoadSpec, RunInfo};
+use servelab_store::{Headline, RunConfig};
+
+/// A run with the three figures verdicts and deployment tables read.
+fn run(name: &str, dataset: &str, prompts: u64, c: Option<u64>, f: [f64; 3]) -> RunData {
+    let [total, ttft, tpot] = f;
+    let load = LoadSpec { max_concurrency: c, ..LoadSpec::default() };
+    let info =
+        RunInfo { dataset: dataset.into(), num_prompts: prompts, load, ..RunInfo::default() };
+    let headline = Headline {
+        output_throughput: Some(total / 2.0),
+        total_token_throughput: Some(total),
+        ttft_mean_ms: Some(ttft),
+        tpot_mean_ms: Some(tpot),
+        completed: Some(prompts),
+        failed: Some(0),
+        ..Headline::default()
+    };
+    let mut d = RunData::from_headline(name, &info, headline);
+    d.config = Some(RunConfig { info, ..RunConfig::default() });
+    d
+}
+
+fn tagged(mut r: RunData, tags: &[(&str, &str)]) -> RunData {
+    r.tags.extend(tags.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    r
+}
+
+/// A model's name, its `model=` tag, and (total tok/s, mean TTFT, mean TPOT) at 1, 10 and
+/// 100 prompts.
+type Model = (&'static str, Option<&'static str>, [[f64; 3]; 3]);
+
+/// Seed-000: four models (two variants of one) at rate inf over 1, 10 and 100 prompts.
+fn models() -> Vec<RunData> {
+    let ds = "random(512:128)";
+    let mut out = Vec::new();
+    let table: [Model; 4] = [
+        // name, model tag, (total tok/s, mean TTFT, mean TPOT) at 1, 10, 100 prompts
+        ("fast-8b", None, [[150.0, 20.0, 6.0], [1400.0, 35.0, 7.0], [9800.0, 140.0, 9.5]]),
+        ("snappy-32b", None, [[90.0, 12.0, 10.0], [800.0, 30.0, 11.0], [5200.0, 160.0, 17.0]]),
+        (
+            "big-70b-fp8",
+            Some("big-70b"),
+            [[60.0, 80.0, 16.0], [420.0, 400.0, 24.0], [1100.0, 3900.0, 60.0]],
+        ),
+        (
+            "big-70b-awq",
+            Some("big-70b"),
+            [[75.0, 60.0, 12.0], [500.0, 300.0, 21.0], [1000.0, 4100.0, 66.0]],
+        ),
+    ];
+    for (name, model, figs) in table {
+        for (n, f) in [1, 10, 100].into_iter().zip(figs) {
+            let r = run(name, ds, n, None, f);
+            out.push(match model {
+                Some(m) => tagged(r, &[("model", m)]),
+                None => r,
+            });
+        }
+    }
+    out
+}
+
+/// Seed-002: two deployments, each a sweep of two scenarios over concurrency 1, 2, 4.
+fn sweeps() -> Vec<RunData> {
+    let mut out = Vec::new();
+    let scen = [("500x100", "random(500:100)"), ("3000x150", "random(3000:150)")];
+    for (dep, layout, speed) in [("qwen-tp4", "TP4", 1.0), ("qwen-3p1d", "3P1D", 1.5)] {
+        for (k, (sc, ds)) in scen.iter().enumerate() {
+            let heavy = (k + 1) as f64;
+            for c in [1u64, 2, 4] {
+                let cf = c as f64;
+                let f = [
+                    100.0 * cf * speed / heavy,
+                    (50.0 + 10.0 * cf) * heavy / speed,
+                    (10.0 + cf) * heavy,
+                ];
+                let r = run(&format!("{dep} [{sc}]"), ds, 10 * c, Some(c), f);
+                out.push(tagged(r, &[("gpu", "H20"), ("layout", layout), (SCENARIO_TAG, sc)]));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn per_model_verdicts_carry_their_figures() {
+    let o = CompareOptions::default();
+    let v = verdicts(&scenario_views(&models()), &o);
+    assert_eq!(v.len(), 1, "one workload");
+    let s = &v[0];
+    assert_eq!(
+        (s.levels.0.words(), s.levels.1.words()),
+        ("1 concurrent".into(), "100 concurrent".into())
+    );
+    let rules: Vec<(&str, &str)> = s.models.iter().map(|m| (m.model.as_str(), m.rule)).collect();
+    assert_eq!(
+        rules,
+        [("fast-8b", "V1"), ("snappy-32b", "V3"), ("big-70b-fp8", "V4"), ("big-70b-awq", "V2")]
+    );
+    assert_eq!(s.models[0].headline, "fast-8b is the throughput champion.");
+    assert_eq!(
+        s.models[0].text,
+        "Highest total token throughput at every level (9,800.00 tok/s at 100 concurrent, 65.3x \
+         its 150.00 tok/s at 1 concurrent); lowest mean TPOT under load 9.50 ms; single-request \
+         TTFT 20.00 ms."
+    );
+    assert_eq!(
+        s.models[3].headline,
+        "big-70b-awq degrades the hardest under load (latency-bound: TTFT explodes with concurrency)."
+    );
+    assert_eq!(
+        s.models[3].text,
+        "Mean TTFT grows 68.3x, from 60.00 ms at 1 concurrent to 4,100.00 ms at 100 concurrent; \
+         mean TPOT 12.00 → 66.00 ms; total throughput caps at 1,000.00 tok/s."
+    );
+    assert_eq!(s.variants.len(), 1);
+    assert_eq!(
+        s.variants[0].headline,
+        "big-70b-awq improves significantly over big-70b-fp8 at 1 concurrent (model=big-70b)."
+    );
+    assert!(s.variants[0].text.starts_with("At 1 concurrent: mean TPOT 16.00 → 12.00 ms (-25.0%), mean TTFT 80.00 → 60.00 ms (-25.0%)"), "{}", s.variants[0].text);
+}
+
+#[test]
+fn verdicts_markdown_snapshot() {
+    let r = build("Four models at rate inf", models(), &CompareOptions::default());
+    let md = markdown(&r);
+    let end = md.find("## Summary\n").expect("the findings follow");
+    insta::assert_snapshot!(&md[..end]);
+}
+
+#[test]
+fn deployment_tables_never_mix_scenarios() {
+    let o = CompareOptions::default();
+    let views = scenario_views(&sweeps());
+    let names: Vec<String> = views.iter().map(|v| v.workload.name()).collect();
+    assert_eq!(names, ["500x100 (random(500:100))", "3000x150 (random(3000:150))"]);
+    for v in &views {
+        let deps: Vec<&str> = v.entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(deps, ["qwen-tp4", "qwen-3p1d"]);
+        // Every run of a view is of its scenario.
+        for e in &v.entries {
+            for s in e.cells.iter().flatten() {
+                assert!(s.runs.iter().all(|r| r
+                    .tags
+                    .contains(&(SCENARIO_TAG.into(), v.workload.scenario.clone().unwrap()))));
+            }
+        }
+    }
+    let t = deployment_table(&views[1], &o);
+    // 3000x150 at c=4: qwen-tp4 200 out... output = total / 2.
+    assert_eq!(t.rows[2][0], "4");
+    assert_eq!(t.rows[2][1], "100.00");
+    assert_eq!(t.rows[2][2], "150.00 (+50.0%) *");
+    let charts = deployment_charts(&views[0], &o);
+    let names: Vec<&str> = charts.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["500x100-output_throughput", "500x100-ttft_mean", "500x100-tpot_mean"]);
+    assert_eq!(charts[0].series.len(), 2, "both deployments on one chart");
+    assert_eq!(charts[0].series[1].label, "qwen-3p1d (layout=3P1D)");
+    assert_eq!(charts[0].series[1].points, [(1.0, 75.0), (2.0, 150.0), (4.0, 300.0)]);
+}
+
+#[test]
+fn deployment_report_snapshot() {
+    let r = build("Qwen TP4 vs 3P1D on H20", sweeps(), &CompareOptions::default());
+    // Comparisons and rankings: one per scenario and concurrency.
+    let points: Vec<&str> = r.comparisons.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        points,
+        [
+            "scenario 500x100, random(500:100), 10 prompts, c=1",
+            "scenario 3000x150, random(3000:150), 10 prompts, c=1",
+            "scenario 500x100, random(500:100), 20 prompts, c=2",
+            "scenario 3000x150, random(3000:150), 20 prompts, c=2",
+            "scenario 500x100, random(500:100), 40 prompts, c=4",
+            "scenario 3000x150, random(3000:150), 40 prompts, c=4",
+        ]
+    );
+    for (_, c) in &r.comparisons {
+        assert!(c.differences.is_empty(), "never a baseline of another scenario");
+    }
+    for lr in &r.rankings {
+        let sc = if lr.point.contains("500x100") { "[500x100]" } else { "[3000x150]" };
+        assert!(lr.entries.iter().all(|e| e.name.ends_with(sc)), "{lr:?}");
+    }
+    // The written summary finds a best throughput per scenario, never one across them.
+    let best: Vec<&str> =
+        r.findings.iter().filter(|f| f.rule == "R1").map(|f| f.text.as_str()).collect();
+    assert_eq!(
+        best,
+        [
+            "Best throughput: qwen-3p1d [500x100] with 300.0 output tok/s at c=4.",
+            "Best throughput: qwen-3p1d [3000x150] with 150.0 output tok/s at c=4."
+        ]
+    );
+    let md = markdown(&r);
+    let end = md.find("## Summary\n").expect("the findings follow");
+    insta::assert_snapshot!(&md[..end]);
+}
+
+#[test]
+fn deployment_html_and_chart_snapshots() {
+    let r = build("Qwen TP4 vs 3P1D on H20", sweeps(), &CompareOptions::default());
+    let page = html(&r);
+    let start = page.find("<h2 id=\"deployments\">").expect("a deployments section");
+    let end = page.find("<h2 id=\"summary\">").expect("the findings follow");
+    // The inline SVGs are the chart backend's (snapshotted as chart models below).
+    let mut section = String::new();
+    for part in page[start..end].split("<figure class=\"chart\">") {
+        match part.split_once("</figure>") {
+            Some((_, rest)) => {
+                section.push_str("<figure class=\"chart\">[svg]</figure>");
+                section.push_str(rest);
+            }
+            None => section.push_str(part),
+        }
+    }
+    insta::assert_snapshot!(section);
+    let views = scenario_views(&sweeps());
+    insta::assert_debug_snapshot!(deployment_charts(&views[1], &CompareOptions::default()));
+}
+
+#[test]
+fn by_scenario_text_snapshot() {
+    let views = scenario_views(&sweeps());
+    insta::assert_snapshot!(render_views(&views, &CompareOptions::default(), false));
+}
