@@ -55,6 +55,7 @@ async fn bench(
             num_warmups: 0,
         },
         load: LoadSpec { max_concurrency: conc, ..LoadSpec::default() },
+        ramp: None,
         limits: Limits { server_metrics_interval: None, ..Limits::default() },
         metrics: MetricsConfig::default(),
         output: OutputSpec::default(),
