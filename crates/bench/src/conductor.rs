@@ -8,11 +8,11 @@ use std::time::Duration;
 use servelab_client::openai::request_body;
 use servelab_client::scrape::{Baseline, Scraper};
 use servelab_client::{http, BodyOptions, PlannedRequest, Progress, RunConfig, StopReason, Target};
-use servelab_load::Arrivals;
+use servelab_load::{Arrivals, LoadSpec, Schedule};
 use servelab_metrics::Summary;
 use servelab_outputs::term;
 use servelab_plan::{NoRecording, Plan, RecordSink, Recording, RunError, Runner, SimTarget};
-use servelab_records::{RequestRecord, RunInfo};
+use servelab_records::{RequestRecord, RunInfo, ShardInfo};
 use servelab_workload::{Prompt, Tokenizer};
 use tokio::sync::{mpsc, watch};
 
@@ -231,8 +231,41 @@ async fn run(
         prompt_tokens: Some(p.prompt_tokens),
         max_tokens: p.output_tokens,
     };
-    let requests: Vec<PlannedRequest> = prompts.iter().map(planned).collect();
-    let warmups: Vec<PlannedRequest> = requests.iter().take(w.num_warmups).cloned().collect();
+    let all: Vec<PlannedRequest> = prompts.iter().map(planned).collect();
+    // A shard sends its part of the global schedule under the global indices; warm-ups are
+    // shared the same way, so N shards warm the server as much as one process does.
+    let shard = plan.shard.shard_or_whole();
+    let warmups: Vec<PlannedRequest> = (0u64..)
+        .zip(all.iter().take(w.num_warmups))
+        .filter(|(i, _)| shard.owns(*i))
+        .map(|(_, r)| r.clone())
+        .collect();
+    let (requests, ids, send_at) = if plan.shard.is_split() {
+        let global = global_schedule(&plan.load, w.seed, all.len());
+        let (ids, at) = shard.share(&global);
+        let reqs = ids.iter().map(|&i| all[i as usize % all.len()].clone()).collect();
+        (reqs, Some(ids.into()), Some(at.into()))
+    } else {
+        (all, None, None)
+    };
+    let sharded = plan.shard.shard.is_some() || plan.shard.start_at.is_some();
+    let clock_offset_ms = if sharded {
+        match http::clock_offset_ms(&target, "/v1/models", Duration::from_secs(5)).await {
+            Ok(Some(ms)) => Some(ms),
+            Ok(None) => {
+                term::warn(&format!(
+                    "{base_url} sent no Date header: this shard's clock offset is unknown"
+                ));
+                None
+            }
+            Err(e) => {
+                term::warn(&format!("cannot read {base_url}'s clock ({e}): offset unknown"));
+                None
+            }
+        }
+    } else {
+        None
+    };
 
     let info = RunInfo {
         backend: req.api.backend().to_string(),
@@ -241,7 +274,7 @@ async fn run(
         model: model.clone(),
         tokenizer: Some(tokenizer.tokenizer.name().to_string()),
         dataset: w.dataset.label(),
-        num_prompts: requests.len() as u64,
+        num_prompts: prompts.len() as u64,
         load: plan.load,
         num_warmups: w.num_warmups as u64,
         seed: w.seed,
@@ -249,6 +282,11 @@ async fn run(
         started_at: servelab_plan::time::now_rfc3339(),
         servelab_version: env!("CARGO_PKG_VERSION").to_string(),
         interrupted: false,
+        shard: sharded.then(|| ShardInfo {
+            shard,
+            start_at: plan.shard.start_at.map(servelab_plan::time::rfc3339_millis),
+            clock_offset_ms,
+        }),
     };
 
     // Run, streaming records to the collector (and to disk) as they finish.
@@ -266,7 +304,9 @@ async fn run(
     let detail = detail_path.clone();
     let collector = tokio::task::spawn_blocking(move || collect(rx, detail, sink));
     let progress = Arc::new(Progress::default());
-    let total = plan.load.duration_s.is_none().then_some(requests.len() as u64);
+    let planned_here = requests.len();
+    let total =
+        (plan.load.duration_s.is_none() || send_at.is_some()).then_some(planned_here as u64);
     let display = crate::progress::spawn(progress.clone(), total, plan.output.progress);
     let duration = plan.load.duration_s.map(Duration::from_secs_f64);
     let cfg = RunConfig {
@@ -274,14 +314,20 @@ async fn run(
         requests,
         warmups,
         arrivals: plan.load.arrivals(),
-        send_at: None,
+        send_at,
+        ids,
+        start_at: plan.shard.start_at,
         seed: w.seed,
-        max_concurrency: plan.load.concurrency(),
+        max_concurrency: plan.load.concurrency().map(|c| shard.share_of_cap(c)),
         duration,
         request_timeout: limits.request_timeout,
         stall_timeout: limits.stall_timeout,
         drain_timeout: limits.drain_timeout,
-        preconnect: preconnect_count(prompts.len(), plan.load.concurrency(), &plan.load.arrivals()),
+        preconnect: preconnect_count(
+            planned_here,
+            plan.load.concurrency().map(|c| shard.share_of_cap(c)),
+            &plan.load.arrivals(),
+        ),
         baseline: None,
     };
     // The engine's own account, scraped before, during and after the run.
@@ -291,6 +337,15 @@ async fn run(
         None => None,
     };
     let cfg = RunConfig { baseline: scraper.as_ref().map(|_| baseline), ..cfg };
+    if let Some(at) = plan.shard.start_at {
+        if let Err(late) = at.duration_since(std::time::SystemTime::now()) {
+            term::warn(&format!(
+                "--start-at was {:.1} s ago: requests due before now are sent late (and counted \
+                 so); give the shards a later start",
+                late.duration().as_secs_f64()
+            ));
+        }
+    }
     let run = servelab_client::run(cfg, progress.clone(), tx, interrupt).await;
     let scrapes = match (&run, scraper) {
         (Ok(end), Some(sc)) => sc.finish(end.origin).await,
@@ -329,8 +384,8 @@ async fn run(
         // was waiting for when the interrupt came was never sent.
         let sent = records.iter().filter(|r| !r.warmup).count();
         summary.warnings.push(format!(
-            "interrupted: {sent} of {} planned requests were sent; this is a partial result",
-            prompts.len()
+            "interrupted: {sent} of {planned_here} planned requests were sent; this is a partial \
+             result"
         ));
     }
 
@@ -355,6 +410,22 @@ struct ResolvedTokenizer {
     tokenizer: Tokenizer,
     /// Set when counts come from a tokenizer that is not the model's.
     estimate_note: Option<String>,
+}
+
+/// The whole run's intended send instants (ns from time zero), as one process would draw
+/// them: `prompts` of them, or in duration mode every one before the end (prompts cycled).
+/// Every shard draws the same from the seed. A duration with no rate would be endless; a plan
+/// with shards refuses that (`Plan::check`), and it yields nothing here.
+pub fn global_schedule(load: &LoadSpec, seed: u64, prompts: usize) -> Vec<u64> {
+    let schedule = Schedule::new(load.arrivals(), seed);
+    match load.duration_s {
+        None => schedule.take(prompts).collect(),
+        Some(_) if load.request_rate.is_none() => Vec::new(),
+        Some(d) => {
+            let end = (d * 1e9) as u64;
+            schedule.take_while(|t| *t < end).collect()
+        }
+    }
 }
 
 /// Connections to open before the clock starts. Each one takes a TCP handshake out of a
@@ -442,6 +513,25 @@ fn collect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_global_schedule_is_the_one_process_schedule() {
+        let load = LoadSpec { request_rate: Some(4.0), ..LoadSpec::default() };
+        let global = global_schedule(&load, 7, 5);
+        assert_eq!(global, Schedule::take_n(load.arrivals(), 7, 5));
+        assert_eq!(global.len(), 5);
+        // Duration mode: every instant before the end, prompts cycled (a constant 4/s for
+        // 1 s is 0, 250, 500 and 750 ms).
+        let timed = LoadSpec {
+            request_rate: Some(4.0),
+            burstiness: f64::INFINITY,
+            duration_s: Some(1.0),
+            ..LoadSpec::default()
+        };
+        assert_eq!(global_schedule(&timed, 7, 2), vec![0, 250_000_000, 500_000_000, 750_000_000]);
+        let endless = LoadSpec { duration_s: Some(1.0), ..LoadSpec::default() };
+        assert_eq!(global_schedule(&endless, 7, 2), Vec::<u64>::new());
+    }
 
     #[test]
     fn preconnect_opens_what_the_first_second_uses() {

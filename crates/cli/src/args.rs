@@ -366,6 +366,18 @@ pub struct BenchArgs {
     /// Do not record this run in the results store.
     #[arg(long, help_heading = "Store")]
     pub no_store: bool,
+
+    // --- scale out (docs/scale.md)
+    /// Send shard K of N of the run (0-based), e.g. `2/16`: every shard draws the same global
+    /// workload and schedule from the seed and sends requests i with i mod N = K. Default:
+    /// Kubernetes' JOB_COMPLETION_INDEX with SERVELAB_SHARDS, or Slurm's SLURM_PROCID of
+    /// SLURM_NTASKS, else the whole run.
+    #[arg(long, value_name = "K/N", help_heading = "Scale out")]
+    pub shard: Option<String>,
+    /// Wall-clock time zero of the arrival schedule, shared by every shard: RFC 3339
+    /// (2026-11-25T12:00:00Z) or Unix seconds.
+    #[arg(long, value_name = "INSTANT", help_heading = "Scale out")]
+    pub start_at: Option<String>,
 }
 
 /// The flags of `servelab sweep`: every bench flag, plus the grid and how to judge it.
@@ -549,6 +561,30 @@ pub enum RunsCommand {
         /// Run ids, or labels (a label deletes every run with it).
         #[arg(required = true)]
         runs: Vec<String>,
+        /// The results store.
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Merge the shards of one run (`bench --shard K/N`) into one stored run: percentiles over
+    /// every request, throughput over the global span (docs/scale.md).
+    Merge {
+        /// The shards: run ids, a label (every run with it), or result JSON files written
+        /// with --save-result --save-detailed (their .records.jsonl beside them).
+        #[arg(required = true)]
+        runs: Vec<String>,
+        /// Label of the merged run.
+        #[arg(long)]
+        label: String,
+        /// Tag the merged run, KEY=VALUE (repeatable).
+        #[arg(long = "tag", value_name = "KEY=VALUE")]
+        tags: Vec<String>,
+        /// Largest allowed spread of the shards' clock offsets against the target, ms (each
+        /// is read from a whole-second Date header, so about ±500 ms).
+        #[arg(long, default_value_t = servelab_metrics::merge::DEFAULT_MAX_CLOCK_SPREAD_MS)]
+        max_clock_spread_ms: f64,
+        /// Merge even when shards are missing or their clocks spread wider (with a warning).
+        #[arg(long)]
+        force: bool,
         /// The results store.
         #[command(flatten)]
         db: DbArg,

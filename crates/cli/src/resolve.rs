@@ -135,6 +135,7 @@ fn plan(a: &BenchArgs, api_key: Option<String>, rate: Option<f64>) -> Result<Pla
             progress: !a.no_progress,
         },
         record: RecordSpec { label: a.label.clone(), tags, ..RecordSpec::default() },
+        shard: shard_spec(a)?,
     };
     plan.check().map_err(|e| e.to_string())?;
     Ok(plan)
@@ -407,4 +408,20 @@ mod tests {
         let e = profile_plan(p.args()).unwrap_err();
         assert_eq!(e, "--dataset-path: --dataset-name sharegpt needs --dataset-path FILE");
     }
+}
+
+/// `--shard` (else the scheduler's environment) and `--start-at`.
+fn shard_spec(a: &BenchArgs) -> Result<servelab_plan::ShardSpec, String> {
+    use servelab_plan::Shard;
+    let shard = match &a.shard {
+        Some(s) => Some(Shard::parse(s).map_err(|e| e.to_string())?),
+        None => Shard::from_env(|name| std::env::var(name).ok()).map_err(|e| e.to_string())?,
+    };
+    let start_at = match &a.start_at {
+        Some(t) => {
+            Some(servelab_plan::time::parse_instant(t).map_err(|e| format!("--start-at: {e}"))?)
+        }
+        None => None,
+    };
+    Ok(servelab_plan::ShardSpec { shard, start_at })
 }

@@ -51,6 +51,16 @@ pub struct RunConfig {
     /// A replay: measured request `i` is due at `send_at[i]` ns after the run origin (e.g. a
     /// trace's timestamps), overriding `arrivals`; `None`: the arrival process decides.
     pub send_at: Option<Arc<[u64]>>,
+    /// The index each measured request is recorded (and identified to the server) under:
+    /// request `i` is `ids[i]`. A shard of a larger run sends part of the global schedule and
+    /// keeps the global indices, so the shards' records merge without collisions. `None`:
+    /// request `i` is `i`.
+    pub ids: Option<Arc<[u64]>>,
+    /// The wall-clock instant the measured phase's origin is (time zero of `send_at` and the
+    /// arrival schedule), shared by the shards of one run; `None`: when the measured phase
+    /// starts. An instant already past makes the requests due before now late, and counted
+    /// so, never dropped.
+    pub start_at: Option<std::time::SystemTime>,
     /// Seeds the arrival schedule: the same seed gives the same send times.
     pub seed: u64,
     /// At most this many requests in flight; a request due while all slots are busy is
@@ -164,6 +174,8 @@ pub async fn run(
             warmup: true,
             arrivals: Arrivals::Burst,
             send_at: None,
+            ids: None,
+            start_at: None,
             duration: None,
         };
         let (end, p) =
@@ -181,6 +193,8 @@ pub async fn run(
         warmup: false,
         arrivals: cfg.arrivals,
         send_at: cfg.send_at.clone(),
+        ids: cfg.ids.clone(),
+        start_at: cfg.start_at,
         duration: cfg.duration,
     };
     let (end, _) =
@@ -193,7 +207,23 @@ struct Phase<'a> {
     warmup: bool,
     arrivals: Arrivals,
     send_at: Option<Arc<[u64]>>,
+    ids: Option<Arc<[u64]>>,
+    start_at: Option<std::time::SystemTime>,
     duration: Option<Duration>,
+}
+
+/// The monotonic instant of wall-clock `at`: later than now when `at` is to come, earlier
+/// when it is past (but never before the read-stamp epoch, which the records' times are
+/// converted through).
+fn origin_at(at: std::time::SystemTime) -> Instant {
+    let now = Instant::now();
+    match at.duration_since(std::time::SystemTime::now()) {
+        Ok(ahead) => now + ahead,
+        Err(past) => {
+            let age = Duration::from_nanos(since_epoch(now));
+            now.checked_sub(past.duration().min(age)).unwrap_or(now)
+        }
+    }
 }
 
 async fn phase(
@@ -205,7 +235,7 @@ async fn phase(
     interrupt: &watch::Receiver<bool>,
 ) -> (RunEnd, Pool) {
     let (abort_tx, abort_rx) = watch::channel(false);
-    let origin = Instant::now();
+    let origin = ph.start_at.map_or_else(Instant::now, origin_at);
     let ctx = Arc::new(Ctx {
         target: cfg.target.clone(),
         pool,
@@ -222,6 +252,7 @@ async fn phase(
         ctx: ctx.clone(),
         requests: ph.requests.into(),
         warmup: ph.warmup,
+        ids: ph.ids,
         dispatch: Mutex::new(match ph.send_at {
             // Only as many instants as requests: a replay never cycles.
             Some(at) if at.len() > ph.requests.len() => {
@@ -283,6 +314,8 @@ struct Issue {
     ctx: Arc<Ctx>,
     requests: Arc<[PlannedRequest]>,
     warmup: bool,
+    /// Global indices of the requests (see [`RunConfig::ids`]).
+    ids: Option<Arc<[u64]>>,
     /// Taken only to hand out the next arrival, never while a request runs.
     dispatch: Mutex<Dispatch>,
 }
@@ -299,8 +332,12 @@ impl Issue {
     /// Send arrival `a`, due at `intended_ns`; returns when it ended (ns since origin).
     async fn send(self: Arc<Self>, a: Arrival, intended_ns: u64) -> u64 {
         let planned = &self.requests[a.request];
+        let index = match &self.ids {
+            Some(ids) => ids.get(a.request).copied().unwrap_or(a.index),
+            None => a.index,
+        };
         let rec = RequestRecord {
-            index: a.index,
+            index,
             warmup: self.warmup,
             scheduled_ns: a.scheduled_ns,
             intended_ns,

@@ -95,6 +95,20 @@ impl Shard {
         id % u64::from(self.count.max(1)) == u64::from(self.index)
     }
 
+    /// This shard's part of a global schedule of instants (request `i` due at `global[i]`):
+    /// the global indices it owns and their instants, in order.
+    pub fn share(&self, global: &[u64]) -> (Vec<u64>, Vec<u64>) {
+        (0u64..).zip(global).filter(|(i, _)| self.owns(*i)).map(|(i, t)| (i, *t)).unzip()
+    }
+
+    /// This shard's part of a global concurrency cap: `cap / N`, the first `cap mod N` shards
+    /// one more, so the parts add up to `cap`. Zero when the cap is below the shard count (a
+    /// plan refuses that).
+    pub fn share_of_cap(&self, cap: usize) -> usize {
+        let n = self.count.max(1) as usize;
+        cap / n + usize::from((self.index as usize) < cap % n)
+    }
+
     /// Whether this is the whole run (one shard).
     pub fn is_whole(&self) -> bool {
         self.count <= 1
@@ -144,6 +158,18 @@ mod tests {
         let first: Vec<u64> = (0..10).filter(|&i| shards[1].owns(i)).collect();
         assert_eq!(first, vec![1, 5, 9]);
         assert!((0..100).all(|i| Shard::WHOLE.owns(i)));
+    }
+
+    #[test]
+    fn shares_split_a_schedule_and_a_cap_exactly() {
+        let global = [0, 10, 20, 30, 40, 50, 60];
+        let s = Shard::new(1, 3).unwrap();
+        assert_eq!(s.share(&global), (vec![1, 4], vec![10, 40]));
+        assert_eq!(Shard::WHOLE.share(&global).0, (0..7).collect::<Vec<u64>>());
+        let caps: Vec<usize> = (0..4).map(|k| Shard::new(k, 4).unwrap().share_of_cap(10)).collect();
+        assert_eq!(caps, vec![3, 3, 2, 2]);
+        assert_eq!(Shard::new(3, 4).unwrap().share_of_cap(3), 0);
+        assert_eq!(Shard::WHOLE.share_of_cap(7), 7);
     }
 
     #[test]
