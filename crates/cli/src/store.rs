@@ -16,7 +16,7 @@ fn db_path(db: &DbArg) -> Result<std::path::PathBuf, Failure> {
 }
 
 /// The store, created when missing: for commands that write.
-fn open(db: &DbArg) -> Result<Store, Failure> {
+pub(crate) fn open(db: &DbArg) -> Result<Store, Failure> {
     Store::open(&db_path(db)?).map_err(Failure::runtime)
 }
 

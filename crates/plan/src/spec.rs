@@ -213,7 +213,7 @@ impl Plan {
             let when = crate::time::compact(started_at);
             format!("{prefix}-{rate}qps{concurrency}-{model}-{when}.json")
         });
-        self.output.result_dir.join(name)
+        self.output.result_dir.join(shard_file_name(&name, &self.shard))
     }
 
     /// Check what the parts cannot check alone. Every error names the flag.
@@ -257,6 +257,21 @@ impl Plan {
     pub fn tag(&self, key: &str) -> Option<&str> {
         self.record.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
+}
+
+/// A shard's result file: `NAME-shard-KK-of-NN.EXT` (zero-padded so they sort), so the
+/// shards of one run can write to one folder; the whole run's name unchanged.
+fn shard_file_name(name: &str, spec: &ShardSpec) -> String {
+    if !spec.is_split() {
+        return name.to_string();
+    }
+    let s = spec.shard_or_whole();
+    let width = (s.count - 1).to_string().len();
+    let (stem, ext) = match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => (stem, format!(".{ext}")),
+        _ => (name, String::new()),
+    };
+    format!("{stem}-shard-{:0width$}-of-{}{ext}", s.index, s.count)
 }
 
 /// A number of seconds from the user as a [`Duration`]: finite, non-negative and below a
@@ -317,6 +332,18 @@ mod tests {
         assert!(p.check().unwrap_err().0.starts_with("--shard 1/4 with --duration needs"));
         p.load.request_rate = Some(5.0);
         assert_eq!(p.check(), Ok(()));
+    }
+
+    #[test]
+    fn each_shard_names_its_own_result_file() {
+        let mut p = plan();
+        p.output.result_filename = Some("run.json".into());
+        assert_eq!(p.result_path("openai", "m", "t"), PathBuf::from("run.json"));
+        p.shard.shard = Some(Shard::new(3, 16).unwrap());
+        assert_eq!(p.result_path("openai", "m", "t"), PathBuf::from("run-shard-03-of-16.json"));
+        p.shard.shard = Some(Shard::new(1, 2).unwrap());
+        p.output.result_filename = Some("plain".into());
+        assert_eq!(p.result_path("openai", "m", "t"), PathBuf::from("plain-shard-1-of-2"));
     }
 
     #[test]
