@@ -32,17 +32,17 @@ fn scale() -> ScaleSpec {
         ]
         .map(String::from)
         .to_vec(),
-        label: "llama-70b rate 200".into(),
+        label: "llama-70b-rate-200".into(),
     }
 }
 
-pub fn k8s_spec() -> K8sSpec {
+fn k8s_spec() -> K8sSpec {
     K8sSpec {
         scale: scale(),
-        image: "ghcr.io/example/servelab:0.1.0".into(),
+        image: "servelab:0.1.0".into(),
         claim: "servelab-results".into(),
         namespace: Some("bench".into()),
-        cpu: Some("4".into()),
+        cpu: Some("2".into()),
         start_at: "2026-12-01T09:00:00.000Z".into(),
         merge_deadline_s: 21_600,
     }
@@ -78,15 +78,19 @@ fn the_indexed_job_and_the_merge_job_are_valid_kubernetes_jobs() {
     assert_eq!(docs[1].metadata.namespace.as_deref(), Some("bench"));
     let script = &merge.template.spec.as_ref().unwrap().containers[0].command.as_ref().unwrap()[2];
     assert!(script.contains("-ge \"$n\""), "{script}");
-    assert!(script.contains("--label 'llama-70b rate 200'"), "{script}");
+    assert!(script.contains("--label llama-70b-rate-200 "), "{script}");
     insta::assert_snapshot!("k8s_16_shards", yaml);
+    // A label with spaces and quotes reaches the merge as one word.
+    let mut odd = k8s_spec();
+    odd.scale.label = "70b 'fast'".into();
+    assert!(k8s::merge_script(&odd).contains(r"--label '70b '\''fast'\''' --db"));
 }
 
 #[test]
 fn the_sbatch_script_runs_one_step_of_n_tasks_then_merges() {
     let spec = SlurmSpec {
         scale: scale(),
-        cpus_per_task: 4,
+        cpus_per_task: 2,
         nodes: Some(4),
         exe: "servelab".into(),
         start_at: None,
@@ -96,8 +100,12 @@ fn the_sbatch_script_runs_one_step_of_n_tasks_then_merges() {
     assert!(script.starts_with("#!/bin/bash\n"));
     assert!(script.contains("#SBATCH --ntasks=16\n"));
     assert!(script.contains("start_at=$(( $(date +%s) + 60 ))"));
-    assert!(script.contains("--label 'llama-70b rate 200'"));
+    assert!(script.contains("--label llama-70b-rate-200 "));
     insta::assert_snapshot!("sbatch_16_shards", script);
+    // docs/examples/scale holds these files as `servelab scale` writes them.
+    assert_eq!(script, include_str!("../../../docs/examples/scale/sbatch-16.sh"));
+    let yaml = k8s::render(&k8s_spec()).unwrap();
+    assert_eq!(yaml, include_str!("../../../docs/examples/scale/indexed-job-16.yaml"));
     let fixed = slurm::render(&SlurmSpec { start_at: Some("1796115600".into()), ..spec }).unwrap();
     assert!(fixed.contains("start_at=1796115600\n"));
 }
