@@ -331,6 +331,22 @@ pub fn fit_options(params: &str, max_evals: usize) -> Result<FitOptions, String>
     Ok(FitOptions { params, max_evals, ..FitOptions::default() })
 }
 
+/// `--shard` (else the scheduler's environment) and `--start-at`.
+fn shard_spec(a: &BenchArgs) -> Result<servelab_plan::ShardSpec, String> {
+    use servelab_plan::Shard;
+    let shard = match &a.shard {
+        Some(s) => Some(Shard::parse(s).map_err(|e| e.to_string())?),
+        None => Shard::from_env(|name| std::env::var(name).ok()).map_err(|e| e.to_string())?,
+    };
+    let start_at = match &a.start_at {
+        Some(t) => {
+            Some(servelab_plan::time::parse_instant(t).map_err(|e| format!("--start-at: {e}"))?)
+        }
+        None => None,
+    };
+    Ok(servelab_plan::ShardSpec { shard, start_at })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,20 +424,19 @@ mod tests {
         let e = profile_plan(p.args()).unwrap_err();
         assert_eq!(e, "--dataset-path: --dataset-name sharegpt needs --dataset-path FILE");
     }
-}
 
-/// `--shard` (else the scheduler's environment) and `--start-at`.
-fn shard_spec(a: &BenchArgs) -> Result<servelab_plan::ShardSpec, String> {
-    use servelab_plan::Shard;
-    let shard = match &a.shard {
-        Some(s) => Some(Shard::parse(s).map_err(|e| e.to_string())?),
-        None => Shard::from_env(|name| std::env::var(name).ok()).map_err(|e| e.to_string())?,
-    };
-    let start_at = match &a.start_at {
-        Some(t) => {
-            Some(servelab_plan::time::parse_instant(t).map_err(|e| format!("--start-at: {e}"))?)
-        }
-        None => None,
-    };
-    Ok(servelab_plan::ShardSpec { shard, start_at })
+    #[test]
+    fn shard_flags_become_the_plan_shard() {
+        let p = bench(&["--shard", "2/4", "--start-at", "1795600000.5"]).unwrap();
+        assert_eq!(p.shard.shard, Some(servelab_plan::Shard::new(2, 4).unwrap()));
+        let at = p.shard.start_at.unwrap().duration_since(std::time::UNIX_EPOCH).unwrap();
+        assert_eq!(at.as_millis(), 1_795_600_000_500);
+        assert_eq!(
+            bench(&["--shard", "4/4"]).unwrap_err(),
+            "shard 4/4 is out of range: the index must be below the count, which must be at least 1"
+        );
+        assert!(bench(&["--start-at", "noon"]).unwrap_err().starts_with("--start-at: expected"));
+        let e = bench(&["--shard", "0/8", "--max-concurrency", "4"]).unwrap_err();
+        assert!(e.starts_with("--max-concurrency 4 is the whole run's cap"), "{e}");
+    }
 }

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use servelab_records::RequestRecord;
 
 /// The relative accuracy servelab's shard sketches use: 0.5 %.
 pub const DEFAULT_ALPHA: f64 = 0.005;
@@ -137,9 +138,108 @@ impl DdSketch {
     }
 }
 
+/// What a shard ships instead of its records: a sketch per latency metric of its measured,
+/// successful requests (as the summary's distributions take them). Merged, the sketches of
+/// all shards answer the whole run's percentiles within the accuracy they were built with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSketch {
+    /// Time to first token, ms.
+    pub ttft_ms: DdSketch,
+    /// Time per output token after the first, ms.
+    pub tpot_ms: DdSketch,
+    /// Per-token inter-token latency, ms.
+    pub itl_ms: DdSketch,
+    /// End-to-end latency, ms.
+    pub e2el_ms: DdSketch,
+}
+
+impl RunSketch {
+    /// The sketches of `records` at relative accuracy `alpha`.
+    pub fn from_records(records: &[RequestRecord], alpha: f64) -> Result<RunSketch, SketchError> {
+        let empty = DdSketch::new(alpha)?;
+        let mut s = RunSketch {
+            ttft_ms: empty.clone(),
+            tpot_ms: empty.clone(),
+            itl_ms: empty.clone(),
+            e2el_ms: empty,
+        };
+        for r in records.iter().filter(|r| !r.warmup) {
+            let row = crate::request::row(r);
+            if !row.is_success() {
+                continue;
+            }
+            let add = |sk: &mut DdSketch, v: Option<f64>| v.into_iter().for_each(|v| sk.add(v));
+            add(&mut s.ttft_ms, row.ttft_ms);
+            add(&mut s.tpot_ms, row.tpot_ms);
+            add(&mut s.e2el_ms, row.e2el_ms);
+            crate::request::itl_per_token_ms(r).into_iter().for_each(|v| s.itl_ms.add(v));
+        }
+        Ok(s)
+    }
+
+    /// Add another shard's sketches (same accuracy).
+    pub fn merge(&mut self, other: &RunSketch) -> Result<(), SketchError> {
+        self.ttft_ms.merge(&other.ttft_ms)?;
+        self.tpot_ms.merge(&other.tpot_ms)?;
+        self.itl_ms.merge(&other.itl_ms)?;
+        self.e2el_ms.merge(&other.e2el_ms)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use servelab_records::{Chunk, ChunkKind, Outcome};
+
+    /// A successful request due at 0 with first token at `ttft` ms and one more 4 ms later.
+    fn record(index: u64, ttft_ms: u64) -> RequestRecord {
+        let chunk =
+            |t_ns: u64| Chunk { t_ns, kind: ChunkKind::Content, text: "x".into(), tokens: Some(1) };
+        let first = ttft_ms * 1_000_000;
+        RequestRecord {
+            index,
+            warmup: false,
+            scheduled_ns: 0,
+            intended_ns: 0,
+            sent_ns: 0,
+            prompt_tokens: Some(4),
+            max_tokens: Some(2),
+            usage: None,
+            chunks: vec![chunk(first), chunk(first + 4_000_000)],
+            end_ns: Some(first + 4_000_000),
+            status: Some(200),
+            outcome: Outcome::Success,
+            server: None,
+            read_lag_ns: None,
+            retries: 0,
+        }
+    }
+
+    #[test]
+    fn shards_sketches_answer_the_union_percentiles_within_alpha() {
+        // Two shards of very different speed; the union's exact summary is the reference.
+        let fast: Vec<RequestRecord> = (0..300).map(|i| record(2 * i, 10 + i % 37)).collect();
+        let slow: Vec<RequestRecord> = (0..200).map(|i| record(2 * i + 1, 200 + 3 * i)).collect();
+        let mut merged = RunSketch::from_records(&fast, 0.01).unwrap();
+        merged.merge(&RunSketch::from_records(&slow, 0.01).unwrap()).unwrap();
+        let all: Vec<RequestRecord> = fast.into_iter().chain(slow).collect();
+        let exact = crate::summarize(&all, &Default::default(), &crate::MetricsConfig::default());
+        assert_eq!(merged.ttft_ms.count(), 500);
+        let mut ttfts: Vec<f64> = all.iter().map(|r| r.chunks[0].t_ns as f64 / 1e6).collect();
+        ttfts.sort_by(f64::total_cmp);
+        for q in [0.5, 0.9, 0.99] {
+            let want = ttfts[(q * 499.0) as usize];
+            let got = merged.ttft_ms.quantile(q).unwrap();
+            assert!((got - want).abs() <= 0.01 * want, "ttft q{q}: {got} vs {want}");
+        }
+        // The summary's median (interpolated) sits between the two middle values, which the
+        // sketch's answer is within 1 % of.
+        let median = merged.ttft_ms.quantile(0.5).unwrap();
+        assert!((median - exact.ttft_ms.median).abs() <= 0.01 * exact.ttft_ms.median + 1.0);
+        assert_eq!(merged.itl_ms.quantile(0.5), Some(4.0));
+        let e2el = merged.e2el_ms.quantile(1.0).unwrap();
+        assert_eq!(e2el, exact.e2el_ms.max);
+    }
 
     /// The exact rank-⌊q(n−1)⌋ value of sorted data.
     fn exact(sorted: &[f64], q: f64) -> f64 {
