@@ -19,7 +19,8 @@
 #   cpu_s, peak_mb: the client's CPU time (user + sys) and peak RSS
 #
 #   scripts/fidelity.sh [LEVELS...]      default: 100 1000 2000
-# Env: ITL_MS (10), TOKENS (100), BIN (a servelab binary to measure instead of building this
+# Env: ITL_MS (10), TOKENS (100), SHARDS (1; above 1: the streams are driven by that many
+# local shard processes, `servelab scale local`, and their records joined: docs/scale.md), BIN (a servelab binary to measure instead of building this
 # tree's, e.g. an older build for a before/after comparison). On 2 shared cores the sim and the client together carry
 # about 100k SSE events/s; streams x 1000 / ITL_MS above that saturates the machine and both
 # fall behind (truth_p99 above ITL_MS shows it); e.g. ITL_MS=50 keeps 1,000 streams below it.
@@ -38,10 +39,20 @@ for N in "${LEVELS[@]}"; do
   SIM=$!
   for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done
   REQ=$((N * 3))
-  /usr/bin/time -f "%U %S %M" -o "$OUT/time-$N" \
-    $BIN bench --base-url "http://127.0.0.1:$PORT" --random-input-len 128 --random-output-len "${TOKENS:-100}" \
-      --ignore-eos --tokenizer cl100k_base --num-prompts "$REQ" --max-concurrency "$N" --no-progress --no-store \
-      --save-detailed --result-dir "$OUT" --result-filename "run-$N.json" >"$OUT/report-$N.txt"
+  ARGS=(--base-url "http://127.0.0.1:$PORT" --random-input-len 128 --random-output-len "${TOKENS:-100}"
+    --ignore-eos --tokenizer cl100k_base --num-prompts "$REQ" --max-concurrency "$N")
+  if [ "${SHARDS:-1}" -gt 1 ]; then
+    # N streams over SHARDS local processes (each N/SHARDS), one time zero, records merged.
+    # CPU time counts every shard (the parent waits for them); peak_mb is the largest one's.
+    /usr/bin/time -f "%U %S %M" -o "$OUT/time-$N" \
+      $BIN scale local --shards "$SHARDS" --start-in 5 --results "$OUT/shards-$N" \
+        --db "$OUT/store.db" -- "${ARGS[@]}" >"$OUT/report-$N.txt"
+    cat "$OUT/shards-$N"/run-shard-*.records.jsonl >"$OUT/run-$N.records.jsonl"
+  else
+    /usr/bin/time -f "%U %S %M" -o "$OUT/time-$N" \
+      $BIN bench "${ARGS[@]}" --no-progress --no-store \
+        --save-detailed --result-dir "$OUT" --result-filename "run-$N.json" >"$OUT/report-$N.txt"
+  fi
   kill -INT $SIM; wait $SIM 2>/dev/null || true
   python3 - "$OUT/run-$N.records.jsonl" "$OUT/truth-$N.jsonl" "$OUT/time-$N" "$N" "$REQ" <<'PY'
 import json, sys

@@ -8,13 +8,13 @@ use std::time::Duration;
 use servelab_client::openai::request_body;
 use servelab_client::scrape::{Baseline, Scraper};
 use servelab_client::{http, BodyOptions, PlannedRequest, Progress, RunConfig, StopReason, Target};
-use servelab_load::Arrivals;
+use servelab_load::{Arrivals, LoadSpec, Schedule};
 use servelab_metrics::Summary;
 use servelab_outputs::term;
 use servelab_plan::{
     DatasetSpec, NoRecording, Plan, RecordSink, Recording, RunError, Runner, SimTarget,
 };
-use servelab_records::{RequestRecord, RunInfo};
+use servelab_records::{RequestRecord, RunInfo, ShardInfo};
 use servelab_workload::{Prompt, Tokenizer};
 use tokio::sync::{mpsc, watch};
 
@@ -233,16 +233,58 @@ async fn run(
         prompt_tokens: Some(p.prompt_tokens),
         max_tokens: p.output_tokens,
     };
-    let requests: Vec<PlannedRequest> = work.prompts.iter().map(planned).collect();
+    let all: Vec<PlannedRequest> = work.prompts.iter().map(planned).collect();
     let sessions = work.sessions.map(|s| servelab_client::SessionRun::new(s, opts.clone()));
-    // Warm-ups are single requests: the first prompts, or the first turns of the first
-    // sessions.
-    let warmups: Vec<PlannedRequest> = match &sessions {
-        Some(s) => (0..s.len().min(w.num_warmups)).map(|i| s.first_turn(i)).collect(),
-        None => requests.iter().take(w.num_warmups).cloned().collect(),
-    };
     // What one arrival starts: a request, or a whole session.
-    let units = sessions.as_ref().map_or(requests.len(), |s| s.len());
+    let units = sessions.as_ref().map_or(all.len(), |s| s.len());
+    // A shard sends its part of the global schedule under the global indices; warm-ups are
+    // shared the same way, so N shards warm the server as much as one process does. Warm-ups
+    // are single requests: the first prompts, or the first turns of the first sessions.
+    let shard = plan.shard.shard_or_whole();
+    let warm: Vec<PlannedRequest> = match &sessions {
+        Some(s) => (0..s.len().min(w.num_warmups)).map(|i| s.first_turn(i)).collect(),
+        None => all.iter().take(w.num_warmups).cloned().collect(),
+    };
+    let warmups: Vec<PlannedRequest> =
+        (0u64..).zip(warm).filter(|(i, _)| shard.owns(*i)).map(|(_, r)| r).collect();
+    // Explicit instants: a trace's own, else a ramp's (drawn over every arrival).
+    let explicit: Option<Arc<[u64]>> = work
+        .send_at
+        .or_else(|| plan.ramp.map(|r| r.offsets(plan.load.burstiness, units, w.seed).into()));
+    let (requests, ids, send_at): (Vec<PlannedRequest>, Option<Arc<[u64]>>, _) =
+        if plan.shard.is_split() {
+            let global = match &explicit {
+                Some(at) => at.to_vec(),
+                None => global_schedule(&plan.load, w.seed, units),
+            };
+            let (ids, at) = shard.share(&global);
+            // Sessions are looked up by global index in the loop; requests are copied here.
+            let reqs = match &sessions {
+                Some(_) => Vec::new(),
+                None => ids.iter().map(|&i| all[i as usize % all.len()].clone()).collect(),
+            };
+            (reqs, Some(ids.into()), Some(at.into()))
+        } else {
+            (all, None, explicit)
+        };
+    let sharded = plan.shard.shard.is_some() || plan.shard.start_at.is_some();
+    let clock_offset_ms = if sharded {
+        match http::clock_offset_ms(&target, "/v1/models", Duration::from_secs(5)).await {
+            Ok(Some(ms)) => Some(ms),
+            Ok(None) => {
+                term::warn(&format!(
+                    "{base_url} sent no Date header: this shard's clock offset is unknown"
+                ));
+                None
+            }
+            Err(e) => {
+                term::warn(&format!("cannot read {base_url}'s clock ({e}): offset unknown"));
+                None
+            }
+        }
+    } else {
+        None
+    };
 
     let info = RunInfo {
         backend: req.api.backend().to_string(),
@@ -259,6 +301,11 @@ async fn run(
         started_at: servelab_plan::time::now_rfc3339(),
         servelab_version: env!("CARGO_PKG_VERSION").to_string(),
         interrupted: false,
+        shard: sharded.then(|| ShardInfo {
+            shard,
+            start_at: plan.shard.start_at.map(servelab_plan::time::rfc3339_millis),
+            clock_offset_ms,
+        }),
     };
 
     // Run, streaming records to the collector (and to disk) as they finish.
@@ -276,8 +323,20 @@ async fn run(
     let detail = detail_path.clone();
     let collector = tokio::task::spawn_blocking(move || collect(rx, detail, sink));
     let progress = Arc::new(Progress::default());
-    let sent_total = sessions.as_ref().map_or(requests.len() as u64, |s| s.total_turns());
-    let total = plan.load.duration_s.is_none().then_some(sent_total);
+    // Requests (or sessions) this process sends, and the requests they make.
+    let planned_here = match (&ids, &sessions) {
+        (Some(ids), _) => ids.len(),
+        (None, Some(s)) => s.len(),
+        (None, None) => requests.len(),
+    };
+    let sent_total: u64 = match (&sessions, &ids) {
+        (Some(s), Some(ids)) => {
+            ids.iter().map(|&g| s.sessions()[g as usize % s.len()].turns.len() as u64).sum()
+        }
+        (Some(s), None) => s.total_turns(),
+        (None, _) => planned_here as u64,
+    };
+    let total = (plan.load.duration_s.is_none() || send_at.is_some()).then_some(sent_total);
     let display = crate::progress::spawn(progress.clone(), total, plan.output.progress);
     let duration = plan.load.duration_s.map(Duration::from_secs_f64);
     let cfg = RunConfig {
@@ -285,17 +344,20 @@ async fn run(
         requests,
         warmups,
         arrivals: plan.load.arrivals(),
-        // A trace's own instants, else a ramp's (drawn over every arrival), else the rate's.
-        send_at: work
-            .send_at
-            .or_else(|| plan.ramp.map(|r| r.offsets(plan.load.burstiness, units, w.seed).into())),
+        send_at,
+        ids,
+        start_at: plan.shard.start_at,
         seed: w.seed,
-        max_concurrency: plan.load.concurrency(),
+        max_concurrency: plan.load.concurrency().map(|c| shard.share_of_cap(c)),
         duration,
         request_timeout: limits.request_timeout,
         stall_timeout: limits.stall_timeout,
         drain_timeout: limits.drain_timeout,
-        preconnect: preconnect_count(units, plan.load.concurrency(), &plan.load.arrivals()),
+        preconnect: preconnect_count(
+            planned_here,
+            plan.load.concurrency().map(|c| shard.share_of_cap(c)),
+            &plan.load.arrivals(),
+        ),
         baseline: None,
         sessions,
     };
@@ -306,6 +368,15 @@ async fn run(
         None => None,
     };
     let cfg = RunConfig { baseline: scraper.as_ref().map(|_| baseline), ..cfg };
+    if let Some(at) = plan.shard.start_at {
+        if let Err(late) = at.duration_since(std::time::SystemTime::now()) {
+            term::warn(&format!(
+                "--start-at was {:.1} s ago: requests due before now are sent late (and counted \
+                 so); give the shards a later start",
+                late.duration().as_secs_f64()
+            ));
+        }
+    }
     let run = servelab_client::run(cfg, progress.clone(), tx, interrupt).await;
     let scrapes = match (&run, scraper) {
         (Ok(end), Some(sc)) => sc.finish(end.origin).await,
@@ -412,6 +483,22 @@ struct ResolvedTokenizer {
     estimate_note: Option<String>,
 }
 
+/// The whole run's intended send instants (ns from time zero), as one process would draw
+/// them: `prompts` of them, or in duration mode every one before the end (prompts cycled).
+/// Every shard draws the same from the seed. A duration with no rate would be endless; a plan
+/// with shards refuses that (`Plan::check`), and it yields nothing here.
+pub fn global_schedule(load: &LoadSpec, seed: u64, prompts: usize) -> Vec<u64> {
+    let schedule = Schedule::new(load.arrivals(), seed);
+    match load.duration_s {
+        None => schedule.take(prompts).collect(),
+        Some(_) if load.request_rate.is_none() => Vec::new(),
+        Some(d) => {
+            let end = (d * 1e9) as u64;
+            schedule.take_while(|t| *t < end).collect()
+        }
+    }
+}
+
 /// Connections to open before the clock starts. Each one takes a TCP handshake out of a
 /// measured request, but an idle one is not free for every server: a thread-per-connection
 /// server (llama.cpp's httplib) parks a worker on it until its keep-alive timeout, and 48 idle
@@ -497,6 +584,25 @@ fn collect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_global_schedule_is_the_one_process_schedule() {
+        let load = LoadSpec { request_rate: Some(4.0), ..LoadSpec::default() };
+        let global = global_schedule(&load, 7, 5);
+        assert_eq!(global, Schedule::take_n(load.arrivals(), 7, 5));
+        assert_eq!(global.len(), 5);
+        // Duration mode: every instant before the end, prompts cycled (a constant 4/s for
+        // 1 s is 0, 250, 500 and 750 ms).
+        let timed = LoadSpec {
+            request_rate: Some(4.0),
+            burstiness: f64::INFINITY,
+            duration_s: Some(1.0),
+            ..LoadSpec::default()
+        };
+        assert_eq!(global_schedule(&timed, 7, 2), vec![0, 250_000_000, 500_000_000, 750_000_000]);
+        let endless = LoadSpec { duration_s: Some(1.0), ..LoadSpec::default() };
+        assert_eq!(global_schedule(&endless, 7, 2), Vec::<u64>::new());
+    }
 
     #[test]
     fn preconnect_opens_what_the_first_second_uses() {

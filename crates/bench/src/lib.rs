@@ -19,7 +19,7 @@ mod progress;
 mod signals;
 mod truth;
 
-pub use conductor::{preconnect_count, BenchOutcome, Conductor};
+pub use conductor::{global_schedule, preconnect_count, BenchOutcome, Conductor};
 pub use drain::{gauge_sum, requests_in_server, wait_drained, Drain};
 pub use servelab_client::StopReason;
 pub use signals::{interrupt_on_signals, DRAIN};

@@ -68,6 +68,10 @@ pub enum Command {
     /// Predict what a deployment would do: a sweep run in virtual time through the engine
     /// model (docs/predict.md), written and stored as `sweep` writes a measured one.
     Predict(Box<PredictArgs>),
+    /// Scale one run out over many shards: render a Kubernetes Indexed Job or a Slurm batch
+    /// script, or run the shards here; the shards merge into one run (docs/scale.md).
+    #[command(subcommand)]
+    Scale(ScaleCommand),
 }
 
 /// The flags of `servelab predict`: an engine file and every sweep flag.
@@ -466,6 +470,18 @@ pub struct BenchArgs {
     /// Do not record this run in the results store.
     #[arg(long, help_heading = "Store")]
     pub no_store: bool,
+
+    // --- scale out (docs/scale.md)
+    /// Send shard K of N of the run (0-based), e.g. `2/16`: every shard draws the same global
+    /// workload and schedule from the seed and sends requests i with i mod N = K. Default:
+    /// Kubernetes' JOB_COMPLETION_INDEX with SERVELAB_SHARDS, or Slurm's SLURM_PROCID of
+    /// SLURM_NTASKS, else the whole run.
+    #[arg(long, value_name = "K/N", help_heading = "Scale out")]
+    pub shard: Option<String>,
+    /// Wall-clock time zero of the arrival schedule, shared by every shard: RFC 3339
+    /// (2026-11-25T12:00:00Z) or Unix seconds.
+    #[arg(long, value_name = "INSTANT", help_heading = "Scale out")]
+    pub start_at: Option<String>,
 }
 
 /// The flags of `servelab sweep`: every bench flag, plus the grid and how to judge it.
@@ -653,6 +669,30 @@ pub enum RunsCommand {
         #[command(flatten)]
         db: DbArg,
     },
+    /// Merge the shards of one run (`bench --shard K/N`) into one stored run: percentiles over
+    /// every request, throughput over the global span (docs/scale.md).
+    Merge {
+        /// The shards: run ids, a label (every run with it), or result JSON files written
+        /// with --save-result --save-detailed (their .records.jsonl beside them).
+        #[arg(required = true)]
+        runs: Vec<String>,
+        /// Label of the merged run.
+        #[arg(long)]
+        label: String,
+        /// Tag the merged run, KEY=VALUE (repeatable).
+        #[arg(long = "tag", value_name = "KEY=VALUE")]
+        tags: Vec<String>,
+        /// Largest allowed spread of the shards' clock offsets against the target, ms (each
+        /// is read from a whole-second Date header, so about ±500 ms).
+        #[arg(long, default_value_t = servelab_metrics::merge::DEFAULT_MAX_CLOCK_SPREAD_MS)]
+        max_clock_spread_ms: f64,
+        /// Merge even when shards are missing or their clocks spread wider (with a warning).
+        #[arg(long)]
+        force: bool,
+        /// The results store.
+        #[command(flatten)]
+        db: DbArg,
+    },
 }
 
 /// The flags of `servelab runs list`.
@@ -730,6 +770,113 @@ pub struct ReportArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// The results store.
+    #[command(flatten)]
+    pub db: DbArg,
+}
+
+/// The commands of `servelab scale`.
+#[derive(Debug, Subcommand)]
+pub enum ScaleCommand {
+    /// Write a Kubernetes Indexed Job of N shards and the Job that merges them.
+    K8s(Box<ScaleK8sArgs>),
+    /// Write an sbatch script: N tasks of one step, then the merge.
+    Slurm(Box<ScaleSlurmArgs>),
+    /// Run N shard processes on this machine and merge them into the store.
+    Local(Box<ScaleLocalArgs>),
+}
+
+/// What every `servelab scale` command takes.
+#[derive(Debug, Args)]
+pub struct ScaleCommon {
+    /// How many shards.
+    #[arg(long)]
+    pub shards: u32,
+    /// The run's name (Job and folder names: lower-case letters, digits, '-').
+    #[arg(long, default_value = "servelab-run")]
+    pub name: String,
+    /// Label of the merged run (default: the name).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// `servelab bench` arguments, the same on every shard (after `--`).
+    #[arg(last = true, value_name = "BENCH_ARGS")]
+    pub bench: Vec<String>,
+}
+
+/// The flags of `servelab scale k8s`.
+#[derive(Debug, Args)]
+pub struct ScaleK8sArgs {
+    #[command(flatten)]
+    /// The run, its shards and their bench arguments.
+    pub common: ScaleCommon,
+    /// The servelab image (built from the repository's Dockerfile).
+    #[arg(long, default_value = "servelab:latest")]
+    pub image: String,
+    /// ReadWriteMany PersistentVolumeClaim for the results.
+    #[arg(long, default_value = "servelab-results")]
+    pub claim: String,
+    /// Namespace of the Jobs (default: kubectl's current one).
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// CPU each shard requests and is limited to, e.g. 4.
+    #[arg(long)]
+    pub cpu: Option<String>,
+    /// Time zero of every shard (RFC 3339 or Unix seconds); default: --start-in from now.
+    #[arg(long)]
+    pub start_at: Option<String>,
+    /// Seconds from now to the shards' time zero, when --start-at is not given.
+    #[arg(long, default_value_t = 300)]
+    pub start_in: u64,
+    /// How long the merge Job waits for the shards, seconds.
+    #[arg(long, default_value_t = 21_600)]
+    pub merge_deadline: u64,
+    /// Write to this file (default: stdout).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+/// The flags of `servelab scale slurm`.
+#[derive(Debug, Args)]
+pub struct ScaleSlurmArgs {
+    #[command(flatten)]
+    /// The run, its shards and their bench arguments.
+    pub common: ScaleCommon,
+    /// Cores per shard.
+    #[arg(long, default_value_t = 2)]
+    pub cpus_per_task: u32,
+    /// Nodes to spread the shards over (default: Slurm decides).
+    #[arg(long)]
+    pub nodes: Option<u32>,
+    /// The servelab binary on the nodes.
+    #[arg(long, default_value = "servelab")]
+    pub exe: String,
+    /// A fixed time zero (RFC 3339 or Unix seconds); default: --lead seconds after the
+    /// script starts.
+    #[arg(long)]
+    pub start_at: Option<String>,
+    /// Seconds between the script's start and the shards' time zero.
+    #[arg(long, default_value_t = 60)]
+    pub lead: u32,
+    /// Write to this file (default: stdout).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+/// The flags of `servelab scale local`.
+#[derive(Debug, Args)]
+pub struct ScaleLocalArgs {
+    #[command(flatten)]
+    /// The run, its shards and their bench arguments.
+    pub common: ScaleCommon,
+    /// Folder for the shards' result files and logs (default: ./NAME-UNIXTIME).
+    #[arg(long)]
+    pub results: Option<PathBuf>,
+    /// Seconds from now to the shards' time zero (time for every process to start).
+    #[arg(long, default_value_t = 3.0)]
+    pub start_in: f64,
+    /// Largest allowed spread of the shards' clock offsets, ms.
+    #[arg(long, default_value_t = servelab_metrics::merge::DEFAULT_MAX_CLOCK_SPREAD_MS)]
+    pub max_clock_spread_ms: f64,
+    /// The results store the merged run goes to.
     #[command(flatten)]
     pub db: DbArg,
 }

@@ -9,6 +9,7 @@
 pub mod args;
 pub mod exit;
 pub mod resolve;
+mod scale;
 mod store;
 
 use std::path::PathBuf;
@@ -101,6 +102,7 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Runs(cmd) => store::runs(cmd),
         Command::Compare(a) => store::compare(*a).await,
         Command::Report(a) => store::report(*a).await,
+        Command::Scale(cmd) => scale::scale(cmd),
     }
 }
 

@@ -151,6 +151,7 @@ fn plan(a: &BenchArgs, api_key: Option<String>, rate: Option<f64>) -> Result<Pla
             progress: !a.no_progress,
         },
         record: RecordSpec { label: a.label.clone(), tags, ..RecordSpec::default() },
+        shard: shard_spec(a)?,
     };
     plan.check().map_err(|e| e.to_string())?;
     Ok(plan)
@@ -380,7 +381,7 @@ pub fn profile_plan(args: Vec<String>) -> Result<Plan, String> {
         let text = e.to_string();
         text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
     })?;
-    bench_plan(&parsed.bench, api_key())
+    whole_runs_only(bench_plan(&parsed.bench, api_key())?, "lab profiles")
 }
 
 /// The API key from `OPENAI_API_KEY`, when set and not empty.
@@ -405,7 +406,8 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
         }
         _ => None,
     };
-    let mut base = plan(&a.bench, api_key(), base_rate.filter(|r| r.is_finite()))?;
+    let mut base =
+        whole_runs_only(plan(&a.bench, api_key(), base_rate.filter(|r| r.is_finite()))?, "sweeps")?;
     if let (Target::Simulator(sim), Some(n)) = (&mut base.target, a.sim_max_num_seqs) {
         sim.max_num_seqs = Some(n);
     } else if a.sim_max_num_seqs.is_some() {
@@ -514,6 +516,34 @@ pub fn fit_options(params: &str, max_evals: usize) -> Result<FitOptions, String>
     Ok(FitOptions { params, max_evals, ..FitOptions::default() })
 }
 
+/// The plan, unless it is a shard or has a start instant: one `--start-at` cannot be the time
+/// zero of every point of a sweep or a lab, so those run whole (docs/scale.md).
+fn whole_runs_only(plan: Plan, what: &str) -> Result<Plan, String> {
+    if plan.shard.is_split() || plan.shard.start_at.is_some() {
+        return Err(format!(
+            "--shard/--start-at (or a scheduler's shard environment): {what} do not run as \
+             shards yet; shard each bench instead (docs/scale.md)"
+        ));
+    }
+    Ok(plan)
+}
+
+/// `--shard` (else the scheduler's environment) and `--start-at`.
+fn shard_spec(a: &BenchArgs) -> Result<servelab_plan::ShardSpec, String> {
+    use servelab_plan::Shard;
+    let shard = match &a.shard {
+        Some(s) => Some(Shard::parse(s).map_err(|e| e.to_string())?),
+        None => Shard::from_env(|name| std::env::var(name).ok()).map_err(|e| e.to_string())?,
+    };
+    let start_at = match &a.start_at {
+        Some(t) => {
+            Some(servelab_plan::time::parse_instant(t).map_err(|e| format!("--start-at: {e}"))?)
+        }
+        None => None,
+    };
+    Ok(servelab_plan::ShardSpec { shard, start_at })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,5 +623,29 @@ mod tests {
         let p = servelab_lab::profile::builtin("sharegpt").unwrap();
         let e = profile_plan(p.args()).unwrap_err();
         assert_eq!(e, "--dataset-path: --dataset-name sharegpt needs --dataset-path FILE");
+    }
+
+    #[test]
+    fn shard_flags_become_the_plan_shard() {
+        let p = bench(&["--shard", "2/4", "--start-at", "1795600000.5"]).unwrap();
+        assert_eq!(p.shard.shard, Some(servelab_plan::Shard::new(2, 4).unwrap()));
+        let at = p.shard.start_at.unwrap().duration_since(std::time::UNIX_EPOCH).unwrap();
+        assert_eq!(at.as_millis(), 1_795_600_000_500);
+        assert_eq!(
+            bench(&["--shard", "4/4"]).unwrap_err(),
+            "shard 4/4 is out of range: the index must be below the count, which must be at least 1"
+        );
+        assert!(bench(&["--start-at", "noon"]).unwrap_err().starts_with("--start-at: expected"));
+        let sweep = |args: &[&str]| {
+            let argv = ["servelab", "sweep", "--concurrency", "1,2"].iter().chain(args);
+            let Command::Sweep(a) = Cli::try_parse_from(argv).unwrap().command else {
+                unreachable!()
+            };
+            sweep_plan(&a).map(|_| ())
+        };
+        assert_eq!(sweep(&[]), Ok(()));
+        assert!(sweep(&["--shard", "1/2"]).unwrap_err().contains("sweeps do not run as shards"));
+        let e = bench(&["--shard", "0/8", "--max-concurrency", "4"]).unwrap_err();
+        assert!(e.starts_with("--max-concurrency 4 is the whole run's cap"), "{e}");
     }
 }

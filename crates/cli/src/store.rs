@@ -16,7 +16,7 @@ fn db_path(db: &DbArg) -> Result<std::path::PathBuf, Failure> {
 }
 
 /// The store, created when missing: for commands that write.
-fn open(db: &DbArg) -> Result<Store, Failure> {
+pub(crate) fn open(db: &DbArg) -> Result<Store, Failure> {
     Store::open(&db_path(db)?).map_err(Failure::runtime)
 }
 
@@ -99,6 +99,25 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
                     term::note(&line);
                 }
             }
+        }
+        RunsCommand::Merge { runs, label, tags: raw, max_clock_spread_ms, force, db } => {
+            let extra = tags(&raw)?;
+            let opts = servelab_metrics::merge::MergeOptions { max_clock_spread_ms, force };
+            let mut store = open(&db)?;
+            let (id, summary) = store
+                .merge_into(
+                    &runs,
+                    &label,
+                    &extra,
+                    opts,
+                    &servelab_metrics::MetricsConfig::default(),
+                )
+                .map_err(|e| match e {
+                    servelab_store::ViewError::Store(e) => Failure::runtime(e),
+                    e => Failure::usage(e),
+                })?;
+            term::stdout(&servelab_outputs::render_text(&summary));
+            term::note(&format!("Stored the merged run as #{id} ({label})"));
         }
         RunsCommand::Delete { runs, db } => {
             let mut store = open_existing(&db)?;

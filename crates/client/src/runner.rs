@@ -52,6 +52,16 @@ pub struct RunConfig {
     /// A replay: measured request `i` is due at `send_at[i]` ns after the run origin (e.g. a
     /// trace's timestamps), overriding `arrivals`; `None`: the arrival process decides.
     pub send_at: Option<Arc<[u64]>>,
+    /// The index each measured request is recorded (and identified to the server) under:
+    /// request `i` is `ids[i]`. A shard of a larger run sends part of the global schedule and
+    /// keeps the global indices, so the shards' records merge without collisions. `None`:
+    /// request `i` is `i`.
+    pub ids: Option<Arc<[u64]>>,
+    /// The wall-clock instant the measured phase's origin is (time zero of `send_at` and the
+    /// arrival schedule), shared by the shards of one run; `None`: when the measured phase
+    /// starts. An instant already past makes the requests due before now late, and counted
+    /// so, never dropped.
+    pub start_at: Option<std::time::SystemTime>,
     /// Seeds the arrival schedule: the same seed gives the same send times.
     pub seed: u64,
     /// At most this many requests in flight; a request due while all slots are busy is
@@ -168,6 +178,8 @@ pub async fn run(
             warmup: true,
             arrivals: Arrivals::Burst,
             send_at: None,
+            ids: None,
+            start_at: None,
             duration: None,
             sessions: None,
         };
@@ -186,6 +198,8 @@ pub async fn run(
         warmup: false,
         arrivals: cfg.arrivals,
         send_at: cfg.send_at.clone(),
+        ids: cfg.ids.clone(),
+        start_at: cfg.start_at,
         duration: cfg.duration,
         sessions: cfg.sessions.clone(),
     };
@@ -199,8 +213,24 @@ struct Phase<'a> {
     warmup: bool,
     arrivals: Arrivals,
     send_at: Option<Arc<[u64]>>,
+    ids: Option<Arc<[u64]>>,
+    start_at: Option<std::time::SystemTime>,
     duration: Option<Duration>,
     sessions: Option<Arc<SessionRun>>,
+}
+
+/// The monotonic instant of wall-clock `at`: later than now when `at` is to come, earlier
+/// when it is past (but never before the read-stamp epoch, which the records' times are
+/// converted through).
+fn origin_at(at: std::time::SystemTime) -> Instant {
+    let now = Instant::now();
+    match at.duration_since(std::time::SystemTime::now()) {
+        Ok(ahead) => now + ahead,
+        Err(past) => {
+            let age = Duration::from_nanos(since_epoch(now));
+            now.checked_sub(past.duration().min(age)).unwrap_or(now)
+        }
+    }
 }
 
 async fn phase(
@@ -212,7 +242,7 @@ async fn phase(
     interrupt: &watch::Receiver<bool>,
 ) -> (RunEnd, Pool) {
     let (abort_tx, abort_rx) = watch::channel(false);
-    let origin = Instant::now();
+    let origin = ph.start_at.map_or_else(Instant::now, origin_at);
     let ctx = Arc::new(Ctx {
         target: cfg.target.clone(),
         pool,
@@ -226,13 +256,19 @@ async fn phase(
     });
     let duration_ns = ph.duration.map(|d| d.as_nanos() as u64);
     // What an arrival starts: a request, or a whole session.
-    let units = ph.sessions.as_ref().map_or(ph.requests.len(), |s| s.len());
+    // A shard's sessions are its share of the global ones (`ids`).
+    let units = match (&ph.sessions, &ph.ids) {
+        (Some(_), Some(ids)) => ids.len(),
+        (Some(s), None) => s.len(),
+        (None, _) => ph.requests.len(),
+    };
     let issue = Arc::new(Issue {
         ctx: ctx.clone(),
         requests: ph.requests.into(),
         sessions: ph.sessions,
         interrupt: interrupt.clone(),
         warmup: ph.warmup,
+        ids: ph.ids,
         dispatch: Mutex::new(match ph.send_at {
             // Only as many instants as requests: a replay never cycles.
             Some(at) if at.len() > units => Dispatch::at_offsets(at[..units].into(), duration_ns),
@@ -296,6 +332,8 @@ struct Issue {
     /// Stops a session between turns.
     interrupt: watch::Receiver<bool>,
     warmup: bool,
+    /// Global indices of the requests (see [`RunConfig::ids`]).
+    ids: Option<Arc<[u64]>>,
     /// Taken only to hand out the next arrival, never while a request runs.
     dispatch: Mutex<Dispatch>,
 }
@@ -316,8 +354,17 @@ impl Issue {
             return self.send_session(&sessions, a, intended_ns).await;
         }
         let planned = &self.requests[a.request];
-        let rec = self.record(a.index, a.scheduled_ns, intended_ns, planned);
+        let rec = self.record(self.global_index(a), a.scheduled_ns, intended_ns, planned);
         one_request(&self.ctx, planned.body.clone(), rec, false).await.0
+    }
+
+    /// The index arrival `a` is recorded (and identified to the server) under: its global
+    /// index in a shard ([`RunConfig::ids`]), else its own.
+    fn global_index(&self, a: Arrival) -> u64 {
+        match &self.ids {
+            Some(ids) => ids.get(a.request).copied().unwrap_or(a.index),
+            None => a.index,
+        }
     }
 
     /// A record for request `index` before it is sent.
@@ -353,7 +400,9 @@ impl Issue {
     /// the client, not a queue, decides it). A failed turn, an interrupt or the duration
     /// limit ends the session: later turns would resend a history that never happened.
     async fn send_session(&self, run: &SessionRun, a: Arrival, intended_ns: u64) -> u64 {
-        let s = a.request;
+        // In a shard, the arrival is the global session `global_index(a)`.
+        let g = self.global_index(a);
+        let s = if self.ids.is_some() { g as usize % run.len().max(1) } else { a.request };
         let mut replies = Vec::with_capacity(run.turns(s));
         let (mut scheduled, mut due, mut end) = (a.scheduled_ns, intended_ns, intended_ns);
         for k in 0..run.turns(s) {
@@ -369,8 +418,8 @@ impl Issue {
                 }
             }
             let planned = run.turn(s, k, &replies);
-            let mut rec = self.record(run.record_index(a.index, s, k), scheduled, due, &planned);
-            rec.session = Some(SessionTurn { session: a.index, turn: k as u32 });
+            let mut rec = self.record(run.record_index(g, s, k), scheduled, due, &planned);
+            rec.session = Some(SessionTurn { session: g, turn: k as u32 });
             let (e, reply) = one_request(&self.ctx, planned.body, rec, true).await;
             end = e;
             match reply {

@@ -36,3 +36,32 @@ async fn a_replay_sends_each_request_at_its_trace_instant() {
     assert_eq!(truth.iter().filter(|t| t.outcome == "ok").count(), 24);
     sim.shutdown().await;
 }
+
+/// A shard sends part of a global schedule: its requests keep their global indices (records
+/// and `x-request-id`), and with a start instant the schedule counts from that wall-clock
+/// moment, not from when the loop began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_keeps_global_indices_and_counts_from_the_start_instant() {
+    let sim = start(SimConfig::fixed(2.0, 0.5).with_port(0)).await.unwrap();
+    let ids: Arc<[u64]> = vec![1, 5, 9].into();
+    let at: Arc<[u64]> = vec![0, 20_000_000, 40_000_000].into();
+    let begin = std::time::SystemTime::now();
+    let start_at = begin + std::time::Duration::from_millis(300);
+    let cfg = RunConfig {
+        send_at: Some(at),
+        ids: Some(ids),
+        start_at: Some(start_at),
+        ..config(target(&sim.base_url()).await, 3)
+    };
+    let (records, end, _) = run_all(cfg).await;
+    let got: Vec<(u64, u64)> = records.iter().map(|r| (r.index, r.scheduled_ns)).collect();
+    assert_eq!(got, vec![(1, 0), (5, 20_000_000), (9, 40_000_000)]);
+    // The origin is the start instant: 300 ms after `begin`, give or take scheduling.
+    let origin_wall = std::time::SystemTime::now() - end.origin.elapsed();
+    let after = origin_wall.duration_since(begin).expect("origin after begin");
+    assert!((after.as_millis() as i64 - 300).abs() < 50, "origin {after:?} after begin");
+    let mut seen: Vec<String> = sim.truth().iter().filter_map(|t| t.request_id.clone()).collect();
+    seen.sort();
+    assert_eq!(seen, vec!["servelab-1", "servelab-5", "servelab-9"]);
+    sim.shutdown().await;
+}

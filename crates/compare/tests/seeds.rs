@@ -56,6 +56,7 @@ async fn bench(
         },
         load: LoadSpec { max_concurrency: conc, ..LoadSpec::default() },
         ramp: None,
+        shard: servelab_plan::ShardSpec::default(),
         limits: Limits { server_metrics_interval: None, ..Limits::default() },
         metrics: MetricsConfig::default(),
         output: OutputSpec::default(),

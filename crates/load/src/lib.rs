@@ -13,11 +13,13 @@
 mod dispatch;
 mod ramp;
 mod schedule;
+mod shard;
 mod spec;
 
 pub use dispatch::{Arrival, Dispatch, Exhausted};
 pub use ramp::{Ramp, RampStrategy};
 pub use schedule::{Arrivals, Schedule, ScheduleError};
+pub use shard::{Shard, ShardError, SHARDS_ENV};
 pub use spec::{
     parse_concurrency_list, parse_positive_or_inf, parse_rate_list, Axis, Level, LoadError,
     LoadSpec,

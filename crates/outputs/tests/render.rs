@@ -56,6 +56,7 @@ fn info() -> RunInfo {
         started_at: "2026-11-21T12:00:00Z".into(),
         servelab_version: "0.1.0".into(),
         interrupted: false,
+        shard: None,
     }
 }
 

@@ -20,11 +20,11 @@ pub mod time;
 
 pub use record::{NoRecording, RecordSink, Recording};
 pub use runner::{write_file, RunError, Runner};
-pub use servelab_load::LoadSpec;
+pub use servelab_load::{LoadSpec, Shard};
 pub use servelab_metrics::MetricsConfig;
 pub use servelab_records::RunKind;
 pub use servelab_workload::{Api, DatasetSpec, SessionSource};
 pub use spec::{
-    seconds, Limits, OutputSpec, Plan, PlanError, RecordSpec, RequestSpec, SimTarget, Target,
-    WorkloadSpec,
+    seconds, Limits, OutputSpec, Plan, PlanError, RecordSpec, RequestSpec, ShardSpec, SimTarget,
+    Target, WorkloadSpec,
 };

@@ -1,10 +1,10 @@
 //! The plan of one run and its parts.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value};
-use servelab_load::LoadSpec;
+use servelab_load::{LoadSpec, Shard};
 use servelab_metrics::MetricsConfig;
 use servelab_records::RunKind;
 use servelab_workload::{Api, DatasetSpec};
@@ -150,6 +150,28 @@ impl Default for RecordSpec {
     }
 }
 
+/// Whether this run is one shard of a larger one, and the instant all shards count from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShardSpec {
+    /// Shard `k` of `N` (`--shard`, or the scheduler's environment); `None`: the whole run.
+    pub shard: Option<Shard>,
+    /// Wall-clock time zero of the arrival schedule (`--start-at`); `None`: when the measured
+    /// phase starts.
+    pub start_at: Option<SystemTime>,
+}
+
+impl ShardSpec {
+    /// The shard, or the whole run.
+    pub fn shard_or_whole(&self) -> Shard {
+        self.shard.unwrap_or(Shard::WHOLE)
+    }
+
+    /// True when the run is split over more than one process.
+    pub fn is_split(&self) -> bool {
+        !self.shard_or_whole().is_whole()
+    }
+}
+
 /// One benchmark run, validated.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -171,6 +193,8 @@ pub struct Plan {
     pub output: OutputSpec,
     /// How the run is filed.
     pub record: RecordSpec,
+    /// Shard of a larger run, and the shared start instant.
+    pub shard: ShardSpec,
 }
 
 /// A plan that cannot run; the message names the setting.
@@ -191,7 +215,7 @@ impl Plan {
             let when = crate::time::compact(started_at);
             format!("{prefix}-{rate}qps{concurrency}-{model}-{when}.json")
         });
-        self.output.result_dir.join(name)
+        self.output.result_dir.join(shard_file_name(&name, &self.shard))
     }
 
     /// Check what the parts cannot check alone. Every error names the flag.
@@ -200,6 +224,24 @@ impl Plan {
             return Err(PlanError("--num-prompts: must be at least 1".into()));
         }
         self.load.validate().map_err(|e| PlanError(e.to_string()))?;
+        if self.shard.is_split() {
+            let shard = self.shard.shard_or_whole();
+            if self.load.duration_s.is_some() && self.load.request_rate.is_none() {
+                return Err(PlanError(format!(
+                    "--shard {shard} with --duration needs a --request-rate: shards send parts \
+                     of one finite global schedule"
+                )));
+            }
+            if let Some(c) = self.load.concurrency() {
+                if c < shard.count as usize {
+                    return Err(PlanError(format!(
+                        "--max-concurrency {c} is the whole run's cap, shared by {} shards: it \
+                         must be at least the shard count",
+                        shard.count
+                    )));
+                }
+            }
+        }
         self.metrics.validate().map_err(|e| PlanError(format!("--metric-percentiles: {e}")))
     }
 
@@ -217,6 +259,21 @@ impl Plan {
     pub fn tag(&self, key: &str) -> Option<&str> {
         self.record.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
+}
+
+/// A shard's result file: `NAME-shard-KK-of-NN.EXT` (zero-padded so they sort), so the
+/// shards of one run can write to one folder; the whole run's name unchanged.
+fn shard_file_name(name: &str, spec: &ShardSpec) -> String {
+    if !spec.is_split() {
+        return name.to_string();
+    }
+    let s = spec.shard_or_whole();
+    let width = (s.count - 1).to_string().len();
+    let (stem, ext) = match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => (stem, format!(".{ext}")),
+        _ => (name, String::new()),
+    };
+    format!("{stem}-shard-{:0width$}-of-{}{ext}", s.index, s.count)
 }
 
 /// A number of seconds from the user as a [`Duration`]: finite, non-negative and below a
@@ -255,6 +312,7 @@ mod tests {
             metrics: MetricsConfig::default(),
             output: OutputSpec::default(),
             record: RecordSpec::default(),
+            shard: ShardSpec::default(),
         }
     }
 
@@ -267,6 +325,28 @@ mod tests {
         let mut p = plan();
         p.load.max_concurrency = Some(0);
         assert_eq!(p.check().unwrap_err().0, "--max-concurrency must be at least 1");
+        let mut p = plan();
+        p.shard.shard = Some(Shard::new(1, 4).unwrap());
+        assert_eq!(p.check(), Ok(()));
+        p.load.max_concurrency = Some(3);
+        assert!(p.check().unwrap_err().0.starts_with("--max-concurrency 3 is the whole run's cap"));
+        p.load.max_concurrency = Some(4);
+        p.load.duration_s = Some(10.0);
+        assert!(p.check().unwrap_err().0.starts_with("--shard 1/4 with --duration needs"));
+        p.load.request_rate = Some(5.0);
+        assert_eq!(p.check(), Ok(()));
+    }
+
+    #[test]
+    fn each_shard_names_its_own_result_file() {
+        let mut p = plan();
+        p.output.result_filename = Some("run.json".into());
+        assert_eq!(p.result_path("openai", "m", "t"), PathBuf::from("run.json"));
+        p.shard.shard = Some(Shard::new(3, 16).unwrap());
+        assert_eq!(p.result_path("openai", "m", "t"), PathBuf::from("run-shard-03-of-16.json"));
+        p.shard.shard = Some(Shard::new(1, 2).unwrap());
+        p.output.result_filename = Some("plain".into());
+        assert_eq!(p.result_path("openai", "m", "t"), PathBuf::from("plain-shard-1-of-2"));
     }
 
     #[test]

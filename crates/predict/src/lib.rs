@@ -145,6 +145,7 @@ impl Predictor {
             started_at: servelab_plan::time::now_rfc3339(),
             servelab_version: env!("CARGO_PKG_VERSION").to_string(),
             interrupted: false,
+            shard: None,
         };
         // As the conductor's scraper, one last scrape once every request has ended.
         let end_ns = run.requests.iter().filter_map(|r| r.end_ns).max().unwrap_or(0);

@@ -34,6 +34,7 @@ fn plan(isl: u64, osl: u64, prompts: usize, concurrency: Option<u64>) -> Plan {
         metrics: MetricsConfig::default(),
         output: OutputSpec::default(),
         record: RecordSpec::default(),
+        shard: servelab_plan::ShardSpec::default(),
     }
 }
 

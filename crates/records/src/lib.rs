@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-pub use servelab_load::LoadSpec;
+pub use servelab_load::{LoadSpec, Shard};
 
 /// Nanoseconds since the run origin.
 pub type Nanos = u64;
@@ -347,6 +347,23 @@ pub struct RunInfo {
     pub servelab_version: String,
     /// True when the run was interrupted and holds only part of the schedule.
     pub interrupted: bool,
+    /// Set when this run is one shard of a larger run (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+}
+
+/// Which part of a larger run a shard sent, and how its clock compared with the target's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    /// This shard (`index` of `count`).
+    #[serde(flatten)]
+    pub shard: Shard,
+    /// The shared time zero of every shard's schedule (RFC 3339, milliseconds), when given.
+    pub start_at: Option<String>,
+    /// The target's clock minus this host's, in ms, from the `Date` header of one response
+    /// set against the midpoint of its request. `Date` has whole seconds, so this is only
+    /// good to about ±1,000 ms: it catches a badly set clock, not milliseconds of skew.
+    pub clock_offset_ms: Option<f64>,
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod import;
+mod merge;
 pub mod model;
 mod paths;
 mod recorder;
@@ -24,6 +25,7 @@ mod store;
 mod view;
 
 pub use import::{import_file, parse_result_text, ImportError, ImportedRun, SourceTool};
+pub use merge::read_shard_file;
 pub use model::{
     Filter, Headline, NewRun, RunConfig, RunId, RunKind, RunRow, RunStatus, StoredRun,
 };

@@ -31,6 +31,8 @@ pub fn config(target: Target, n: usize) -> RunConfig {
         warmups: Vec::new(),
         arrivals: Arrivals::Burst,
         send_at: None,
+        ids: None,
+        start_at: None,
         seed: 7,
         max_concurrency: None,
         duration: None,

@@ -48,6 +48,7 @@ pub fn summary(c: usize, n: usize) -> Summary {
             started_at: "2026-01-01T00:00:00Z".into(),
             servelab_version: "0".into(),
             interrupted: false,
+            shard: None,
         },
         percentiles: vec![50.0, 99.0],
         slo: None,
@@ -111,5 +112,6 @@ pub fn base_plan() -> Plan {
         metrics: MetricsConfig::default(),
         output: OutputSpec::default(),
         record: RecordSpec::default(),
+        shard: servelab_plan::ShardSpec::default(),
     }
 }

@@ -1,0 +1,137 @@
+//! One seeded workload run as one process and as four shards (in-process conductors sharing
+//! a start instant) against the simulator: the simulator's truth log shows the same requests
+//! in both, the records the same intended instants, and the merged run's figures equal the
+//! single run's within noise. The simulator is started on 127.0.0.1:0.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+
+use servelab_bench::Conductor;
+use servelab_metrics::merge::{merge_shards, MergeOptions, ShardRun};
+use servelab_metrics::MetricsConfig;
+use servelab_plan::{
+    Api, DatasetSpec, Limits, LoadSpec, OutputSpec, Plan, RecordSpec, RequestSpec, Shard,
+    ShardSpec, Target, WorkloadSpec,
+};
+use servelab_records::RequestRecord;
+use servelab_sim::{start, SimConfig};
+use tokio::sync::watch;
+
+const PROMPTS: usize = 120;
+
+fn plan(url: &str) -> Plan {
+    Plan {
+        target: Target::Url(url.to_string()),
+        request: RequestSpec { ignore_eos: true, ..RequestSpec::new(Api::Completions) },
+        workload: WorkloadSpec {
+            tokenizer: Some("cl100k_base".into()),
+            dataset: DatasetSpec::Random {
+                input_len: 32,
+                output_len: 8,
+                range_ratio: 0.0,
+                prefix_len: 0,
+            },
+            num_prompts: PROMPTS,
+            seed: 11,
+            num_warmups: 0,
+        },
+        // Poisson arrivals at 60/s: about two seconds of irregular instants.
+        load: LoadSpec { request_rate: Some(60.0), ..LoadSpec::default() },
+        ramp: None,
+        limits: Limits { server_metrics_interval: None, ..Limits::default() },
+        metrics: MetricsConfig::default(),
+        output: OutputSpec::default(),
+        record: RecordSpec::default(),
+        shard: ShardSpec::default(),
+    }
+}
+
+/// Measured request ids the simulator saw, from its truth log since `mark`.
+fn seen(sim: &servelab_sim::SimHandle, mark: usize) -> BTreeSet<u64> {
+    sim.truth_since(mark)
+        .iter()
+        .filter(|t| t.outcome == "ok")
+        .filter_map(|t| servelab_client::runner::measured_index(t.request_id.as_deref()?))
+        .collect()
+}
+
+fn instants(records: &[RequestRecord]) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> =
+        records.iter().filter(|r| !r.warmup).map(|r| (r.index, r.scheduled_ns)).collect();
+    v.sort_unstable();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_shards_send_what_one_process_sends_and_merge_to_its_figures() {
+    let sim = start(SimConfig::fixed(20.0, 2.0).with_port(0)).await.unwrap();
+    let url = sim.base_url();
+    let (_stop, interrupt) = watch::channel(false);
+
+    let mark = sim.truth_len();
+    let mut one = Conductor::new(interrupt.clone());
+    let single = one.bench(&plan(&url)).await.unwrap();
+    let single_seen = seen(&sim, mark);
+    assert_eq!(single_seen, (0..PROMPTS as u64).collect::<BTreeSet<_>>());
+
+    // Four shards, run at once, with one time zero far enough ahead for each to load its
+    // tokenizer and draw the workload (seconds in a debug build on two busy cores).
+    let mark = sim.truth_len();
+    let start_at = SystemTime::now() + Duration::from_secs(8);
+    let mut tasks = Vec::new();
+    for k in 0..4 {
+        let mut p = plan(&url);
+        p.shard = ShardSpec { shard: Some(Shard::new(k, 4).unwrap()), start_at: Some(start_at) };
+        let interrupt = interrupt.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut c = Conductor::new(interrupt);
+            c.bench(&p).await.unwrap()
+        }));
+    }
+    let mut shards = Vec::new();
+    for t in tasks {
+        let out = t.await.unwrap();
+        let info = out.summary.info.clone();
+        let s = info.shard.clone().expect("a shard records its shard");
+        assert!(s.clock_offset_ms.is_some(), "the simulator sends a Date header");
+        // Each shard sent exactly its own quarter, under global indices.
+        assert!(out.records.iter().all(|r| s.shard.owns(r.index)));
+        assert_eq!(out.records.len(), PROMPTS / 4);
+        shards.push(ShardRun { info, records: out.records });
+    }
+    assert_eq!(seen(&sim, mark), single_seen, "the same requests reached the server");
+
+    let merged = merge_shards(shards, MergeOptions::default()).unwrap();
+    assert_eq!(instants(&merged.records), instants(&single.records), "same intended instants");
+    let m = servelab_metrics::summarize(&merged.records, &merged.info, &MetricsConfig::default());
+    let s = &single.summary;
+    assert_eq!((m.completed, m.failed), (s.completed, s.failed));
+    assert_eq!(m.total_output_tokens, s.total_output_tokens);
+    assert_eq!(m.total_input_tokens, s.total_input_tokens);
+    // Within noise: the same server timing (20 ms TTFT), a 2-core machine's scheduling.
+    let close = |what: &str, a: f64, b: f64, tol: f64| {
+        assert!((a - b).abs() <= tol, "{what}: merged {a} vs single {b}");
+    };
+    close("TTFT median (ms)", m.ttft_ms.median, s.ttft_ms.median, 5.0);
+    close("E2EL median (ms)", m.e2el_ms.median, s.e2el_ms.median, 5.0);
+    // A shard descheduled at its last request stretches the span by that lateness.
+    let late_s = (m.schedule_lag_ms.max + s.schedule_lag_ms.max) / 1e3;
+    close("duration (s)", m.duration_s, s.duration_s, 0.05 + late_s);
+    close(
+        "request throughput",
+        m.request_throughput,
+        s.request_throughput,
+        0.03 * s.request_throughput,
+    );
+    eprintln!(
+        "single: TTFT p50 {:.2} ms, {:.2} req/s, max lag {:.2} ms; 4 shards merged: TTFT p50 \
+         {:.2} ms, {:.2} req/s, max lag {:.2} ms",
+        s.ttft_ms.median,
+        s.request_throughput,
+        s.schedule_lag_ms.max,
+        m.ttft_ms.median,
+        m.request_throughput,
+        m.schedule_lag_ms.max
+    );
+    sim.shutdown().await;
+}

@@ -1,0 +1,94 @@
+//! `servelab scale local` and `runs merge` as a user runs them: two shard processes of the
+//! binary against a simulator started in this test on 127.0.0.1:0, merged into a store; the
+//! merge refuses a missing shard unless forced.
+
+use std::process::{Command, Output};
+
+use servelab_sim::SimConfig;
+use servelab_store::{Filter, Store};
+
+fn servelab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_servelab")).args(args).output().expect("binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_local_shards_merge_into_one_stored_run() {
+    let sim = servelab_sim::start(SimConfig::fixed(10.0, 2.0).with_port(0)).await.unwrap();
+    let url = sim.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("r");
+    let db = dir.path().join("s.db");
+    let (results_s, db_s) = (results.to_str().unwrap(), db.to_str().unwrap());
+    let bench = [
+        "--base-url",
+        &url,
+        "--num-prompts",
+        "20",
+        "--request-rate",
+        "40",
+        "--seed",
+        "3",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--ignore-eos",
+        "--tokenizer",
+        "cl100k_base",
+    ];
+    let mut args = vec![
+        "scale",
+        "local",
+        "--shards",
+        "2",
+        "--name",
+        "rehearsal",
+        "--start-in",
+        "4",
+        "--results",
+        results_s,
+        "--db",
+        db_s,
+        "--",
+    ];
+    args.extend(bench);
+    let args: Vec<String> = args.into_iter().map(String::from).collect();
+    // The shards are child processes: run them off the runtime that serves the simulator.
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_servelab")).args(&args).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("Stored the merged run as #1 (rehearsal)"), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("merged from 2 shards"), "{text}");
+
+    let store = Store::open_existing(&db).unwrap();
+    let rows =
+        store.list(&Filter { label: Some("rehearsal".into()), ..Filter::default() }).unwrap();
+    assert_eq!(rows.len(), 1);
+    let records = store.records(rows[0].id).unwrap();
+    assert_eq!(records.iter().map(|r| r.index).collect::<Vec<_>>(), (0..20).collect::<Vec<_>>());
+    let run = store.run(rows[0].id).unwrap();
+    assert_eq!(run.config.info.shard, None);
+    assert_eq!(run.summary.unwrap().completed, 20);
+    drop(store);
+
+    // One shard's files only: refused (exit 2) unless --force.
+    let one = results.join("run-shard-0-of-2.json");
+    let one = one.to_str().unwrap();
+    let refused = servelab(&["runs", "merge", one, "--label", "half", "--db", db_s]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("shards missing: [1] of 2"), "{}", stderr(&refused));
+    let forced = servelab(&["runs", "merge", one, "--label", "half", "--force", "--db", db_s]);
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    let store = Store::open_existing(&db).unwrap();
+    let half = store.list(&Filter { label: Some("half".into()), ..Filter::default() }).unwrap();
+    assert_eq!(store.records(half[0].id).unwrap().len(), 10);
+    sim.shutdown().await;
+}

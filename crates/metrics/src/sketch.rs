@@ -1,0 +1,326 @@
+//! A mergeable quantile summary with a relative-error guarantee: DDSketch (Masson, Rim and
+//! Lee, "DDSketch: a fast and fully-mergeable quantile sketch with relative-error
+//! guarantees", VLDB 2019), logarithmic mapping, unbounded bins.
+//!
+//! For a very large sharded run, each shard can ship a sketch of a few kilobytes per latency
+//! instead of every record. A positive value `x` goes to bin `i = ceil(log_γ x)` with
+//! `γ = (1 + α) / (1 − α)`; the bin answers `2γ^i / (γ + 1)`, within relative error `α` of
+//! every value in it. So the sketch's `q`-quantile is within `α` (relative) of the exact
+//! rank-`⌊q(n − 1)⌋` value of the same data, however it was split and merged: merging adds bin
+//! counts, which is exact, associative and commutative.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use servelab_records::RequestRecord;
+
+/// The relative accuracy servelab's shard sketches use: 0.5 %.
+pub const DEFAULT_ALPHA: f64 = 0.005;
+
+/// Values at or below this are counted as zero (latencies in ms: a nanosecond).
+const MIN_POSITIVE: f64 = 1e-6;
+
+/// A DDSketch of non-negative values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DdSketch {
+    /// The relative accuracy `α`.
+    alpha: f64,
+    /// Values at or below [`MIN_POSITIVE`].
+    zeros: u64,
+    /// Bin index → count.
+    bins: BTreeMap<i32, u64>,
+    /// Values added (zeros included).
+    count: u64,
+    /// The exact smallest and largest values added.
+    min: f64,
+    max: f64,
+}
+
+/// A sketch that cannot be built or merged.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SketchError {
+    /// `α` outside (0, 1).
+    #[error("a sketch's relative accuracy must be between 0 and 1 (got {0})")]
+    Alpha(f64),
+    /// Sketches of different accuracy have different bins.
+    #[error("cannot merge sketches of relative accuracy {0} and {1}")]
+    Mismatch(f64, f64),
+}
+
+impl DdSketch {
+    /// An empty sketch of relative accuracy `alpha`.
+    pub fn new(alpha: f64) -> Result<DdSketch, SketchError> {
+        if alpha.is_nan() || alpha <= 0.0 || alpha >= 1.0 {
+            return Err(SketchError::Alpha(alpha));
+        }
+        Ok(DdSketch {
+            alpha,
+            zeros: 0,
+            bins: BTreeMap::new(),
+            count: 0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        })
+    }
+
+    fn gamma(&self) -> f64 {
+        (1.0 + self.alpha) / (1.0 - self.alpha)
+    }
+
+    /// Add one value. Negative values and NaN are not latencies and are ignored.
+    pub fn add(&mut self, x: f64) {
+        if x.is_nan() || x < 0.0 || x.is_infinite() {
+            return;
+        }
+        self.count += 1;
+        self.min = self.min.min(x);
+        self.max = self.max.max(x);
+        if x <= MIN_POSITIVE {
+            self.zeros += 1;
+        } else {
+            let i = (x.ln() / self.gamma().ln()).ceil() as i32;
+            *self.bins.entry(i).or_insert(0) += 1;
+        }
+    }
+
+    /// Add every value of `other` (same accuracy).
+    pub fn merge(&mut self, other: &DdSketch) -> Result<(), SketchError> {
+        if self.alpha != other.alpha {
+            return Err(SketchError::Mismatch(self.alpha, other.alpha));
+        }
+        for (i, n) in &other.bins {
+            *self.bins.entry(*i).or_insert(0) += n;
+        }
+        self.zeros += other.zeros;
+        self.count += other.count;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        Ok(())
+    }
+
+    /// Values added.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Occupied bins (the sketch's size is about 12 bytes each).
+    pub fn bins(&self) -> usize {
+        self.bins.len()
+    }
+
+    /// The `q`-quantile (`q` in 0..=1) within relative error `α` of the rank-`⌊q(n − 1)⌋`
+    /// value; the exact extremes at 0 and 1; `None` when empty or `q` is out of range.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 || !(0.0..=1.0).contains(&q) {
+            return None;
+        }
+        if q == 0.0 {
+            return Some(self.min);
+        }
+        if q == 1.0 {
+            return Some(self.max);
+        }
+        let rank = (q * (self.count - 1) as f64).floor() as u64;
+        if rank < self.zeros {
+            return Some(0.0);
+        }
+        let gamma = self.gamma();
+        let mut seen = self.zeros;
+        for (i, n) in &self.bins {
+            seen += n;
+            if seen > rank {
+                let v = 2.0 * gamma.powi(*i) / (gamma + 1.0);
+                // The bin's answer never leaves the range of what was added.
+                return Some(v.clamp(self.min, self.max));
+            }
+        }
+        Some(self.max)
+    }
+}
+
+/// What a shard ships instead of its records: a sketch per latency metric of its measured,
+/// successful requests (as the summary's distributions take them). Merged, the sketches of
+/// all shards answer the whole run's percentiles within the accuracy they were built with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSketch {
+    /// Time to first token, ms.
+    pub ttft_ms: DdSketch,
+    /// Time per output token after the first, ms.
+    pub tpot_ms: DdSketch,
+    /// Per-token inter-token latency, ms.
+    pub itl_ms: DdSketch,
+    /// End-to-end latency, ms.
+    pub e2el_ms: DdSketch,
+}
+
+impl RunSketch {
+    /// The sketches of `records` at relative accuracy `alpha`.
+    pub fn from_records(records: &[RequestRecord], alpha: f64) -> Result<RunSketch, SketchError> {
+        let empty = DdSketch::new(alpha)?;
+        let mut s = RunSketch {
+            ttft_ms: empty.clone(),
+            tpot_ms: empty.clone(),
+            itl_ms: empty.clone(),
+            e2el_ms: empty,
+        };
+        for r in records.iter().filter(|r| !r.warmup) {
+            let row = crate::request::row(r);
+            if !row.is_success() {
+                continue;
+            }
+            let add = |sk: &mut DdSketch, v: Option<f64>| v.into_iter().for_each(|v| sk.add(v));
+            add(&mut s.ttft_ms, row.ttft_ms);
+            add(&mut s.tpot_ms, row.tpot_ms);
+            add(&mut s.e2el_ms, row.e2el_ms);
+            crate::request::itl_per_token_ms(r).into_iter().for_each(|v| s.itl_ms.add(v));
+        }
+        Ok(s)
+    }
+
+    /// Add another shard's sketches (same accuracy).
+    pub fn merge(&mut self, other: &RunSketch) -> Result<(), SketchError> {
+        self.ttft_ms.merge(&other.ttft_ms)?;
+        self.tpot_ms.merge(&other.tpot_ms)?;
+        self.itl_ms.merge(&other.itl_ms)?;
+        self.e2el_ms.merge(&other.e2el_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use servelab_records::{Chunk, ChunkKind, Outcome};
+
+    /// A successful request due at 0 with first token at `ttft` ms and one more 4 ms later.
+    fn record(index: u64, ttft_ms: u64) -> RequestRecord {
+        let chunk =
+            |t_ns: u64| Chunk { t_ns, kind: ChunkKind::Content, text: "x".into(), tokens: Some(1) };
+        let first = ttft_ms * 1_000_000;
+        RequestRecord {
+            index,
+            warmup: false,
+            scheduled_ns: 0,
+            intended_ns: 0,
+            sent_ns: 0,
+            prompt_tokens: Some(4),
+            max_tokens: Some(2),
+            usage: None,
+            chunks: vec![chunk(first), chunk(first + 4_000_000)],
+            end_ns: Some(first + 4_000_000),
+            status: Some(200),
+            outcome: Outcome::Success,
+            server: None,
+            read_lag_ns: None,
+            retries: 0,
+            session: None,
+        }
+    }
+
+    #[test]
+    fn shards_sketches_answer_the_union_percentiles_within_alpha() {
+        // Two shards of very different speed; the union's exact summary is the reference.
+        let fast: Vec<RequestRecord> = (0..300).map(|i| record(2 * i, 10 + i % 37)).collect();
+        let slow: Vec<RequestRecord> = (0..200).map(|i| record(2 * i + 1, 200 + 3 * i)).collect();
+        let mut merged = RunSketch::from_records(&fast, 0.01).unwrap();
+        merged.merge(&RunSketch::from_records(&slow, 0.01).unwrap()).unwrap();
+        let all: Vec<RequestRecord> = fast.into_iter().chain(slow).collect();
+        let exact = crate::summarize(&all, &Default::default(), &crate::MetricsConfig::default());
+        assert_eq!(merged.ttft_ms.count(), 500);
+        let mut ttfts: Vec<f64> = all.iter().map(|r| r.chunks[0].t_ns as f64 / 1e6).collect();
+        ttfts.sort_by(f64::total_cmp);
+        for q in [0.5, 0.9, 0.99] {
+            let want = ttfts[(q * 499.0) as usize];
+            let got = merged.ttft_ms.quantile(q).unwrap();
+            assert!((got - want).abs() <= 0.01 * want, "ttft q{q}: {got} vs {want}");
+        }
+        // The summary's median (interpolated) sits between the two middle values, which the
+        // sketch's answer is within 1 % of.
+        let median = merged.ttft_ms.quantile(0.5).unwrap();
+        assert!((median - exact.ttft_ms.median).abs() <= 0.01 * exact.ttft_ms.median + 1.0);
+        assert_eq!(merged.itl_ms.quantile(0.5), Some(4.0));
+        let e2el = merged.e2el_ms.quantile(1.0).unwrap();
+        assert_eq!(e2el, exact.e2el_ms.max);
+    }
+
+    /// The exact rank-⌊q(n−1)⌋ value of sorted data.
+    fn exact(sorted: &[f64], q: f64) -> f64 {
+        sorted[(q * (sorted.len() - 1) as f64).floor() as usize]
+    }
+
+    #[test]
+    fn quantiles_stay_within_alpha_of_the_exact_ones_after_merging() {
+        // Three shards of different shapes: their union's quantiles are not any shard's.
+        let mut data = Vec::new();
+        let mut shards = Vec::new();
+        for (k, (base, step)) in [(1.0, 0.37), (40.0, 1.9), (900.0, 13.0)].into_iter().enumerate() {
+            let mut s = DdSketch::new(0.01).unwrap();
+            for j in 0..2_000 + 500 * k {
+                let x = base + step * ((j * 7919) % 1_000) as f64;
+                s.add(x);
+                data.push(x);
+            }
+            shards.push(s);
+        }
+        let mut merged = DdSketch::new(0.01).unwrap();
+        for s in &shards {
+            merged.merge(s).unwrap();
+        }
+        data.sort_by(f64::total_cmp);
+        assert_eq!(merged.count(), data.len() as u64);
+        for q in [0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999] {
+            let (got, want) = (merged.quantile(q).unwrap(), exact(&data, q));
+            assert!((got - want).abs() <= 0.01 * want, "q {q}: {got} vs {want}");
+        }
+        assert_eq!(merged.quantile(0.0), Some(1.0));
+        assert_eq!(merged.quantile(1.0), Some(data[data.len() - 1]));
+    }
+
+    #[test]
+    fn merging_is_associative_and_commutative() {
+        let sketch = |xs: &[f64]| {
+            let mut s = DdSketch::new(0.02).unwrap();
+            xs.iter().for_each(|x| s.add(*x));
+            s
+        };
+        let (a, b, c) = (sketch(&[1.0, 2.0, 0.0]), sketch(&[30.0, 4.5]), sketch(&[7.0, 1e4]));
+        let mut ab_c = a.clone();
+        ab_c.merge(&b).unwrap();
+        ab_c.merge(&c).unwrap();
+        let mut bc = b.clone();
+        bc.merge(&c).unwrap();
+        let mut a_bc = a.clone();
+        a_bc.merge(&bc).unwrap();
+        let mut cba = c.clone();
+        cba.merge(&b).unwrap();
+        cba.merge(&a).unwrap();
+        assert_eq!(ab_c, a_bc);
+        assert_eq!(ab_c, cba);
+        assert_eq!(ab_c, sketch(&[1.0, 2.0, 0.0, 30.0, 4.5, 7.0, 1e4]));
+    }
+
+    #[test]
+    fn edges_are_exact_or_refused() {
+        assert_eq!(DdSketch::new(0.0), Err(SketchError::Alpha(0.0)));
+        assert_eq!(DdSketch::new(1.0), Err(SketchError::Alpha(1.0)));
+        let mut s = DdSketch::new(0.01).unwrap();
+        assert_eq!(s.quantile(0.5), None);
+        for x in [f64::NAN, -1.0, f64::INFINITY] {
+            s.add(x);
+        }
+        assert_eq!(s.count(), 0);
+        s.add(0.0);
+        s.add(0.0);
+        s.add(8.0);
+        assert_eq!(s.quantile(0.5), Some(0.0));
+        assert_eq!(s.quantile(2.0), None);
+        // One value: every quantile is that value (clamped to the exact extremes).
+        let mut one = DdSketch::new(0.01).unwrap();
+        one.add(12.5);
+        assert_eq!(one.quantile(0.5), Some(12.5));
+        let other = DdSketch::new(0.02).unwrap();
+        assert_eq!(one.merge(&other), Err(SketchError::Mismatch(0.01, 0.02)));
+        // It ships as a few numbers per bin.
+        let json = serde_json::to_string(&one).unwrap();
+        assert_eq!(serde_json::from_str::<DdSketch>(&json).unwrap(), one);
+    }
+}

@@ -1,0 +1,164 @@
+//! A Kubernetes Indexed Job of N shards, and the Job that merges them: files a user applies
+//! with `kubectl apply -f`, no controller to install.
+//!
+//! Every pod runs the same arguments; Kubernetes gives each its index
+//! (`JOB_COMPLETION_INDEX`) and the manifest the count (`SERVELAB_SHARDS`), from which `bench`
+//! takes its shard. Results go to a shared volume (a `ReadWriteMany` claim), one folder per
+//! run; the merge Job waits for every shard's result there, then stores the merged run in a
+//! results store on the same volume.
+
+use serde_json::{json, Value};
+
+use crate::{sh_quote, shard_args, ScaleError, ScaleSpec};
+
+/// Where the results volume is mounted in every pod.
+pub const MOUNT: &str = "/results";
+
+/// A Kubernetes rendering of a scaled run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct K8sSpec {
+    /// The run.
+    pub scale: ScaleSpec,
+    /// The servelab image (built from the repository's `Dockerfile`).
+    pub image: String,
+    /// The `ReadWriteMany` PersistentVolumeClaim results go to.
+    pub claim: String,
+    /// Namespace of both Jobs; `None`: kubectl's current one.
+    pub namespace: Option<String>,
+    /// CPU each shard requests (and is limited to), e.g. `"4"`; `None`: no request.
+    pub cpu: Option<String>,
+    /// The shared start instant, RFC 3339 (render shortly before applying: pods pulling the
+    /// image after it start late, and say so).
+    pub start_at: String,
+    /// How long the merge Job waits for the shards, seconds.
+    pub merge_deadline_s: u64,
+}
+
+fn metadata(spec: &K8sSpec, name: &str) -> Value {
+    let mut m = json!({
+        "name": name,
+        "labels": {"app.kubernetes.io/name": "servelab", "servelab.dev/run": spec.scale.name},
+    });
+    if let Some(ns) = &spec.namespace {
+        m["namespace"] = json!(ns);
+    }
+    m
+}
+
+fn volume(spec: &K8sSpec) -> (Value, Value) {
+    (
+        json!([{"name": "results", "persistentVolumeClaim": {"claimName": spec.claim}}]),
+        json!([{"name": "results", "mountPath": MOUNT}]),
+    )
+}
+
+/// The Indexed Job that runs the shards.
+pub fn shards_job(spec: &K8sSpec) -> Value {
+    let s = &spec.scale;
+    let dir = format!("{MOUNT}/{}", s.name);
+    let (volumes, mounts) = volume(spec);
+    let mut container = json!({
+        "name": "shard",
+        "image": spec.image,
+        "args": shard_args(&s.bench_args, &spec.start_at, &dir),
+        "env": [{"name": servelab_load::SHARDS_ENV, "value": s.shards.to_string()}],
+        "volumeMounts": mounts,
+    });
+    if let Some(cpu) = &spec.cpu {
+        container["resources"] = json!({"requests": {"cpu": cpu}, "limits": {"cpu": cpu}});
+    }
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(spec, &s.name),
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": s.shards,
+            "parallelism": s.shards,
+            // A shard run again would send its part of the schedule late: a failed shard
+            // fails the run, which is then run again as a whole.
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "servelab",
+                    "servelab.dev/run": s.name}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    // One shard per node where there are enough nodes: shards on one node
+                    // share its cores and network, which is what scaling out avoids.
+                    "topologySpreadConstraints": [{
+                        "maxSkew": 1,
+                        "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {"matchLabels": {"servelab.dev/run": s.name}},
+                    }],
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    })
+}
+
+/// The shell script of the merge Job: wait for every shard's result, then merge.
+pub fn merge_script(spec: &K8sSpec) -> String {
+    let s = &spec.scale;
+    let dir = format!("{MOUNT}/{}", s.name);
+    format!(
+        "dir={dir}\nn={n}\n\
+         until [ \"$(ls \"$dir\"/run-shard-*.json 2>/dev/null | wc -l)\" -ge \"$n\" ]; do\n  \
+         echo \"waiting for shards: $(ls \"$dir\"/run-shard-*.json 2>/dev/null | wc -l) of $n\"\n  \
+         sleep 10\ndone\n\
+         exec servelab runs merge \"$dir\"/run-shard-*.json --label {label} --db \"$dir/servelab.db\"\n",
+        n = s.shards,
+        label = sh_quote(&s.label),
+    )
+}
+
+/// The Job that merges the shards' results into one stored run.
+pub fn merge_job(spec: &K8sSpec) -> Value {
+    let (volumes, mounts) = volume(spec);
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(spec, &format!("{}-merge", spec.scale.name)),
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": spec.merge_deadline_s,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{
+                        "name": "merge",
+                        "image": spec.image,
+                        "command": ["sh", "-c", merge_script(spec)],
+                        "volumeMounts": mounts,
+                    }],
+                    "volumes": volumes,
+                },
+            },
+        },
+    })
+}
+
+/// Both Jobs as one YAML file (two documents), with a header saying how to use it.
+pub fn render(spec: &K8sSpec) -> Result<String, ScaleError> {
+    spec.scale.check()?;
+    let s = &spec.scale;
+    let mut out = format!(
+        "# servelab: {n} shards of one run, merged as '{label}' (docs/scale.md).\n\
+         # Needs a ReadWriteMany PersistentVolumeClaim '{claim}'. Every shard starts its\n\
+         # schedule at {start}: apply before then (render again for a later start).\n\
+         #   kubectl apply -f THIS_FILE\n\
+         #   kubectl logs -f job/{name}-merge\n",
+        n = s.shards,
+        label = s.label,
+        claim = spec.claim,
+        start = spec.start_at,
+        name = s.name,
+    );
+    for doc in [shards_job(spec), merge_job(spec)] {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml_ng::to_string(&doc).unwrap_or_default());
+    }
+    Ok(out)
+}

@@ -1,0 +1,124 @@
+//! N shard processes on this machine, against one target: the whole scaled path (shards,
+//! shared start, result files, merge) rehearsed without a cluster.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::{shard_args, ScaleSpec};
+
+/// A local rehearsal of a scaled run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalSpec {
+    /// The run.
+    pub scale: ScaleSpec,
+    /// The servelab binary to run (the current one).
+    pub exe: PathBuf,
+    /// Where the shards write their results and logs.
+    pub results: PathBuf,
+    /// The shared start instant (`--start-at`).
+    pub start_at: String,
+}
+
+/// The arguments of shard `k`: [`shard_args`] and `--shard k/N` (no scheduler to tell it).
+pub fn local_args(spec: &LocalSpec, k: u32) -> Vec<String> {
+    let dir = spec.results.to_string_lossy();
+    let mut args = shard_args(&spec.scale.bench_args, &spec.start_at, &dir);
+    args.extend(["--shard".to_string(), format!("{k}/{}", spec.scale.shards)]);
+    args
+}
+
+/// Run every shard at once and wait for all; each one's output goes to `shard-K.log` in the
+/// results folder. Returns the shards' result files, or which shards failed and where their
+/// logs are.
+pub fn run_local(spec: &LocalSpec) -> Result<Vec<PathBuf>, String> {
+    spec.scale.check().map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&spec.results)
+        .map_err(|e| format!("cannot create {}: {e}", spec.results.display()))?;
+    let mut children = Vec::new();
+    for k in 0..spec.scale.shards {
+        let log_path = spec.results.join(format!("shard-{k}.log"));
+        let log = std::fs::File::create(&log_path)
+            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        let err = log.try_clone().map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let child = Command::new(&spec.exe)
+            .args(local_args(spec, k))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", spec.exe.display()))?;
+        children.push((k, log_path, child));
+    }
+    let mut failed = Vec::new();
+    for (k, log, mut child) in children {
+        match child.wait() {
+            Ok(status) if status.success() => {}
+            Ok(status) => failed.push(format!("shard {k} ({status}; see {})", log.display())),
+            Err(e) => failed.push(format!("shard {k} ({e})")),
+        }
+    }
+    if !failed.is_empty() {
+        return Err(format!("shards failed: {}", failed.join(", ")));
+    }
+    result_files(&spec.results)
+}
+
+/// The shards' result files in `dir` (`run-shard-*.json`), sorted.
+pub fn result_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("run-shard-") && n.ends_with(".json"))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_local_shard_is_told_its_index() {
+        let spec = LocalSpec {
+            scale: ScaleSpec {
+                name: "r".into(),
+                shards: 4,
+                bench_args: vec!["--num-prompts".into(), "8".into()],
+                label: "r".into(),
+            },
+            exe: "servelab".into(),
+            results: "/tmp/r".into(),
+            start_at: "1795600000".into(),
+        };
+        let args = local_args(&spec, 2);
+        assert_eq!(&args[..3], &["bench", "--num-prompts", "8"]);
+        assert_eq!(&args[args.len() - 2..], &["--shard", "2/4"]);
+    }
+
+    #[test]
+    fn finds_the_shards_result_files_only() {
+        let dir = std::env::temp_dir().join(format!("servelab-scale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in [
+            "run-shard-1-of-2.json",
+            "run-shard-0-of-2.json",
+            "run-shard-0-of-2.records.jsonl",
+            "shard-0.log",
+        ] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        let names: Vec<String> = result_files(&dir)
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["run-shard-0-of-2.json", "run-shard-1-of-2.json"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
