@@ -10,6 +10,7 @@
 pub mod http;
 mod limits;
 pub mod openai;
+mod planned;
 pub mod prom;
 pub mod runner;
 pub mod scrape;
@@ -22,5 +23,6 @@ pub mod tokens;
 
 pub use http::{Target, TargetError};
 pub use openai::{Api, BodyOptions};
-pub use runner::{run, PlannedRequest, Progress, RunConfig, RunEnd, StopReason};
+pub use planned::PlannedRequest;
+pub use runner::{run, Progress, RunConfig, RunEnd, StopReason};
 pub use session::{Reply, SessionRun};

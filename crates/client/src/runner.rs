@@ -26,17 +26,7 @@ use crate::session::{Reply, SessionRun};
 use crate::sse::{human_bytes, SseData, SseParser};
 use crate::timed_io::{since_epoch, ReadEnd, ReadStamp};
 
-/// One request, ready to send: its body was serialized before the run.
-#[derive(Debug, Clone)]
-pub struct PlannedRequest {
-    /// The serialized JSON body ([`crate::openai::request_body`]).
-    pub body: Bytes,
-    /// The prompt's exact token count, copied into the record; `None`: not known (it then
-    /// comes from the server's usage, if any).
-    pub prompt_tokens: Option<u64>,
-    /// The requested output length, copied into the record; `None`: the server decides.
-    pub max_tokens: Option<u64>,
-}
+pub use crate::planned::PlannedRequest;
 
 /// Everything the loop needs.
 #[derive(Debug, Clone)]

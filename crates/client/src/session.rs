@@ -11,7 +11,7 @@ use servelab_records::{ChunkKind, RequestRecord};
 use servelab_workload::Session;
 
 use crate::openai::{request_body, BodyOptions};
-use crate::runner::PlannedRequest;
+use crate::planned::PlannedRequest;
 
 /// Sessions ready to run: the prepared sessions and how to write their requests.
 #[derive(Debug)]

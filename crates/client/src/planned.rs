@@ -1,0 +1,15 @@
+//! A request ready to send, shared by the measuring loop and the session runner.
+
+use bytes::Bytes;
+
+/// One request, ready to send: its body was serialized before the run.
+#[derive(Debug, Clone)]
+pub struct PlannedRequest {
+    /// The serialized JSON body ([`crate::openai::request_body`]).
+    pub body: Bytes,
+    /// The prompt's exact token count, copied into the record; `None`: not known (it then
+    /// comes from the server's usage, if any).
+    pub prompt_tokens: Option<u64>,
+    /// The requested output length, copied into the record; `None`: the server decides.
+    pub max_tokens: Option<u64>,
+}
