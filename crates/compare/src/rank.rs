@@ -125,7 +125,7 @@ pub struct RankEntry {
 pub struct LevelRanking {
     /// The load level.
     pub load: LoadSpec,
-    /// The workload and load ranked at, as [`point_name`] names it.
+    /// The workload and load ranked at, as `point_name` names it.
     pub point: String,
     /// The metric ranked.
     pub metric: MetricKey,
@@ -156,7 +156,7 @@ pub fn rank_values(metric: MetricKey, values: &[(String, f64)]) -> Vec<RankEntry
     out
 }
 
-/// Rankings of every metric at every workload and load ([`identities`]): only series with
+/// Rankings of every metric at every workload and load (`identities`): only series with
 /// a point of that very workload and load are ranked together.
 pub fn rankings(series: &[Series], o: &CompareOptions) -> Vec<LevelRanking> {
     let mut out = Vec::new();
