@@ -194,3 +194,61 @@ async fn sessions_are_split_by_session_across_shards() {
     assert_eq!(m.sessions.unwrap().sessions, 10);
     sim.shutdown().await;
 }
+
+/// Shards that save their result also write their latency sketches; merged, the sketches give
+/// the whole run's percentiles within their stated accuracy of the exact merge's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_write_sketches_that_merge_to_the_exact_percentiles() {
+    use servelab_metrics::sketch::{RunSketch, SHARD_SKETCH_ALPHA};
+    let sim = start(SimConfig::fixed(10.0, 1.0).with_port(0)).await.unwrap();
+    let url = sim.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let (_stop, interrupt) = watch::channel(false);
+    let start_at = SystemTime::now() + Duration::from_secs(5);
+    let mut tasks = Vec::new();
+    for k in 0..2 {
+        let mut p = plan(&url);
+        p.shard = ShardSpec { shard: Some(Shard::new(k, 2).unwrap()), start_at: Some(start_at) };
+        p.output = OutputSpec {
+            save_result: true,
+            result_dir: dir.path().to_path_buf(),
+            ..OutputSpec::default()
+        };
+        let interrupt = interrupt.clone();
+        tasks.push(tokio::spawn(async move { Conductor::new(interrupt).bench(&p).await.unwrap() }));
+    }
+    let mut shards = Vec::new();
+    let mut sketch: Option<RunSketch> = None;
+    for t in tasks {
+        let out = t.await.unwrap();
+        let path = out.result_path.clone().unwrap().with_extension("sketch.json");
+        let s: RunSketch = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        match &mut sketch {
+            None => sketch = Some(s),
+            Some(m) => m.merge(&s).unwrap(),
+        }
+        shards.push(ShardRun { info: out.summary.info.clone(), records: out.records });
+    }
+    let merged = merge_shards(shards, MergeOptions::default()).unwrap();
+    let cfg = MetricsConfig { percentiles: vec![50.0, 90.0], ..MetricsConfig::default() };
+    let exact = servelab_metrics::summarize(&merged.records, &merged.info, &cfg);
+    let sketch = sketch.unwrap();
+    let rows = sketch.quantiles(&[50.0, 90.0]);
+    for (name, n, got) in rows {
+        let d = match name {
+            "TTFT" => &exact.ttft_ms,
+            "TPOT" => &exact.tpot_ms,
+            "ITL" => &exact.itl_ms,
+            _ => &exact.e2el_ms,
+        };
+        assert_eq!(n, d.count, "{name}");
+        for (p, v) in [50.0, 90.0].iter().zip(got) {
+            let want = d.percentile(*p).unwrap();
+            // The sketch's rank is a nearest rank, the summary interpolates: allow the
+            // sketch's accuracy plus one percent for the two definitions.
+            let tol = want * (SHARD_SKETCH_ALPHA + 0.01);
+            assert!((v.unwrap() - want).abs() <= tol, "{name} p{p}: {v:?} vs {want}");
+        }
+    }
+    sim.shutdown().await;
+}

@@ -669,6 +669,17 @@ pub enum RunsCommand {
         #[command(flatten)]
         db: DbArg,
     },
+    /// Merge the latency sketches the shards of one run wrote (`NAME-shard-KK-of-NN.sketch.json`,
+    /// a few kB each) and print the whole run's percentiles within the sketches' accuracy:
+    /// for runs too large to ship every record (docs/scale.md).
+    MergeSketches {
+        /// The shards' `.sketch.json` files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Percentiles to print, comma-separated.
+        #[arg(long, default_value = "50,90,99,99.9")]
+        percentiles: String,
+    },
     /// Merge the shards of one run (`bench --shard K/N`) into one stored run: percentiles over
     /// every request, throughput over the global span (docs/scale.md).
     Merge {

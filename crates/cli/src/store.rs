@@ -1,6 +1,6 @@
 //! `servelab runs | compare | report`: open the store, call the library, print.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use servelab_compare::{CompareOptions, Sources};
 use servelab_outputs::term;
@@ -119,6 +119,11 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
             term::stdout(&servelab_outputs::render_text(&summary));
             term::note(&format!("Stored the merged run as #{id} ({label})"));
         }
+        RunsCommand::MergeSketches { files, percentiles } => {
+            let ps = servelab_metrics::parse_percentiles(&percentiles)
+                .map_err(|e| Failure::usage(format!("--percentiles: {e}")))?;
+            term::stdout(&merge_sketches(&files, &ps)?);
+        }
         RunsCommand::Delete { runs, db } => {
             let mut store = open_existing(&db)?;
             for spec in &runs {
@@ -130,6 +135,42 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// The merged sketches of `files` as a table: per metric, samples and each percentile.
+pub fn merge_sketches(files: &[PathBuf], ps: &[f64]) -> Result<String, Failure> {
+    use servelab_metrics::sketch::{RunSketch, SHARD_SKETCH_ALPHA};
+    let mut merged: Option<RunSketch> = None;
+    for f in files {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| Failure::usage(format!("{}: {e}", f.display())))?;
+        let s: RunSketch = serde_json::from_str(&text).map_err(|e| {
+            Failure::usage(format!("{}: not a shard's sketch file ({e})", f.display()))
+        })?;
+        match &mut merged {
+            None => merged = Some(s),
+            Some(m) => m.merge(&s).map_err(|e| Failure::usage(format!("{}: {e}", f.display())))?,
+        }
+    }
+    let Some(m) = merged else { return Err(Failure::usage("give at least one sketch file")) };
+    let mut out = format!(
+        "Merged sketches of {} shards (each value within {}% of the exact percentile)\n",
+        files.len(),
+        SHARD_SKETCH_ALPHA * 100.0
+    );
+    out.push_str(&format!("{:<6} {:>9}", "metric", "samples"));
+    for p in ps {
+        out.push_str(&format!(" {:>12}", format!("P{} (ms)", servelab_metrics::pct_word(*p))));
+    }
+    out.push('\n');
+    for (name, n, vs) in m.quantiles(ps) {
+        out.push_str(&format!("{name:<6} {n:>9}"));
+        for v in vs {
+            out.push_str(&format!(" {:>12}", v.map_or("-".to_string(), |v| format!("{v:.2}"))));
+        }
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 pub async fn compare(a: CompareArgs) -> Result<ExitStatus, Failure> {

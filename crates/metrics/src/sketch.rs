@@ -138,6 +138,10 @@ impl DdSketch {
     }
 }
 
+/// The relative accuracy of the sketches shards write (0.5 %: a p99 of 200 ms is read as
+/// 199–201 ms).
+pub const SHARD_SKETCH_ALPHA: f64 = 0.005;
+
 /// What a shard ships instead of its records: a sketch per latency metric of its measured,
 /// successful requests (as the summary's distributions take them). Merged, the sketches of
 /// all shards answer the whole run's percentiles within the accuracy they were built with.
@@ -175,6 +179,22 @@ impl RunSketch {
             crate::request::itl_per_token_ms(r).into_iter().for_each(|v| s.itl_ms.add(v));
         }
         Ok(s)
+    }
+
+    /// Per metric (`TTFT`, `TPOT`, `ITL`, `E2EL`): samples and the value at each of
+    /// `percentiles` (`None` when the metric has no sample).
+    pub fn quantiles(&self, percentiles: &[f64]) -> Vec<(&'static str, u64, Vec<Option<f64>>)> {
+        [
+            ("TTFT", &self.ttft_ms),
+            ("TPOT", &self.tpot_ms),
+            ("ITL", &self.itl_ms),
+            ("E2EL", &self.e2el_ms),
+        ]
+        .into_iter()
+        .map(|(name, sk)| {
+            (name, sk.count(), percentiles.iter().map(|p| sk.quantile(p / 100.0)).collect())
+        })
+        .collect()
     }
 
     /// Add another shard's sketches (same accuracy).
