@@ -528,3 +528,54 @@ async fn sharegpt_conversations_run_with_all_their_turns() {
         && t.prompt.as_deref().unwrap().contains("What is a prefix cache?")));
     sim.shutdown().await;
 }
+
+/// A rate grid ending at `inf` (seed-001's all-at-once cases): the inf point sends its prompts
+/// at once, is in the table and sweep.json, and stays off the charts and the knee.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_grid_can_end_all_at_once() {
+    use clap::Parser;
+    use servelab::args::{Cli, Command};
+    let sim = sim(SimConfig::fixed(5.0, 1.0)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = sim.base_url();
+    let args = [
+        "servelab",
+        "sweep",
+        "--base-url",
+        &url,
+        "--no-progress",
+        "--no-store",
+        "--settle-secs",
+        "0",
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+        "--scenario",
+        "32:4",
+        "--request-rate",
+        "20,inf",
+        "--num-prompts",
+        "8",
+    ];
+    let cli = Cli::try_parse_from(args).expect("valid args");
+    let Command::Sweep(a) = cli.command else { unreachable!("sweep") };
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    tokio::time::timeout(Duration::from_secs(60), servelab::sweep(&a, rx))
+        .await
+        .expect("sweep finished")
+        .expect("sweep ran");
+    let sweep: servelab_sweep::SweepResult =
+        serde_json::from_slice(&std::fs::read(dir.path().join("sweep.json")).unwrap()).unwrap();
+    let points = &sweep.scenarios[0].points;
+    assert_eq!(points.len(), 2);
+    let burst = &points[1];
+    assert!(burst.load.value().is_infinite());
+    assert_eq!(burst.summary.info.load.request_rate, None, "inf is no rate: all at once");
+    // All 8 were due at time zero.
+    assert_eq!(burst.summary.client_queue_ms.max, 0.0);
+    assert!(burst.summary.peak_concurrency >= 2);
+    let md = std::fs::read_to_string(dir.path().join("summary.md")).unwrap();
+    assert!(md.lines().any(|l| l.trim_start_matches('|').trim_start().starts_with("inf ")), "{md}");
+    // The knee is read from the finite levels only.
+    assert!(md.contains("highest request rate measured (20)"), "{md}");
+    sim.shutdown().await;
+}

@@ -86,7 +86,8 @@ impl LoadSpec {
     pub fn at(self, level: Level) -> LoadSpec {
         match level {
             Level::Concurrency(c) => LoadSpec { max_concurrency: Some(c as u64), ..self },
-            Level::Rate(r) => LoadSpec { request_rate: Some(r), ..self },
+            // All at once is no rate, as `--request-rate inf` is.
+            Level::Rate(r) => LoadSpec { request_rate: Some(r).filter(|r| r.is_finite()), ..self },
         }
     }
 
@@ -160,8 +161,38 @@ impl Axis {
 pub enum Level {
     /// At most this many requests in flight.
     Concurrency(usize),
-    /// Requests per second, finite and positive.
-    Rate(f64),
+    /// Requests per second, positive; infinite for all at once (`inf`, written `"inf"`).
+    Rate(#[serde(with = "rate_value")] f64),
+}
+
+/// A rate level's value in JSON: a number, or `"inf"` for all at once (JSON has no infinity,
+/// and `null` would read back as no rate at all).
+mod rate_value {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_infinite() {
+            s.serialize_str("inf")
+        } else {
+            s.serialize_f64(*v)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum V {
+            Number(f64),
+            Text(String),
+        }
+        match V::deserialize(d)? {
+            V::Number(x) => Ok(x),
+            V::Text(t) if t.eq_ignore_ascii_case("inf") => Ok(f64::INFINITY),
+            V::Text(t) => Err(serde::de::Error::custom(format!(
+                "rate '{t}' is not a number of requests per second or \"inf\""
+            ))),
+        }
+    }
 }
 
 impl Level {
@@ -211,6 +242,7 @@ impl fmt::Display for Level {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Level::Concurrency(c) => write!(f, "concurrency {c}"),
+            Level::Rate(r) if r.is_infinite() => write!(f, "rate inf (all at once)"),
             Level::Rate(r) => write!(f, "rate {r} req/s"),
         }
     }
@@ -235,16 +267,17 @@ pub fn parse_concurrency_list(s: &str) -> Result<Vec<Level>, String> {
     Ok(v.into_iter().map(Level::Concurrency).collect())
 }
 
-/// `0.5,1,2` → request-rate levels (sorted, deduplicated, finite and positive).
+/// `0.5,1,2,inf` → request-rate levels (sorted, deduplicated, positive; `inf` sends a
+/// point's prompts all at once).
 pub fn parse_rate_list(s: &str) -> Result<Vec<Level>, String> {
     let mut v: Vec<f64> = Vec::new();
     for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-        match item.parse::<f64>() {
-            Ok(r) if r > 0.0 && r.is_finite() => v.push(r),
+        match parse_positive_or_inf(item) {
+            Ok(r) => v.push(r),
             _ => {
                 return Err(format!(
-                    "'{item}' is not a positive number of requests per second; a rate sweep \
-                     takes finite rates, e.g. 1,2,4 (sweep --concurrency for closed loop)"
+                    "'{item}' is not a positive number of requests per second or inf; e.g. \
+                     1,2,4,inf (sweep --concurrency for closed loop)"
                 ))
             }
         }
@@ -338,7 +371,15 @@ mod tests {
         assert_eq!(e, "'0' is not a whole number >= 1 (expected e.g. 1,2,4,8)");
         assert!(parse_concurrency_list(" , ").is_err());
         assert_eq!(parse_rate_list("2,0.5").unwrap(), vec![Level::Rate(0.5), Level::Rate(2.0)]);
-        assert!(parse_rate_list("inf").is_err());
+        assert_eq!(
+            parse_rate_list("inf,1").unwrap(),
+            vec![Level::Rate(1.0), Level::Rate(f64::INFINITY)]
+        );
+        // JSON has no infinity: an all-at-once level is written "inf" and read back.
+        let json = serde_json::to_string(&Level::Rate(f64::INFINITY)).unwrap();
+        assert_eq!(json, r#"{"kind":"rate","value":"inf"}"#);
+        assert_eq!(serde_json::from_str::<Level>(&json).unwrap(), Level::Rate(f64::INFINITY));
+        assert_eq!(LoadSpec::default().at(Level::Rate(f64::INFINITY)).request_rate, None);
         assert!(parse_rate_list("-1").is_err());
     }
 

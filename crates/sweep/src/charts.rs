@@ -26,8 +26,14 @@ fn knee_label(s: &ScenarioResult, x: f64) -> String {
     format!("knee: {unit} {x}")
 }
 
+/// The points a load axis can place: an all-at-once level (rate inf) has no x; its figures are
+/// in the table.
+fn drawn(s: &ScenarioResult) -> impl Iterator<Item = &crate::PointResult> {
+    s.points.iter().filter(|p| p.load.value().is_finite())
+}
+
 fn x_log(s: &ScenarioResult) -> Option<f64> {
-    spans(s.points.iter().map(|p| p.load.value()), 8.0).then_some(2.0)
+    spans(drawn(s).map(|p| p.load.value()), 8.0).then_some(2.0)
 }
 
 fn y_log(series: &[Series]) -> Option<f64> {
@@ -37,7 +43,7 @@ fn y_log(series: &[Series]) -> Option<f64> {
 /// Output and total token throughput against load, knee marked.
 pub fn throughput_chart(s: &ScenarioResult) -> Chart {
     let pts = |f: fn(&servelab_metrics::Summary) -> f64| {
-        s.points.iter().map(|p| (p.load.value(), f(&p.summary))).collect()
+        drawn(s).map(|p| (p.load.value(), f(&p.summary))).collect()
     };
     let series = vec![
         Series::line("Output tokens/s", pts(|m| m.output_throughput)),
@@ -65,10 +71,11 @@ fn latency_chart(
     what: &str,
     pick: fn(&servelab_metrics::Summary) -> &servelab_metrics::Distribution,
 ) -> Chart {
-    let mean = s.points.iter().map(|p| (p.load.value(), pick(&p.summary).mean)).collect();
+    let mean = drawn(s).map(|p| (p.load.value(), pick(&p.summary).mean)).collect();
     let p99 = s
         .points
         .iter()
+        .filter(|p| p.load.value().is_finite())
         .filter_map(|p| Some((p.load.value(), pick(&p.summary).percentile(99.0)?)))
         .collect();
     let series =
@@ -107,7 +114,7 @@ pub fn tradeoff_chart(s: &ScenarioResult) -> Chart {
         (m.tpot_ms.mean > 0.0).then(|| (m.total_token_throughput, 1000.0 / m.tpot_ms.mean))
     };
     let (points, notes): (Vec<(f64, f64)>, Vec<String>) =
-        s.points.iter().filter_map(|p| Some((pt(&p.summary)?, p.load.label()))).unzip();
+        drawn(s).filter_map(|p| Some((pt(&p.summary)?, p.load.label()))).unzip();
     let mark = s.knee.as_ref().and_then(|k| {
         let (x, y) = pt(&s.points.get(k.index)?.summary)?;
         Some(Mark { x, y: Some(y), label: knee_label(s, k.load) })

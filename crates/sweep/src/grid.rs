@@ -100,10 +100,14 @@ impl PromptPolicy {
         Ok(PromptPolicy { fixed: None, per_load, min, max })
     }
 
-    /// `clamp(ceil(per_load × load), min, max)`, or the fixed count; always ≥ 1.
+    /// `clamp(ceil(per_load × load), min, max)`, or the fixed count; always ≥ 1. An
+    /// all-at-once level (rate inf) sends `max`.
     pub fn prompts_for(&self, load: Level) -> usize {
         if let Some(n) = self.fixed {
             return n.max(1);
+        }
+        if !load.value().is_finite() {
+            return self.max.max(self.min).max(1);
         }
         let scaled = (self.per_load * load.value()).ceil();
         let scaled = if scaled.is_finite() && scaled > 0.0 { scaled as usize } else { 1 };

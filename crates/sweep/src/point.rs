@@ -164,7 +164,12 @@ mod tests {
         assert_eq!(grid_levels(None, Some("3")).unwrap(), vec![Level::Rate(3.0)]);
         let e = grid_levels(Some("1"), Some("1,2")).unwrap_err().to_string();
         assert_eq!(e, "--concurrency: with a --request-rate list: sweep one axis at a time");
-        assert!(grid_levels(None, Some("1,inf")).is_err());
+        // An all-at-once level ends a rate grid (its point is in the table, not on the curve).
+        assert_eq!(
+            grid_levels(None, Some("1,inf")).unwrap(),
+            vec![Level::Rate(1.0), Level::Rate(f64::INFINITY)]
+        );
+        assert!(grid_levels(None, Some("1,0")).is_err());
     }
 
     #[test]

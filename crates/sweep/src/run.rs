@@ -172,8 +172,10 @@ impl<R: Runner> Driver<'_, R> {
         grid: &[PointResult],
         probes: &mut Vec<PointResult>,
     ) -> Result<SloOutcome, SweepError> {
+        // The search bisects between finite levels; an all-at-once level is not bracketed.
         let mut measured: Vec<(f64, bool, Vec<String>)> = grid
             .iter()
+            .filter(|p| p.load.value().is_finite())
             .map(|p| {
                 let c = spec.check(&p.summary);
                 (p.load.value(), c.pass, c.violations)
@@ -247,8 +249,10 @@ fn note(message: &str) {
 
 /// The knee rule's view of grid points.
 pub fn curve(points: &[PointResult]) -> Vec<CurvePoint> {
+    // An all-at-once level (rate inf) is no point on the curve.
     points
         .iter()
+        .filter(|p| p.load.value().is_finite())
         .map(|p| CurvePoint {
             load: p.load.value(),
             throughput: p.summary.output_throughput,

@@ -47,13 +47,31 @@ struct ScenarioFile {
     #[serde(default)]
     concurrency: Option<Vec<usize>>,
     #[serde(default)]
-    request_rate: Option<Vec<f64>>,
+    request_rate: Option<Vec<RateValue>>,
     #[serde(default)]
     max_concurrency: Option<usize>,
     #[serde(default)]
     num_prompts: Option<PromptCounts>,
     #[serde(default)]
     prompts_per_concurrency: Option<f64>,
+}
+
+/// A rate in a suite: a number, or `inf` (YAML `inf`, `"inf"` or `.inf`) for all at once.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RateValue {
+    Number(f64),
+    Text(String),
+}
+
+impl RateValue {
+    fn value(&self) -> Option<f64> {
+        match self {
+            RateValue::Number(x) if *x > 0.0 => Some(*x),
+            RateValue::Text(t) => servelab_load::parse_positive_or_inf(t).ok(),
+            RateValue::Number(_) => None,
+        }
+    }
 }
 
 /// `num_prompts: 1000` for every level, or one count per level of the list beside it.
@@ -128,10 +146,18 @@ fn scenario(f: ScenarioFile) -> Result<Scenario, SweepError> {
             Some(c.iter().map(|&c| Level::Concurrency(c)).collect())
         }
         (None, Some(r)) => {
-            if r.is_empty() || r.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
-                return Err(invalid(at("request_rate"), "must list finite rates > 0"));
+            let rates: Option<Vec<f64>> = r.iter().map(RateValue::value).collect();
+            match rates {
+                Some(rates) if !rates.is_empty() => {
+                    Some(rates.into_iter().map(Level::Rate).collect())
+                }
+                _ => {
+                    return Err(invalid(
+                        at("request_rate"),
+                        "must list rates > 0, or inf for all at once",
+                    ))
+                }
             }
-            Some(r.iter().map(|&r| Level::Rate(r)).collect())
         }
         (None, None) => None,
     };
@@ -241,6 +267,25 @@ scenarios:
             "scenarios:\n  - name: a\n    concurrency: [1]\n    request_rate: [1]\n"
         )
         .is_err());
+    }
+
+    #[test]
+    fn rate_inf_cases_send_their_prompts_all_at_once() {
+        let text = "
+scenarios:
+  - name: scripted
+    request_rate: [inf, 4, \"inf\", .inf]
+    num_prompts: [1000, 200, 1000, 1000]
+";
+        let s = &parse_suite(text).unwrap()[0];
+        let inf = Level::Rate(f64::INFINITY);
+        assert_eq!(s.loads, Some(vec![Level::Rate(4.0), inf]));
+        assert_eq!(s.level_prompts, vec![(Level::Rate(4.0), 200), (inf, 1000)]);
+        let e = parse_suite("scenarios:\n  - name: a\n    request_rate: [0]\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "scenario 'a': request_rate: must list rates > 0, or inf for all at once"
+        );
     }
 
     #[test]
