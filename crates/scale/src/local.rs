@@ -70,9 +70,10 @@ pub fn result_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("run-shard-") && n.ends_with(".json"))
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                // A shard's latency sketches sit beside its result (`.sketch.json`).
+                n.starts_with("run-shard-") && n.ends_with(".json") && !n.ends_with(".sketch.json")
+            })
         })
         .collect();
     files.sort();
@@ -109,6 +110,7 @@ mod tests {
             "run-shard-1-of-2.json",
             "run-shard-0-of-2.json",
             "run-shard-0-of-2.records.jsonl",
+            "run-shard-0-of-2.sketch.json",
             "shard-0.log",
         ] {
             std::fs::write(dir.join(f), "").unwrap();

@@ -57,6 +57,12 @@ impl Store {
         for spec in specs {
             let p = Path::new(spec);
             if p.extension().is_some_and(|e| e == "json") && p.is_file() {
+                if spec.ends_with(".sketch.json") {
+                    return Err(ViewError::NotFound(format!(
+                        "{spec} is a shard's latency sketch, not its result: give the \
+                         result files (runs merge-sketches merges sketches)"
+                    )));
+                }
                 out.push(read_shard_file(p).map_err(ViewError::NotFound)?);
                 continue;
             }
