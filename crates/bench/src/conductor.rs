@@ -331,7 +331,7 @@ async fn run(
     };
     let sent_total: u64 = match (&sessions, &ids) {
         (Some(s), Some(ids)) => {
-            ids.iter().map(|&g| s.sessions()[g as usize % s.len()].turns.len() as u64).sum()
+            ids.iter().map(|&g| s.sessions()[s.session_of(g)].turns.len() as u64).sum()
         }
         (Some(s), None) => s.total_turns(),
         (None, _) => planned_here as u64,

@@ -173,21 +173,10 @@ fn dataset(a: &BenchArgs) -> Result<DatasetSpec, String> {
                             generate nothing measures no TTFT)"
                     .into());
             }
-            // SGLang's 1.0 is its exact-length setting (its range is [len × R, len]); vLLM's
-            // exact is 0. Both spellings mean exact here; other values are vLLM's ± ratio.
-            let range_ratio = match a.random_range_ratio {
-                1.0 => 0.0,
-                r if (0.0..1.0).contains(&r) => r,
-                _ => {
-                    return Err("--random-range-ratio: must be in [0, 1), or 1 for exact lengths \
-                                (SGLang's spelling)"
-                        .into())
-                }
-            };
             DatasetSpec::Random {
                 input_len: a.random_input_len,
                 output_len: a.random_output_len,
-                range_ratio,
+                range_ratio: range_ratio(a)?,
                 prefix_len: a.random_prefix_len,
             }
         }
@@ -236,7 +225,7 @@ fn dataset(a: &BenchArgs) -> Result<DatasetSpec, String> {
             DatasetSpec::RandomMultimodal {
                 input_len: a.random_input_len,
                 output_len: a.random_output_len.max(1),
-                range_ratio: if a.random_range_ratio == 1.0 { 0.0 } else { a.random_range_ratio },
+                range_ratio: range_ratio(a)?,
                 images: ImageOptions { per_prompt: a.random_mm_images, sizes, format },
             }
         }
@@ -277,6 +266,19 @@ fn ramp(a: &BenchArgs, rate: Option<f64>) -> Result<Option<Ramp>, String> {
     Ramp::new(strategy, start, end).map(Some)
 }
 
+/// `--random-range-ratio`, for every dataset drawing random lengths. SGLang's 1.0 is its
+/// exact-length setting (its range is [len × R, len]); vLLM's exact is 0. Both spellings mean
+/// exact here; other values are vLLM's ± ratio.
+fn range_ratio(a: &BenchArgs) -> Result<f64, String> {
+    match a.random_range_ratio {
+        1.0 => Ok(0.0),
+        r if (0.0..1.0).contains(&r) => Ok(r),
+        _ => Err("--random-range-ratio: must be in [0, 1), or 1 for exact lengths \
+                  (SGLang's spelling)"
+            .into()),
+    }
+}
+
 /// The multi-turn sessions of `--dataset-name sessions`.
 fn sessions(a: &BenchArgs) -> Result<SessionSpec, String> {
     let think_time = parse_think_time(&a.think_time).map_err(|e| format!("--think-time: {e}"))?;
@@ -299,7 +301,7 @@ fn sessions(a: &BenchArgs) -> Result<SessionSpec, String> {
                 turns_max,
                 input_len: a.random_input_len,
                 output_len: a.random_output_len,
-                range_ratio: if a.random_range_ratio == 1.0 { 0.0 } else { a.random_range_ratio },
+                range_ratio: range_ratio(a)?,
                 system_prompt_len: a.session_system_prompt_len,
             })
         }

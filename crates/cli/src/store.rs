@@ -153,24 +153,20 @@ pub fn merge_sketches(files: &[PathBuf], ps: &[f64]) -> Result<String, Failure> 
         }
     }
     let Some(m) = merged else { return Err(Failure::usage("give at least one sketch file")) };
-    let mut out = format!(
-        "Merged sketches of {} shards (each value within {}% of the exact percentile)\n",
-        files.len(),
-        SHARD_SKETCH_ALPHA * 100.0
-    );
-    out.push_str(&format!("{:<6} {:>9}", "metric", "samples"));
-    for p in ps {
-        out.push_str(&format!(" {:>12}", format!("P{} (ms)", servelab_metrics::pct_word(*p))));
-    }
-    out.push('\n');
+    let headers = ["Metric".to_string(), "Samples".to_string()]
+        .into_iter()
+        .chain(ps.iter().map(|p| format!("P{} (ms)", servelab_metrics::pct_word(*p))));
+    let mut table = servelab_outputs::Table::new(headers);
     for (name, n, vs) in m.quantiles(ps) {
-        out.push_str(&format!("{name:<6} {n:>9}"));
-        for v in vs {
-            out.push_str(&format!(" {:>12}", v.map_or("-".to_string(), |v| format!("{v:.2}"))));
-        }
-        out.push('\n');
+        let cells = [name.to_string(), n.to_string()];
+        table.push(cells.into_iter().chain(vs.into_iter().map(servelab_outputs::fmt::num)));
     }
-    Ok(out)
+    Ok(format!(
+        "Merged sketches of {} shards (each value within {}% of the exact percentile)\n{}",
+        files.len(),
+        SHARD_SKETCH_ALPHA * 100.0,
+        table.to_plain()
+    ))
 }
 
 pub async fn compare(a: CompareArgs) -> Result<ExitStatus, Failure> {

@@ -39,6 +39,39 @@ fn testdata(name: &str) -> String {
     format!("{}/../../testdata/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `servelab sweep` against `sim` with `args` after the common flags, writing to `dir`;
+/// returns its sweep.json.
+async fn sweep(
+    sim: &SimHandle,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> servelab_sweep::SweepResult {
+    use clap::Parser;
+    use servelab::args::{Cli, Command};
+    let url = sim.base_url();
+    let mut argv = vec![
+        "servelab",
+        "sweep",
+        "--base-url",
+        &url,
+        "--no-progress",
+        "--no-store",
+        "--settle-secs",
+        "0",
+        "--output-dir",
+        dir.to_str().unwrap(),
+    ];
+    argv.extend_from_slice(args);
+    let cli = Cli::try_parse_from(argv).expect("valid args");
+    let Command::Sweep(a) = cli.command else { unreachable!("sweep") };
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    tokio::time::timeout(Duration::from_secs(60), servelab::sweep(&a, rx))
+        .await
+        .expect("sweep finished")
+        .expect("sweep ran");
+    serde_json::from_slice(&std::fs::read(dir.join("sweep.json")).unwrap()).unwrap()
+}
+
 /// 64 synthetic sessions of 3 turns at `--max-concurrency 64`: turn k's prompt at the server
 /// is turn k−1's prompt, the server's own reply to it, and a new user message; a turn is
 /// sent only after the previous reply ended plus the think time, never alongside it.
@@ -209,47 +242,30 @@ async fn a_local_hugging_face_dataset_is_sent() {
 /// sessions) and reports their figures.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_runs_sessions_at_each_point() {
-    use clap::Parser;
-    use servelab::args::{Cli, Command};
     let sim = sim(SimConfig::fixed(5.0, 1.0)).await;
     let dir = tempfile::tempdir().unwrap();
-    let url = sim.base_url();
-    let args = [
-        "servelab",
-        "sweep",
-        "--base-url",
-        &url,
-        "--no-progress",
-        "--no-store",
-        "--settle-secs",
-        "0",
-        "--output-dir",
-        dir.path().to_str().unwrap(),
-        "--concurrency",
-        "1,3",
-        "--num-prompts",
-        "6",
-        "--backend",
-        "openai-chat",
-        "--dataset-name",
-        "sessions",
-        "--session-turns",
-        "2",
-        "--random-input-len",
-        "8",
-        "--random-output-len",
-        "3",
-        "--ignore-eos",
-    ];
-    let cli = Cli::try_parse_from(args).expect("valid args");
-    let Command::Sweep(a) = cli.command else { unreachable!("sweep") };
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    tokio::time::timeout(Duration::from_secs(60), servelab::sweep(&a, rx))
-        .await
-        .expect("sweep finished")
-        .expect("sweep ran");
-    let sweep: servelab_sweep::SweepResult =
-        serde_json::from_slice(&std::fs::read(dir.path().join("sweep.json")).unwrap()).unwrap();
+    let sweep = sweep(
+        &sim,
+        dir.path(),
+        &[
+            "--concurrency",
+            "1,3",
+            "--num-prompts",
+            "6",
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "sessions",
+            "--session-turns",
+            "2",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "3",
+            "--ignore-eos",
+        ],
+    )
+    .await;
     let points = &sweep.scenarios[0].points;
     assert_eq!(points.len(), 2);
     for p in points {
@@ -533,38 +549,14 @@ async fn sharegpt_conversations_run_with_all_their_turns() {
 /// at once, is in the table and sweep.json, and stays off the charts and the knee.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_grid_can_end_all_at_once() {
-    use clap::Parser;
-    use servelab::args::{Cli, Command};
     let sim = sim(SimConfig::fixed(5.0, 1.0)).await;
     let dir = tempfile::tempdir().unwrap();
-    let url = sim.base_url();
-    let args = [
-        "servelab",
-        "sweep",
-        "--base-url",
-        &url,
-        "--no-progress",
-        "--no-store",
-        "--settle-secs",
-        "0",
-        "--output-dir",
-        dir.path().to_str().unwrap(),
-        "--scenario",
-        "32:4",
-        "--request-rate",
-        "20,inf",
-        "--num-prompts",
-        "8",
-    ];
-    let cli = Cli::try_parse_from(args).expect("valid args");
-    let Command::Sweep(a) = cli.command else { unreachable!("sweep") };
-    let (_tx, rx) = tokio::sync::watch::channel(false);
-    tokio::time::timeout(Duration::from_secs(60), servelab::sweep(&a, rx))
-        .await
-        .expect("sweep finished")
-        .expect("sweep ran");
-    let sweep: servelab_sweep::SweepResult =
-        serde_json::from_slice(&std::fs::read(dir.path().join("sweep.json")).unwrap()).unwrap();
+    let sweep = sweep(
+        &sim,
+        dir.path(),
+        &["--scenario", "32:4", "--request-rate", "20,inf", "--num-prompts", "8"],
+    )
+    .await;
     let points = &sweep.scenarios[0].points;
     assert_eq!(points.len(), 2);
     let burst = &points[1];

@@ -392,7 +392,7 @@ impl Issue {
     async fn send_session(&self, run: &SessionRun, a: Arrival, intended_ns: u64) -> u64 {
         // In a shard, the arrival is the global session `global_index(a)`.
         let g = self.global_index(a);
-        let s = if self.ids.is_some() { g as usize % run.len().max(1) } else { a.request };
+        let s = run.session_of(g);
         let mut replies = Vec::with_capacity(run.turns(s));
         let (mut scheduled, mut due, mut end) = (a.scheduled_ns, intended_ns, intended_ns);
         for k in 0..run.turns(s) {
@@ -408,7 +408,7 @@ impl Issue {
                 }
             }
             let planned = run.turn(s, k, &replies);
-            let mut rec = self.record(run.record_index(g, s, k), scheduled, due, &planned);
+            let mut rec = self.record(run.record_index(g, k), scheduled, due, &planned);
             rec.session = Some(SessionTurn { session: g, turn: k as u32 });
             let (e, reply) = one_request(&self.ctx, planned.body, rec, true).await;
             end = e;

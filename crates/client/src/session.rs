@@ -60,16 +60,22 @@ impl SessionRun {
         self.turn(s, 0, &[])
     }
 
+    /// The session global arrival `g` starts: arrivals cycle through the sessions (a
+    /// duration run), and a shard's arrivals carry their global index.
+    pub fn session_of(&self, g: u64) -> usize {
+        (g % self.sessions.len().max(1) as u64) as usize
+    }
+
     /// Turns of session `s`.
     pub(crate) fn turns(&self, s: usize) -> usize {
         self.sessions[s].turns.len()
     }
 
-    /// The record index of turn `k` of the session started by arrival `arrival` (session
-    /// `s`): unique over the run, also when a duration run cycles through the sessions.
-    pub(crate) fn record_index(&self, arrival: u64, s: usize, k: usize) -> u64 {
-        let cycle = arrival / self.sessions.len().max(1) as u64;
-        cycle * self.total_turns + self.first_index[s] + k as u64
+    /// The record index of turn `k` of the session global arrival `g` started: unique over
+    /// the run, also when a duration run cycles through the sessions.
+    pub(crate) fn record_index(&self, g: u64, k: usize) -> u64 {
+        let cycle = g / self.sessions.len().max(1) as u64;
+        cycle * self.total_turns + self.first_index[self.session_of(g)] + k as u64
     }
 
     /// Think time before turn `k` of session `s` (0 for the first turn).
@@ -114,19 +120,17 @@ pub struct Reply {
 impl Reply {
     /// The reply carried by a finished record.
     pub(crate) fn of(rec: &RequestRecord) -> Reply {
-        let mut text = String::new();
-        for c in rec.chunks.iter().filter(|c| c.kind == ChunkKind::Content) {
-            text.push_str(&c.text);
+        let (mut text, mut from_chunks, mut reasoned) = (String::new(), Some(0u64), false);
+        for c in &rec.chunks {
+            if c.kind == ChunkKind::Content {
+                text.push_str(&c.text);
+                from_chunks = from_chunks.zip(c.tokens).map(|(n, k)| n + u64::from(k));
+            } else {
+                reasoned = true;
+            }
         }
-        let from_chunks: Option<u64> = rec
-            .chunks
-            .iter()
-            .filter(|c| c.kind == ChunkKind::Content)
-            .map(|c| c.tokens.map(u64::from))
-            .sum();
         // Usage counts reasoning too: only usable alone when no reasoning was streamed or the
         // server broke it out.
-        let reasoned = rec.chunks.iter().any(|c| c.kind == ChunkKind::Reasoning);
         let from_usage = rec.usage.and_then(|u| match (reasoned, u.reasoning_tokens) {
             (false, _) => Some(u.completion_tokens),
             (true, Some(r)) => Some(u.completion_tokens.saturating_sub(r)),
@@ -172,11 +176,11 @@ mod tests {
     fn record_indices_are_unique_across_sessions_and_cycles() {
         let r = run(vec![session(2), session(3)]);
         assert_eq!(r.total_turns(), 5);
-        assert_eq!(r.record_index(0, 0, 1), 1);
-        assert_eq!(r.record_index(1, 1, 0), 2);
-        assert_eq!(r.record_index(1, 1, 2), 4);
+        assert_eq!(r.record_index(0, 1), 1);
+        assert_eq!(r.record_index(1, 0), 2);
+        assert_eq!(r.record_index(1, 2), 4);
         // The third arrival cycles back to session 0.
-        assert_eq!(r.record_index(2, 0, 0), 5);
+        assert_eq!(r.record_index(2, 0), 5);
         assert_eq!(r.think_ns(1, 0), 0);
         assert_eq!(r.think_ns(1, 2), 2_000);
     }

@@ -262,16 +262,14 @@ fn prompt_tokens(
     needs: PromptNeeds,
     rendered: &mut Option<String>,
 ) -> Result<(u64, Vec<u64>), ApiError> {
-    let hash = needs.hashes;
-    let keep = |t: &str, rendered: &mut Option<String>| {
+    // One text's tokens (and, when asked, its block hashes seeded by `imgs`, and the text).
+    let text = |t: &str, imgs: &[ImageSeen], rendered: &mut Option<String>| {
         if needs.text {
             *rendered = Some(t.to_string());
         }
-    };
-    let text = |t: &str| -> (usize, Vec<u64>) {
-        if hash {
+        if needs.hashes {
             let ids = tok.encode(t);
-            (ids.len(), ids_hashes(&ids, &[]))
+            (ids.len(), ids_hashes(&ids, imgs))
         } else {
             (tok.count(t), Vec::new())
         }
@@ -279,14 +277,8 @@ fn prompt_tokens(
     let (n, blocks) = match endpoint {
         Endpoint::Completions => match &raw.prompt {
             None => return Err(ApiError::bad_request("'prompt' is required", Some("prompt"))),
-            Some(Prompt::Text(t)) => {
-                keep(t, rendered);
-                text(t)
-            }
-            Some(Prompt::Texts(v)) if v.len() == 1 => {
-                keep(&v[0], rendered);
-                text(&v[0])
-            }
+            Some(Prompt::Text(t)) => text(t, &[], rendered),
+            Some(Prompt::Texts(v)) if v.len() == 1 => text(&v[0], &[], rendered),
             Some(Prompt::Texts(v)) if v.is_empty() => {
                 return Err(ApiError::bad_request("'prompt' must not be empty", Some("prompt")))
             }
@@ -297,20 +289,14 @@ fn prompt_tokens(
                 ))
             }
             Some(Prompt::Ids(ids)) => {
-                (ids.len(), if hash { ids_hashes(ids, &[]) } else { Vec::new() })
+                (ids.len(), if needs.hashes { ids_hashes(ids, &[]) } else { Vec::new() })
             }
         },
         Endpoint::Chat => match &raw.messages {
             None => return Err(ApiError::bad_request("'messages' is required", Some("messages"))),
             Some(m) => {
                 let t = chat_prompt(m, images)?;
-                keep(&t, rendered);
-                if hash {
-                    let ids = tok.encode(&t);
-                    (ids.len(), ids_hashes(&ids, images))
-                } else {
-                    (tok.count(&t), Vec::new())
-                }
+                text(&t, images, rendered)
             }
         },
     };
