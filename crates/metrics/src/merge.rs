@@ -238,7 +238,7 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use servelab_records::{Chunk, ChunkKind, Outcome, Shard, ShardInfo};
+    use servelab_records::{Shard, ShardInfo};
 
     fn info(k: u32, n: u32, offset: Option<f64>) -> RunInfo {
         RunInfo {
@@ -256,30 +256,12 @@ mod tests {
         }
     }
 
+    /// Request `index`, due at `index` ms, its one token 5 ms later.
     fn record(index: u64, warmup: bool) -> RequestRecord {
-        RequestRecord {
-            index,
-            warmup,
-            scheduled_ns: index * 1_000_000,
-            intended_ns: index * 1_000_000,
-            sent_ns: index * 1_000_000,
-            prompt_tokens: Some(8),
-            max_tokens: Some(1),
-            usage: None,
-            chunks: vec![Chunk {
-                t_ns: index * 1_000_000 + 5_000_000,
-                kind: ChunkKind::Content,
-                text: "x".into(),
-                tokens: Some(1),
-            }],
-            end_ns: Some(index * 1_000_000 + 6_000_000),
-            status: Some(200),
-            outcome: Outcome::Success,
-            server: None,
-            read_lag_ns: None,
-            retries: 0,
-            session: None,
-        }
+        let chunks = vec![crate::request::tests::content(index + 5, 1)];
+        let mut r = crate::request::tests::record(index, index, index + 6, chunks);
+        r.warmup = warmup;
+        r
     }
 
     fn shard(k: u32, n: u32, offset: Option<f64>) -> ShardRun {

@@ -209,31 +209,12 @@ impl RunSketch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use servelab_records::{Chunk, ChunkKind, Outcome};
+    use crate::request::tests::content;
 
     /// A successful request due at 0 with first token at `ttft` ms and one more 4 ms later.
     fn record(index: u64, ttft_ms: u64) -> RequestRecord {
-        let chunk =
-            |t_ns: u64| Chunk { t_ns, kind: ChunkKind::Content, text: "x".into(), tokens: Some(1) };
-        let first = ttft_ms * 1_000_000;
-        RequestRecord {
-            index,
-            warmup: false,
-            scheduled_ns: 0,
-            intended_ns: 0,
-            sent_ns: 0,
-            prompt_tokens: Some(4),
-            max_tokens: Some(2),
-            usage: None,
-            chunks: vec![chunk(first), chunk(first + 4_000_000)],
-            end_ns: Some(first + 4_000_000),
-            status: Some(200),
-            outcome: Outcome::Success,
-            server: None,
-            read_lag_ns: None,
-            retries: 0,
-            session: None,
-        }
+        let chunks = vec![content(ttft_ms, 1), content(ttft_ms + 4, 1)];
+        crate::request::tests::record(index, 0, ttft_ms + 4, chunks)
     }
 
     #[test]
