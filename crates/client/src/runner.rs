@@ -340,8 +340,8 @@ impl Issue {
     /// Send arrival `a`, due at `intended_ns`; returns when it ended (ns since origin). In
     /// multi-turn mode the arrival is a session, and it ends with its last turn.
     async fn send(self: Arc<Self>, a: Arrival, intended_ns: u64) -> u64 {
-        if let Some(sessions) = self.sessions.clone() {
-            return self.send_session(&sessions, a, intended_ns).await;
+        if let Some(sessions) = &self.sessions {
+            return self.send_session(sessions, a, intended_ns).await;
         }
         let planned = &self.requests[a.request];
         let rec = self.record(self.global_index(a), a.scheduled_ns, intended_ns, planned);
