@@ -18,11 +18,6 @@ pub struct Series {
 }
 
 impl Series {
-    /// The point at `load`, if the series has one.
-    pub fn at(&self, load: &LoadSpec) -> Option<&Subject> {
-        self.points.iter().find(|p| p.load().to_string() == load.to_string())
-    }
-
     /// The point of this workload and load, if the series has one.
     pub fn at_identity(&self, id: &Identity) -> Option<&Subject> {
         self.points.iter().find(|p| p.identity().as_ref() == Some(id))
@@ -32,10 +27,11 @@ impl Series {
 /// Group runs into series by name (first appearance order), and within a series into
 /// subjects by load (runs of one name at one load are repeats).
 ///
-/// Runs of one name at one load but of different workloads (dataset, scenario, prompts) are
-/// never repeats: such a name becomes one series per workload, named `name [what differs]`
-/// (e.g. `vllm [100 prompts]`). A name whose workload changes only from load to load (a
-/// sweep scaling its prompts with the level) stays one series.
+/// Runs of one name but of different workloads are never one series: a name whose runs
+/// differ in scenario or dataset (at any load), or in prompts at one load, becomes one series
+/// per workload, named `name [what differs]` (e.g. `vllm [100 prompts]`,
+/// `vllm [random(8:8)]`). A name whose prompt count changes only from load to load (a sweep
+/// scaling its prompts with the level) stays one series.
 pub fn group(mut runs: Vec<RunData>) -> Vec<Series> {
     split_workloads(&mut runs);
     let mut out: Vec<Series> = Vec::new();
@@ -60,23 +56,30 @@ pub fn group(mut runs: Vec<RunData>) -> Vec<Series> {
     out
 }
 
-/// Rename the runs of each name that holds two workloads at one load.
+/// A run's workload without its load; without its prompt count too unless `prompts`.
+fn workload_of(r: &RunData, prompts: bool) -> Identity {
+    let id = r.identity();
+    Identity { load: String::new(), num_prompts: if prompts { id.num_prompts } else { None }, ..id }
+}
+
+/// Rename the runs of each name that holds two workloads (see [`group`]).
 fn split_workloads(runs: &mut [RunData]) {
-    let workload = |r: &RunData| Identity { load: String::new(), ..r.identity() };
     let mut names: Vec<String> = runs.iter().map(|r| r.name.clone()).collect();
     names.dedup();
     for name in names {
         let mine: Vec<usize> = (0..runs.len()).filter(|&i| runs[i].name == name).collect();
-        let clash = mine.iter().any(|&i| {
-            mine.iter().any(|&j| {
-                runs[i].load.to_string() == runs[j].load.to_string()
-                    && workload(&runs[i]) != workload(&runs[j])
-            })
+        let pairs = || mine.iter().flat_map(|&i| mine.iter().map(move |&j| (i, j)));
+        let scenarios =
+            pairs().any(|(i, j)| workload_of(&runs[i], false) != workload_of(&runs[j], false));
+        let prompts = pairs().any(|(i, j)| {
+            runs[i].load.to_string() == runs[j].load.to_string()
+                && workload_of(&runs[i], true) != workload_of(&runs[j], true)
         });
-        if !clash {
+        if !scenarios && !prompts {
             continue;
         }
-        let all: Vec<Identity> = mine.iter().map(|&i| workload(&runs[i])).collect();
+        // Prompts name the series only when they tell two workloads at one load apart.
+        let all: Vec<Identity> = mine.iter().map(|&i| workload_of(&runs[i], prompts)).collect();
         for (k, &i) in mine.iter().enumerate() {
             runs[i].name = format!("{name} [{}]", all[k].distinguish(&all));
         }

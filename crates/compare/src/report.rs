@@ -39,7 +39,8 @@ pub struct Report {
     pub comparisons: Vec<(String, Comparison)>,
     /// Each headline metric ranked at each load level.
     pub rankings: Vec<LevelRanking>,
-    /// The written summary, one sentence per rule that applied.
+    /// The written summary's facts, one sentence per rule that applied: rejected points, and
+    /// for a scenario without verdicts the R rules (see [`crate::narrative`]).
     pub findings: Vec<Finding>,
     /// The deployments side by side, one view per scenario (workload).
     pub views: Vec<ScenarioView>,
@@ -67,13 +68,14 @@ pub fn build(title: &str, runs: Vec<RunData>, o: &CompareOptions) -> Report {
             comparisons.push((point_name(id, &ids), compare(&subjects, o)));
         }
     }
+    let verdicts = verdicts(&views, o);
     Report {
         title: title.to_string(),
         rankings: rankings(&series, o),
-        findings: written_summary(&series, o),
+        findings: written_summary(&views, &verdicts, o),
         series,
         comparisons,
-        verdicts: verdicts(&views, o),
+        verdicts,
         views,
         options: *o,
         chart_dir: None,
@@ -117,6 +119,28 @@ fn verdict_scope(s: &ScenarioVerdicts) -> String {
         format!("between {} and {}", l.words(), h.words())
     };
     format!("{}: judged {between}.", s.workload.name())
+}
+
+/// The summary of each scenario that has one, in scenario order: its heading line, its
+/// verdicts (models, then variants) and its findings. One block per scenario, so the
+/// verdicts and the facts about one scenario are read together.
+type SummaryBlock<'a> = (String, Vec<&'a Verdict>, Vec<&'a Finding>);
+
+fn summary_blocks(r: &Report) -> Vec<SummaryBlock<'_>> {
+    let mut out = Vec::new();
+    for v in &r.views {
+        let name = v.workload.name();
+        let judged = r.verdicts.iter().find(|s| s.workload == v.workload);
+        let verdicts: Vec<&Verdict> =
+            judged.map(|s| s.models.iter().chain(&s.variants).collect()).unwrap_or_default();
+        let findings: Vec<&Finding> = r.findings.iter().filter(|f| f.scenario == name).collect();
+        if verdicts.is_empty() && findings.is_empty() {
+            continue;
+        }
+        let scope = judged.map_or_else(|| format!("{name}:"), verdict_scope);
+        out.push((scope, verdicts, findings));
+    }
+    out
 }
 
 /// Every run of the report, with its display name `series @ load` (and `#n` for repeats).
@@ -446,15 +470,20 @@ pub fn charts(r: &Report) -> Vec<Chart> {
 pub fn markdown(r: &Report) -> String {
     let md = servelab_outputs::markdown::escape;
     let mut out = format!("# {}\n\n", md(&r.title));
-    if !r.verdicts.is_empty() {
-        out.push_str("## Summary of results\n\n");
-        for s in &r.verdicts {
-            out.push_str(&format!("{}\n\n", md(&verdict_scope(s))));
-            for v in s.models.iter().chain(&s.variants) {
-                out.push_str(&verdict_md(v));
-            }
-            out.push('\n');
+    out.push_str("## Summary of results\n\n");
+    let blocks = summary_blocks(r);
+    if blocks.is_empty() {
+        out.push_str("No finding: no run has the metrics the rules need.\n\n");
+    }
+    for (scope, verdicts, findings) in blocks {
+        out.push_str(&format!("{}\n\n", md(&scope)));
+        for v in verdicts {
+            out.push_str(&verdict_md(v));
         }
+        for f in findings {
+            out.push_str(&format!("- {} ({})\n", md(&f.text), f.rule));
+        }
+        out.push('\n');
     }
     let views: Vec<&ScenarioView> = shown_views(r).collect();
     if !views.is_empty() {
@@ -480,14 +509,7 @@ pub fn markdown(r: &Report) -> String {
         }
         out.push('\n');
     }
-    out.push_str("## Summary\n\n");
-    if r.findings.is_empty() {
-        out.push_str("No finding: no run has the metrics the rules need.\n");
-    }
-    for f in &r.findings {
-        out.push_str(&format!("- {} ({})\n", md(&f.text), f.rule));
-    }
-    out.push_str("\n## Configuration\n\n");
+    out.push_str("## Configuration\n\n");
     out.push_str(&config_table(r).to_markdown());
     out.push_str("\n## Results\n\n");
     out.push_str(&summary_table(r).to_markdown());
@@ -544,16 +566,20 @@ pub fn markdown(r: &Report) -> String {
 
 /// The self-contained HTML report.
 pub fn html(r: &Report) -> String {
-    let mut out = String::new();
-    if !r.verdicts.is_empty() {
-        out.push_str("<h2 id=\"verdicts\">Summary of results</h2>\n");
-        for s in &r.verdicts {
-            out.push_str(&format!("<p>{}</p>\n<ul class=\"findings\">\n", esc(&verdict_scope(s))));
-            for v in s.models.iter().chain(&s.variants) {
-                out.push_str(&verdict_html(v));
-            }
-            out.push_str("</ul>\n");
+    let mut out = String::from("<h2 id=\"verdicts\">Summary of results</h2>\n");
+    let blocks = summary_blocks(r);
+    if blocks.is_empty() {
+        out.push_str("<p>No finding: no run has the metrics the rules need.</p>\n");
+    }
+    for (scope, verdicts, findings) in blocks {
+        out.push_str(&format!("<p>{}</p>\n<ul class=\"findings\">\n", esc(&scope)));
+        for v in verdicts {
+            out.push_str(&verdict_html(v));
         }
+        for f in findings {
+            out.push_str(&format!("<li>{} <small>({})</small></li>\n", esc(&f.text), f.rule));
+        }
+        out.push_str("</ul>\n");
     }
     let views: Vec<&ScenarioView> = shown_views(r).collect();
     if !views.is_empty() {
@@ -576,11 +602,7 @@ pub fn html(r: &Report) -> String {
         }
         out.push_str("</div>\n");
     }
-    out.push_str("<h2 id=\"summary\">Summary</h2>\n<ul class=\"findings\">\n");
-    for f in &r.findings {
-        out.push_str(&format!("<li>{} <small>({})</small></li>\n", esc(&f.text), f.rule));
-    }
-    out.push_str("</ul>\n<h2 id=\"charts\">Charts</h2>\n");
+    out.push_str("<h2 id=\"charts\">Charts</h2>\n");
     for c in charts(r) {
         out.push_str(&figure(&c));
     }
@@ -616,6 +638,6 @@ pub fn html(r: &Report) -> String {
             out.push_str(&html_table(&t));
         }
     }
-    out.push_str("<p class=\"notes\">Generated by servelab report. Written summary and verdict rules: docs/store.md.</p>\n");
+    out.push_str("<p class=\"notes\">Generated by servelab report. Verdict and summary rules: docs/store.md.</p>\n");
     page(&r.title, &out)
 }

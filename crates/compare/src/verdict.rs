@@ -7,10 +7,15 @@
 //! |---|---|---|
 //! | V1 | throughput champion | the highest total token throughput at the heaviest shared level (2+ models) |
 //! | V2 | degrades the hardest under load | the largest mean-TTFT growth, lightest to heaviest shared level, of all models, at least 2x; not the champion |
-//! | V3 | best balance | the lowest sum of ranks in single-request TTFT, throughput and TPOT under load among the models left, if it ties or beats the champion's sum or has the fastest first token |
+//! | V3 | best balance (for a large model, when it is one and larger than the champion) | the lowest sum of ranks in single-request TTFT, throughput and TPOT under load among the models left, if it ties or beats the champion's sum or has the fastest first token |
+//! | V3L | best balance for a large model | when V3 named no large model: the large model with the lowest rank sum of all large ones (2+ in the scenario), if no rule above judged it and its TTFT grows less than 10x |
 //! | V4 | latency-bound: TTFT explodes with concurrency | a model left whose mean TTFT grows 10x or more |
 //! | V5 | its figures | any other model |
-//! | W1 | variant comparison | each model beside the first one tagged with the same `model=` |
+//! | W1 | variant comparison | each model beside the first one of the same model: the same `model=` tag, else the same label without its quantization words (`big-70b-awq`, `big-70b-fp8`) |
+//!
+//! A model's size (billions of parameters) is its `params=` tag, else the first size word of
+//! its label, its `model=` tag or the served model's name ([`params_in`]); **large** is
+//! [`LARGE_PARAMS_B`] or more.
 
 use serde::Serialize;
 use servelab_metrics::{Metric, MetricKey, Stat};
@@ -34,6 +39,87 @@ pub const EXPLODES: f64 = 10.0;
 pub const SIGNIFICANT: f64 = 0.10;
 /// The tag that marks runs of one model in different variants (`model=Qwen3-32B`).
 pub const MODEL_TAG: &str = "model";
+/// The tag that gives a model's size (`params=32b`, `params=235B-A22B`), when its label and
+/// model name do not.
+pub const PARAMS_TAG: &str = "params";
+/// A model of at least this many billion parameters is large (V3, V3L).
+pub const LARGE_PARAMS_B: f64 = 30.0;
+/// Label words that name a variant (quantization, weight format) of a model rather than the
+/// model: W1 compares labels without them. Matched whole and case-insensitively, besides
+/// llama.cpp's `q4_k_m`-style types ([`is_variant_word`]).
+pub const VARIANT_WORDS: [&str; 20] = [
+    "awq", "gptq", "fp8", "fp4", "nvfp4", "mxfp4", "int8", "int4", "w8a8", "w4a16", "w8a16",
+    "w4a8", "bf16", "fp16", "fp32", "gguf", "bnb", "4bit", "8bit", "marlin",
+];
+
+/// Billions of parameters a name states: the first word (split at anything but letters,
+/// digits and `.`) that is a number followed by `b` (`32b`, `70B`, `1.5B`; in `235B-A22B`,
+/// 235, the total of a mixture of experts), or `NxMb` (`8x7b`: 56). `None` when no word is.
+pub fn params_in(name: &str) -> Option<f64> {
+    name.split(|c: char| !(c.is_ascii_alphanumeric() || c == '.')).find_map(|w| {
+        let w = w.to_ascii_lowercase();
+        let n = w.strip_suffix('b')?;
+        let size = |x: &str| -> Option<f64> {
+            let ok = !x.is_empty()
+                && x.chars().all(|c| c.is_ascii_digit() || c == '.')
+                && x.starts_with(|c: char| c.is_ascii_digit());
+            ok.then(|| x.parse::<f64>().ok()).flatten().filter(|v| *v > 0.0)
+        };
+        match n.split_once('x') {
+            Some((k, m)) => Some(size(k)? * size(m)?),
+            None => size(n),
+        }
+    })
+}
+
+/// Whether a label word names a variant: one of [`VARIANT_WORDS`], or a llama.cpp quant type
+/// (`q8_0`, `q4_k_m`, `q6_k`, `iq4_xs`).
+pub fn is_variant_word(w: &str) -> bool {
+    let w = w.to_ascii_lowercase();
+    if VARIANT_WORDS.contains(&w.as_str()) {
+        return true;
+    }
+    let rest = w.strip_prefix("iq").or_else(|| w.strip_prefix('q'));
+    rest.is_some_and(|r| {
+        let mut parts = r.split('_');
+        parts.next().is_some_and(|d| d.len() == 1 && d.chars().all(|c| c.is_ascii_digit()))
+            && parts.all(|p| {
+                !p.is_empty() && p.len() <= 2 && p.chars().all(|c| c.is_ascii_alphanumeric())
+            })
+    })
+}
+
+/// The model a label names without its variant words (`big-70b-awq` → `big-70b`), lowercase,
+/// words joined by `-`. Words are split at `-`, `/`, `:` and spaces.
+pub fn label_model(label: &str) -> String {
+    label
+        .split(['-', '/', ':', ' '])
+        .filter(|w| !w.is_empty() && !is_variant_word(w))
+        .map(str::to_ascii_lowercase)
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// A model's size in billions of parameters: its `params=` tag, else the first size in its
+/// label, its `model=` tag, or the model name its runs served.
+pub fn model_size(e: &Entry) -> Option<f64> {
+    if let Some(p) = e.tag(PARAMS_TAG) {
+        return p.trim().parse::<f64>().ok().filter(|v| *v > 0.0).or_else(|| params_in(p));
+    }
+    let served = e.cells.iter().flatten().flat_map(|s| &s.runs).find_map(|r| {
+        let info = r.config.as_ref().map(|c| &c.info).or(r.summary.as_ref().map(|s| &s.info))?;
+        Some(info.model.clone())
+    });
+    params_in(&e.name)
+        .or_else(|| e.tag(MODEL_TAG).and_then(params_in))
+        .or_else(|| served.as_deref().and_then(params_in))
+}
+
+/// `32B`, `1.5B`.
+fn size_words(b: f64) -> String {
+    let s = format!("{b:.2}");
+    format!("{}B", s.trim_end_matches('0').trim_end_matches('.'))
+}
 
 /// One judgement.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -242,28 +328,71 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
             }
         })
         .filter(|&b| n >= 2 && (champ.is_none_or(|c| score(b) <= score(c)) || r_ttft[b] == 1));
-    if let Some(b) = balance {
+    let size: Vec<Option<f64>> = v.entries.iter().map(model_size).collect();
+    let large = |i: usize| size[i].is_some_and(|p| p >= LARGE_PARAMS_B);
+    // The figures of a balance judgement (V3, V3L), ranked among `among` models.
+    let balance_text = |b: usize, among: &str| -> String {
         let f = &figs[b];
         let first = if r_ttft[b] == 1 {
             format!("Fastest first token: {}", first_token(f, l))
         } else {
-            let t = first_token(f, l);
-            let mut c = t.chars();
-            let t = c.next().map(|x| x.to_uppercase().chain(c).collect()).unwrap_or(t);
-            format!("{t} (rank {} of {n})", r_ttft[b])
+            format!("{} (rank {} of {n})", upper_first(&first_token(f, l)), r_ttft[b])
         };
-        judged[b] = Some(Verdict {
-            rule: "V3",
-            model: name(b),
-            headline: format!("{} offers the best balance.", name(b)),
-            text: format!(
-                "{first}; {} at {} (rank {} of {n}) with mean TPOT {} (rank {} of {n}).",
-                tps(f.thr_h),
-                h.words(),
-                r_thr[b],
-                ms(f.tpot_h),
-                r_tpot[b],
+        format!(
+            "{first}; {} at {} (rank {} of {n}) with mean TPOT {} (rank {} of {n}){among}.",
+            tps(f.thr_h),
+            h.words(),
+            r_thr[b],
+            ms(f.tpot_h),
+            r_tpot[b],
+        )
+    };
+    if let Some(b) = balance {
+        // "For a large model" when it is one and the champion is smaller: the champion's
+        // lead is partly its size.
+        let smaller_champ = champ
+            .and_then(|c| Some((c, size[c]?)))
+            .filter(|&(_, cs)| large(b) && size[b].is_some_and(|bs| bs > cs));
+        let (headline, sizes) = match (smaller_champ, size[b]) {
+            (Some((c, cs)), Some(bs)) => (
+                format!("{} offers the best balance for a large model.", name(b)),
+                format!("; {} parameters against {}'s {}", size_words(bs), name(c), size_words(cs)),
             ),
+            _ => (format!("{} offers the best balance.", name(b)), String::new()),
+        };
+        judged[b] =
+            Some(Verdict { rule: "V3", model: name(b), headline, text: balance_text(b, &sizes) });
+    }
+
+    // V3L: the best balance among the large models left, when V3 named no large model.
+    let n_large = (0..n).filter(|&i| large(i)).count();
+    let v3_large = balance.is_some_and(large);
+    // The best rank sum of all the large models, when no other judgement took it and it is
+    // not latency-bound.
+    let large_balance = (n_large >= 2 && !v3_large)
+        .then(|| {
+            (0..n).filter(|&i| large(i) && thr_h[i].is_some()).reduce(|a, b| {
+                if score(b) < score(a) || (score(b) == score(a) && thr_h[b] > thr_h[a]) {
+                    b
+                } else {
+                    a
+                }
+            })
+        })
+        .flatten()
+        .filter(|&i| judged[i].is_none())
+        .filter(|&i| li == hi || figs[i].growth().is_none_or(|g| g < EXPLODES));
+    if let Some(b) = large_balance {
+        let among = format!(
+            "; {} parameters, the best rank sum of the {n_large} models of {} or more",
+            size_words(size[b].unwrap_or(0.0)),
+            size_words(LARGE_PARAMS_B)
+        );
+        judged[b] = Some(Verdict {
+            rule: "V3L",
+            model: name(b),
+            headline: format!("{} offers the best balance for a large model.", name(b)),
+            text: balance_text(b, &among),
         });
     }
 
@@ -320,15 +449,29 @@ fn upper_first(s: &str) -> String {
     c.next().map(|x| x.to_uppercase().chain(c).collect()).unwrap_or_default()
 }
 
-/// W1: each model beside the first one tagged with the same `model=`, at every level both
-/// have (mean TPOT; at the lightest also mean TTFT). Judged on mean TPOT at the lightest
-/// such level: [`SIGNIFICANT`] lower is "improves significantly over", higher "is
-/// significantly slower than", else "is on par with".
+/// The model an entry is a variant of: its `model=` tag (`true`), else its label without
+/// its variant words (`false`).
+fn model_key(e: &Entry) -> (String, bool) {
+    match e.tag(MODEL_TAG) {
+        Some(m) => (m.to_string(), true),
+        None => (label_model(&e.name), false),
+    }
+}
+
+/// W1: each model beside the first one of the same model (the same `model=` tag, else the
+/// same label without its variant words), at every level both have (mean TPOT; at the
+/// lightest also mean TTFT). Judged on mean TPOT at the lightest such level:
+/// [`SIGNIFICANT`] lower is "improves significantly over", higher "is significantly slower
+/// than", else "is on par with".
 fn variants(v: &ScenarioView, shared: &[usize], o: &CompareOptions) -> Vec<Verdict> {
     let mut out = Vec::new();
     for (k, e) in v.entries.iter().enumerate() {
-        let Some(model) = e.tag(MODEL_TAG) else { continue };
-        let Some(base) = v.entries[..k].iter().find(|b| b.tag(MODEL_TAG) == Some(model)) else {
+        let (key, tagged) = model_key(e);
+        if key.is_empty() {
+            continue;
+        }
+        let Some(base) = v.entries[..k].iter().find(|b| model_key(b).0.eq_ignore_ascii_case(&key))
+        else {
             continue;
         };
         let both: Vec<usize> = shared
@@ -337,7 +480,12 @@ fn variants(v: &ScenarioView, shared: &[usize], o: &CompareOptions) -> Vec<Verdi
             .filter(|&i| e.value(i, TPOT, o).is_some() && base.value(i, TPOT, o).is_some())
             .collect();
         let Some(&first) = both.first() else { continue };
-        out.push(variant(base, e, model, &v.rows, &both, first, o));
+        let how = if tagged && model_key(base).1 {
+            format!("{MODEL_TAG}={key}")
+        } else {
+            format!("one model by label: {key}")
+        };
+        out.push(variant(base, e, &how, &v.rows, &both, first, o));
     }
     out
 }
@@ -345,7 +493,7 @@ fn variants(v: &ScenarioView, shared: &[usize], o: &CompareOptions) -> Vec<Verdi
 fn variant(
     base: &Entry,
     e: &Entry,
-    model: &str,
+    how: &str,
     rows: &[Row],
     both: &[usize],
     first: usize,
@@ -387,12 +535,7 @@ fn variant(
     Verdict {
         rule: "W1",
         model: e.name.clone(),
-        headline: format!(
-            "{} {word} {} at {} ({MODEL_TAG}={model}).",
-            e.name,
-            base.name,
-            rows[first].words()
-        ),
+        headline: format!("{} {word} {} at {} ({how}).", e.name, base.name, rows[first].words()),
         text,
     }
 }

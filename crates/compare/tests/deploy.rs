@@ -19,6 +19,7 @@ fn run(name: &str, dataset: &str, prompts: u64, c: Option<u64>, f: [f64; 3]) -> 
         output_throughput: Some(total / 2.0),
         total_token_throughput: Some(total),
         ttft_mean_ms: Some(ttft),
+        ttft_p99_ms: Some(ttft * 1.5),
         tpot_mean_ms: Some(tpot),
         completed: Some(prompts),
         failed: Some(0),
@@ -134,7 +135,7 @@ fn per_model_verdicts_carry_their_figures() {
 fn verdicts_markdown_snapshot() {
     let r = build("Four models at rate inf", models(), &CompareOptions::default());
     let md = markdown(&r);
-    let end = md.find("## Summary\n").expect("the findings follow");
+    let end = md.find("## Configuration\n").expect("the configuration follows");
     insta::assert_snapshot!(&md[..end]);
 }
 
@@ -192,18 +193,24 @@ fn deployment_report_snapshot() {
         let sc = if lr.point.contains("500x100") { "[500x100]" } else { "[3000x150]" };
         assert!(lr.entries.iter().all(|e| e.name.ends_with(sc)), "{lr:?}");
     }
-    // The written summary finds a best throughput per scenario, never one across them.
-    let best: Vec<&str> =
-        r.findings.iter().filter(|f| f.rule == "R1").map(|f| f.text.as_str()).collect();
+    // One champion per scenario, never one across them; the verdicts are the summary.
+    let champs: Vec<(String, &str)> = r
+        .verdicts
+        .iter()
+        .flat_map(|s| s.models.iter().map(move |m| (s.workload.name(), m)))
+        .filter(|(_, m)| m.rule == "V1")
+        .map(|(w, m)| (w, m.model.as_str()))
+        .collect();
     assert_eq!(
-        best,
+        champs,
         [
-            "Best throughput: qwen-3p1d [500x100] with 300.0 output tok/s at c=4.",
-            "Best throughput: qwen-3p1d [3000x150] with 150.0 output tok/s at c=4."
+            ("500x100 (random(500:100))".to_string(), "qwen-3p1d"),
+            ("3000x150 (random(3000:150))".to_string(), "qwen-3p1d")
         ]
     );
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
     let md = markdown(&r);
-    let end = md.find("## Summary\n").expect("the findings follow");
+    let end = md.find("## Configuration\n").expect("the configuration follows");
     insta::assert_snapshot!(&md[..end]);
 }
 
@@ -212,7 +219,7 @@ fn deployment_html_and_chart_snapshots() {
     let r = build("Qwen TP4 vs 3P1D on H20", sweeps(), &CompareOptions::default());
     let page = html(&r);
     let start = page.find("<h2 id=\"deployments\">").expect("a deployments section");
-    let end = page.find("<h2 id=\"summary\">").expect("the findings follow");
+    let end = page.find("<h2 id=\"charts\">").expect("the charts follow");
     // The inline SVGs are the chart backend's (snapshotted as chart models below).
     let mut section = String::new();
     for part in page[start..end].split("<figure class=\"chart\">") {
@@ -233,4 +240,56 @@ fn deployment_html_and_chart_snapshots() {
 fn by_scenario_text_snapshot() {
     let views = scenario_views(&sweeps());
     insta::assert_snapshot!(render_views(&views, &CompareOptions::default(), false));
+}
+
+/// Seed-000 shape: before, the written summary ran over series split per prompt count and
+/// named "fast-8b [100 prompts]" the best balance beside the verdict naming snappy-32b. The
+/// report now has one set of findings: the verdicts, with no second summary that could
+/// disagree.
+#[test]
+fn the_report_never_holds_two_summaries_that_disagree() {
+    let r = build("Four models", models(), &CompareOptions::default());
+    assert!(r.findings.is_empty(), "verdicts judge this scenario: {:?}", r.findings);
+    let md = markdown(&r);
+    let page = html(&r);
+    for text in [&md, &page] {
+        assert_eq!(text.matches("best balance").count(), 1, "{text}");
+        assert_eq!(text.matches("throughput champion").count(), 1);
+        assert!(!text.contains("Best balance:") && !text.contains("Best throughput:"));
+    }
+    let summary = &md[..md.find("## Deployments").expect("the deployments follow")];
+    assert!(!summary.contains("[100 prompts]"), "levels are rows, not series: {summary}");
+    assert!(md.contains("**snappy-32b offers the best balance"), "{md}");
+}
+
+/// Where the verdicts cannot judge (two models that share no level), the R rules speak, over
+/// the same per-scenario view: each model's lightest level is its own, and the degradation
+/// runs over a model's prompt counts at rate inf.
+#[test]
+fn rules_without_verdicts_read_the_levels_of_the_view() {
+    let ds = "random(512:128)";
+    let runs = vec![
+        run("a", ds, 1, None, [100.0, 20.0, 10.0]),
+        run("a", ds, 10, None, [900.0, 80.0, 11.0]),
+        run("b", ds, 100, None, [5000.0, 400.0, 15.0]),
+    ];
+    let r = build("Disjoint", runs, &CompareOptions::default());
+    assert!(r.verdicts.is_empty(), "no level shared by two models");
+    let texts: Vec<(&str, &str)> = r.findings.iter().map(|f| (f.rule, f.text.as_str())).collect();
+    assert_eq!(
+        texts,
+        [
+            ("R1", "Best throughput: b with 2500.0 output tok/s at 100 concurrent."),
+            (
+                "R2",
+                "Best single-request latency: a, mean TTFT 20.0 ms, mean TPOT 10.00 ms at 1 concurrent, its lightest level."
+            ),
+            (
+                "R4",
+                "Worst degradation under load: a, p99 TTFT grows 4.0x from 30.0 ms at 1 concurrent to 120.0 ms at 10 concurrent."
+            ),
+        ]
+    );
+    let md = markdown(&r);
+    assert!(md.contains("## Summary of results\n\nrandom(512:128):\n\n- Best throughput"), "{md}");
 }

@@ -1,5 +1,6 @@
 //! Comparisons, rankings and the written-summary rules on small hand-made runs.
 
+use servelab_compare::deploy::{scenario_views, ScenarioView};
 use servelab_compare::narrative::{
     rule_best_balance, rule_best_latency, rule_best_throughput, rule_rejected,
     rule_worst_degradation,
@@ -147,42 +148,81 @@ fn rankings_per_level_exclude_rejected_points() {
     assert_eq!(at8.entries[0].name, "big");
 }
 
+/// The sweep as the rules read it: one scenario view, a deployment per name, a level per
+/// concurrency.
+fn view() -> ScenarioView {
+    let runs = vec![
+        run("fast", 1, 100.0, 20.0, 25.0, 50, 0),
+        run("fast", 8, 400.0, 60.0, 200.0, 50, 0),
+        run("big", 1, 90.0, 30.0, 35.0, 50, 0),
+        run("big", 8, 600.0, 50.0, 70.0, 50, 0),
+        run("flaky", 1, 900.0, 5.0, 6.0, 40, 10),
+    ];
+    scenario_views(&runs).remove(0)
+}
+
 #[test]
 fn each_rule_says_what_the_numbers_say() {
-    let s = sweep();
+    let v = view();
     let o = opts();
     assert_eq!(
-        rule_rejected(&s, &o)[0].text,
-        "flaky at c=1 is excluded: success rate 80.0% is below 99.0%."
+        rule_rejected(&v, &o)[0].text,
+        "flaky at 1 concurrent is excluded: success rate 80.0% is below 99.0%."
     );
     assert_eq!(
-        rule_best_throughput(&s, &o).unwrap().text,
-        "Best throughput: big with 600.0 output tok/s at c=8."
+        rule_best_throughput(&v, &o).unwrap().text,
+        "Best throughput: big with 600.0 output tok/s at 8 concurrent."
     );
     assert_eq!(
-        rule_best_latency(&s, &o).unwrap().text,
-        "Best single-request latency: fast, mean TTFT 20.0 ms, mean TPOT 10.00 ms at c=1, its lightest load."
+        rule_best_latency(&v, &o).unwrap().text,
+        "Best single-request latency: fast, mean TTFT 20.0 ms, mean TPOT 10.00 ms at 1 concurrent, its lightest level."
     );
     // fast: c=1 ranks (1 + 1), c=8 ranks (2 + 2) → 3.0; big: (2 + 2), (1 + 1) → 3.0; tie
     // goes to the higher peak throughput.
     assert_eq!(
-        rule_best_balance(&s, &o).unwrap().text,
-        "Best balance: big (mean rank 3.0 in output throughput plus p99 TTFT, over 2 load levels)."
+        rule_best_balance(&v, &o).unwrap().text,
+        "Best balance: big (mean rank 3.0 in output throughput plus p99 TTFT, over 2 levels)."
     );
     assert_eq!(
-        rule_worst_degradation(&s, &o).unwrap().text,
-        "Worst degradation under load: fast, p99 TTFT grows 8.0x from 25.0 ms at c=1 to 200.0 ms at c=8."
+        rule_worst_degradation(&v, &o).unwrap().text,
+        "Worst degradation under load: fast, p99 TTFT grows 8.0x from 25.0 ms at 1 concurrent to 200.0 ms at 8 concurrent."
     );
 }
 
 #[test]
 fn rules_that_lack_inputs_say_nothing() {
-    let one = group(vec![run("solo", 4, 100.0, 20.0, 25.0, 10, 0)]);
+    let one = scenario_views(&[run("solo", 4, 100.0, 20.0, 25.0, 10, 0)]).remove(0);
     let o = opts();
-    assert!(rule_best_balance(&one, &o).is_none(), "needs two series");
-    assert!(rule_worst_degradation(&one, &o).is_none(), "needs two load levels");
+    assert!(rule_best_balance(&one, &o).is_none(), "needs two deployments");
+    assert!(rule_worst_degradation(&one, &o).is_none(), "needs two levels");
     assert!(rule_rejected(&one, &o).is_empty());
     assert!(rule_best_throughput(&one, &o).is_some());
-    let all_bad = group(vec![run("bad", 4, 100.0, 20.0, 25.0, 1, 1)]);
+    let all_bad = scenario_views(&[run("bad", 4, 100.0, 20.0, 25.0, 1, 1)]).remove(0);
     assert!(rule_best_throughput(&all_bad, &o).is_none());
+}
+
+#[test]
+fn a_name_over_two_datasets_is_two_series_even_at_two_loads() {
+    let mut a = run("m", 1, 100.0, 20.0, 25.0, 10, 0);
+    let mut b = run("m", 8, 400.0, 60.0, 200.0, 10, 0);
+    for (r, ds) in [(&mut a, "random(8:8)"), (&mut b, "random(16:16)")] {
+        let info = servelab_records::RunInfo {
+            dataset: ds.into(),
+            num_prompts: 10,
+            load: r.load,
+            ..Default::default()
+        };
+        r.config = Some(servelab_store::RunConfig { info, ..Default::default() });
+    }
+    let names: Vec<String> =
+        group(vec![a.clone(), b.clone()]).into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["m [random(8:8)]", "m [random(16:16)]"]);
+    // One dataset whose prompts scale with the load (a sweep) stays one series.
+    let mut c = b.clone();
+    if let Some(cfg) = c.config.as_mut() {
+        cfg.info.dataset = "random(8:8)".into();
+        cfg.info.num_prompts = 80;
+    }
+    let s = group(vec![a, c]);
+    assert_eq!((s.len(), s[0].name.as_str(), s[0].points.len()), (1, "m", 2));
 }
