@@ -46,6 +46,14 @@ impl Workload {
         }
     }
 
+    /// The scenario, else the dataset (`500x100`, `random(512:32)`), else `unknown workload`.
+    pub fn short(&self) -> String {
+        self.scenario
+            .clone()
+            .or_else(|| self.dataset.clone())
+            .unwrap_or_else(|| "unknown workload".into())
+    }
+
     /// A file-name stem: the scenario, else the dataset (`random(512:32)` → `random-512x32`).
     pub fn stem(&self) -> String {
         let s = self.scenario.clone().or_else(|| {
@@ -391,7 +399,8 @@ pub fn deployment_charts(v: &ScenarioView, o: &CompareOptions) -> Vec<Chart> {
             let y_log = spans(ys, 30.0).then_some(10.0);
             Chart {
                 name: format!("{}-{}", v.workload.stem(), m.key()),
-                title: format!("{}: {} by deployment", v.workload.name(), m.label()),
+                // Short, so the report's title can lead it (see report::chart_title).
+                title: format!("{}: {}", v.workload.short(), m.label()),
                 x_label: x_label.into(),
                 y_label: m.label(),
                 series,

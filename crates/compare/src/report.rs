@@ -91,7 +91,40 @@ fn shown_views(r: &Report) -> impl Iterator<Item = &ScenarioView> {
 /// The overlaid charts of every shown scenario: one per scenario and metric, every
 /// deployment a line (`<scenario>-<metric>`, e.g. `500x100-ttft_mean`).
 pub fn deployment_charts(r: &Report) -> Vec<Chart> {
-    shown_views(r).flat_map(|v| view_charts(v, &r.options)).collect()
+    shown_views(r).flat_map(|v| titled_charts(r, v)).collect()
+}
+
+/// The title `servelab report` gives a report without `--title`.
+pub const DEFAULT_TITLE: &str = "servelab report";
+
+/// Longest chart title, in characters, that fits the chart's width at its caption size.
+const CHART_TITLE_MAX: usize = 72;
+
+/// A chart title led by the report's title (`Qwen on H20: 500x100 ...`), so an SVG file
+/// shown alone (a slide) still says what it is from; the report's title is shortened with
+/// `…` when both do not fit. The default title leads nothing.
+pub fn chart_title(report: &str, chart: &str) -> String {
+    if report.is_empty() || report == DEFAULT_TITLE {
+        return chart.to_string();
+    }
+    let room = CHART_TITLE_MAX.saturating_sub(chart.chars().count() + 2);
+    let lead = if report.chars().count() <= room {
+        report.to_string()
+    } else if room >= 8 {
+        format!("{}…", report.chars().take(room - 1).collect::<String>().trim_end())
+    } else {
+        return chart.to_string();
+    };
+    format!("{lead}: {chart}")
+}
+
+/// The overlaid charts of one scenario, titled after the report.
+fn titled_charts(r: &Report, v: &ScenarioView) -> Vec<Chart> {
+    let mut charts = view_charts(v, &r.options);
+    for c in &mut charts {
+        c.title = chart_title(&r.title, &c.title);
+    }
+    charts
 }
 
 /// A verdict as a Markdown bullet: `- **headline** figures (rule)`.
@@ -503,7 +536,7 @@ pub fn markdown(r: &Report) -> String {
         out.push_str("- \\* best value at that concurrency\n");
         if let Some(dir) = &r.chart_dir {
             out.push('\n');
-            for c in view_charts(v, &r.options) {
+            for c in titled_charts(r, v) {
                 out.push_str(&format!("![{}]({dir}/{}.svg)\n", md(&c.title), c.name));
             }
         }
@@ -597,7 +630,7 @@ pub fn html(r: &Report) -> String {
         }
         out.push_str("<li>* best value at that concurrency</li>\n</ul>\n");
         out.push_str("<div class=\"deployment-charts\">\n");
-        for c in view_charts(v, &r.options) {
+        for c in titled_charts(r, v) {
             out.push_str(&figure(&c));
         }
         out.push_str("</div>\n");

@@ -293,3 +293,19 @@ fn rules_without_verdicts_read_the_levels_of_the_view() {
     let md = markdown(&r);
     assert!(md.contains("## Summary of results\n\nrandom(512:128):\n\n- Best throughput"), "{md}");
 }
+
+#[test]
+fn chart_titles_lead_with_the_report_title() {
+    use servelab_compare::report::{chart_title, deployment_charts as report_charts};
+    let r = build("Qwen TP4 vs 3P1D on H20", sweeps(), &CompareOptions::default());
+    let titles: Vec<String> = report_charts(&r).into_iter().map(|c| c.title).collect();
+    assert_eq!(titles[0], "Qwen TP4 vs 3P1D on H20: 500x100: Output throughput (tok/s)");
+    assert_eq!(
+        chart_title("servelab report", "500x100: TTFT mean (ms)"),
+        "500x100: TTFT mean (ms)"
+    );
+    let long = "Four simulated models at rate inf: 1, 10 and 100 prompts, on a shared VM";
+    let t = chart_title(long, "random(512:32): Output throughput (tok/s)");
+    assert_eq!(t, "Four simulated models at rat…: random(512:32): Output throughput (tok/s)");
+    assert!(t.chars().count() <= 72, "{t}");
+}
