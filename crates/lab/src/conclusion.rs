@@ -356,15 +356,17 @@ mod tests {
             request_output_tokens: vec![tps / 4.0; 4],
             engine: EngineFigures::default(),
             interrupted: false,
+            summary_block: None,
         }
     }
 
     /// A trial with profile p at `tps` / `tpot` and profile q at ten times the throughput.
     fn trial(e: &Experiment, engine: &str, opts: &[&str], tps: f64, tpot: f64) -> TrialResult {
         let spec = TrialSpec::new(engine, &opts.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let template = crate::strategy::command_template(e, &spec).unwrap();
         TrialResult {
-            command: String::new(),
-            command_template: crate::strategy::command_template(e, &spec).unwrap(),
+            command: template.replace("{port}", "41000"),
+            command_template: template,
             spec,
             status: TrialStatus::Finished,
             startup_secs: Some(0.1),
@@ -384,6 +386,16 @@ mod tests {
             trial(&e, "vllm", &["fast", "faster"], 3000.0, 10.0),
         ];
         let Next::Done(o) = next(&e, &trials) else { panic!("not done") };
+        // The winner's first run as a trial saves it now: with its summary block.
+        let mut trials = trials;
+        trials[4].profiles[0].summary_block = Some(
+            "============ Serving Benchmark Result ============\n\
+             Successful requests:                     4\n\
+             Total token throughput (tok/s):          3000.00\n\
+             Mean TPOT (ms):                          10.00\n\
+             =================================================="
+                .into(),
+        );
         (e, trials, o)
     }
 
@@ -506,6 +518,117 @@ mod tests {
         assert_eq!(figures(&t, &e, "p"), Figures::default());
         assert_eq!(change_pct(Some(0.0), Some(1.0)), None);
         assert_eq!(signed_pct(Some(-85.674)), "-85.67%");
+    }
+
+    /// The HTML page with each inline chart replaced by `[svg]` (the charts are the chart
+    /// backend's, snapshotted as models).
+    fn without_svgs(page: &str) -> String {
+        let mut out = String::new();
+        for part in page.split("<figure class=\"chart\">") {
+            match part.split_once("</figure>") {
+                Some((_, rest)) => {
+                    out.push_str("<figure class=\"chart\">[svg]</figure>");
+                    out.push_str(rest);
+                }
+                None => out.push_str(part),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn lab_html_and_conclusion_chart_snapshots() {
+        let (e, trials, o) = finished();
+        let html = crate::report::html(&e, &trials, Some(&o), "/opt/servelab");
+        insta::assert_snapshot!("lab_report_html", without_svgs(&html));
+        insta::assert_debug_snapshot!("baseline_vs_optimized_chart", chart(&e, &trials, &o));
+    }
+
+    #[test]
+    fn notes_say_what_greedy_skipped_and_what_quantizes() {
+        let (_, trials, o) = finished();
+        let e = parse(
+            "strategy: greedy\nengines:\n  - {name: vllm, command: 'vllm serve m-awq --port {port}'}\n\
+             \x20 - {name: sglang, command: run-b}\nprofiles:\n  - {name: p, num_prompts: 4}\n\
+             \x20 - {name: q, num_prompts: 4}\noptions:\n  fast: --fast\n  slow: --slow\n\
+             \x20 faster: --faster\n  kv8: --kv-cache-dtype fp8\n",
+        )
+        .unwrap();
+        let n = crate::sections::notes(&e, &trials, &o);
+        assert_eq!(
+            n,
+            [
+                "Greedy search: each option was tried once, in file order, on top of the options \
+                 kept before it; 4 of the 16 combinations of the 4 options were measured on \
+                 `vllm`. Rejected options (`slow`) were not tried again on top of options kept \
+                 after them, nor together: one of them might help in a combination never \
+                 measured, so the recommendation is a local optimum. The other engines \
+                 (`sglang`) ran their own command only.",
+                "Never tried: `kv8` (the search ended, or no valid configuration to build on).",
+                "`kv8` (`--kv-cache-dtype fp8`) quantizes the KV cache (fp8): it can change the \
+                 model's outputs, which servelab does not measure; check accuracy on your task \
+                 before adopting it (it was not tried).",
+                "Engine `vllm`'s own command quantizes weights or activations (awq), in every \
+                 trial: its figures are of that quantization.",
+            ]
+        );
+        use crate::sections::quantizes;
+        assert_eq!(quantizes("-ctk q8_0"), Some(("the KV cache", "q8_0".to_string())));
+        assert_eq!(
+            quantizes("--kv-cache-dtype=fp8_e5m2"),
+            Some(("the KV cache", "fp8_e5m2".into()))
+        );
+        assert_eq!(quantizes("--quantization awq"), Some(("weights or activations", "awq".into())));
+        assert_eq!(
+            quantizes("-m model.Q4_1.gguf -np 4"),
+            Some(("weights or activations", "q4_1".into()))
+        );
+        assert_eq!(quantizes("-np 8 -t 1 --max-num-seqs 32"), None);
+    }
+
+    /// The lab report in headless Chromium (no network): both charts are in the DOM with a
+    /// line per profile, and the console logged nothing. Skipped, with a message, when
+    /// Chromium is absent, unless SERVELAB_REQUIRE_BROWSER=1 (CI with Chromium).
+    #[test]
+    #[allow(clippy::print_stderr)]
+    fn lab_html_renders_in_headless_chromium() {
+        let chromium = std::path::Path::new("/usr/bin/chromium");
+        if !chromium.exists() {
+            assert!(
+                std::env::var("SERVELAB_REQUIRE_BROWSER").as_deref() != Ok("1"),
+                "SERVELAB_REQUIRE_BROWSER=1 but /usr/bin/chromium is not there"
+            );
+            eprintln!("SKIPPED lab_html_renders_in_headless_chromium: /usr/bin/chromium not found");
+            return;
+        }
+        let (e, trials, o) = finished();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("report.html");
+        std::fs::write(&file, crate::report::html(&e, &trials, Some(&o), "/opt/servelab")).unwrap();
+        let out = std::process::Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+                "--enable-logging=stderr",
+                "--v=0",
+                &format!("--user-data-dir={}", dir.path().join("profile").display()),
+                "--dump-dom",
+                "--virtual-time-budget=2000",
+            ])
+            .arg(format!("file://{}", file.display()))
+            .output()
+            .expect("chromium runs");
+        let dom = String::from_utf8_lossy(&out.stdout);
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(dom.matches("class=\"chart\"").count(), 2, "two charts in the DOM: {dom}");
+        assert!(dom.matches("<polyline").count() >= 4, "a line per profile on each chart");
+        assert!(dom.contains("<h2>Baseline vs optimized</h2>") && dom.contains("<h2>Notes</h2>"));
+        assert!(dom.contains("<h3>vllm+fast+faster</h3>"), "the experiment sections");
+        assert!(!log.contains("CONSOLE") && !log.contains("Uncaught"), "{log}");
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!   measuring conductor).
 //! * [`trial`]: trial results and their files; [`conclusion`]: the published conclusion
 //!   (baseline vs optimized, engine baselines, cumulative gains, the pasteable command);
-//!   [`report`]: Markdown, HTML and SVG.
+//!   [`sections`]: the per-experiment sections and the notes; [`report`]: Markdown, HTML and
+//!   SVG.
 
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
@@ -23,6 +24,7 @@ mod process;
 pub mod profile;
 pub mod report;
 mod runner;
+pub mod sections;
 pub mod strategy;
 pub mod trial;
 

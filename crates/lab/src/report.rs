@@ -1,8 +1,10 @@
 //! The experiment report: the recommended command (pasteable), the conclusion as published
 //! (baseline vs optimized per profile, the engines' baselines compared, the kept steps
 //! against the baseline: [`crate::conclusion`]), the trials (baselines first), the step table
-//! (option, delta per profile against the step before, kept or rejected and why), the
-//! engine's own figures, the failed trials' log tails, and charts. Written as `report.md`,
+//! (option, delta per profile against the step before, kept or rejected and why), the notes
+//! (what the search skipped, options that quantize: [`crate::sections`]), one section per
+//! experiment with its full summary blocks, the engine's own figures, the failed trials' log
+//! tails, and charts. Written as `report.md`,
 //! `report.html` (self-contained), `chart.svg`, `baseline-vs-optimized.svg` and `lab.json`.
 
 use std::path::Path;
@@ -16,6 +18,7 @@ use crate::conclusion;
 use crate::config::Experiment;
 use crate::error::LabError;
 use crate::noise::pooled_cv;
+use crate::sections::{experiments, notes};
 use crate::strategy::{Decision, Outcome, Step};
 use crate::trial::{TrialResult, TrialStatus};
 
@@ -320,6 +323,93 @@ fn conclusion_md(exp: &Experiment, trials: &[TrialResult], o: &Outcome) -> Strin
     out
 }
 
+const EXPERIMENTS_INTRO: &str = "One section per configuration measured (reference launches, \
+     which re-measure one beside a candidate, are in the trials table): the backend parameters, \
+     then per profile its bench options, the summary block of its first run, and its figures \
+     against the engine's baseline.";
+
+fn runs_word(n: usize) -> String {
+    if n > 1 {
+        format!(" (run 1 of {n})")
+    } else {
+        String::new()
+    }
+}
+
+/// The experiment sections in Markdown.
+fn experiments_md(exp: &Experiment, trials: &[TrialResult]) -> String {
+    let sections = experiments(exp, trials);
+    if sections.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("\n## Experiments\n\n{EXPERIMENTS_INTRO}\n");
+    for x in sections {
+        out.push_str(&format!("\n### {}\n\nBackend parameters: `{}`.", x.trial, x.flags));
+        if x.command.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str(&format!(" Command:\n\n```sh\n{}\n```\n", x.command));
+        }
+        for p in x.profiles {
+            out.push_str(&format!(
+                "\nProfile **{}**: `{}`{}\n\n",
+                p.profile,
+                p.bench,
+                runs_word(p.runs)
+            ));
+            match &p.block {
+                Some(b) => out.push_str(&format!("```text\n{}\n```\n\n", b.trim_end())),
+                None => out.push_str(&format!(
+                    "Summary block not recorded (trial saved before servelab kept it); the trial \
+                     file has: {}.\n\n",
+                    p.recorded
+                )),
+            }
+            out.push_str(&format!("{}\n", p.line));
+        }
+    }
+    out
+}
+
+/// The experiment sections in HTML.
+fn experiments_html(exp: &Experiment, trials: &[TrialResult]) -> String {
+    let sections = experiments(exp, trials);
+    if sections.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("<h2>Experiments</h2>\n<p>{}</p>\n", esc(EXPERIMENTS_INTRO));
+    for x in sections {
+        out.push_str(&format!(
+            "<h3>{}</h3>\n<p>Backend parameters: <code>{}</code>.",
+            esc(&x.trial),
+            esc(&x.flags)
+        ));
+        if x.command.is_empty() {
+            out.push_str("</p>\n");
+        } else {
+            out.push_str(&format!(" Command:</p>\n<pre>{}</pre>\n", esc(&x.command)));
+        }
+        for p in x.profiles {
+            out.push_str(&format!(
+                "<p>Profile <strong>{}</strong>: <code>{}</code>{}</p>\n",
+                esc(&p.profile),
+                esc(&p.bench),
+                esc(&runs_word(p.runs))
+            ));
+            match &p.block {
+                Some(b) => out.push_str(&format!("<pre>{}</pre>\n", esc(b.trim_end()))),
+                None => out.push_str(&format!(
+                    "<p>Summary block not recorded (trial saved before servelab kept it); the \
+                     trial file has: {}.</p>\n",
+                    esc(&p.recorded)
+                )),
+            }
+            out.push_str(&format!("<p>{}</p>\n", code_spans_html(&p.line)));
+        }
+    }
+    out
+}
+
 /// `text` with `code` spans as HTML, the rest escaped.
 fn code_spans_html(text: &str) -> String {
     let parts: Vec<&str> = text.split('`').collect();
@@ -345,6 +435,10 @@ pub fn markdown(
     out.push_str(&recommendation_md(exp, trials, o, servelab));
     if let Some(o) = o {
         out.push_str(&conclusion_md(exp, trials, o));
+        out.push_str("\n## Notes\n\n");
+        for n in notes(exp, trials, o) {
+            out.push_str(&format!("- {n}\n"));
+        }
     }
     out.push_str("\n## Trials\n\n");
     out.push_str(&trials_table(exp, trials).to_markdown());
@@ -355,6 +449,7 @@ pub fn markdown(
             "\nChart: [chart.svg](chart.svg) (the objective per step, one line per profile).\n",
         );
     }
+    out.push_str(&experiments_md(exp, trials));
     let e = engine_table(trials);
     if !e.rows.is_empty() {
         out.push_str("\n## Engine metrics (from /metrics, per profile)\n\n");
@@ -414,6 +509,11 @@ pub fn html(
             out.push_str("<h2>Kept steps against the baseline</h2>\n");
             out.push_str(&html_table(&t));
         }
+        out.push_str("<h2>Notes</h2>\n<ul class=\"notes\">\n");
+        for n in notes(exp, trials, o) {
+            out.push_str(&format!("<li>{}</li>\n", code_spans_html(&n)));
+        }
+        out.push_str("</ul>\n");
     }
     out.push_str("<h2>Trials</h2>\n");
     out.push_str(&html_table(&trials_table(exp, trials)));
@@ -422,6 +522,7 @@ pub fn html(
         out.push_str(&html_table(&steps_table(exp, &o.steps)));
         out.push_str(&figure(&chart(exp, &o.steps)));
     }
+    out.push_str(&experiments_html(exp, trials));
     let e = engine_table(trials);
     if !e.rows.is_empty() {
         out.push_str("<h2>Engine metrics</h2>\n");

@@ -652,6 +652,7 @@ mod tests {
             request_output_tokens: vec![value / 4.0; 4],
             engine: EngineFigures::default(),
             interrupted: false,
+            summary_block: None,
         }
     }
 

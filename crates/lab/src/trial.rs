@@ -138,6 +138,10 @@ pub struct ProfileResult {
     pub engine: EngineFigures,
     /// The bench was interrupted: a partial result.
     pub interrupted: bool,
+    /// The run's summary block as `vllm bench serve` prints it, which published lab reports
+    /// paste per experiment; `None` in trials saved before servelab kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_block: Option<String>,
 }
 
 impl ProfileResult {
@@ -166,6 +170,7 @@ impl ProfileResult {
             request_output_tokens: ok().map(|r| r.output_tokens.unwrap_or(0) as f64).collect(),
             engine,
             interrupted: s.info.interrupted,
+            summary_block: Some(servelab_outputs::vllm_block(s)),
         }
     }
 
@@ -337,6 +342,7 @@ mod tests {
             request_output_tokens: vec![value / 4.0; 4],
             engine: EngineFigures::default(),
             interrupted: false,
+            summary_block: None,
         }
     }
 
