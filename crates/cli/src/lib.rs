@@ -91,7 +91,7 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
             lab(&a, interrupt_on_signals("stopping the engine and the lab")).await
         }
         Command::Lab(LabCommand::Report { dir }) => {
-            let outcome = servelab_lab::report::report_dir(&dir, &servelab_binary())
+            let outcome = servelab_lab::report::report_dir(&dir, &servelab_shown())
                 .map_err(Failure::usage)?;
             print_lab_report(&dir);
             if outcome.is_none() {
@@ -320,6 +320,20 @@ async fn lab(a: &LabRunArgs, interrupt: watch::Receiver<bool>) -> Result<ExitSta
 /// This binary, for `{servelab}` in lab templates.
 fn servelab_binary() -> String {
     std::env::current_exe().map_or("servelab".into(), |p| p.display().to_string())
+}
+
+/// This binary as a rebuilt report names it in a pasteable command: `servelab` when that
+/// name on PATH is this very binary (a command with a build folder in it is of no use to
+/// anyone else), else its full path.
+fn servelab_shown() -> String {
+    let me = std::env::current_exe().and_then(|p| p.canonicalize()).ok();
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path).map(|d| d.join("servelab")).find(|c| c.is_file())
+    });
+    match (me, on_path.and_then(|p| p.canonicalize().ok())) {
+        (Some(a), Some(b)) if a == b => "servelab".into(),
+        _ => servelab_binary(),
+    }
 }
 
 /// Print the Markdown report and say where the files are.

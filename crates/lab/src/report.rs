@@ -337,8 +337,8 @@ fn runs_word(n: usize) -> String {
 }
 
 /// The experiment sections in Markdown.
-fn experiments_md(exp: &Experiment, trials: &[TrialResult]) -> String {
-    let sections = experiments(exp, trials);
+fn experiments_md(exp: &Experiment, trials: &[TrialResult], servelab: &str) -> String {
+    let sections = experiments(exp, trials, servelab);
     if sections.is_empty() {
         return String::new();
     }
@@ -372,8 +372,8 @@ fn experiments_md(exp: &Experiment, trials: &[TrialResult]) -> String {
 }
 
 /// The experiment sections in HTML.
-fn experiments_html(exp: &Experiment, trials: &[TrialResult]) -> String {
-    let sections = experiments(exp, trials);
+fn experiments_html(exp: &Experiment, trials: &[TrialResult], servelab: &str) -> String {
+    let sections = experiments(exp, trials, servelab);
     if sections.is_empty() {
         return String::new();
     }
@@ -449,7 +449,7 @@ pub fn markdown(
             "\nChart: [chart.svg](chart.svg) (the objective per step, one line per profile).\n",
         );
     }
-    out.push_str(&experiments_md(exp, trials));
+    out.push_str(&experiments_md(exp, trials, servelab));
     let e = engine_table(trials);
     if !e.rows.is_empty() {
         out.push_str("\n## Engine metrics (from /metrics, per profile)\n\n");
@@ -522,7 +522,7 @@ pub fn html(
         out.push_str(&html_table(&steps_table(exp, &o.steps)));
         out.push_str(&figure(&chart(exp, &o.steps)));
     }
-    out.push_str(&experiments_html(exp, trials));
+    out.push_str(&experiments_html(exp, trials, servelab));
     let e = engine_table(trials);
     if !e.rows.is_empty() {
         out.push_str("<h2>Engine metrics</h2>\n");

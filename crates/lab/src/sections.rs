@@ -7,7 +7,7 @@
 use servelab_metrics::{Metric, MetricKey};
 use servelab_outputs::fmt::{fixed, grouped, MISSING};
 
-use crate::conclusion::{change_pct, signed_pct};
+use crate::conclusion::{change_pct, pasteable_command, signed_pct};
 use crate::config::{Experiment, Strategy};
 use crate::strategy::Outcome;
 use crate::trial::{ProfileResult, TrialResult, TrialStatus};
@@ -38,7 +38,8 @@ pub struct ExperimentSection {
     pub trial: String,
     /// The flags its options added to the engine's command (`-` for none).
     pub flags: String,
-    /// The launch command as run.
+    /// The launch command as a user pastes it (env first, `{port}` as 8000, `{servelab}` as
+    /// the binary; see [`crate::conclusion::pasteable_command`]).
     pub command: String,
     /// Its profiles, in experiment order.
     pub profiles: Vec<ProfileSection>,
@@ -78,8 +79,13 @@ fn recorded(r: &ProfileResult) -> String {
 }
 
 /// Every finished trial that is a configuration of its own (reference launches re-measure
-/// one and are left to the trials table), with its profiles.
-pub fn experiments(exp: &Experiment, trials: &[TrialResult]) -> Vec<ExperimentSection> {
+/// one and are left to the trials table), with its profiles; `servelab` is what
+/// `{servelab}` stands for in its command.
+pub fn experiments(
+    exp: &Experiment,
+    trials: &[TrialResult],
+    servelab: &str,
+) -> Vec<ExperimentSection> {
     let mut out = Vec::new();
     for t in trials {
         if t.status != TrialStatus::Finished || t.spec.reference_for.is_some() {
@@ -133,7 +139,7 @@ pub fn experiments(exp: &Experiment, trials: &[TrialResult]) -> Vec<ExperimentSe
         out.push(ExperimentSection {
             trial: t.spec.id.clone(),
             flags: option_flags(exp, t),
-            command: t.command.clone(),
+            command: pasteable_command(exp, &t.spec.engine, &t.command_template, servelab),
             profiles,
         });
     }
