@@ -756,6 +756,10 @@ pub struct CompareArgs {
     /// its change against the first (table or markdown).
     #[arg(long)]
     pub by_scenario: bool,
+    /// With --by-scenario: then one table per deployment and scenario with the nine columns
+    /// teams publish (req/s, output tok/s, E2E, TTFT and TPOT mean and P99).
+    #[arg(long, requires = "by_scenario")]
+    pub per_deployment: bool,
 }
 
 /// The arguments of `servelab report`.
@@ -768,9 +772,13 @@ pub struct ReportArgs {
     /// HTML file to write; the Markdown twin goes next to it with the extension `.md`.
     #[arg(short, long, default_value = "servelab-report.html")]
     pub output: PathBuf,
-    /// Title of the report.
+    /// Title of the report (and the lead of its chart titles).
     #[arg(long, default_value = "servelab report")]
     pub title: String,
+    /// Also one table per deployment and scenario with the nine columns teams publish
+    /// (req/s, output tok/s, E2E, TTFT and TPOT mean and P99).
+    #[arg(long)]
+    pub per_deployment: bool,
     /// Runs below this success rate (percent) are rejected: shown, never the winner.
     #[arg(long, default_value_t = 99.0, value_name = "PERCENT")]
     pub min_success_rate: f64,

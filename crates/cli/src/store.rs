@@ -180,8 +180,12 @@ pub async fn compare(a: CompareArgs) -> Result<ExitStatus, Failure> {
         }
         let views = servelab_compare::deploy::scenario_views(&runs);
         term::stdout(&match a.format {
-            Format::Table => servelab_compare::deploy::render_views(&views, &o, false),
-            Format::Markdown => servelab_compare::deploy::render_views(&views, &o, true),
+            Format::Table => {
+                servelab_compare::deploy::render_views(&views, &o, false, a.per_deployment)
+            }
+            Format::Markdown => {
+                servelab_compare::deploy::render_views(&views, &o, true, a.per_deployment)
+            }
             Format::Json => {
                 return Err(Failure::usage(
                     "--by-scenario: prints a table or markdown (--format json gives every value \
@@ -225,6 +229,7 @@ pub async fn report(a: ReportArgs) -> Result<ExitStatus, Failure> {
         .await
         .map_err(|e| Failure::runtime(format!("report failed: {e}")))?;
     let mut r = r;
+    r.per_deployment = a.per_deployment;
     let md_path = a.output.with_extension("md");
     // The overlaid deployment charts also go to files, next to the report, for the Markdown
     // twin to show and for slides.

@@ -20,6 +20,36 @@ pub const DEPLOY_METRICS: [MetricKey; 3] = [
     MetricKey::stat(Metric::Tpot, Stat::Mean),
 ];
 
+/// The columns of a published per-deployment table after `Concurrency`, with their headers
+/// as published.
+pub const PUBLISHED_COLUMNS: [(MetricKey, &str); 8] = [
+    (MetricKey::of(Metric::RequestThroughput), "Request Throughput (req/s)"),
+    (MetricKey::of(Metric::OutputThroughput), "Output Token Throughput (tok/s)"),
+    (MetricKey::stat(Metric::E2el, Stat::Mean), "Mean E2E Latency (ms)"),
+    (MetricKey::stat(Metric::E2el, Stat::P(99.0)), "P99 E2E Latency (ms)"),
+    (MetricKey::stat(Metric::Ttft, Stat::Mean), "Mean TTFT (ms)"),
+    (MetricKey::stat(Metric::Ttft, Stat::P(99.0)), "P99 TTFT (ms)"),
+    (MetricKey::stat(Metric::Tpot, Stat::Mean), "Mean TPOT (ms)"),
+    (MetricKey::stat(Metric::Tpot, Stat::P(99.0)), "P99 TPOT (ms)"),
+];
+
+/// One deployment's table of a scenario as teams publish it: a row per level it ran, the
+/// nine columns of [`PUBLISHED_COLUMNS`]; a rejected point's figures are `-`.
+pub fn published_table(v: &ScenarioView, e: &Entry, o: &CompareOptions) -> Table {
+    let mut headers = vec!["Concurrency".to_string()];
+    headers.extend(PUBLISHED_COLUMNS.iter().map(|(_, h)| h.to_string()));
+    let mut t = Table::new(headers).with_align(&[Align::Right; 9]);
+    for (i, r) in v.rows.iter().enumerate() {
+        if e.cells.get(i).is_none_or(Option::is_none) {
+            continue;
+        }
+        let mut cells = vec![r.label.clone()];
+        cells.extend(PUBLISHED_COLUMNS.iter().map(|(m, _)| num(e.value(i, *m, o))));
+        t.push(cells);
+    }
+    t
+}
+
 /// A run's workload without its load: the sweep scenario it was a point of and its dataset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workload {
@@ -334,8 +364,14 @@ pub fn view_caption(v: &ScenarioView) -> Vec<String> {
 }
 
 /// Every view with its heading, caption, table and notes, as text for the terminal
-/// (`markdown` false) or Markdown: what `servelab compare --by-scenario` prints.
-pub fn render_views(views: &[ScenarioView], o: &CompareOptions, markdown: bool) -> String {
+/// (`markdown` false) or Markdown: what `servelab compare --by-scenario` prints; with
+/// `per_deployment`, then each deployment's [`published_table`].
+pub fn render_views(
+    views: &[ScenarioView],
+    o: &CompareOptions,
+    markdown: bool,
+    per_deployment: bool,
+) -> String {
     let md = servelab_outputs::markdown::escape;
     let mut out = String::new();
     for (i, v) in views.iter().enumerate() {
@@ -363,6 +399,18 @@ pub fn render_views(views: &[ScenarioView], o: &CompareOptions, markdown: bool) 
         notes.push("* best value at that concurrency".into());
         for n in notes {
             out.push_str(&if markdown { format!("- {}\n", md(&n)) } else { format!("{n}\n") });
+        }
+        if !per_deployment {
+            continue;
+        }
+        for e in &v.entries {
+            let heading = format!("{}: {}", caption(v, e), v.workload.name());
+            let t = published_table(v, e, o);
+            out.push_str(&if markdown {
+                format!("\n### {}\n\n{}", md(&heading), t.to_markdown())
+            } else {
+                format!("\n-- {heading} --\n{}", t.to_plain())
+            });
         }
     }
     out

@@ -18,8 +18,8 @@ use servelab_sweep::{find_knee, KneeRule, PointResult, Role, ScenarioResult};
 use crate::compare::{compare, CompareOptions, Comparison};
 use crate::data::{RunData, Subject};
 use crate::deploy::{
-    deployment_charts as view_charts, deployment_table, scenario_views, view_caption, view_notes,
-    ScenarioView,
+    caption, deployment_charts as view_charts, deployment_table, published_table, scenario_views,
+    view_caption, view_notes, ScenarioView,
 };
 use crate::narrative::{written_summary, Finding};
 use crate::rank::{group, identities, point_name, rankings, LevelRanking, Series};
@@ -48,6 +48,9 @@ pub struct Report {
     pub verdicts: Vec<ScenarioVerdicts>,
     /// The comparison settings used.
     pub options: CompareOptions,
+    /// Also one table per deployment and scenario with the nine published columns
+    /// ([`crate::deploy::published_table`]); off unless asked for (`--per-deployment`).
+    pub per_deployment: bool,
     /// Where the deployment charts' SVG files are, relative to the Markdown file; the
     /// Markdown links them when set (the HTML has them inline).
     pub chart_dir: Option<String>,
@@ -78,6 +81,7 @@ pub fn build(title: &str, runs: Vec<RunData>, o: &CompareOptions) -> Report {
         verdicts,
         views,
         options: *o,
+        per_deployment: false,
         chart_dir: None,
     }
 }
@@ -534,6 +538,12 @@ pub fn markdown(r: &Report) -> String {
             out.push_str(&format!("- {}\n", md(&n)));
         }
         out.push_str("- \\* best value at that concurrency\n");
+        if r.per_deployment {
+            for e in &v.entries {
+                out.push_str(&format!("\n#### {}\n\n", md(&caption(v, e))));
+                out.push_str(&published_table(v, e, &r.options).to_markdown());
+            }
+        }
         if let Some(dir) = &r.chart_dir {
             out.push('\n');
             for c in titled_charts(r, v) {
@@ -629,6 +639,12 @@ pub fn html(r: &Report) -> String {
             out.push_str(&format!("<li>{}</li>\n", esc(&n)));
         }
         out.push_str("<li>* best value at that concurrency</li>\n</ul>\n");
+        if r.per_deployment {
+            for e in &v.entries {
+                out.push_str(&format!("<h4>{}</h4>\n", esc(&caption(v, e))));
+                out.push_str(&html_table(&published_table(v, e, &r.options)));
+            }
+        }
         out.push_str("<div class=\"deployment-charts\">\n");
         for c in titled_charts(r, v) {
             out.push_str(&figure(&c));

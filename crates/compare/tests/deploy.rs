@@ -239,7 +239,7 @@ fn deployment_html_and_chart_snapshots() {
 #[test]
 fn by_scenario_text_snapshot() {
     let views = scenario_views(&sweeps());
-    insta::assert_snapshot!(render_views(&views, &CompareOptions::default(), false));
+    insta::assert_snapshot!(render_views(&views, &CompareOptions::default(), false, false));
 }
 
 /// Seed-000 shape: before, the written summary ran over series split per prompt count and
@@ -308,4 +308,49 @@ fn chart_titles_lead_with_the_report_title() {
     let t = chart_title(long, "random(512:32): Output throughput (tok/s)");
     assert_eq!(t, "Four simulated models at rat…: random(512:32): Output throughput (tok/s)");
     assert!(t.chars().count() <= 72, "{t}");
+}
+
+#[test]
+fn per_deployment_tables_snapshot() {
+    let views = scenario_views(&sweeps());
+    let o = CompareOptions::default();
+    let t = servelab_compare::deploy::published_table(&views[0], &views[0].entries[1], &o);
+    assert_eq!(t.headers.len(), 9, "Concurrency and the eight published figures");
+    assert_eq!(t.rows.len(), 3, "a row per concurrency the deployment ran");
+    insta::assert_snapshot!("per_deployment_markdown", render_views(&views, &o, true, true));
+    insta::assert_snapshot!("per_deployment_text", render_views(&views[..1], &o, false, true));
+    // In the report, under each scenario, only when asked for.
+    let mut r = build("Qwen TP4 vs 3P1D on H20", sweeps(), &o);
+    assert!(!markdown(&r).contains("| Concurrency | Request Throughput (req/s)"));
+    r.per_deployment = true;
+    let md = markdown(&r);
+    assert_eq!(md.matches("| Concurrency | Request Throughput (req/s)").count(), 4, "2 × 2");
+    assert!(md.contains("#### qwen-3p1d (layout=3P1D)\n"), "{md}");
+    let page = html(&r);
+    let start = page.find("<h4>").expect("per-deployment tables");
+    let end = page[start..].find("<div class=\"deployment-charts\">").unwrap() + start;
+    insta::assert_snapshot!("per_deployment_html", &page[start..end]);
+}
+
+#[test]
+fn verdict_html_snapshot() {
+    let page = html(&build("Four models at rate inf", models(), &CompareOptions::default()));
+    let start = page.find("<h2 id=\"verdicts\">").unwrap();
+    let end = page.find("<h2 id=\"deployments\">").unwrap();
+    insta::assert_snapshot!(&page[start..end]);
+}
+
+#[test]
+fn point_by_point_text_snapshot() {
+    use servelab_compare::render::render_points;
+    use servelab_compare::{compare, pair, subjects_of};
+    let runs = models();
+    let operand =
+        |name: &str| subjects_of(name, runs.iter().filter(|r| r.name == name).cloned().collect());
+    let p = pair(vec![operand("fast-8b"), operand("snappy-32b")]).unwrap();
+    let o = CompareOptions::default();
+    let points: Vec<(Option<String>, servelab_compare::Comparison)> =
+        p.points.into_iter().map(|x| (x.heading, compare(&x.subjects, &o))).collect();
+    assert_eq!(points.len(), 3, "1, 10 and 100 prompts, each its own comparison");
+    insta::assert_snapshot!(render_points(&points, &p.unmatched, false));
 }
