@@ -135,6 +135,24 @@ fn imports_mark_what_is_missing_and_compare_with_each_other() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("v1.sql: line 1"));
 }
 
+/// SGLang writes its default rate as a bare `Infinity` (Python's json), which JSON has not:
+/// the import reads it as rate inf, and the run is shown and compared at load `inf`.
+#[test]
+fn an_sglang_file_at_rate_infinity_imports() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let text = std::fs::read_to_string(fixture("sglang-inf.jsonl")).unwrap();
+    assert!(text.contains("\"request_rate\": Infinity,"), "the fixture is SGLang's own shape");
+    let imp = servelab(&db, &["runs", "import", &fixture("sglang-inf.jsonl"), "--label", "sg"]);
+    ok(&imp);
+    let err = String::from_utf8_lossy(&imp.stderr);
+    assert!(err.contains("(sglang) as run #1"), "{err}");
+    let show = ok(&servelab(&db, &["runs", "show", "sg"]));
+    // No rate is rate inf (all at once), as `--request-rate inf` is stored.
+    assert!(show.contains("\"request_rate\": null,"), "{show}");
+    assert!(show.contains("3020.00"), "mean TTFT kept: {show}");
+}
+
 #[test]
 fn usage_errors_name_the_flag_or_run() {
     let dir = tempfile::tempdir().unwrap();
@@ -330,13 +348,20 @@ fn runs_of_different_workloads_are_never_repeats_and_sweeps_compare_point_by_poi
     assert!(md.contains("## Deployments by scenario\n\n### 32x4 (random(32:4))"), "{md}");
     assert!(md.contains("| Concurrency | A: Output Token Throughput (tok/s) | B: "), "{md}");
     assert!(
-        md.contains(
-            "![32x4 (random(32:4)): TTFT mean (ms) by deployment](ab-charts/32x4-ttft_mean.svg)"
-        ),
+        md.contains("![A vs B: 32x4: TTFT mean (ms)](ab-charts/32x4-ttft_mean.svg)"),
         "{md}"
     );
     let svg = std::fs::read_to_string(dir.path().join("rep/ab-charts/32x4-ttft_mean.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("polyline"), "an SVG with lines");
+    assert!(svg.contains("A vs B: 32x4: TTFT mean (ms)"), "the chart titled after --title");
+    // --per-deployment: each deployment's table with the published columns.
+    let args = ["report", "A", "B", "-o", html.to_str().unwrap(), "--per-deployment"];
+    ok(&servelab(&db, &args));
+    let md = std::fs::read_to_string(dir.path().join("rep/ab.md")).unwrap();
+    assert_eq!(md.matches("| Concurrency | Request Throughput (req/s) |").count(), 2, "{md}");
+    let cmp = ok(&servelab(&db, &["compare", "A", "B", "--by-scenario", "--per-deployment"]));
+    assert!(cmp.contains("-- A: 32x4 (random(32:4)) --"), "{cmp}");
+    assert!(cmp.contains("P99 E2E Latency (ms)"), "{cmp}");
     // A sweep against a single run of another workload: nothing in common, exit 2.
     let out = servelab(&db, &["compare", "A", "m"]);
     assert_eq!(out.status.code(), Some(2));
