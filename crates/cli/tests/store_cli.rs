@@ -347,10 +347,7 @@ fn runs_of_different_workloads_are_never_repeats_and_sweeps_compare_point_by_poi
     let md = std::fs::read_to_string(dir.path().join("rep/ab.md")).unwrap();
     assert!(md.contains("## Deployments by scenario\n\n### 32x4 (random(32:4))"), "{md}");
     assert!(md.contains("| Concurrency | A: Output Token Throughput (tok/s) | B: "), "{md}");
-    assert!(
-        md.contains("![A vs B: 32x4: TTFT mean (ms)](ab-charts/32x4-ttft_mean.svg)"),
-        "{md}"
-    );
+    assert!(md.contains("![A vs B: 32x4: TTFT mean (ms)](ab-charts/32x4-ttft_mean.svg)"), "{md}");
     let svg = std::fs::read_to_string(dir.path().join("rep/ab-charts/32x4-ttft_mean.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("polyline"), "an SVG with lines");
     assert!(svg.contains("A vs B: 32x4: TTFT mean (ms)"), "the chart titled after --title");
