@@ -632,6 +632,16 @@ mod tests {
     }
 
     #[test]
+    fn a_rebuilt_report_lists_trials_in_step_order() {
+        let (_, trials, o) = finished();
+        let mut by_id = trials.clone();
+        by_id.sort_by(|a, b| a.spec.id.cmp(&b.spec.id));
+        let ids: Vec<String> =
+            crate::report::in_step_order(by_id, &o).into_iter().map(|t| t.spec.id).collect();
+        assert_eq!(ids, trials.iter().map(|t| t.spec.id.clone()).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn the_report_as_published() {
         let (e, trials, o) = finished();
         let md = crate::report::markdown(&e, &trials, Some(&o), "/opt/servelab");

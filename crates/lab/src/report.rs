@@ -593,6 +593,27 @@ pub fn report_dir(dir: &Path, servelab: &str) -> Result<Option<Outcome>, LabErro
         crate::strategy::Next::Done(o) => Some(o),
         crate::strategy::Next::Run(_) | crate::strategy::Next::RunPair { .. } => None,
     };
+    let trials = match &outcome {
+        Some(o) => in_step_order(trials, o),
+        None => trials,
+    };
     write_all(dir, &exp, &trials, outcome.as_ref(), servelab)?;
     Ok(outcome)
+}
+
+/// The trials in the order the steps ran them (a step's reference launch before its
+/// candidate), as `lab run` lists them; the folders give them in id order. Trials no step
+/// names keep their order, last.
+pub fn in_step_order(mut trials: Vec<TrialResult>, o: &Outcome) -> Vec<TrialResult> {
+    let mut out = Vec::with_capacity(trials.len());
+    for s in &o.steps {
+        let refs = s.against.iter().filter(|a| a.contains(".ref-"));
+        for id in refs.chain(std::iter::once(&s.trial)) {
+            if let Some(i) = trials.iter().position(|t| &t.spec.id == id) {
+                out.push(trials.remove(i));
+            }
+        }
+    }
+    out.extend(trials);
+    out
 }
