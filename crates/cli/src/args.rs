@@ -683,8 +683,9 @@ pub enum RunsCommand {
     /// Merge the shards of one run (`bench --shard K/N`) into one stored run: percentiles over
     /// every request, throughput over the global span (docs/scale.md).
     Merge {
-        /// The shards: run ids, a label (every run with it), or result JSON files written
-        /// with --save-result --save-detailed (their .records.jsonl beside them).
+        /// The shards: run ids, a label (every run with it), result JSON files written with
+        /// --save-result --save-detailed (their .records.jsonl beside them), or a folder of
+        /// them (its NAME-shard-K-of-N.json files).
         #[arg(required = true)]
         runs: Vec<String>,
         /// Label of the merged run.
@@ -837,7 +838,8 @@ pub struct ScaleK8sArgs {
     /// Seconds from now to the shards' time zero, when --start-at is not given.
     #[arg(long, default_value_t = 300)]
     pub start_in: u64,
-    /// How long the merge Job waits for the shards, seconds.
+    /// How long the merge Job waits for the shards' result files, seconds (it then has 30 more
+    /// minutes to merge).
     #[arg(long, default_value_t = 21_600)]
     pub merge_deadline: u64,
     /// Write to this file (default: stdout).

@@ -107,17 +107,15 @@ pub fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
                 spec.start_at,
                 results.display()
             ));
-            let files = local::run_local(&spec).map_err(Failure::runtime)?;
-            let files: Vec<String> =
-                files.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+            local::run_local(&spec).map_err(Failure::runtime)?;
             let opts = servelab_metrics::merge::MergeOptions {
                 max_clock_spread_ms: a.max_clock_spread_ms,
                 force: false,
             };
             let mut store = crate::store::open(&a.db)?;
-            let (id, summary) = store
-                .merge_into(&files, &label, &[], opts, &servelab_metrics::MetricsConfig::default())
-                .map_err(Failure::usage)?;
+            let folder = [results.to_string_lossy().into_owned()];
+            let (id, summary) =
+                store.merge_into(&folder, &label, &[], opts).map_err(Failure::usage)?;
             term::stdout(&servelab_outputs::render_text(&summary));
             term::note(&format!("Stored the merged run as #{id} ({label})"));
         }
