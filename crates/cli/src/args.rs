@@ -800,7 +800,7 @@ pub enum ScaleCommand {
 /// What every `servelab scale` command takes.
 #[derive(Debug, Args)]
 pub struct ScaleCommon {
-    /// How many shards.
+    /// How many shards (at least 2).
     #[arg(long)]
     pub shards: u32,
     /// The run's name (Job and folder names: lower-case letters, digits, '-').

@@ -646,8 +646,13 @@ mod tests {
             sweep_plan(&a).map(|_| ())
         };
         assert_eq!(sweep(&[]), Ok(()));
-        assert!(sweep(&["--shard", "1/2"]).unwrap_err().contains("sweeps do not run as shards"));
-        let e = bench(&["--shard", "0/8", "--max-concurrency", "4"]).unwrap_err();
+        let e = sweep(&["--shard", "1/2", "--start-at", "0"]).unwrap_err();
+        assert!(e.contains("sweeps do not run as shards"), "{e}");
+        let e = bench(&["--shard", "1/2"]).unwrap_err();
+        assert!(e.starts_with("--start-at: shard 1/2 "), "{e}");
+        assert!(bench(&["--shard", "0/1"]).is_ok(), "one shard of one is the whole run");
+        let e = bench(&["--shard", "0/8", "--start-at", "0", "--max-concurrency", "4"]);
+        let e = e.unwrap_err();
         assert!(e.starts_with("--max-concurrency 4 is the whole run's cap"), "{e}");
     }
 }

@@ -196,3 +196,56 @@ async fn the_sbatch_script_runs_its_tasks_and_merges_as_rendered() {
     check_merged(&results.join("servelab.db"));
     sim.shutdown().await;
 }
+
+fn servelab(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("binary runs")
+}
+
+#[test]
+fn what_a_shard_would_refuse_is_refused_when_rendering() {
+    let refused = |args: &[&str], says: &str| {
+        let out = servelab(args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
+        assert!(out.stdout.is_empty(), "nothing rendered for {args:?}");
+    };
+    // Each of 4 shards would get no slot of a cap of 2.
+    refused(
+        &["scale", "k8s", "--shards", "4", "--", "--request-rate", "5", "--max-concurrency", "2"],
+        "--max-concurrency 2 is the whole run's cap, shared by 4 shards",
+    );
+    refused(
+        &["scale", "slurm", "--shards", "2", "--", "--goodput", "itl:5"],
+        "--goodput: unknown metric 'itl'",
+    );
+    refused(
+        &["scale", "slurm", "--shards", "2", "--", "--no-progress"],
+        "--no-progress: set by `servelab scale` on every shard",
+    );
+    refused(&["scale", "k8s", "--shards", "1"], "--shards must be at least 2");
+    let ok = servelab(&["scale", "slurm", "--shards", "2", "--", "--request-rate", "5"], &[]);
+    assert!(ok.status.success(), "{}", text(&ok));
+}
+
+#[test]
+fn a_hand_run_shard_needs_the_shared_start() {
+    let out = servelab(&["bench", "--shard", "1/2", "--num-prompts", "2", "--no-store"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--start-at: shard 1/2"), "{}", text(&out));
+    // The scheduler's environment is a shard too.
+    let slurm = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")];
+    let out = servelab(&["bench", "--num-prompts", "2", "--no-store"], &slurm);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--start-at: shard 0/2"), "{}", text(&out));
+    // An Indexed Job's index without the count: say how to run as a shard or as a whole.
+    let out =
+        servelab(&["bench", "--num-prompts", "2", "--no-store"], &[("JOB_COMPLETION_INDEX", "0")]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("set SERVELAB_SHARDS"), "{}", text(&out));
+    assert!(text(&out).contains("--shard 0/1"), "{}", text(&out));
+}
