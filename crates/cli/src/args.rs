@@ -478,8 +478,9 @@ pub struct BenchArgs {
     /// SLURM_NTASKS, else the whole run.
     #[arg(long, value_name = "K/N", help_heading = "Scale out")]
     pub shard: Option<String>,
-    /// Wall-clock time zero of the arrival schedule, shared by every shard: RFC 3339
-    /// (2026-11-25T12:00:00Z) or Unix seconds.
+    /// Wall-clock time zero of the arrival schedule, shared by every shard (required with
+    /// --shard K/N, N > 1; a sharded sweep's first point): RFC 3339 (2026-11-25T12:00:00Z)
+    /// or Unix seconds.
     #[arg(long, value_name = "INSTANT", help_heading = "Scale out")]
     pub start_at: Option<String>,
 }
