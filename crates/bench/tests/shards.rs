@@ -19,6 +19,16 @@ use tokio::sync::watch;
 
 const PROMPTS: usize = 120;
 
+/// `--metric-percentiles 50,99.9 --goodput ttft:1000`: the merged run must be summarized as
+/// the single run given these flags is, not with the defaults.
+fn flags() -> MetricsConfig {
+    MetricsConfig {
+        percentiles: vec![50.0, 99.9],
+        goodput: Some(servelab_metrics::Slo { ttft_ms: Some(1000.0), ..Default::default() }),
+        ..MetricsConfig::default()
+    }
+}
+
 fn plan(url: &str) -> Plan {
     Plan {
         target: Target::Url(url.to_string()),
@@ -39,7 +49,7 @@ fn plan(url: &str) -> Plan {
         load: LoadSpec { request_rate: Some(60.0), ..LoadSpec::default() },
         ramp: None,
         limits: Limits { server_metrics_interval: None, ..Limits::default() },
-        metrics: MetricsConfig::default(),
+        metrics: flags(),
         output: OutputSpec::default(),
         record: RecordSpec::default(),
         shard: ShardSpec::default(),
@@ -97,15 +107,22 @@ async fn four_shards_send_what_one_process_sends_and_merge_to_its_figures() {
         // Each shard sent exactly its own quarter, under global indices.
         assert!(out.records.iter().all(|r| s.shard.owns(r.index)));
         assert_eq!(out.records.len(), PROMPTS / 4);
-        shards.push(ShardRun { info, records: out.records });
+        shards.push(ShardRun { info, records: out.records, metrics: out.summary.metrics_config() });
     }
     assert_eq!(seen(&sim, mark), single_seen, "the same requests reached the server");
 
     let merged = merge_shards(shards, MergeOptions::default()).unwrap();
     assert_eq!(instants(&merged.records), instants(&single.records), "same intended instants");
-    let m = servelab_metrics::summarize(&merged.records, &merged.info, &MetricsConfig::default());
+    assert_eq!(merged.metrics, flags(), "the shards' metric settings");
+    let m = servelab_metrics::summarize(&merged.records, &merged.info, &merged.metrics);
     let s = &single.summary;
     assert_eq!((m.completed, m.failed), (s.completed, s.failed));
+    let pcts = |d: &servelab_metrics::Distribution| -> Vec<f64> {
+        d.percentiles.iter().map(|p| p.0).collect()
+    };
+    assert_eq!(pcts(&m.ttft_ms), pcts(&s.ttft_ms));
+    assert_eq!(pcts(&m.ttft_ms), vec![50.0, 99.9]);
+    assert_eq!((m.slo, m.request_goodput.is_some()), (s.slo, true));
     assert_eq!(m.total_output_tokens, s.total_output_tokens);
     assert_eq!(m.total_input_tokens, s.total_input_tokens);
     // Within noise: the same server timing (20 ms TTFT), a 2-core machine's scheduling.
@@ -185,7 +202,7 @@ async fn sessions_are_split_by_session_across_shards() {
         let info = out.summary.info.clone();
         let shard = info.shard.clone().unwrap().shard;
         assert!(out.records.iter().all(|r| shard.owns(r.session.unwrap().session)));
-        shards.push(ShardRun { info, records: out.records });
+        shards.push(ShardRun { info, records: out.records, metrics: out.summary.metrics_config() });
     }
     assert_eq!(seen(&sim, mark), single_seen, "the same turns reached the server");
     let merged = merge_shards(shards, MergeOptions::default()).unwrap();
@@ -227,7 +244,8 @@ async fn shards_write_sketches_that_merge_to_the_exact_percentiles() {
             None => sketch = Some(s),
             Some(m) => m.merge(&s).unwrap(),
         }
-        shards.push(ShardRun { info: out.summary.info.clone(), records: out.records });
+        let metrics = out.summary.metrics_config();
+        shards.push(ShardRun { info: out.summary.info.clone(), records: out.records, metrics });
     }
     let merged = merge_shards(shards, MergeOptions::default()).unwrap();
     let cfg = MetricsConfig { percentiles: vec![50.0, 90.0], ..MetricsConfig::default() };

@@ -478,8 +478,9 @@ pub struct BenchArgs {
     /// SLURM_NTASKS, else the whole run.
     #[arg(long, value_name = "K/N", help_heading = "Scale out")]
     pub shard: Option<String>,
-    /// Wall-clock time zero of the arrival schedule, shared by every shard: RFC 3339
-    /// (2026-11-25T12:00:00Z) or Unix seconds.
+    /// Wall-clock time zero of the arrival schedule, shared by every shard (required with
+    /// --shard K/N, N > 1; a sharded sweep's first point): RFC 3339 (2026-11-25T12:00:00Z)
+    /// or Unix seconds.
     #[arg(long, value_name = "INSTANT", help_heading = "Scale out")]
     pub start_at: Option<String>,
 }
@@ -683,8 +684,9 @@ pub enum RunsCommand {
     /// Merge the shards of one run (`bench --shard K/N`) into one stored run: percentiles over
     /// every request, throughput over the global span (docs/scale.md).
     Merge {
-        /// The shards: run ids, a label (every run with it), or result JSON files written
-        /// with --save-result --save-detailed (their .records.jsonl beside them).
+        /// The shards: run ids, a label (every run with it), result JSON files written with
+        /// --save-result --save-detailed (their .records.jsonl beside them), or a folder of
+        /// them (its NAME-shard-K-of-N.json files).
         #[arg(required = true)]
         runs: Vec<String>,
         /// Label of the merged run.
@@ -807,7 +809,7 @@ pub enum ScaleCommand {
 /// What every `servelab scale` command takes.
 #[derive(Debug, Args)]
 pub struct ScaleCommon {
-    /// How many shards.
+    /// How many shards (at least 2).
     #[arg(long)]
     pub shards: u32,
     /// The run's name (Job and folder names: lower-case letters, digits, '-').
@@ -845,7 +847,8 @@ pub struct ScaleK8sArgs {
     /// Seconds from now to the shards' time zero, when --start-at is not given.
     #[arg(long, default_value_t = 300)]
     pub start_in: u64,
-    /// How long the merge Job waits for the shards, seconds.
+    /// How long the merge Job waits for the shards' result files, seconds (it then has 30 more
+    /// minutes to merge).
     #[arg(long, default_value_t = 21_600)]
     pub merge_deadline: u64,
     /// Write to this file (default: stdout).

@@ -11,6 +11,7 @@ pub mod exit;
 pub mod resolve;
 mod scale;
 mod store;
+mod sweep_shards;
 
 use std::path::PathBuf;
 
@@ -142,12 +143,49 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
     let drain = servelab_plan::seconds("--drain-timeout-secs", a.drain_timeout_secs)
         .map_err(Failure::usage)?;
     let mut c = Conductor::new(interrupt).with_settle(settle, drain);
+    if let (true, Some(start)) = (plan.base.shard.is_split(), plan.base.shard.start_at) {
+        return sharded_sweep(plan, c, start, settle).await;
+    }
     if let Some(r) = resolve::recording(a.bench.db.clone(), a.bench.no_store) {
         c = c.with_recording(r);
     }
     let result = servelab_sweep::run_sweep(&plan, &mut c).await;
     c.shutdown().await;
     sweep_outputs(&plan, result.map_err(Failure::runtime)?, "Sweep results")
+}
+
+/// A sweep as shard k of N (docs/scale.md): every point a sharded run merged on every shard;
+/// shard 0 writes the sweep's outputs, the others keep their point files in the shared
+/// results folder's `sweep-shard-K`. The shards' own runs are parts, not stored.
+async fn sharded_sweep(
+    mut plan: servelab_sweep::SweepPlan,
+    c: Conductor,
+    start: std::time::SystemTime,
+    settle: std::time::Duration,
+) -> Result<ExitStatus, Failure> {
+    let shard = plan.base.shard.shard_or_whole();
+    let shared = plan.base.output.result_dir.clone();
+    if shard.index > 0 {
+        plan.output_dir = shared.join(format!("sweep-shard-{}", shard.index));
+    }
+    // Time to settle the target, then for every shard to see the last end file and start.
+    let lead = settle + std::time::Duration::from_secs(2);
+    // The other shards send the same schedule from the same instant: they end within a
+    // request timeout of each other, unless one failed.
+    let wait = plan.base.limits.request_timeout + std::time::Duration::from_secs(600);
+    let mut r = sweep_shards::ShardedPoints::new(c, shard, shared, start, lead, wait);
+    let result = servelab_sweep::run_sweep(&plan, &mut r).await;
+    r.into_inner().shutdown().await;
+    let result = result.map_err(Failure::runtime)?;
+    if shard.index == 0 {
+        return sweep_outputs(&plan, result, "Sweep results");
+    }
+    term::stdout(&servelab_sweep::render::summary_markdown(&result, &plan.columns));
+    term::note(&format!("shard {shard}: shard 0 writes the sweep's outputs"));
+    if result.interrupted {
+        return Err(Failure::runtime("interrupted: a sharded sweep runs again from its start"));
+    }
+    Ok(if result.slo_unmet() { ExitStatus::ThresholdFailed } else { ExitStatus::Success })
 }
 
 /// Write a finished sweep's files, print its table, and say how to exit.

@@ -408,8 +408,12 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
         }
         _ => None,
     };
-    let mut base =
-        whole_runs_only(plan(&a.bench, api_key(), base_rate.filter(|r| r.is_finite()))?, "sweeps")?;
+    let mut base = plan(&a.bench, api_key(), base_rate.filter(|r| r.is_finite()))?;
+    if base.shard.is_split() {
+        sharded_sweep_only(&base, &loads, a)?;
+    } else {
+        base = whole_runs_only(base, "sweeps")?;
+    }
     if let (Target::Simulator(sim), Some(n)) = (&mut base.target, a.sim_max_num_seqs) {
         sim.max_num_seqs = Some(n);
     } else if a.sim_max_num_seqs.is_some() {
@@ -486,7 +490,7 @@ pub fn predict_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     if b.sim_engine.is_some() {
         return Err("--sim-engine: predict runs no simulator; the deployment is --engine".into());
     }
-    let mut plan = sweep_plan(a)?;
+    let mut plan = whole_runs_only_sweep(sweep_plan(a)?, "predictions")?;
     if a.output_dir.is_none() && a.resume.is_none() {
         plan.output_dir = PathBuf::from(format!(
             "predict-{}",
@@ -518,16 +522,47 @@ pub fn fit_options(params: &str, max_evals: usize) -> Result<FitOptions, String>
     Ok(FitOptions { params, max_evals, ..FitOptions::default() })
 }
 
-/// The plan, unless it is a shard or has a start instant: one `--start-at` cannot be the time
-/// zero of every point of a sweep or a lab, so those run whole (docs/scale.md).
+/// The plan, unless it is a shard or has a start instant: a lab's profiles are different
+/// runs and a prediction sends nothing, so those run whole (docs/scale.md).
 fn whole_runs_only(plan: Plan, what: &str) -> Result<Plan, String> {
     if plan.shard.is_split() || plan.shard.start_at.is_some() {
         return Err(format!(
             "--shard/--start-at (or a scheduler's shard environment): {what} do not run as \
-             shards yet; shard each bench instead (docs/scale.md)"
+             shards; shard each bench or sweep instead (docs/scale.md)"
         ));
     }
     Ok(plan)
+}
+
+/// What a sharded sweep cannot do: resume (the shards would disagree on which points are
+/// left), or a concurrency level below the shard count (a shard would get no slot).
+fn sharded_sweep_only(
+    base: &Plan,
+    loads: &[servelab_load::Level],
+    a: &SweepArgs,
+) -> Result<(), String> {
+    let shard = base.shard.shard_or_whole();
+    if a.resume.is_some() {
+        return Err(format!("--resume: a sharded sweep (shard {shard}) runs from its start"));
+    }
+    for l in loads {
+        if let servelab_load::Level::Concurrency(c) = l {
+            if (*c as u64) < u64::from(shard.count) {
+                return Err(format!(
+                    "--concurrency {c}: a sweep point's cap is shared by {} shards; every level \
+                     must be at least the shard count",
+                    shard.count
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The sweep plan, unless its base is a shard or has a start instant.
+fn whole_runs_only_sweep(plan: SweepPlan, what: &str) -> Result<SweepPlan, String> {
+    let base = whole_runs_only(plan.base, what)?;
+    Ok(SweepPlan { base, ..plan })
 }
 
 /// `--shard` (else the scheduler's environment) and `--start-at`.
@@ -646,8 +681,18 @@ mod tests {
             sweep_plan(&a).map(|_| ())
         };
         assert_eq!(sweep(&[]), Ok(()));
-        assert!(sweep(&["--shard", "1/2"]).unwrap_err().contains("sweeps do not run as shards"));
-        let e = bench(&["--shard", "0/8", "--max-concurrency", "4"]).unwrap_err();
+        let e = sweep(&["--shard", "1/2", "--start-at", "0"]).unwrap_err();
+        assert!(e.starts_with("--concurrency 1: a sweep point's cap is shared by 2"), "{e}");
+        let e = sweep(&["--shard", "1/2", "--start-at", "0", "--resume", "."]).unwrap_err();
+        assert!(e.starts_with("--resume: a sharded sweep (shard 1/2)"), "{e}");
+        let e = predict(&["--shard", "1/2", "--start-at", "0", "--concurrency", "4,8"]);
+        let e = e.unwrap_err();
+        assert!(e.contains("predictions do not run as shards"), "{e}");
+        let e = bench(&["--shard", "1/2"]).unwrap_err();
+        assert!(e.starts_with("--start-at: shard 1/2 "), "{e}");
+        assert!(bench(&["--shard", "0/1"]).is_ok(), "one shard of one is the whole run");
+        let e = bench(&["--shard", "0/8", "--start-at", "0", "--max-concurrency", "4"]);
+        let e = e.unwrap_err();
         assert!(e.starts_with("--max-concurrency 4 is the whole run's cap"), "{e}");
     }
 }

@@ -11,12 +11,27 @@ use servelab_scale::{k8s, local, slurm, ScaleSpec};
 use crate::args::{Cli, Command, ScaleCommand, ScaleCommon};
 use crate::{ExitStatus, Failure};
 
-/// The run every shard is part of; its bench arguments parse as `servelab bench`'s (so a typo
-/// fails here, not on sixteen machines).
+/// The run every shard is part of, checked as its shards will check it: the bench arguments
+/// with what the scaled run adds to them ([`servelab_scale::shard_args`], `--shard 0/N`)
+/// resolve into a bench plan here, so a typo or a value the shards would refuse (a
+/// `--max-concurrency` below N) fails on this machine, not on N of them.
 fn spec(c: &ScaleCommon) -> Result<ScaleSpec, Failure> {
-    let argv = ["servelab", "bench"].into_iter().map(String::from).chain(c.bench.iter().cloned());
-    match Cli::try_parse_from(argv) {
-        Ok(Cli { command: Command::Bench(_), .. }) => {}
+    let spec = ScaleSpec {
+        name: c.name.clone(),
+        shards: c.shards,
+        bench_args: c.bench.clone(),
+        label: c.label.clone().unwrap_or_else(|| c.name.clone()),
+    };
+    // Reserved flags first: named as such, not as clap's complaint about a repeat.
+    spec.check().map_err(Failure::usage)?;
+    // The start instant and folder only stand in for the shards' own: any value parses alike.
+    let shard = servelab_scale::shard_args(&spec.bench_args, "0", "results");
+    let argv = ["servelab".to_string()]
+        .into_iter()
+        .chain(shard)
+        .chain(["--shard".to_string(), format!("0/{}", spec.shards)]);
+    let bench = match Cli::try_parse_from(argv) {
+        Ok(Cli { command: Command::Bench(b), .. }) => b,
         Ok(_) => return Err(Failure::usage("the arguments after -- must be bench arguments")),
         Err(e) => {
             return Err(Failure::usage(format!(
@@ -24,14 +39,10 @@ fn spec(c: &ScaleCommon) -> Result<ScaleSpec, Failure> {
                 e.to_string().lines().next().unwrap_or_default()
             )))
         }
-    }
-    let spec = ScaleSpec {
-        name: c.name.clone(),
-        shards: c.shards,
-        bench_args: c.bench.clone(),
-        label: c.label.clone().unwrap_or_else(|| c.name.clone()),
     };
-    spec.check().map_err(Failure::usage)?;
+    crate::resolve::bench_plan(&bench, None).map_err(|e| {
+        Failure::usage(format!("the bench arguments after --, as each shard runs them: {e}"))
+    })?;
     Ok(spec)
 }
 
@@ -107,17 +118,15 @@ pub fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
                 spec.start_at,
                 results.display()
             ));
-            let files = local::run_local(&spec).map_err(Failure::runtime)?;
-            let files: Vec<String> =
-                files.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+            local::run_local(&spec).map_err(Failure::runtime)?;
             let opts = servelab_metrics::merge::MergeOptions {
                 max_clock_spread_ms: a.max_clock_spread_ms,
                 force: false,
             };
             let mut store = crate::store::open(&a.db)?;
-            let (id, summary) = store
-                .merge_into(&files, &label, &[], opts, &servelab_metrics::MetricsConfig::default())
-                .map_err(Failure::usage)?;
+            let folder = [results.to_string_lossy().into_owned()];
+            let (id, summary) =
+                store.merge_into(&folder, &label, &[], opts).map_err(Failure::usage)?;
             term::stdout(&servelab_outputs::render_text(&summary));
             term::note(&format!("Stored the merged run as #{id} ({label})"));
         }

@@ -104,15 +104,8 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
             let extra = tags(&raw)?;
             let opts = servelab_metrics::merge::MergeOptions { max_clock_spread_ms, force };
             let mut store = open(&db)?;
-            let (id, summary) = store
-                .merge_into(
-                    &runs,
-                    &label,
-                    &extra,
-                    opts,
-                    &servelab_metrics::MetricsConfig::default(),
-                )
-                .map_err(|e| match e {
+            let (id, summary) =
+                store.merge_into(&runs, &label, &extra, opts).map_err(|e| match e {
                     servelab_store::ViewError::Store(e) => Failure::runtime(e),
                     e => Failure::usage(e),
                 })?;

@@ -39,7 +39,11 @@ pub enum ShardError {
         value: String,
     },
     /// Kubernetes' index is set but no shard count was given.
-    #[error("JOB_COMPLETION_INDEX is set but the shard count is unknown: set SERVELAB_SHARDS to the Job's completions")]
+    #[error(
+        "JOB_COMPLETION_INDEX is set (a Kubernetes Indexed Job) but the shard count is \
+         unknown: set SERVELAB_SHARDS to the Job's completions to run this pod as a shard, or \
+         pass --shard 0/1 to run the whole benchmark here"
+    )]
     MissingCount,
 }
 

@@ -14,6 +14,8 @@ use std::collections::BTreeSet;
 
 use servelab_records::{RequestRecord, RunInfo};
 
+use crate::MetricsConfig;
+
 /// The default bound on the spread of the shards' clock offsets, ms. Each offset comes from a
 /// whole-second `Date` header (±500 ms), so two well-synchronised hosts can differ by up to
 /// about 1,000 ms; beyond 1,500 ms a clock is set wrong.
@@ -26,6 +28,9 @@ pub struct ShardRun {
     pub info: RunInfo,
     /// Its records (warm-ups may be among them; they are not kept).
     pub records: Vec<RequestRecord>,
+    /// The settings it was summarized with (`--metric-percentiles`, `--goodput`): the merged
+    /// run is summarized with them too, as one process given those flags would be.
+    pub metrics: MetricsConfig,
 }
 
 /// How strict the merge is.
@@ -52,6 +57,12 @@ pub enum MergeError {
     /// A run that was not run as a shard.
     #[error("{0} was not run as a shard (no --shard/--start-at): it cannot be merged")]
     NotAShard(String),
+    /// A shard without a shared start instant: its timeline cannot be set against the others'.
+    #[error(
+        "{0} was run without --start-at: the shards of one run must share one time zero to be \
+         merged on one timeline (run them again with the same --start-at)"
+    )]
+    NoStartAt(String),
     /// Two shards describe different runs.
     #[error("{other} and {first} are not shards of one run: {field} differs ('{b}' vs '{a}')")]
     Disagree {
@@ -106,6 +117,8 @@ pub struct Merged {
     pub info: RunInfo,
     /// Every shard's measured records, by global index.
     pub records: Vec<RequestRecord>,
+    /// The shards' common metric settings: summarize the merged records with these.
+    pub metrics: MetricsConfig,
     /// What the merge did or let through (to add to the summary's warnings).
     pub notes: Vec<String>,
 }
@@ -122,6 +135,9 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
     let count = first_shard.shard.count;
     let same = |info: &RunInfo| -> Result<(), MergeError> {
         let s = info.shard.as_ref().ok_or_else(|| MergeError::NotAShard(name(info)))?;
+        if s.start_at.is_none() {
+            return Err(MergeError::NoStartAt(name(info)));
+        }
         let fields: [(&'static str, String, String); 9] = [
             ("the shard count", first_shard.shard.count.to_string(), s.shard.count.to_string()),
             ("the seed", first.info.seed.to_string(), info.seed.to_string()),
@@ -152,6 +168,15 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
     let mut seen_shards = BTreeSet::new();
     for s in &shards {
         same(&s.info)?;
+        if s.metrics != first.metrics {
+            return Err(MergeError::Disagree {
+                field: "the metric settings (--metric-percentiles, --goodput)",
+                first: name(&first.info),
+                a: format!("{:?}", first.metrics),
+                other: name(&s.info),
+                b: format!("{:?}", s.metrics),
+            });
+        }
         let index = s.info.shard.as_ref().map_or(0, |x| x.shard.index);
         if !seen_shards.insert(index) {
             return Err(MergeError::Duplicate(name(&s.info)));
@@ -198,6 +223,7 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
         ));
     }
 
+    let metrics = first.metrics.clone();
     let mut info = first.info.clone();
     info.shard = None;
     info.interrupted = shards.iter().any(|s| s.info.interrupted);
@@ -232,7 +258,7 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
         }
     }
     records.sort_by_key(|r| r.index);
-    Ok(Merged { info, records, notes })
+    Ok(Merged { info, records, metrics, notes })
 }
 
 #[cfg(test)]
@@ -268,7 +294,7 @@ mod tests {
         let mut records: Vec<RequestRecord> =
             (0..8).filter(|i| i % u64::from(n) == u64::from(k)).map(|i| record(i, false)).collect();
         records.push(record(k.into(), true));
-        ShardRun { info: info(k, n, offset), records }
+        ShardRun { info: info(k, n, offset), records, metrics: crate::MetricsConfig::default() }
     }
 
     #[test]
@@ -350,6 +376,35 @@ mod tests {
             MergeError::ForeignRecord { shard: "shard 1/2".into(), index: 2 }
         );
         assert_eq!(merge_shards(Vec::new(), o).unwrap_err(), MergeError::Empty);
+        // Two missing start instants are not one shared time zero.
+        let unaligned = || {
+            let mut s = shard(1, 2, None);
+            s.info.shard.as_mut().unwrap().start_at = None;
+            s
+        };
+        assert_eq!(
+            merge_shards(vec![shard(0, 2, None), unaligned()], o).unwrap_err(),
+            MergeError::NoStartAt("shard 1/2".into())
+        );
+        let mut p99 = shard(1, 2, None);
+        p99.metrics.percentiles = vec![99.0];
+        let e = merge_shards(vec![shard(0, 2, None), p99], o).unwrap_err().to_string();
+        assert!(
+            e.starts_with("shard 1/2 and shard 0/2 are not shards of one run: the metric"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_merged_run_keeps_the_shards_metric_settings() {
+        let cfg = crate::MetricsConfig {
+            percentiles: vec![50.0, 99.9],
+            goodput: Some(crate::Slo { ttft_ms: Some(20.0), ..crate::Slo::default() }),
+            ..crate::MetricsConfig::default()
+        };
+        let shards = (0..2).map(|k| ShardRun { metrics: cfg.clone(), ..shard(k, 2, None) });
+        let m = merge_shards(shards.collect(), MergeOptions::default()).unwrap();
+        assert_eq!(m.metrics, cfg);
     }
 
     #[test]

@@ -114,6 +114,16 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// The settings this summary was computed with: summarizing the same records with them
+    /// gives the same percentiles, goodput and windows.
+    pub fn metrics_config(&self) -> crate::MetricsConfig {
+        crate::MetricsConfig {
+            percentiles: self.percentiles.clone(),
+            goodput: self.slo,
+            window_ns: self.window_ns,
+        }
+    }
+
     /// The named latency distributions in report order, with their labels, for renderers
     /// that list them all.
     pub fn distributions(&self) -> Vec<(&'static str, &Distribution)> {

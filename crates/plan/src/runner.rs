@@ -36,11 +36,54 @@ pub trait Runner {
 }
 
 /// Write `bytes` to `path`, creating its folder; the error names the path.
+///
+/// The bytes go to a hidden temporary file in the same folder, which is then renamed to
+/// `path`: whoever watches the folder (a merge waiting on a shared volume for the shards'
+/// results) sees the whole file or none of it.
 pub fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), RunError> {
-    if let Some(dir) = path.parent() {
+    use std::io::Write;
+    let failed =
+        |e: std::io::Error| RunError::Failed(format!("cannot write {}: {e}", path.display()));
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    if let Some(dir) = dir {
         std::fs::create_dir_all(dir)
             .map_err(|e| RunError::Failed(format!("cannot create {}: {e}", dir.display())))?;
     }
-    std::fs::write(path, bytes)
-        .map_err(|e| RunError::Failed(format!("cannot write {}: {e}", path.display())))
+    let name = path.file_name().ok_or_else(|| {
+        RunError::Failed(format!("cannot write {}: not a file name", path.display()))
+    })?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        // Best effort: the temporary file is hidden and named for this process.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(failed(e));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_whole_files_through_a_rename_in_the_same_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("run-shard-0-of-2.json");
+        write_file(&path, b"{}").unwrap();
+        write_file(&path, b"{\"a\":1}").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}");
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec!["run-shard-0-of-2.json"], "no temporary file is left");
+        let e = write_file(&dir.path().join("sub"), b"x").unwrap_err().to_string();
+        assert!(e.starts_with("cannot write "), "{e}");
+    }
 }

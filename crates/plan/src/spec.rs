@@ -226,6 +226,16 @@ impl Plan {
         self.load.validate().map_err(|e| PlanError(e.to_string()))?;
         if self.shard.is_split() {
             let shard = self.shard.shard_or_whole();
+            // Without one shared time zero each shard's schedule starts when it does: the
+            // merge would set their timelines against each other wrongly.
+            if self.shard.start_at.is_none() {
+                return Err(PlanError(format!(
+                    "--start-at: shard {shard} (--shard, or the scheduler's environment) needs \
+                     the run's shared start instant: give every shard the same --start-at \
+                     (RFC 3339 or Unix seconds, far enough ahead for all to start); servelab \
+                     scale sets it for you"
+                )));
+            }
             if self.load.duration_s.is_some() && self.load.request_rate.is_none() {
                 return Err(PlanError(format!(
                     "--shard {shard} with --duration needs a --request-rate: shards send parts \
@@ -327,6 +337,9 @@ mod tests {
         assert_eq!(p.check().unwrap_err().0, "--max-concurrency must be at least 1");
         let mut p = plan();
         p.shard.shard = Some(Shard::new(1, 4).unwrap());
+        let e = p.check().unwrap_err().0;
+        assert!(e.starts_with("--start-at: shard 1/4 (--shard, or the scheduler's env"), "{e}");
+        p.shard.start_at = Some(std::time::UNIX_EPOCH);
         assert_eq!(p.check(), Ok(()));
         p.load.max_concurrency = Some(3);
         assert!(p.check().unwrap_err().0.starts_with("--max-concurrency 3 is the whole run's cap"));
@@ -334,6 +347,9 @@ mod tests {
         p.load.duration_s = Some(10.0);
         assert!(p.check().unwrap_err().0.starts_with("--shard 1/4 with --duration needs"));
         p.load.request_rate = Some(5.0);
+        assert_eq!(p.check(), Ok(()));
+        // One shard of one is the whole run: no time zero to share.
+        p.shard = ShardSpec { shard: Some(Shard::WHOLE), start_at: None };
         assert_eq!(p.check(), Ok(()));
     }
 

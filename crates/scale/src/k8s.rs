@@ -9,10 +9,13 @@
 
 use serde_json::{json, Value};
 
-use crate::{sh_quote, shard_args, ScaleError, ScaleSpec};
+use crate::{sh_quote, shard_args, wait_for_results, ScaleError, ScaleSpec};
 
 /// Where the results volume is mounted in every pod.
 pub const MOUNT: &str = "/results";
+
+/// Seconds the merge Job has, after its wait for the shards, to merge and store the run.
+pub const MERGE_TIME_S: u64 = 1_800;
 
 /// A Kubernetes rendering of a scaled run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +33,8 @@ pub struct K8sSpec {
     /// The shared start instant, RFC 3339 (render shortly before applying: pods pulling the
     /// image after it start late, and say so).
     pub start_at: String,
-    /// How long the merge Job waits for the shards, seconds.
+    /// How long the merge Job waits for the shards' result files, seconds (the Job's own
+    /// deadline adds [`MERGE_TIME_S`]).
     pub merge_deadline_s: u64,
 }
 
@@ -99,17 +103,15 @@ pub fn shards_job(spec: &K8sSpec) -> Value {
     })
 }
 
-/// The shell script of the merge Job: wait for every shard's result, then merge.
+/// The shell script of the merge Job: wait (at most `merge_deadline_s`) for every shard's
+/// result file, then merge the folder.
 pub fn merge_script(spec: &K8sSpec) -> String {
     let s = &spec.scale;
-    let dir = format!("{MOUNT}/{}", s.name);
     format!(
-        "dir={dir}\nn={n}\n\
-         until [ \"$(ls \"$dir\"/run-shard-*.json 2>/dev/null | wc -l)\" -ge \"$n\" ]; do\n  \
-         echo \"waiting for shards: $(ls \"$dir\"/run-shard-*.json 2>/dev/null | wc -l) of $n\"\n  \
-         sleep 10\ndone\n\
-         exec servelab runs merge \"$dir\"/run-shard-*.json --label {label} --db \"$dir/servelab.db\"\n",
-        n = s.shards,
+        "dir={MOUNT}/{name}\n{wait}\
+         exec servelab runs merge \"$dir\" --label {label} --db \"$dir/servelab.db\"\n",
+        name = s.name,
+        wait = wait_for_results("dir", s.shards, spec.merge_deadline_s),
         label = sh_quote(&s.label),
     )
 }
@@ -123,7 +125,8 @@ pub fn merge_job(spec: &K8sSpec) -> Value {
         "metadata": metadata(spec, &format!("{}-merge", spec.scale.name)),
         "spec": {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": spec.merge_deadline_s,
+            // The wait for the shards, then time for the merge itself.
+            "activeDeadlineSeconds": spec.merge_deadline_s + MERGE_TIME_S,
             "template": {
                 "spec": {
                     "restartPolicy": "Never",

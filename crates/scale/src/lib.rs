@@ -30,6 +30,8 @@ const RESERVED: &[&str] = &[
     "--result-dir",
     "--result-filename",
     "--no-store",
+    "--no-progress",
+    "--disable-tqdm",
     "--db",
     "--label",
 ];
@@ -40,8 +42,8 @@ pub enum ScaleError {
     /// A bench flag the scaled run sets itself.
     #[error("{0}: set by `servelab scale` on every shard; leave it out of the bench arguments")]
     Reserved(String),
-    /// Fewer than one shard.
-    #[error("--shards must be at least 1")]
+    /// Fewer than two shards.
+    #[error("--shards must be at least 2 (one process is `servelab bench`)")]
     NoShards,
     /// A name Kubernetes would refuse.
     #[error(
@@ -70,7 +72,8 @@ pub struct ScaleSpec {
 impl ScaleSpec {
     /// Check the name, the count and the bench arguments.
     pub fn check(&self) -> Result<(), ScaleError> {
-        if self.shards == 0 {
+        // One shard is an unsplit run: it writes no shard files for the merge to take.
+        if self.shards < 2 {
             return Err(ScaleError::NoShards);
         }
         let n = &self.name;
@@ -118,6 +121,39 @@ pub fn shard_args(bench_args: &[String], start_at: &str, results_dir: &str) -> V
     args
 }
 
+/// POSIX shell lines that wait, at most `wait_s` seconds, until the folder in the shell
+/// variable `dir_var` holds every one of the `shards` shards' result files, saying which
+/// shards are still missing every 10 s; they exit with status 2 naming them when time is up.
+///
+/// Only result files count (`run-shard-K-of-N.json`, the index zero-padded), not the
+/// `.sketch.json` and `.records.jsonl` beside them. A shard renames its result into place
+/// after its records are written, so a result file present means the shard's files are whole.
+pub fn wait_for_results(dir_var: &str, shards: u32, wait_s: u64) -> String {
+    let stem = RESULT_NAME.strip_suffix(".json").unwrap_or(RESULT_NAME);
+    format!(
+        "n={shards}\n\
+         deadline=$(( $(date +%s) + {wait_s} ))\n\
+         while :; do\n  \
+         names=$(ls \"${dir_var}\" 2>/dev/null || true)\n  \
+         missing=\"\"\n  \
+         k=0\n  \
+         while [ \"$k\" -lt \"$n\" ]; do\n    \
+         grep -qE \"^{stem}-shard-0*$k-of-$n\\.json\\$\" <<EOF || missing=\"$missing $k\"\n\
+         $names\n\
+         EOF\n    \
+         k=$((k + 1))\n  \
+         done\n  \
+         [ -z \"$missing\" ] && break\n  \
+         if [ \"$(date +%s)\" -ge \"$deadline\" ]; then\n    \
+         echo \"no result in ${dir_var} after {wait_s} s from shards$missing (of $n): see their logs\" >&2\n    \
+         exit 2\n  \
+         fi\n  \
+         echo \"waiting for shards$missing (of $n)\"\n  \
+         sleep 10\n\
+         done\n"
+    )
+}
+
 /// `s` quoted for a POSIX shell: as it is when it is plainly safe, else in single quotes.
 pub fn sh_quote(s: &str) -> String {
     let plain =
@@ -154,6 +190,11 @@ mod tests {
         );
         assert_eq!(spec("r", &["--db", "x"]).check(), Err(ScaleError::Reserved("--db".into())));
         assert_eq!(ScaleSpec { shards: 0, ..spec("r", &[]) }.check(), Err(ScaleError::NoShards));
+        assert_eq!(ScaleSpec { shards: 1, ..spec("r", &[]) }.check(), Err(ScaleError::NoShards));
+        // shard_args sets these on every shard; given twice, clap would refuse the repeat.
+        for flag in ["--no-progress", "--disable-tqdm"] {
+            assert_eq!(spec("r", &[flag]).check(), Err(ScaleError::Reserved(flag.into())));
+        }
         let bad = ScaleSpec { label: "a\nb".into(), ..spec("r", &[]) };
         assert_eq!(
             bad.check().unwrap_err().to_string(),

@@ -1,7 +1,7 @@
 //! N shard processes on this machine, against one target: the whole scaled path (shards,
 //! shared start, result files, merge) rehearsed without a cluster.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use crate::{shard_args, ScaleSpec};
@@ -28,9 +28,9 @@ pub fn local_args(spec: &LocalSpec, k: u32) -> Vec<String> {
 }
 
 /// Run every shard at once and wait for all; each one's output goes to `shard-K.log` in the
-/// results folder. Returns the shards' result files, or which shards failed and where their
-/// logs are.
-pub fn run_local(spec: &LocalSpec) -> Result<Vec<PathBuf>, String> {
+/// results folder, whose shard result files `runs merge` then takes. Fails with which shards
+/// failed and where their logs are.
+pub fn run_local(spec: &LocalSpec) -> Result<(), String> {
     spec.scale.check().map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&spec.results)
         .map_err(|e| format!("cannot create {}: {e}", spec.results.display()))?;
@@ -60,24 +60,7 @@ pub fn run_local(spec: &LocalSpec) -> Result<Vec<PathBuf>, String> {
     if !failed.is_empty() {
         return Err(format!("shards failed: {}", failed.join(", ")));
     }
-    result_files(&spec.results)
-}
-
-/// The shards' result files in `dir` (`run-shard-*.json`), sorted.
-pub fn result_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                // A shard's latency sketches sit beside its result (`.sketch.json`).
-                n.starts_with("run-shard-") && n.ends_with(".json") && !n.ends_with(".sketch.json")
-            })
-        })
-        .collect();
-    files.sort();
-    Ok(files)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -100,27 +83,5 @@ mod tests {
         let args = local_args(&spec, 2);
         assert_eq!(&args[..3], &["bench", "--num-prompts", "8"]);
         assert_eq!(&args[args.len() - 2..], &["--shard", "2/4"]);
-    }
-
-    #[test]
-    fn finds_the_shards_result_files_only() {
-        let dir = std::env::temp_dir().join(format!("servelab-scale-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        for f in [
-            "run-shard-1-of-2.json",
-            "run-shard-0-of-2.json",
-            "run-shard-0-of-2.records.jsonl",
-            "run-shard-0-of-2.sketch.json",
-            "shard-0.log",
-        ] {
-            std::fs::write(dir.join(f), "").unwrap();
-        }
-        let names: Vec<String> = result_files(&dir)
-            .unwrap()
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, vec!["run-shard-0-of-2.json", "run-shard-1-of-2.json"]);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,7 +1,11 @@
 //! An sbatch script: one job step of N tasks (each a shard: Slurm gives it `SLURM_PROCID` of
 //! `SLURM_NTASKS`), then the merge on the first node.
 
-use crate::{sh_quote, shard_args, ScaleError, ScaleSpec};
+use crate::{sh_quote, shard_args, wait_for_results, ScaleError, ScaleSpec};
+
+/// Seconds the merge waits, after the shards' step ended, for their result files to show on
+/// the shared filesystem (NFS caches a folder's listing for up to a minute by default).
+pub const VISIBLE_WAIT_S: u64 = 300;
 
 /// A Slurm rendering of a scaled run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +75,10 @@ pub fn render(spec: &SlurmSpec) -> Result<String, ScaleError> {
          mkdir -p \"$results\"\n\
          {start}\
          srun --ntasks={n} --cpus-per-task={cpus} {exe} \\\n    {args}\n\
-         {exe} runs merge \"$results\"/run-shard-*.json --label {qlabel} --db \"$results/servelab.db\"\n",
+         # Every task has ended; a shared filesystem may show another node's files late.\n\
+         {wait}\
+         {exe} runs merge \"$results\" --label {qlabel} --db \"$results/servelab.db\"\n",
+        wait = wait_for_results("results", s.shards, VISIBLE_WAIT_S),
         n = s.shards,
         label = s.label,
         qlabel = sh_quote(&s.label),

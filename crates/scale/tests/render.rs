@@ -77,7 +77,9 @@ fn the_indexed_job_and_the_merge_job_are_valid_kubernetes_jobs() {
     assert_eq!(docs[1].metadata.name.as_deref(), Some("llama-rate-200-merge"));
     assert_eq!(docs[1].metadata.namespace.as_deref(), Some("bench"));
     let script = &merge.template.spec.as_ref().unwrap().containers[0].command.as_ref().unwrap()[2];
-    assert!(script.contains("-ge \"$n\""), "{script}");
+    assert!(script.contains("deadline=$(( $(date +%s) + 21600 ))"), "{script}");
+    assert!(script.contains("exec servelab runs merge \"$dir\" --label"), "{script}");
+    assert_eq!(docs[1].spec.as_ref().unwrap().active_deadline_seconds, Some(21_600 + 1_800));
     assert!(script.contains("--label llama-70b-rate-200 "), "{script}");
     insta::assert_snapshot!("k8s_16_shards", yaml);
     // A label with spaces and quotes reaches the merge as one word.

@@ -1,7 +1,7 @@
 //! `runs merge`: the shards of one run, read from the store or from their result files,
 //! merged exactly ([`servelab_metrics::merge`]) and stored as one run.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use servelab_metrics::merge::{merge_shards, MergeOptions, ShardRun};
 use servelab_metrics::{MetricsConfig, Summary};
@@ -24,6 +24,7 @@ pub fn read_shard_file(path: &Path) -> Result<ShardRun, String> {
     })?;
     let info: RunInfo = serde_json::from_value(run.clone())
         .map_err(|e| format!("{shown}: servelab.run is not a run description: {e}"))?;
+    let metrics = shard_metrics(&v["servelab"]);
     let detail = path.with_extension("records.jsonl");
     let lines = std::fs::read_to_string(&detail).map_err(|e| {
         format!(
@@ -41,21 +42,77 @@ pub fn read_shard_file(path: &Path) -> Result<ShardRun, String> {
                 .map_err(|e| format!("{} line {}: {e}", detail.display(), n + 1))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(ShardRun { info, records })
+    Ok(ShardRun { info, records, metrics })
+}
+
+/// The metric settings a result file's summary was computed with (`servelab.percentiles`,
+/// `.slo`, `.window_s`); the defaults for what a file lacks.
+fn shard_metrics(servelab: &serde_json::Value) -> MetricsConfig {
+    let d = MetricsConfig::default();
+    MetricsConfig {
+        percentiles: serde_json::from_value(servelab["percentiles"].clone())
+            .unwrap_or(d.percentiles),
+        goodput: serde_json::from_value(servelab["slo"].clone()).unwrap_or(d.goodput),
+        window_ns: servelab["window_s"]
+            .as_f64()
+            .filter(|w| w.is_finite() && *w > 0.0)
+            .map_or(d.window_ns, |w| (w * 1e9).round() as u64),
+    }
+}
+
+/// The shards' result files in `dir`, sorted: `NAME-shard-K-of-N.json`, not the latency
+/// sketches (`.sketch.json`) or records (`.records.jsonl`) beside them. The one filter every
+/// merge of a results folder uses (`runs merge DIR`, `scale local`).
+pub fn shard_result_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(is_shard_result_name))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// `STEM-shard-K-of-N.json` with digits K and N, as `bench --shard` names its result file.
+fn is_shard_result_name(name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+    let Some(stem) = name.strip_suffix(".json") else { return false };
+    let Some((head, count)) = stem.rsplit_once("-of-") else { return false };
+    let Some((run, index)) = head.rsplit_once("-shard-") else { return false };
+    // A sketch is `STEM-shard-K-of-N.sketch.json`: its count is not all digits.
+    !run.is_empty() && digits(index) && digits(count)
 }
 
 impl Store {
     /// The shard stored as run `id`.
     pub fn shard_run(&self, id: RunId) -> Result<ShardRun, StoreError> {
-        Ok(ShardRun { info: self.run(id)?.config.info, records: self.records(id)? })
+        let run = self.run(id)?;
+        // A shard filed without a summary (it stopped early) was summarized with defaults.
+        let metrics = run.summary.map(|s| s.metrics_config()).unwrap_or_default();
+        Ok(ShardRun { info: run.config.info, records: self.records(id)?, metrics })
     }
 
-    /// The shards `specs` name: result files (`*.json`, with their `.records.jsonl`), run
-    /// ids, or labels (every run with the label: shards filed under one label merge by it).
+    /// The shards `specs` name: result files (`*.json`, with their `.records.jsonl`), folders
+    /// of them ([`shard_result_files`]), run ids, or labels (every run with the label: shards
+    /// filed under one label merge by it).
     pub fn shards(&self, specs: &[String]) -> Result<Vec<ShardRun>, ViewError> {
         let mut out = Vec::new();
         for spec in specs {
             let p = Path::new(spec);
+            if p.is_dir() {
+                let files = shard_result_files(p).map_err(ViewError::NotFound)?;
+                if files.is_empty() {
+                    return Err(ViewError::NotFound(format!(
+                        "{spec} holds no shard result files (NAME-shard-K-of-N.json, written by \
+                         bench --shard K/N --save-result --save-detailed)"
+                    )));
+                }
+                for f in files {
+                    out.push(read_shard_file(&f).map_err(ViewError::NotFound)?);
+                }
+                continue;
+            }
             if p.extension().is_some_and(|e| e == "json") && p.is_file() {
                 if spec.ends_with(".sketch.json") {
                     return Err(ViewError::NotFound(format!(
@@ -81,19 +138,20 @@ impl Store {
     }
 
     /// Merge the shards `specs` names and store the whole run as `label`: its records, and
-    /// the summary computed over all of them. Returns its id and summary.
+    /// the summary computed over all of them with the shards' metric settings (percentiles,
+    /// goodput objectives). Returns its id and summary.
     pub fn merge_into(
         &mut self,
         specs: &[String],
         label: &str,
         tags: &[(String, String)],
         opts: MergeOptions,
-        metrics: &MetricsConfig,
     ) -> Result<(RunId, Summary), ViewError> {
         let shards = self.shards(specs)?;
         let count = shards.len();
         let merged = merge_shards(shards, opts).map_err(|e| ViewError::NotFound(e.to_string()))?;
-        let mut summary = servelab_metrics::summarize(&merged.records, &merged.info, metrics);
+        let mut summary =
+            servelab_metrics::summarize(&merged.records, &merged.info, &merged.metrics);
         summary.warnings.extend(merged.notes);
         let mut tags = tags.to_vec();
         tags.push(("shards".to_string(), count.to_string()));
@@ -109,5 +167,47 @@ impl Store {
             if summary.info.interrupted { RunStatus::Interrupted } else { RunStatus::Complete };
         self.finish_run(id, &summary, status)?;
         Ok((id, summary))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_gives_its_shards_result_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "run-shard-1-of-2.json",
+            "run-shard-0-of-2.json",
+            "run-shard-0-of-2.records.jsonl",
+            "run-shard-0-of-2.sketch.json",
+            "run-shard-0-of-2.json.tmp",
+            "run.json",
+            "-shard-0-of-2.json",
+            "run-shard-x-of-2.json",
+            "shard-0.log",
+        ] {
+            std::fs::write(dir.path().join(f), "").unwrap();
+        }
+        let names: Vec<String> = shard_result_files(dir.path())
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["run-shard-0-of-2.json", "run-shard-1-of-2.json"]);
+        let e = shard_result_files(&dir.path().join("none")).unwrap_err();
+        assert!(e.starts_with("cannot read "), "{e}");
+    }
+
+    #[test]
+    fn a_result_file_gives_the_metric_settings_it_was_summarized_with() {
+        let v = serde_json::json!({"percentiles": [50.0, 99.9], "slo": {"ttft_ms": 20.0,
+            "tpot_ms": null, "e2el_ms": null}, "window_s": 0.5});
+        let m = shard_metrics(&v);
+        assert_eq!(m.percentiles, vec![50.0, 99.9]);
+        assert_eq!(m.goodput.and_then(|s| s.ttft_ms), Some(20.0));
+        assert_eq!(m.window_ns, 500_000_000);
+        assert_eq!(shard_metrics(&serde_json::json!({})), MetricsConfig::default());
     }
 }

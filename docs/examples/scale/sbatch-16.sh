@@ -29,4 +29,25 @@ srun --ntasks=16 --cpus-per-task=2 servelab \
     --no-progress \
     --result-dir "$results" \
     --result-filename run.json
-servelab runs merge "$results"/run-shard-*.json --label llama-70b-rate-200 --db "$results/servelab.db"
+# Every task has ended; a shared filesystem may show another node's files late.
+n=16
+deadline=$(( $(date +%s) + 300 ))
+while :; do
+  names=$(ls "$results" 2>/dev/null || true)
+  missing=""
+  k=0
+  while [ "$k" -lt "$n" ]; do
+    grep -qE "^run-shard-0*$k-of-$n\.json\$" <<EOF || missing="$missing $k"
+$names
+EOF
+    k=$((k + 1))
+  done
+  [ -z "$missing" ] && break
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "no result in $results after 300 s from shards$missing (of $n): see their logs" >&2
+    exit 2
+  fi
+  echo "waiting for shards$missing (of $n)"
+  sleep 10
+done
+servelab runs merge "$results" --label llama-70b-rate-200 --db "$results/servelab.db"
