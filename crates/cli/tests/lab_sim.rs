@@ -438,10 +438,36 @@ fn the_shipped_example_experiment_runs_and_recommends_more_seqs_and_tp2() {
     assert!(out.status.success(), "{}\n{log}", String::from_utf8_lossy(&out.stderr));
     assert_no_survivors(&m);
     let md = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
-    assert!(
-        md.contains("Best configuration: `sim-a+more-seqs+tp2` (options kept: more-seqs, tp2)."),
-        "{md}"
-    );
+    // `fp8-kv` is neutral in the engine model at these short contexts (a few percent), so
+    // against the 10% bar a loaded 2-core machine's noise decides it: one run in two kept it
+    // while other builds ran. The test holds it to "no large effect either way" and asserts
+    // the decisions that are far from the bar exactly.
+    let lab: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("lab.json")).unwrap()).unwrap();
+    let step = |option: &str| {
+        lab["outcome"]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["option"] == option)
+            .unwrap_or_else(|| panic!("no step tried {option}: {md}"))
+            .clone()
+    };
+    let fp8 = step("fp8-kv");
+    for d in fp8["deltas"].as_array().unwrap() {
+        let pct = d["delta_pct"].as_f64().unwrap();
+        assert!(pct.abs() < 25.0, "fp8-kv moved {} by {pct:.1}%: {md}", d["profile"]);
+    }
+    let kept_fp8 = fp8["decision"] == "kept";
+    let best = if kept_fp8 {
+        "Best configuration: `sim-a+more-seqs+tp2+fp8-kv` (options kept: more-seqs, tp2, fp8-kv)."
+    } else {
+        "Best configuration: `sim-a+more-seqs+tp2` (options kept: more-seqs, tp2)."
+    };
+    assert!(md.contains(best), "{md}");
+    assert_eq!(step("more-seqs")["decision"], "kept", "{md}");
+    assert_eq!(step("tp2")["decision"], "kept", "{md}");
+    assert_eq!(step("tiny-prefill-budget")["decision"], "rejected", "{md}");
     assert!(md.contains("--max-num-seqs 32"), "{md}");
     assert!(md.contains("--tp 2"), "{md}");
     assert!(md.contains("| tiny-prefill-budget |") && md.contains("| rejected | worse"), "{md}");
