@@ -34,11 +34,14 @@ impl Cli {
 }
 
 /// True when no flag under the Target, Workload or Load headings came from the command line.
+/// `--sim-engine` only picks the simulator's deployment, so the run stays sized for this
+/// machine.
 fn zero_setup(cli: &clap::Command, m: &clap::ArgMatches) -> bool {
     let Some(bench) = cli.find_subcommand("bench") else { return false };
     bench
         .get_arguments()
         .filter(|a| matches!(a.get_help_heading(), Some("Target" | "Workload" | "Load")))
+        .filter(|a| a.get_id() != "sim_engine")
         .all(|a| {
             m.value_source(a.get_id().as_str())
                 .is_none_or(|s| s == clap::parser::ValueSource::DefaultValue)

@@ -113,17 +113,21 @@ pub async fn bench(
 ) -> Result<BenchOutcome, Failure> {
     let plan = resolve::bench_plan(a, resolve::api_key()).map_err(Failure::usage)?;
     if a.zero_setup {
+        let engine = match &a.sim_engine {
+            Some(e) => e.display().to_string(),
+            None => {
+                format!("{} (Qwen3-8B on one H100, vLLM-like batching)", resolve::ZERO_SETUP_ENGINE)
+            }
+        };
         term::note(&format!(
             "Zero-setup run: {} prompts of {} tokens, at most {} at once, against the built-in \
-             simulator serving the engine model of {} (Qwen3-8B on one H100, vLLM-like \
-             batching), sized so this machine can show exact figures next to the simulator's \
-             own log. Any workload or load flag gives vLLM's defaults instead (1000 prompts, \
-             all at once); --sim-engine picks another deployment (or a file); --base-url \
-             measures a real server.",
+             simulator serving the engine model of {engine}, sized so this machine can show \
+             exact figures next to the simulator's own log. Any workload or load flag gives \
+             vLLM's defaults instead (1000 prompts, all at once); --sim-engine picks another \
+             deployment (or a file); --base-url measures a real server.",
             plan.workload.num_prompts,
             a.random_input_len,
             resolve::ZERO_SETUP_CONCURRENCY,
-            resolve::ZERO_SETUP_ENGINE
         ));
     }
     let mut c = Conductor::new(interrupt);

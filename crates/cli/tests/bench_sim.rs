@@ -445,7 +445,7 @@ async fn a_kept_alive_connection_closed_by_the_server_loses_no_request() {
 }
 
 /// `servelab bench` with no flags is the zero-setup run; any workload, load or target flag
-/// brings vLLM's defaults back; output flags do not count.
+/// but `--sim-engine` brings vLLM's defaults back; output flags do not count.
 #[test]
 fn zero_setup_is_bench_without_target_workload_or_load_flags() {
     use servelab::args::{Cli, Command};
@@ -476,6 +476,14 @@ fn zero_setup_is_bench_without_target_workload_or_load_flags() {
     let engine = sim.engine.clone().unwrap();
     assert_eq!(engine, std::path::Path::new(servelab::resolve::ZERO_SETUP_ENGINE));
     servelab_engine::load_engine_file(&engine).expect("the zero-setup engine is built in");
+    // Picking the simulator's deployment keeps the run sized for this machine.
+    let other = parse(&["servelab", "bench", "--sim-engine", "qwen3-32b-h20-tp4"]);
+    assert!(other.zero_setup);
+    let plan = servelab::resolve::bench_plan(&other, None).unwrap();
+    assert_eq!(plan.workload.num_prompts, servelab::resolve::ZERO_SETUP_PROMPTS);
+    assert_eq!(plan.load.max_concurrency, Some(servelab::resolve::ZERO_SETUP_CONCURRENCY));
+    let servelab_plan::Target::Simulator(sim) = &plan.target else { unreachable!("simulator") };
+    assert_eq!(sim.engine.as_deref(), Some(std::path::Path::new("qwen3-32b-h20-tp4")));
     let explicit = parse(&["servelab", "bench", "--num-prompts", "1000"]);
     let plan = servelab::resolve::bench_plan(&explicit, None).unwrap();
     assert_eq!((plan.workload.num_prompts, plan.load.max_concurrency), (1000, None));
