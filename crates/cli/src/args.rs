@@ -104,8 +104,9 @@ pub enum PredictCommand {
 /// The flags of `servelab predict calibrate`.
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// Engine file (YAML) describing the measured deployment.
-    #[arg(long, value_name = "FILE")]
+    /// Engine file (YAML) describing the measured deployment, or the name of a built-in one
+    /// (those of examples/engines/, e.g. qwen3-32b-h20-tp4).
+    #[arg(long, value_name = "FILE|NAME")]
     pub engine: PathBuf,
     /// Measured sweeps: Markdown tables as published (a heading with ISL:OSL over each
     /// table), servelab sweep.json files, or stored runs (a sweep's --label, a run id or

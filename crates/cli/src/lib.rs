@@ -230,10 +230,10 @@ fn stored_tables(
 /// `servelab predict calibrate`: fit, print the report, write the fitted engine file.
 pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
     let opts = resolve::fit_options(&a.params, a.max_evals).map_err(Failure::usage)?;
-    let original = std::fs::read_to_string(&a.engine).map_err(|e| {
-        Failure::usage(format!("--engine: cannot read {}: {e}", a.engine.display()))
-    })?;
-    let mut cfg = servelab_engine::load_engine_file(&a.engine)
+    let original = servelab_engine::read_engine_file(&a.engine)
+        .map_err(|e| Failure::usage(format!("--engine: {e}")))?;
+    let hub = servelab_workload::hub::model_config_json;
+    let mut cfg = servelab_engine::load_engine_file_via(&a.engine, |_| {}, hub)
         .map_err(|e| Failure::usage(format!("--engine {}: {e}", a.engine.display())))?;
     if a.defaults {
         cfg.calibration = servelab_engine::Calibration::default();
