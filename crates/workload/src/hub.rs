@@ -179,8 +179,9 @@ pub fn download_tokenizer_with(config: &HubConfig, model: &str) -> Result<PathBu
 }
 
 /// The text of `model`'s `config.json` (`org/name`), from the cache the environment names or
-/// downloaded into it once (see [`HubConfig::from_env`]): the engine model's shapes of a model
-/// that has no preset.
+/// downloaded into it once (`HF_ENDPOINT`, `HF_HUB_CACHE`, `HF_HOME`, `HF_TOKEN`,
+/// `HF_HUB_OFFLINE`, as the Hugging Face tools read them): the engine model's shapes of a
+/// model that has no preset.
 pub fn model_config_json(model: &str) -> Result<String, HubError> {
     let path = download_with_env(&CONFIG, model)?;
     std::fs::read_to_string(&path)
