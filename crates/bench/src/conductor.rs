@@ -114,12 +114,14 @@ impl Conductor {
             cfg = cfg.with_max_num_seqs(n);
         }
         if let Some(path) = &spec.engine {
-            let e = servelab_engine::load_engine_file_with(path, |f| {
+            let edit = |f: &mut servelab_engine::EngineFile| {
                 if let Some(n) = spec.max_num_seqs {
                     f.scheduler.max_num_seqs = u32::try_from(n).unwrap_or(u32::MAX);
                 }
-            })
-            .map_err(|e| RunError::Usage(format!("--sim-engine {}: {e}", path.display())))?;
+            };
+            let hub = servelab_workload::hub::model_config_json;
+            let e = servelab_engine::load_engine_file_via(path, edit, hub)
+                .map_err(|e| RunError::Usage(format!("--sim-engine {}: {e}", path.display())))?;
             cfg = cfg.with_engine(e);
         }
         let handle = servelab_sim::start(cfg)

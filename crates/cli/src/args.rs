@@ -34,11 +34,14 @@ impl Cli {
 }
 
 /// True when no flag under the Target, Workload or Load headings came from the command line.
+/// `--sim-engine` only picks the simulator's deployment, so the run stays sized for this
+/// machine.
 fn zero_setup(cli: &clap::Command, m: &clap::ArgMatches) -> bool {
     let Some(bench) = cli.find_subcommand("bench") else { return false };
     bench
         .get_arguments()
         .filter(|a| matches!(a.get_help_heading(), Some("Target" | "Workload" | "Load")))
+        .filter(|a| a.get_id() != "sim_engine")
         .all(|a| {
             m.value_source(a.get_id().as_str())
                 .is_none_or(|s| s == clap::parser::ValueSource::DefaultValue)
@@ -101,8 +104,9 @@ pub enum PredictCommand {
 /// The flags of `servelab predict calibrate`.
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// Engine file (YAML) describing the measured deployment.
-    #[arg(long, value_name = "FILE")]
+    /// Engine file (YAML) describing the measured deployment, or the name of a built-in one
+    /// (those of examples/engines/, e.g. qwen3-32b-h20-tp4).
+    #[arg(long, value_name = "FILE|NAME")]
     pub engine: PathBuf,
     /// Measured sweeps: Markdown tables as published (a heading with ISL:OSL over each
     /// table), servelab sweep.json files, or stored runs (a sweep's --label, a run id or

@@ -114,17 +114,21 @@ pub async fn bench(
 ) -> Result<BenchOutcome, Failure> {
     let plan = resolve::bench_plan(a, resolve::api_key()).map_err(Failure::usage)?;
     if a.zero_setup {
+        let engine = match &a.sim_engine {
+            Some(e) => e.display().to_string(),
+            None => {
+                format!("{} (Qwen3-8B on one H100, vLLM-like batching)", resolve::ZERO_SETUP_ENGINE)
+            }
+        };
         term::note(&format!(
             "Zero-setup run: {} prompts of {} tokens, at most {} at once, against the built-in \
-             simulator serving the engine model of {} (Qwen3-8B on one H100, vLLM-like \
-             batching), sized so this machine can show exact figures next to the simulator's \
-             own log. Any workload or load flag gives vLLM's defaults instead (1000 prompts, \
-             all at once); --sim-engine picks another deployment (or a file); --base-url \
-             measures a real server.",
+             simulator serving the engine model of {engine}, sized so this machine can show \
+             exact figures next to the simulator's own log. Any workload or load flag gives \
+             vLLM's defaults instead (1000 prompts, all at once); --sim-engine picks another \
+             deployment (or a file); --base-url measures a real server.",
             plan.workload.num_prompts,
             a.random_input_len,
             resolve::ZERO_SETUP_CONCURRENCY,
-            resolve::ZERO_SETUP_ENGINE
         ));
     }
     let mut c = Conductor::new(interrupt);
@@ -264,10 +268,10 @@ fn stored_tables(
 /// `servelab predict calibrate`: fit, print the report, write the fitted engine file.
 pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
     let opts = resolve::fit_options(&a.params, a.max_evals).map_err(Failure::usage)?;
-    let original = std::fs::read_to_string(&a.engine).map_err(|e| {
-        Failure::usage(format!("--engine: cannot read {}: {e}", a.engine.display()))
-    })?;
-    let mut cfg = servelab_engine::load_engine_file(&a.engine)
+    let original = servelab_engine::read_engine_file(&a.engine)
+        .map_err(|e| Failure::usage(format!("--engine: {e}")))?;
+    let hub = servelab_workload::hub::model_config_json;
+    let mut cfg = servelab_engine::load_engine_file_via(&a.engine, |_| {}, hub)
         .map_err(|e| Failure::usage(format!("--engine {}: {e}", a.engine.display())))?;
     if a.defaults {
         cfg.calibration = servelab_engine::Calibration::default();

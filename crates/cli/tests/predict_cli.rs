@@ -265,3 +265,166 @@ fn calibrate_reads_stored_sweeps_and_refuses_predictions() {
     let out = calibrate("no-such-label");
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `servelab` with `args` and the Hugging Face settings `hf` (the user's own are removed), so
+/// the Hub tests never touch the user's cache or the network.
+fn servelab_hf(db: &Path, args: &[&str], hf: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_servelab"));
+    cmd.args(args).env("SERVELAB_DB", db);
+    for v in ["HF_ENDPOINT", "HF_HUB_CACHE", "HF_HOME", "HF_TOKEN", "HF_HUB_OFFLINE"] {
+        cmd.env_remove(v);
+    }
+    cmd.envs(hf.iter().copied()).output().expect("binary runs")
+}
+
+/// A one-shot Hub on 127.0.0.1: answers one GET with `body` and the revision header; returns
+/// its endpoint and the request head it received.
+fn one_shot_hub(body: String) -> (String, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-Repo-Commit: abc123\r\nConnection: \
+             close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(reply.as_bytes()).unwrap();
+        head
+    });
+    (endpoint, server)
+}
+
+/// An engine file whose `model_config` is a Hugging Face model id: its config.json is
+/// downloaded once into the Hub cache (here from a local server), then found there offline.
+#[test]
+fn model_config_by_hub_id_downloads_once_then_reads_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let engine = dir.path().join("hub-engine.yaml");
+    std::fs::write(&engine, "model_config: Qwen/Qwen3-8B\ngpu: h100\n").unwrap();
+    let json = std::fs::read_to_string(format!(
+        "{}/../engine/presets/qwen3-8b.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let cache = dir.path().join("hub-cache");
+    let cache_env = cache.to_str().unwrap();
+    let predict = |out: &str| {
+        let out_dir = dir.path().join(out);
+        [
+            "predict",
+            "--engine",
+            engine.to_str().unwrap(),
+            "--concurrency",
+            "2",
+            "--scenario",
+            "128:8",
+            "--min-prompts",
+            "4",
+            "--max-prompts",
+            "4",
+            "--no-store",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ]
+        .map(String::from)
+    };
+    fn args(a: &[String]) -> Vec<&str> {
+        a.iter().map(String::as_str).collect()
+    }
+
+    // Offline and not cached: the error names the model and what to do.
+    let out = servelab_hf(
+        &db,
+        &args(&predict("p0")),
+        &[("HF_HUB_CACHE", cache_env), ("HF_HUB_OFFLINE", "1")],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("model_config: Qwen/Qwen3-8B") && err.contains("HF_HUB_OFFLINE"), "{err}");
+
+    let (endpoint, hub) = one_shot_hub(json.clone());
+    let table = ok(&servelab_hf(
+        &db,
+        &args(&predict("p1")),
+        &[("HF_HUB_CACHE", cache_env), ("HF_ENDPOINT", &endpoint)],
+    ));
+    let head = hub.join().unwrap();
+    assert!(head.starts_with("GET /Qwen/Qwen3-8B/resolve/main/config.json HTTP/1.1"), "{head}");
+    let cached = cache.join("models--Qwen--Qwen3-8B/snapshots/abc123/config.json");
+    assert_eq!(std::fs::read_to_string(cached).unwrap(), json);
+
+    // Offline now, from the cache: the same prediction as the preset of the same model.
+    let again = ok(&servelab_hf(
+        &db,
+        &args(&predict("p2")),
+        &[("HF_HUB_CACHE", cache_env), ("HF_HUB_OFFLINE", "1")],
+    ));
+    assert_eq!(table, again);
+    let preset = dir.path().join("preset-engine.yaml");
+    std::fs::write(&preset, "model: qwen3-8b\ngpu: h100\n").unwrap();
+    let mut p3 = predict("p3");
+    p3[2] = preset.display().to_string();
+    assert_eq!(ok(&servelab_hf(&db, &args(&p3), &[("HF_HUB_CACHE", cache_env)])), table);
+}
+
+/// `predict calibrate --engine NAME` takes a built-in engine file, as `predict` does; the
+/// fitted file lands beside the user, named after it.
+#[test]
+fn calibrate_takes_a_built_in_engine_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let out = dir.path().join("pred");
+    let name = "qwen3-8b-h100-tp1";
+    let predict = [
+        "predict",
+        "--engine",
+        name,
+        "--concurrency",
+        "1,2",
+        "--scenario",
+        "64:8",
+        "--min-prompts",
+        "4",
+        "--max-prompts",
+        "4",
+        "--no-store",
+        "--output-dir",
+        out.to_str().unwrap(),
+    ];
+    ok(&servelab(&db, &predict));
+    let sweep_json = out.join("sweep.json");
+    let calibrate = [
+        "predict",
+        "calibrate",
+        "--engine",
+        name,
+        sweep_json.to_str().unwrap(),
+        "--params",
+        "eta_gemm",
+        "--max-evals",
+        "3",
+    ];
+    let run = Command::new(env!("CARGO_BIN_EXE_servelab"))
+        .args(calibrate)
+        .env("SERVELAB_DB", &db)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let report = ok(&run);
+    assert!(report.contains("| eta_gemm |"), "{report}");
+    let fitted = std::fs::read_to_string(dir.path().join(format!("{name}.fitted.yaml"))).unwrap();
+    assert!(fitted.starts_with(&format!("# {name}, calibrated by")), "{fitted}");
+    assert!(fitted.contains("model: qwen3-8b") && fitted.contains("calibration:"), "{fitted}");
+}

@@ -184,7 +184,8 @@ pub struct EngineFile {
     /// A model preset name (see [`crate::model_preset_names`]).
     #[serde(default)]
     pub model: Option<String>,
-    /// Path of a Hugging Face `config.json` (relative to the engine file).
+    /// Path of a Hugging Face `config.json` (relative to the engine file), or a Hub model id
+    /// (`org/name`) that servelab fetches from the Hugging Face cache or the Hub.
     #[serde(default)]
     pub model_config: Option<String>,
     /// A GPU preset name.

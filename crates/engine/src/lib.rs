@@ -37,7 +37,10 @@ pub use dtype::DType;
 pub use engine::{Engine, EngineGauges, RequestShape, StepOutcome};
 pub use error::{EngineError, Result};
 pub use gpu::{gpu_preset_names, GpuSpec, LinkSpec};
-pub use io::{engine_preset_names, load_engine_file, load_engine_file_with};
+pub use io::{
+    engine_preset_names, load_engine_file, load_engine_file_via, load_engine_file_with,
+    read_engine_file,
+};
 pub use model::{model_preset_names, ModelSpec, MoeSpec};
 pub use replica::RequestId;
 pub use summary::{summarize, PointSummary};

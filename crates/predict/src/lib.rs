@@ -65,7 +65,8 @@ impl Predictor {
 
     /// A predictor of the engine file at `path`; the error names the file and what is wrong.
     pub fn from_file(path: &Path) -> Result<Predictor, RunError> {
-        let cfg = servelab_engine::load_engine_file(path)
+        let hub = servelab_workload::hub::model_config_json;
+        let cfg = servelab_engine::load_engine_file_via(path, |_| {}, hub)
             .map_err(|e| RunError::Usage(format!("--engine {}: {e}", path.display())))?;
         Ok(Predictor::new(cfg, path.display().to_string()))
     }

@@ -377,7 +377,8 @@ impl SimArgs {
                             f.kv_dtype = self.kv_dtype.clone();
                         }
                     };
-                    let cfg = servelab_engine::load_engine_file_with(p, edit)
+                    let hub = servelab_workload::hub::model_config_json;
+                    let cfg = servelab_engine::load_engine_file_via(p, edit, hub)
                         .map_err(|e| SimError::Config(format!("--engine {}: {e}", p.display())))?;
                     Some(Arc::new(cfg))
                 }

@@ -6,7 +6,7 @@
 //! and requests are preempted when KV blocks run out. The engine's gauges are published for
 //! `/metrics` after every step.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,10 +58,11 @@ struct Add {
     out: mpsc::UnboundedSender<Emit>,
 }
 
-/// What the engine task is told: a request joins, or one whose client went away leaves.
+/// What the engine task is told, and when it happened: a request joins, or one whose client
+/// went away leaves.
 enum Msg {
-    Add(Add),
-    Abort(u64),
+    Add(Add, Instant),
+    Abort(u64, Instant),
 }
 
 /// One request's tokens as the engine's steps produce them. Dropping it before the last
@@ -96,7 +97,7 @@ impl Drop for Feed {
     fn drop(&mut self) {
         if !self.done {
             // The task may already be gone (shutdown): nothing left to free then.
-            let _ = self.tx.send(Msg::Abort(self.id));
+            let _ = self.tx.send(Msg::Abort(self.id, Instant::now()));
         }
     }
 }
@@ -150,13 +151,19 @@ impl Stepper {
             hash_block_tokens,
         };
         // The task only stops with the stepper, so the send cannot fail while it lives.
-        let _ = self.tx.send(Msg::Add(Add { id, shape, out }));
+        let _ = self.tx.send(Msg::Add(Add { id, shape, out }, Instant::now()));
         Feed { rx, id, done: false, tx: self.tx.clone() }
     }
 }
 
 /// The engine task: add arriving requests, start steps on idle workers, hand each step's
 /// tokens over when it ends, sleep until the next step ends or a request arrives.
+///
+/// The engine runs on its own clock: a worker's next step starts when its previous one ends
+/// (or when a request arrives at an idle worker), not when this task happens to wake. So a
+/// late wakeup (a loaded machine) delays the hand-over of tokens past their due time, which
+/// the truth log counts as the simulator's lateness, instead of silently stretching the
+/// model's schedule.
 async fn drive(
     mut engine: Engine,
     timer: PreciseTimer,
@@ -167,40 +174,51 @@ async fn drive(
     let t0 = Instant::now();
     let ns = |i: Instant| i.saturating_duration_since(t0).as_nanos() as u64;
     let at = |n: u64| t0 + Duration::from_nanos(n);
+    let mut clock = Clock::default();
     let mut outs: HashMap<u64, mpsc::UnboundedSender<Emit>> = HashMap::new();
     // Started steps by end time (and a sequence number for ties).
     let mut steps: BTreeMap<(u64, u64), StepOutcome> = BTreeMap::new();
     let mut seq = 0u64;
-    let mut arrived: Vec<Msg> = Vec::new();
+    let mut arrived: VecDeque<Msg> = VecDeque::new();
     loop {
-        let now = ns(Instant::now());
-        for m in arrived.drain(..) {
-            let a = match m {
-                Msg::Add(a) => a,
-                Msg::Abort(id) => {
-                    engine.abort(id);
-                    outs.remove(&id);
-                    continue;
+        let wall = ns(Instant::now());
+        // Catch the engine up with the wall clock, event by event in its own time.
+        while let Some(ev) =
+            clock.next(engine.next_event_ns(), arrived.front().map(|m| ns(m.at())), wall)
+        {
+            match ev {
+                Next::Step(t) => {
+                    while let Some(o) = engine.step(t) {
+                        seq += 1;
+                        steps.insert((o.end_ns, seq), o);
+                    }
+                    clock.stepped(t);
                 }
-            };
-            let id = a.id;
-            match engine.add_request(id, a.shape, now) {
-                Ok(()) => {
-                    outs.insert(id, a.out);
-                }
-                Err(e) => {
-                    let _ = a.out.send(Emit {
-                        tokens: 0,
-                        at: Instant::now(),
-                        last: true,
-                        error: Some(e.to_string()),
-                    });
-                }
+                Next::Message(t) => match arrived.pop_front() {
+                    Some(Msg::Abort(id, _)) => {
+                        engine.abort(id);
+                        outs.remove(&id);
+                    }
+                    Some(Msg::Add(a, _)) => match engine.add_request(a.id, a.shape, t) {
+                        Ok(()) => {
+                            outs.insert(a.id, a.out);
+                        }
+                        Err(e) => {
+                            let _ = a.out.send(Emit {
+                                tokens: 0,
+                                at: at(t),
+                                last: true,
+                                error: Some(e.to_string()),
+                            });
+                        }
+                    },
+                    None => {}
+                },
             }
         }
         // Hand over the tokens of every step that has ended.
         while let Some(entry) = steps.first_entry() {
-            if entry.key().0 > now {
+            if entry.key().0 > wall {
                 break;
             }
             let o = entry.remove();
@@ -215,27 +233,24 @@ async fn drive(
                 }
             }
         }
-        while let Some(o) = engine.step(now) {
-            seq += 1;
-            steps.insert((o.end_ns, seq), o);
-        }
         publish(&engine, &gauges);
-        let next = [steps.first_key_value().map(|(k, _)| k.0), engine.next_event_ns()]
-            .into_iter()
-            .flatten()
-            .min();
+        let next =
+            [steps.first_key_value().map(|(k, _)| k.0), clock.pending(engine.next_event_ns())]
+                .into_iter()
+                .flatten()
+                .min();
         let sleep = async {
             match next {
-                Some(n) => timer.sleep_until(at(n.max(now))).await,
+                Some(n) => timer.sleep_until(at(n.max(wall))).await,
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
             a = rx.recv() => match a {
                 Some(a) => {
-                    arrived.push(a);
+                    arrived.push_back(a);
                     while let Ok(a) = rx.try_recv() {
-                        arrived.push(a);
+                        arrived.push_back(a);
                     }
                 }
                 None => return,
@@ -243,6 +258,69 @@ async fn drive(
             () = sleep => {}
             _ = stop.changed() => return,
         }
+    }
+}
+
+impl Msg {
+    fn at(&self) -> Instant {
+        match self {
+            Msg::Add(_, t) | Msg::Abort(_, t) => *t,
+        }
+    }
+}
+
+/// What the engine does next on its own clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Start the steps due at this time.
+    Step(u64),
+    /// Take the first message, at this time.
+    Message(u64),
+}
+
+/// The engine's own time: it only moves forward, through the engine's events and the
+/// messages' times, never past the wall clock.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Clock {
+    /// The engine's time now.
+    now: u64,
+    /// Steps were started at this time and nothing has arrived since: an engine event not
+    /// after it is one the engine could not act on (it would only repeat).
+    stepped: Option<u64>,
+}
+
+impl Clock {
+    /// The next event not after `wall`: the engine's next event `engine`, or the first
+    /// message, sent at `message`. A message goes first on a tie, so a request arriving as a
+    /// step ends joins the next step (as in the virtual-time driver). Moves the clock there.
+    fn next(&mut self, engine: Option<u64>, message: Option<u64>, wall: u64) -> Option<Next> {
+        let message = message.map(|t| t.max(self.now));
+        let engine = self.pending(engine).map(|t| t.max(self.now));
+        let next = match (engine, message) {
+            (Some(e), Some(m)) if e < m => Next::Step(e),
+            (_, Some(m)) => Next::Message(m),
+            (Some(e), None) => Next::Step(e),
+            (None, None) => return None,
+        };
+        let (Next::Step(t) | Next::Message(t)) = next;
+        if t > wall {
+            return None;
+        }
+        self.now = t;
+        if matches!(next, Next::Message(_)) {
+            self.stepped = None;
+        }
+        Some(next)
+    }
+
+    /// Steps were started at `t`.
+    fn stepped(&mut self, t: u64) {
+        self.stepped = Some(t);
+    }
+
+    /// The engine's next event, unless it is one already acted on.
+    fn pending(&self, engine: Option<u64>) -> Option<u64> {
+        engine.filter(|&t| self.stepped.is_none_or(|s| t > s))
     }
 }
 
@@ -319,6 +397,60 @@ mod tests {
         assert_eq!(n, 3);
         // Three decode steps of a small batch, not 10,000 steps of the long request.
         assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    }
+
+    /// The engine's clock takes events in time order, a message first on a tie, never past
+    /// the wall clock nor backwards, and skips an engine event it has already acted on.
+    #[test]
+    fn the_engine_clock_orders_events_and_never_runs_ahead() {
+        let mut c = Clock::default();
+        assert_eq!(c.next(Some(10), Some(10), 100), Some(Next::Message(10)));
+        assert_eq!(c.next(Some(10), Some(20), 100), Some(Next::Step(10)));
+        c.stepped(10);
+        // Not acted on again, nor is a message sent earlier taken before the clock's time.
+        assert_eq!(c.next(Some(10), Some(5), 100), Some(Next::Message(10)));
+        assert_eq!(c.next(Some(30), None, 100), Some(Next::Step(30)));
+        c.stepped(30);
+        assert_eq!(c.next(Some(30), None, 100), None);
+        assert_eq!(c.pending(Some(30)), None);
+        assert_eq!(c.next(Some(130), Some(120), 100), None, "not past the wall clock");
+        assert_eq!(c.now, 30);
+    }
+
+    /// A late wakeup of the engine task (here: its runtime blocked for 100 ms) delays when
+    /// tokens are handed over, never the model's schedule: the steps still run back to back on
+    /// the engine's own times, so the lateness shows as tokens sent after their due time.
+    #[tokio::test]
+    async fn a_late_wakeup_keeps_the_models_schedule() {
+        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+        let shape = RequestShape { prompt_tokens: 100, output_tokens: 12, ..Default::default() };
+        // The model's step ends for this request alone, in virtual time.
+        let mut e = Engine::new(&cfg).unwrap();
+        e.add_request(0, shape, 0).unwrap();
+        let (mut ends, mut now) = (Vec::new(), 0);
+        loop {
+            while let Some(o) = e.step(now) {
+                ends.push(o.end_ns);
+            }
+            let Some(n) = e.next_event_ns() else { break };
+            now = n;
+        }
+        let want: Vec<u64> = ends.windows(2).map(|w| w[1] - w[0]).collect();
+
+        let s = Stepper::start(&cfg).unwrap();
+        let mut f = s.add(100, 12, Vec::new(), 0);
+        let first = f.recv().await.unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut got = vec![(first, Instant::now())];
+        while let Some(e) = f.recv().await {
+            got.push((e, Instant::now()));
+        }
+        let gaps: Vec<u64> =
+            got.windows(2).map(|w| (w[1].0.at - w[0].0.at).as_nanos() as u64).collect();
+        assert_eq!(gaps, want, "steps back to back on the model's times");
+        let (next, seen) = &got[1];
+        let late = seen.saturating_duration_since(next.at);
+        assert!(late > Duration::from_millis(50), "handed over late: {late:?}");
     }
 
     /// Prompts sharing their leading block hashes hit the prefix cache.

@@ -1,5 +1,6 @@
 //! Timing truth: send precision at 1 and 200 concurrent streams, multi-token chunks, the
-//! per-token prefill model, and the FIFO queue past --max-num-seqs.
+//! per-token prefill model, the FIFO queue past --max-num-seqs, and (engine-model mode) the
+//! prefix cache and a dropped stream freeing its slot.
 //!
 //! Tolerances: the sim's timer thread wakes within ~0.1 ms of a deadline on an idle machine,
 //! so "actual − intended" is normally tens of µs. These tests run on a shared, noisy 2-core
@@ -288,5 +289,75 @@ async fn engine_mode_prefix_cache_hits_on_shared_prompt_prefixes() {
     // The repeat finds 12 of its 12.5 blocks (one token is always computed); the third
     // prompt finds the 6 full blocks of its 100 shared tokens.
     assert_eq!(value("vllm:prefix_cache_hits_total"), (12.0 + 6.0) * 16.0);
+    sim.shutdown().await;
+}
+
+/// In engine-model mode a client that goes away mid-stream frees its sequence slot, as on
+/// vLLM: with one slot, the request queued behind a 5,000-token stream starts once that
+/// stream's connection is dropped (not ~35 s later, when its tokens would have run out),
+/// and `/metrics` shows the slot taken and then free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_mode_a_dropped_stream_frees_its_slot() {
+    use http_body_util::BodyExt;
+    let _serial = SERIAL.lock().await;
+    let cfg = servelab_engine::EngineFile::parse(
+        "model: qwen3-8b\ngpu: h100\nscheduler: {max_num_seqs: 1}\n",
+    )
+    .unwrap()
+    .build(None)
+    .unwrap();
+    let sim = start(SimConfig::default().with_engine(cfg)).await.unwrap();
+    let addr = sim.addr();
+    let gauges = || async move {
+        let m = send(addr, "GET", "/metrics", &[], "").await.unwrap().text();
+        let value = |name: &str| -> f64 {
+            m.lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {m}"))
+        };
+        (value("vllm:num_requests_running"), value("vllm:num_requests_waiting"))
+    };
+
+    // The long stream, read a few chunks in, over a connection this test can drop.
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut tx, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await.unwrap();
+    let conn = tokio::spawn(conn);
+    let long = r#"{"prompt":"x","max_tokens":5000,"ignore_eos":true,"stream":true}"#;
+    let req = http::Request::post("/v1/completions")
+        .header("host", addr.to_string())
+        .header("content-type", "application/json")
+        .header("x-request-id", "long")
+        .body(http_body_util::Full::new(bytes::Bytes::from(long)))
+        .unwrap();
+    let mut body =
+        tokio::time::timeout(STEP, tx.send_request(req)).await.unwrap().unwrap().into_body();
+    for _ in 0..3 {
+        let f = tokio::time::timeout(STEP, body.frame()).await.unwrap();
+        assert!(f.is_some_and(|f| f.is_ok()), "the long stream sends");
+    }
+    let short = tokio::spawn(async move {
+        let body = r#"{"prompt":"x","max_tokens":5,"ignore_eos":true,"stream":true}"#;
+        send(addr, "POST", "/v1/completions", &[("x-request-id", "short")], body).await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(gauges().await, (1.0, 1.0), "the short request waits for the one slot");
+
+    drop((body, tx));
+    conn.abort();
+    let dropped = Instant::now();
+    let seen = tokio::time::timeout(STEP, short).await.unwrap().unwrap().unwrap();
+    assert_eq!(seen.status, 200);
+    // The server notices at its next token (a decode step, ~7 ms), then schedules the short
+    // one: 3 s leaves room for a stalled CI machine and is a tenth of the long stream's rest.
+    let first = seen.frames[0].0.saturating_duration_since(dropped);
+    assert!(first < Duration::from_secs(3), "the short request started {first:?} after the drop");
+    assert_eq!(gauges().await, (0.0, 0.0), "the slot is free again");
+    let truth = sim.truth();
+    let long = truth.iter().find(|t| t.request_id.as_deref() == Some("long")).unwrap();
+    assert!(long.completion_tokens < 5000, "{}", long.completion_tokens);
+    assert_eq!(long.outcome, "aborted");
     sim.shutdown().await;
 }

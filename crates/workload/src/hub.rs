@@ -1,5 +1,5 @@
-//! Hugging Face model names: find a model's `tokenizer.json` in the local cache, or download it
-//! once into that cache.
+//! Hugging Face model names: find a model's `tokenizer.json` (or its `config.json`, for the
+//! engine model) in the local cache, or download it once into that cache.
 //!
 //! The cache layout is the one `huggingface_hub` uses, so files are shared with Python tools:
 //! `{hub cache}/models--{org}--{name}/snapshots/{revision}/tokenizer.json`, with
@@ -12,8 +12,41 @@ use std::time::Duration;
 /// The public Hub, used when `HF_ENDPOINT` is not set.
 pub(crate) const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
-/// Largest `tokenizer.json` accepted (big multilingual vocabularies are ~30 MB).
-const MAX_TOKENIZER_BYTES: u64 = 256 * 1024 * 1024;
+/// One file of a model repository that servelab fetches, and how it is checked and named.
+struct ModelFile {
+    /// The file name in the repository.
+    name: &'static str,
+    /// What it is, in errors.
+    what: &'static str,
+    /// Largest size accepted.
+    max_bytes: u64,
+    /// The advice that ends every error.
+    advice: &'static str,
+    /// Refuses a body that is not this file (an error page, a truncated download).
+    check: fn(&[u8]) -> Result<(), String>,
+}
+
+/// A model's `tokenizer.json` (big multilingual vocabularies are ~30 MB).
+const TOKENIZER: ModelFile = ModelFile {
+    name: "tokenizer.json",
+    what: "the tokenizer",
+    max_bytes: 256 * 1024 * 1024,
+    advice: "pass a local file with --tokenizer path/to/tokenizer.json",
+    check: |body| tokenizers::Tokenizer::from_bytes(body).map(drop).map_err(|e| e.to_string()),
+};
+
+/// A model's `config.json` (its shapes, for the engine model): a few kB, a JSON object.
+const CONFIG: ModelFile = ModelFile {
+    name: "config.json",
+    what: "config.json",
+    max_bytes: 16 * 1024 * 1024,
+    advice: "download it and give the engine file's model_config its path",
+    check: |body| match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        Ok(_) => Err("not a JSON object".into()),
+        Err(e) => Err(e.to_string()),
+    },
+};
 
 /// Where and how to reach the Hub: normally read from the environment (`HF_ENDPOINT`,
 /// `HF_HUB_CACHE`, `HF_HOME`, `HF_TOKEN`, `HF_HUB_OFFLINE`); tests build one directly so they
@@ -95,9 +128,19 @@ pub fn cached_tokenizer(model: &str) -> Option<PathBuf> {
 /// The cached `tokenizer.json` for `model` under `cache_dir`: the snapshot that `refs/main`
 /// names if it holds one, else the last snapshot in name order that does.
 pub fn cached_tokenizer_in(cache_dir: &Path, model: &str) -> Option<PathBuf> {
+    cached_file_in(cache_dir, model, TOKENIZER.name)
+}
+
+/// The cached `config.json` for `model` under `cache_dir`, found as
+/// [`cached_tokenizer_in`] finds a tokenizer.
+pub fn cached_config_in(cache_dir: &Path, model: &str) -> Option<PathBuf> {
+    cached_file_in(cache_dir, model, CONFIG.name)
+}
+
+fn cached_file_in(cache_dir: &Path, model: &str, name: &str) -> Option<PathBuf> {
     let dir = model_dir(cache_dir, model);
     if let Ok(rev) = std::fs::read_to_string(dir.join("refs/main")) {
-        let file = dir.join("snapshots").join(rev.trim()).join("tokenizer.json");
+        let file = dir.join("snapshots").join(rev.trim()).join(name);
         if !rev.trim().is_empty() && file.is_file() {
             return Some(file);
         }
@@ -105,15 +148,12 @@ pub fn cached_tokenizer_in(cache_dir: &Path, model: &str) -> Option<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir.join("snapshots"))
         .ok()?
         .flatten()
-        .map(|e| e.path().join("tokenizer.json"))
+        .map(|e| e.path().join(name))
         .filter(|f| f.is_file())
         .collect();
     found.sort();
     found.pop()
 }
-
-/// The advice that ends every download error.
-const ADVICE: &str = "pass a local file with --tokenizer path/to/tokenizer.json";
 
 /// A tokenizer that could not be had from the Hub; the message names the model and what to
 /// do.
@@ -121,49 +161,74 @@ const ADVICE: &str = "pass a local file with --tokenizer path/to/tokenizer.json"
 #[error("{0}")]
 pub struct HubError(pub String);
 
-fn hub_error(model: &str, why: impl std::fmt::Display) -> HubError {
-    HubError(format!("cannot get the tokenizer for model '{model}': {why}; {ADVICE}"))
+fn hub_error(file: &ModelFile, model: &str, why: impl std::fmt::Display) -> HubError {
+    HubError(format!("cannot get {} for model '{model}': {why}; {}", file.what, file.advice))
 }
 
 /// Download `model`'s `tokenizer.json` into the cache the environment names (see
 /// [`HubConfig::from_env`]) and return its path. Returns the cached file without any network
 /// access when one exists.
 pub(crate) fn download_tokenizer(model: &str) -> Result<PathBuf, HubError> {
-    let config = HubConfig::from_env().ok_or_else(|| {
-        hub_error(model, "no cache directory (set HF_HOME, HF_HUB_CACHE or HOME)")
-    })?;
-    download_tokenizer_with(&config, model)
+    download_with_env(&TOKENIZER, model)
 }
 
 /// Download `model`'s `tokenizer.json` into `config`'s cache and return its path. Returns the
 /// cached file without any network access when one exists.
 pub fn download_tokenizer_with(config: &HubConfig, model: &str) -> Result<PathBuf, HubError> {
-    if !is_model_name(model) {
-        return Err(hub_error(model, "not a Hugging Face model id of the form org/name"));
-    }
-    if let Some(file) = cached_tokenizer_in(&config.cache_dir, model) {
-        return Ok(file);
-    }
-    if config.offline {
-        return Err(hub_error(model, "it is not cached and HF_HUB_OFFLINE is set"));
-    }
-    let (body, revision) = fetch(config, model)?;
-    // Refuse to cache an error page or a truncated file: it would be "found" forever after.
-    tokenizers::Tokenizer::from_bytes(&body).map_err(|e| {
-        hub_error(model, format!("{} did not return a valid tokenizer.json: {e}", config.endpoint))
-    })?;
-    store(&config.cache_dir, model, &revision, &body)
-        .map_err(|e| hub_error(model, format!("cannot write to the cache: {e}")))
+    download_file(config, &TOKENIZER, model)
 }
 
-/// The URL of a model's `tokenizer.json` on the main branch.
-pub(crate) fn tokenizer_url(endpoint: &str, model: &str) -> String {
-    format!("{}/{model}/resolve/main/tokenizer.json", endpoint.trim_end_matches('/'))
+/// The text of `model`'s `config.json` (`org/name`), from the cache the environment names or
+/// downloaded into it once (`HF_ENDPOINT`, `HF_HUB_CACHE`, `HF_HOME`, `HF_TOKEN`,
+/// `HF_HUB_OFFLINE`, as the Hugging Face tools read them): the engine model's shapes of a
+/// model that has no preset.
+pub fn model_config_json(model: &str) -> Result<String, HubError> {
+    let path = download_with_env(&CONFIG, model)?;
+    std::fs::read_to_string(&path)
+        .map_err(|e| hub_error(&CONFIG, model, format!("cannot read {}: {e}", path.display())))
+}
+
+/// Download `model`'s `config.json` into `config`'s cache and return its path. Returns the
+/// cached file without any network access when one exists.
+pub fn download_config_with(config: &HubConfig, model: &str) -> Result<PathBuf, HubError> {
+    download_file(config, &CONFIG, model)
+}
+
+fn download_with_env(file: &ModelFile, model: &str) -> Result<PathBuf, HubError> {
+    let config = HubConfig::from_env().ok_or_else(|| {
+        hub_error(file, model, "no cache directory (set HF_HOME, HF_HUB_CACHE or HOME)")
+    })?;
+    download_file(&config, file, model)
+}
+
+fn download_file(config: &HubConfig, file: &ModelFile, model: &str) -> Result<PathBuf, HubError> {
+    if !is_model_name(model) {
+        return Err(hub_error(file, model, "not a Hugging Face model id of the form org/name"));
+    }
+    if let Some(found) = cached_file_in(&config.cache_dir, model, file.name) {
+        return Ok(found);
+    }
+    if config.offline {
+        return Err(hub_error(file, model, "it is not cached and HF_HUB_OFFLINE is set"));
+    }
+    let (body, revision) = fetch(config, file, model)?;
+    // Refuse to cache an error page or a truncated file: it would be "found" forever after.
+    (file.check)(&body).map_err(|e| {
+        let why = format!("{} did not return a valid {}: {e}", config.endpoint, file.name);
+        hub_error(file, model, why)
+    })?;
+    store(&config.cache_dir, model, &revision, file.name, &body)
+        .map_err(|e| hub_error(file, model, format!("cannot write to the cache: {e}")))
+}
+
+/// The URL of one file of a model on the main branch.
+fn file_url(endpoint: &str, model: &str, name: &str) -> String {
+    format!("{}/{model}/resolve/main/{name}", endpoint.trim_end_matches('/'))
 }
 
 /// GET the file; returns its bytes and the revision the Hub reported (`main` when none).
-fn fetch(config: &HubConfig, model: &str) -> Result<(Vec<u8>, String), HubError> {
-    let url = tokenizer_url(&config.endpoint, model);
+fn fetch(config: &HubConfig, file: &ModelFile, model: &str) -> Result<(Vec<u8>, String), HubError> {
+    let url = file_url(&config.endpoint, model, file.name);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_connect(Some(config.connect_timeout))
         .timeout_global(Some(config.total_timeout))
@@ -173,13 +238,14 @@ fn fetch(config: &HubConfig, model: &str) -> Result<(Vec<u8>, String), HubError>
     if let Some(token) = &config.token {
         request = request.header("Authorization", &format!("Bearer {token}"));
     }
+    let err = |why: String| hub_error(file, model, why);
     let mut response = request.call().map_err(|e| match e {
         ureq::Error::StatusCode(401 | 403) => {
-            hub_error(model, format!("{url} refused access (gated or private model? set HF_TOKEN)"))
+            err(format!("{url} refused access (gated or private model? set HF_TOKEN)"))
         }
-        ureq::Error::StatusCode(404) => hub_error(model, format!("{url} was not found")),
-        ureq::Error::StatusCode(code) => hub_error(model, format!("{url} answered HTTP {code}")),
-        other => hub_error(model, format!("cannot reach {}: {other}", config.endpoint)),
+        ureq::Error::StatusCode(404) => err(format!("{url} was not found")),
+        ureq::Error::StatusCode(code) => err(format!("{url} answered HTTP {code}")),
+        other => err(format!("cannot reach {}: {other}", config.endpoint)),
     })?;
     let revision = response
         .headers()
@@ -191,9 +257,9 @@ fn fetch(config: &HubConfig, model: &str) -> Result<(Vec<u8>, String), HubError>
     let body = response
         .body_mut()
         .with_config()
-        .limit(MAX_TOKENIZER_BYTES)
+        .limit(file.max_bytes)
         .read_to_vec()
-        .map_err(|e| hub_error(model, format!("download from {url} failed: {e}")))?;
+        .map_err(|e| err(format!("download from {url} failed: {e}")))?;
     Ok((body, revision))
 }
 
@@ -203,13 +269,19 @@ fn is_safe_revision(rev: &str) -> bool {
 }
 
 /// Write the file into the cache layout; the rename makes a half-written file never visible.
-fn store(cache_dir: &Path, model: &str, revision: &str, body: &[u8]) -> std::io::Result<PathBuf> {
+fn store(
+    cache_dir: &Path,
+    model: &str,
+    revision: &str,
+    name: &str,
+    body: &[u8],
+) -> std::io::Result<PathBuf> {
     let dir = model_dir(cache_dir, model);
     let snapshot = dir.join("snapshots").join(revision);
     std::fs::create_dir_all(&snapshot)?;
     std::fs::create_dir_all(dir.join("refs"))?;
-    let file = snapshot.join("tokenizer.json");
-    let partial = snapshot.join(format!("tokenizer.json.{}.partial", std::process::id()));
+    let file = snapshot.join(name);
+    let partial = snapshot.join(format!("{name}.{}.partial", std::process::id()));
     std::fs::write(&partial, body)?;
     std::fs::rename(&partial, &file)?;
     std::fs::write(dir.join("refs/main"), revision)?;
@@ -235,7 +307,7 @@ mod tests {
     #[test]
     fn url_follows_resolve_main() {
         assert_eq!(
-            tokenizer_url("http://127.0.0.1:9/", "org/m"),
+            file_url("http://127.0.0.1:9/", "org/m", TOKENIZER.name),
             "http://127.0.0.1:9/org/m/resolve/main/tokenizer.json"
         );
     }

@@ -4,7 +4,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use servelab_workload::hub::{cached_tokenizer_in, download_tokenizer_with, HubConfig};
+use servelab_workload::hub::{
+    cached_config_in, cached_tokenizer_in, download_config_with, download_tokenizer_with, HubConfig,
+};
 use servelab_workload::Tokenizer;
 
 fn config(endpoint: &str, cache: &std::path::Path) -> HubConfig {
@@ -115,4 +117,40 @@ fn rejects_names_that_are_not_model_ids() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("not a Hugging Face model id"), "{err}");
+}
+
+/// A model's config.json (the engine model's shapes) comes the same way: downloaded once into
+/// the cache layout, then found there; a body that is not a JSON object is refused, uncached.
+#[test]
+fn config_json_downloads_into_the_cache_and_is_checked() {
+    let json = br#"{"hidden_size": 4096, "num_hidden_layers": 36}"#.to_vec();
+    let server = common::serve("200 OK", json.clone(), 1);
+    let cache = tempfile::tempdir().unwrap();
+    let cfg = config(&server.endpoint, cache.path());
+    let file = download_config_with(&cfg, "Qwen/Qwen3-8B").unwrap();
+    assert_eq!(file, cache.path().join("models--Qwen--Qwen3-8B/snapshots/0123abcd/config.json"));
+    assert_eq!(std::fs::read(&file).unwrap(), json);
+    let requests = server.requests.lock().unwrap().clone();
+    assert!(
+        requests[0].starts_with("GET /Qwen/Qwen3-8B/resolve/main/config.json HTTP/1.1\r\n"),
+        "{}",
+        requests[0]
+    );
+    // Cached now: the server would refuse a second connection.
+    assert_eq!(cached_config_in(cache.path(), "Qwen/Qwen3-8B"), Some(file.clone()));
+    assert_eq!(download_config_with(&cfg, "Qwen/Qwen3-8B").unwrap(), file);
+    assert_eq!(cached_tokenizer_in(cache.path(), "Qwen/Qwen3-8B"), None, "only config.json");
+
+    let server = common::serve("200 OK", b"<html>login</html>".to_vec(), 1);
+    let err = download_config_with(&config(&server.endpoint, cache.path()), "org/html")
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("cannot get config.json for model 'org/html': "), "{err}");
+    assert!(err.contains("did not return a valid config.json"), "{err}");
+    assert!(err.ends_with("give the engine file's model_config its path"), "{err}");
+    assert_eq!(cached_config_in(cache.path(), "org/html"), None);
+    let mut offline = config("http://127.0.0.1:9", cache.path());
+    offline.offline = true;
+    let err = download_config_with(&offline, "org/other").unwrap_err().to_string();
+    assert!(err.contains("not cached and HF_HUB_OFFLINE is set"), "{err}");
 }
