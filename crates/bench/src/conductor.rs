@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use servelab_client::openai::request_body;
 use servelab_client::scrape::{Baseline, Scraper};
-use servelab_client::{http, BodyOptions, PlannedRequest, Progress, RunConfig, StopReason, Target};
+use servelab_client::{
+    http, BodyOptions, PlannedRequest, Progress, RequestSource, RunConfig, StopReason, Target,
+};
 use servelab_load::{Arrivals, LoadSpec, Schedule};
 use servelab_metrics::Summary;
 use servelab_outputs::term;
@@ -15,7 +17,7 @@ use servelab_plan::{
     DatasetSpec, NoRecording, Plan, RecordSink, Recording, RunError, Runner, SimTarget,
 };
 use servelab_records::{RequestRecord, RunInfo, ShardInfo};
-use servelab_workload::{Prompt, Tokenizer};
+use servelab_workload::{Prompt, Tokenizer, TraceWorkload};
 use tokio::sync::{mpsc, watch};
 
 use crate::drain::{wait_drained, Drain};
@@ -234,16 +236,26 @@ async fn run(
         max_tokens: p.output_tokens,
     };
     let all: Vec<PlannedRequest> = work.prompts.iter().map(planned).collect();
+    drop(work.prompts);
     let sessions = work.sessions.map(|s| servelab_client::SessionRun::new(s, opts.clone()));
+    // A trace's bodies are written by the loop just ahead of their sends: a long trace's
+    // prompt text is never all in memory.
+    let source: Option<Arc<dyn RequestSource>> =
+        work.trace.map(|t| Arc::new(TraceRequests { trace: t, opts: opts.clone() }) as _);
     // What one arrival starts: a request, or a whole session.
-    let units = sessions.as_ref().map_or(all.len(), |s| s.len());
+    let units = match (&sessions, &source) {
+        (Some(s), _) => s.len(),
+        (None, Some(src)) => src.len(),
+        (None, None) => all.len(),
+    };
     // A shard sends its part of the global schedule under the global indices; warm-ups are
     // shared the same way, so N shards warm the server as much as one process does. Warm-ups
     // are single requests: the first prompts, or the first turns of the first sessions.
     let shard = plan.shard.shard_or_whole();
-    let warm: Vec<PlannedRequest> = match &sessions {
-        Some(s) => (0..s.len().min(w.num_warmups)).map(|i| s.first_turn(i)).collect(),
-        None => all.iter().take(w.num_warmups).cloned().collect(),
+    let warm: Vec<PlannedRequest> = match (&sessions, &source) {
+        (Some(s), _) => (0..s.len().min(w.num_warmups)).map(|i| s.first_turn(i)).collect(),
+        (None, Some(src)) => (0..src.len().min(w.num_warmups)).map(|i| src.request(i)).collect(),
+        (None, None) => all.iter().take(w.num_warmups).cloned().collect(),
     };
     let warmups: Vec<PlannedRequest> =
         (0u64..).zip(warm).filter(|(i, _)| shard.owns(*i)).map(|(_, r)| r).collect();
@@ -258,10 +270,11 @@ async fn run(
                 None => global_schedule(&plan.load, w.seed, units),
             };
             let (ids, at) = shard.share(&global);
-            // Sessions are looked up by global index in the loop; requests are copied here.
-            let reqs = match &sessions {
-                Some(_) => Vec::new(),
-                None => ids.iter().map(|&i| all[i as usize % all.len()].clone()).collect(),
+            // Sessions and on-demand requests are looked up by global index in the loop;
+            // requests are copied here.
+            let reqs = match (&sessions, &source) {
+                (None, None) => ids.iter().map(|&i| all[i as usize % all.len()].clone()).collect(),
+                _ => Vec::new(),
             };
             (reqs, Some(ids.into()), Some(at.into()))
         } else {
@@ -324,10 +337,11 @@ async fn run(
     let collector = tokio::task::spawn_blocking(move || collect(rx, detail, sink));
     let progress = Arc::new(Progress::default());
     // Requests (or sessions) this process sends, and the requests they make.
-    let planned_here = match (&ids, &sessions) {
-        (Some(ids), _) => ids.len(),
-        (None, Some(s)) => s.len(),
-        (None, None) => requests.len(),
+    let planned_here = match (&ids, &sessions, &source) {
+        (Some(ids), _, _) => ids.len(),
+        (None, Some(s), _) => s.len(),
+        (None, None, Some(src)) => src.len(),
+        (None, None, None) => requests.len(),
     };
     let sent_total: u64 = match (&sessions, &ids) {
         (Some(s), Some(ids)) => {
@@ -342,6 +356,7 @@ async fn run(
     let cfg = RunConfig {
         target,
         requests,
+        source,
         warmups,
         arrivals: plan.load.arrivals(),
         send_at,
@@ -449,13 +464,37 @@ async fn run(
     Ok(BenchOutcome { summary, records, result_path: saved, stop: end.stop })
 }
 
-/// What a plan's dataset gives the loop: prompts (with their due instants for a trace
-/// replay), or sessions.
+/// What a plan's dataset gives the loop: prompts, a trace (with its due instants), or
+/// sessions.
 struct Work {
     prompts: Vec<Prompt>,
-    /// A replay: prompt `i` is due `send_at[i]` ns after the start.
+    /// A replay: request `i` is due `send_at[i]` ns after the start.
     send_at: Option<Arc<[u64]>>,
+    trace: Option<TraceWorkload>,
     sessions: Option<Vec<servelab_workload::Session>>,
+}
+
+/// A trace's requests, each written when the loop asks for it (a bounded number ahead of
+/// its send).
+#[derive(Debug)]
+struct TraceRequests {
+    trace: TraceWorkload,
+    opts: BodyOptions,
+}
+
+impl RequestSource for TraceRequests {
+    fn len(&self) -> usize {
+        self.trace.len()
+    }
+
+    fn request(&self, i: usize) -> PlannedRequest {
+        let p = self.trace.prompt(i);
+        PlannedRequest {
+            body: request_body(&self.opts, &p.body, p.output_tokens).into(),
+            prompt_tokens: Some(p.prompt_tokens),
+            max_tokens: p.output_tokens,
+        }
+    }
 }
 
 impl Work {
@@ -468,21 +507,23 @@ impl Work {
         Ok(match spec {
             DatasetSpec::Sessions(s) => {
                 let w = servelab_workload::load_sessions(s, num_prompts, tokenizer, seed)?;
-                Work { prompts: Vec::new(), send_at: None, sessions: Some(w.sessions) }
+                Work { prompts: Vec::new(), send_at: None, trace: None, sessions: Some(w.sessions) }
             }
             // A trace is replayed whole (its own window and cap choose the rows), at its
             // timestamps.
             DatasetSpec::Trace(t) => {
                 let trace = servelab_workload::load_trace(t, tokenizer, seed)?;
                 Work {
-                    prompts: trace.prompts().collect(),
-                    send_at: Some(trace.arrivals_ns.into()),
+                    prompts: Vec::new(),
+                    send_at: Some(trace.arrivals_ns.clone().into()),
+                    trace: Some(trace),
                     sessions: None,
                 }
             }
             _ => Work {
                 prompts: servelab_workload::load(spec, num_prompts, tokenizer, seed)?,
                 send_at: None,
+                trace: None,
                 sessions: None,
             },
         })
