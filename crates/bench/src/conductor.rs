@@ -237,6 +237,14 @@ async fn run(
     };
     let all: Vec<PlannedRequest> = work.prompts.iter().map(planned).collect();
     drop(work.prompts);
+    let trace_rows = work.trace.as_ref().map(|t| servelab_metrics::TraceRows {
+        rows: t.stats.rows as u64,
+        filtered: t.stats.filtered as u64,
+        outside_window: t.stats.outside_window as u64,
+        zero_length: t.stats.zero_length as u64,
+        over_cap: t.stats.over_cap as u64,
+        replayed: t.len() as u64,
+    });
     let sessions = work.sessions.map(|s| servelab_client::SessionRun::new(s, opts.clone()));
     // A trace's bodies are written by the loop just ahead of their sends: a long trace's
     // prompt text is never all in memory.
@@ -421,6 +429,9 @@ async fn run(
     if let Some((sim, mark)) = truth {
         let truth = crate::truth::server_truth(&sim.truth_since(mark));
         servelab_metrics::truth::attach(&mut summary, &records, &truth);
+    }
+    if let Some(rows) = trace_rows {
+        servelab_metrics::replay::attach(&mut summary, rows);
     }
     if let Some(note) = &tokenizer.estimate_note {
         summary.warnings.push(note.clone());
