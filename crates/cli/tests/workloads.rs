@@ -697,3 +697,65 @@ async fn a_replay_the_client_cannot_keep_up_with_says_so() {
     assert!(warning.contains("waiting for a free --max-concurrency slot"), "{warning}");
     sim.shutdown().await;
 }
+
+/// Flags a workload would silently ignore are refused with a usage error (exit 2) that names
+/// them: a rate, burstiness or ramp beside a trace (its timestamps are the arrivals), rate
+/// levels in a sweep over a trace, and a think time without sessions.
+#[test]
+fn flags_a_workload_would_ignore_are_refused() {
+    let trace = testdata("mooncake-trace.jsonl");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_servelab"))
+            .args(args)
+            .args(["--base-url", "http://127.0.0.1:1", "--no-store", "--no-progress"])
+            .output()
+            .expect("binary runs");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let replay = ["bench", "--dataset-name", "mooncake", "--dataset-path", &trace];
+    let cases: [(Vec<&str>, &str); 6] = [
+        ([&replay[..], &["--request-rate", "5"]].concat(), "--request-rate: a trace replay"),
+        ([&replay[..], &["--burstiness", "0.5"]].concat(), "--burstiness: a trace replay"),
+        (
+            [
+                &replay[..],
+                &["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"],
+                &["--ramp-up-end-rps", "5"],
+            ]
+            .concat(),
+            "--ramp-up-strategy/--ramp-up-start-rps/--ramp-up-end-rps: a trace replay",
+        ),
+        (
+            vec!["sweep", "--dataset-name", "mooncake", "--dataset-path", &trace, "--request-rate"]
+                .into_iter()
+                .chain(["1,2"])
+                .collect(),
+            "--request-rate: a sweep over a trace replay cannot set rate levels",
+        ),
+        (
+            vec!["bench", "--dataset-name", "random", "--think-time", "uniform:1-2"],
+            "--think-time: only multi-turn sessions pause between turns",
+        ),
+        (
+            vec!["bench", "--dataset-name", "mooncake", "--dataset-path", &trace, "--think-time"]
+                .into_iter()
+                .chain(["2"])
+                .collect(),
+            "--think-time: only multi-turn sessions",
+        ),
+    ];
+    for (args, want) in cases {
+        let (code, stderr) = run(&args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+    // A cap is what a replay does take.
+    let e = servelab::resolve::bench_plan(
+        &common::bench_settings(
+            "http://127.0.0.1:1",
+            &[&replay[1..], &["--max-concurrency", "4"]].concat(),
+        ),
+        None,
+    );
+    assert!(e.is_ok(), "{e:?}");
+}
