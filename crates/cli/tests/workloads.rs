@@ -324,41 +324,81 @@ async fn a_sweep_runs_sessions_at_each_point() {
     sim.shutdown().await;
 }
 
-/// A lab profile is a set of bench options, so a multi-turn profile (as a lab YAML writes
-/// it) resolves into a sessions plan as bench's flags do.
-#[test]
-fn a_lab_profile_can_run_sessions() {
+/// A lab runs a multi-turn profile (as a lab YAML writes it) against an engine it launches
+/// (`servelab sim serve`, logging what it received): every turn is run, and turn 1 of each
+/// session reached the engine with turn 0 and the engine's own reply before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lab_profile_runs_sessions() {
     // What a profile's `{dataset_name: sessions, session_turns: 2-6, ...}` becomes.
-    let args: Vec<String> = [
-        "--dataset-name",
-        "sessions",
-        "--session-turns",
-        "2-6",
-        "--think-time",
-        "exp:1.5",
-        "--num-prompts",
-        "50",
-        "--backend",
-        "openai-chat",
-    ]
-    .map(String::from)
-    .into();
+    let args: Vec<String> =
+        ["--dataset-name", "sessions", "--session-turns", "2-6", "--think-time", "exp:1.5"]
+            .map(String::from)
+            .into();
     let plan = servelab::resolve::profile_plan(args).expect("a valid profile");
     let servelab_plan::DatasetSpec::Sessions(spec) = &plan.workload.dataset else {
         panic!("{:?}", plan.workload.dataset)
     };
-    assert!(matches!(
-        spec.source,
-        servelab_workload::SessionSource::Synthetic(servelab_workload::SyntheticSessions {
-            turns_min: 2,
-            turns_max: 6,
-            ..
-        })
-    ));
     assert_eq!(
         spec.think_time,
         servelab_workload::ThinkTime::Exponential { mean: Duration::from_millis(1500) }
     );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let truth = tmp.path().join("truth.jsonl");
+    let marker = format!("labsessions-{}", std::process::id());
+    let yaml = format!(
+        "name: sessions-lab\nstrategy: baseline\nengines:\n\
+         \x20 - {{name: sim, command: '{} sim serve --port {{port}} --served-model-name {marker} \
+         --ttft-ms 5 --itl-ms 1 --truth-log {} --truth-text', ready_timeout_secs: 60, \
+         stop_grace_secs: 3}}\n\
+         profiles:\n\
+         \x20 - {{name: chat, backend: openai-chat, dataset_name: sessions, session_turns: 2, \
+         think_time: 0.01, num_prompts: 4, max_concurrency: 4, random_input_len: 8, \
+         random_output_len: 3, ignore_eos: true, seed: 1, tokenizer: cl100k_base}}\n",
+        env!("CARGO_BIN_EXE_servelab"),
+        truth.display(),
+    );
+    let file = tmp.path().join("exp.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let a = servelab::args::LabRunArgs {
+        experiment: file,
+        resume: false,
+        output_dir: Some(tmp.path().join("out")),
+        db: None,
+        no_store: true,
+    };
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let (finish, _) =
+        tokio::time::timeout(Duration::from_secs(90), servelab::run_experiment(&a, rx))
+            .await
+            .expect("the lab finished")
+            .unwrap_or_else(|e| panic!("lab failed: {e}"));
+    let servelab_lab::Finish::Done { trials, .. } = finish else { panic!("interrupted?") };
+    let p = &trials[0].profiles[0];
+    assert_eq!((p.completed, p.failed), (8, 0), "4 sessions of 2 turns: {p:?}");
+    // The engine's log (written by the launched process, flushed as it stopped).
+    let log: Vec<TruthRecord> = std::fs::read_to_string(&truth)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|t: &TruthRecord| t.request_id.as_deref().is_some_and(|id| !id.contains("-w")))
+        .collect();
+    assert_eq!(log.len(), 8);
+    let (first, second): (Vec<&TruthRecord>, Vec<&TruthRecord>) =
+        log.iter().partition(|t| t.prompt.as_deref().unwrap().matches("<|user|>").count() == 1);
+    assert_eq!((first.len(), second.len()), (4, 4));
+    for t in &second {
+        let prompt = t.prompt.as_deref().unwrap();
+        let earlier = first.iter().any(|f| {
+            let history = format!(
+                "{}{}\n<|user|>\n",
+                f.prompt.as_deref().unwrap(),
+                f.reply.as_deref().unwrap()
+            );
+            prompt.starts_with(&history)
+        });
+        assert!(earlier, "turn 1 resends a turn 0 with its reply: {prompt:?}");
+    }
 }
 
 /// `--ramp-up-strategy linear` sends request `i` after a gap at the rate reached at that
@@ -758,4 +798,86 @@ fn flags_a_workload_would_ignore_are_refused() {
         None,
     );
     assert!(e.is_ok(), "{e:?}");
+}
+
+/// A sweep over a trace: every concurrency level replays the whole trace at its timestamps
+/// (the cap is the level), and reports the replay's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_replays_a_trace_at_each_level() {
+    let sim = sim(SimConfig::fixed(2.0, 0.5).with_max_model_len(8192)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = testdata("mooncake-trace.jsonl");
+    let sweep = sweep(
+        &sim,
+        dir.path(),
+        &[
+            "--concurrency",
+            "1,4",
+            "--dataset-name",
+            "mooncake",
+            "--dataset-path",
+            &path,
+            "--trace-speedup",
+            "4",
+            "--ignore-eos",
+            "--num-warmups",
+            "0",
+        ],
+    )
+    .await;
+    let points = &sweep.scenarios[0].points;
+    assert_eq!(points.len(), 2);
+    for p in points {
+        assert_eq!(p.summary.completed, 6, "the whole trace at concurrency {}", p.load.value());
+        let replay = p.summary.replay.as_ref().expect("replay figures");
+        assert_eq!((replay.rows.rows, replay.rows.replayed, replay.behind_ms.count), (6, 6, 6));
+        // The last row is due at 2,100 ms / 4: the point cannot be shorter.
+        assert!(p.summary.duration_s >= 0.525, "{}", p.summary.duration_s);
+        assert!(p.summary.peak_concurrency <= p.load.value() as u64);
+    }
+    // Each level sent the whole trace to the server.
+    assert_eq!(sim.truth().iter().filter(|t| t.outcome == "ok").count(), 12);
+    sim.shutdown().await;
+}
+
+/// A sweep of random images: every point's requests reach the server with their images.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_runs_random_images_at_each_level() {
+    let sim = sim(SimConfig::fixed(2.0, 0.5)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = sweep(
+        &sim,
+        dir.path(),
+        &[
+            "--concurrency",
+            "1,2",
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "random-mm",
+            "--random-mm-images",
+            "2",
+            "--random-mm-image-size",
+            "48x16",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "2",
+            "--num-warmups",
+            "0",
+        ],
+    )
+    .await;
+    let points = &sweep.scenarios[0].points;
+    assert_eq!(points.len(), 2);
+    for p in points {
+        assert_eq!((p.summary.completed, p.summary.failed), (p.num_prompts as u64, 0));
+    }
+    let truth = sim.truth();
+    assert_eq!(truth.len(), points.iter().map(|p| p.num_prompts).sum::<usize>());
+    for t in &truth {
+        let sizes: Vec<(u32, u32)> = t.images.iter().map(|i| (i.width, i.height)).collect();
+        assert_eq!(sizes, [(48, 16), (48, 16)]);
+    }
+    sim.shutdown().await;
 }
