@@ -236,6 +236,11 @@ async fn run(
         max_tokens: p.output_tokens,
     };
     let all: Vec<PlannedRequest> = work.prompts.iter().map(planned).collect();
+    // Which prompts carry images (empty when none does): their tokens need the server's usage.
+    let mut with_images: Vec<bool> = work.prompts.iter().map(|p| p.image_count() > 0).collect();
+    if !with_images.contains(&true) {
+        with_images = Vec::new();
+    }
     drop(work.prompts);
     let trace_rows = work.trace.as_ref().map(|t| servelab_metrics::TraceRows {
         rows: t.stats.rows as u64,
@@ -261,7 +266,7 @@ async fn run(
     // are single requests: the first prompts, or the first turns of the first sessions.
     let shard = plan.shard.shard_or_whole();
     let warm: Vec<PlannedRequest> = match (&sessions, &source) {
-        (Some(s), _) => (0..s.len().min(w.num_warmups)).map(|i| s.first_turn(i)).collect(),
+        (Some(s), _) => (0..s.len().min(w.num_warmups)).filter_map(|i| s.first_turn(i)).collect(),
         (None, Some(src)) => (0..src.len().min(w.num_warmups)).map(|i| src.request(i)).collect(),
         (None, None) => all.iter().take(w.num_warmups).cloned().collect(),
     };
@@ -433,6 +438,7 @@ async fn run(
     if let Some(rows) = trace_rows {
         servelab_metrics::replay::attach(&mut summary, rows);
     }
+    summary.warnings.extend(images_without_usage(&records, &with_images));
     if let Some(note) = &tokenizer.estimate_note {
         summary.warnings.push(note.clone());
     }
@@ -539,6 +545,27 @@ impl Work {
             },
         })
     }
+}
+
+/// The warning for completed requests whose prompt carried images (`with_images[i]`: prompt
+/// `i` does; records cycle through the prompts by index) but whose server sent no usage: their
+/// prompt tokens are the text's alone, since only the server knows what an image costs.
+fn images_without_usage(records: &[RequestRecord], with_images: &[bool]) -> Option<String> {
+    if with_images.is_empty() {
+        return None;
+    }
+    let n = records
+        .iter()
+        .filter(|r| !r.warmup && r.is_success() && r.usage.is_none())
+        .filter(|r| with_images[(r.index % with_images.len() as u64) as usize])
+        .count();
+    (n > 0).then(|| {
+        format!(
+            "{n} completed requests carried images but the server sent no usage: their prompt \
+             tokens (and the input totals) count the text only; what the images cost in tokens \
+             is unknown"
+        )
+    })
 }
 
 struct ResolvedTokenizer {
@@ -666,6 +693,52 @@ mod tests {
         assert_eq!(global_schedule(&timed, 7, 2), vec![0, 250_000_000, 500_000_000, 750_000_000]);
         let endless = LoadSpec { duration_s: Some(1.0), ..LoadSpec::default() };
         assert_eq!(global_schedule(&endless, 7, 2), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn images_without_usage_are_counted_and_named() {
+        let rec = |index: u64, usage: bool, warmup: bool| RequestRecord {
+            index,
+            warmup,
+            usage: usage.then(|| servelab_records::Usage {
+                prompt_tokens: 10,
+                completion_tokens: 2,
+                ..Default::default()
+            }),
+            scheduled_ns: 0,
+            intended_ns: 0,
+            sent_ns: 0,
+            prompt_tokens: Some(8),
+            max_tokens: Some(2),
+            chunks: Vec::new(),
+            end_ns: Some(1),
+            status: Some(200),
+            outcome: servelab_records::Outcome::Success,
+            server: None,
+            read_lag_ns: None,
+            retries: 0,
+            session: None,
+        };
+        // Prompts 0 and 2 of 3 carry images; request 3 cycles back to prompt 0.
+        let with_images = [true, false, true];
+        let records = [
+            rec(0, false, true),
+            rec(0, false, false),
+            rec(1, false, false),
+            rec(2, true, false),
+            rec(3, false, false),
+        ];
+        assert_eq!(
+            images_without_usage(&records, &with_images).as_deref(),
+            Some(
+                "2 completed requests carried images but the server sent no usage: their prompt \
+                 tokens (and the input totals) count the text only; what the images cost in \
+                 tokens is unknown"
+            )
+        );
+        assert_eq!(images_without_usage(&records[..4], &[false, false, false, false]), None);
+        assert_eq!(images_without_usage(&records, &[]), None);
+        assert_eq!(images_without_usage(&[rec(2, true, false)], &with_images), None);
     }
 
     #[test]

@@ -111,39 +111,60 @@ async fn sweep(
     serde_json::from_slice(&std::fs::read(dir.join("sweep.json")).unwrap()).unwrap()
 }
 
+/// The flags of the 64-session test below.
+const SESSION_ARGS: [&str; 21] = [
+    "--backend",
+    "openai-chat",
+    "--dataset-name",
+    "sessions",
+    "--session-turns",
+    "3",
+    "--session-system-prompt-len",
+    "8",
+    "--num-prompts",
+    "64",
+    "--max-concurrency",
+    "64",
+    "--random-input-len",
+    "12",
+    "--random-output-len",
+    "4",
+    "--ignore-eos",
+    "--think-time",
+    "0.02",
+    "--seed",
+    "5",
+];
+
 /// 64 synthetic sessions of 3 turns at `--max-concurrency 64`: turn k's prompt at the server
 /// is turn k−1's prompt, the server's own reply to it, and a new user message; a turn is
 /// sent only after the previous reply ended plus the think time, never alongside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_resend_the_history_and_never_overlap_their_turns() {
     let sim = sim(SimConfig::fixed(5.0, 1.0)).await;
-    let out = bench(
-        &sim,
-        &[
-            "--backend",
-            "openai-chat",
-            "--dataset-name",
-            "sessions",
-            "--session-turns",
-            "3",
-            "--session-system-prompt-len",
-            "8",
-            "--num-prompts",
-            "64",
-            "--max-concurrency",
-            "64",
-            "--random-input-len",
-            "12",
-            "--random-output-len",
-            "4",
-            "--ignore-eos",
-            "--think-time",
-            "0.02",
-        ],
-    )
-    .await;
+    let out = bench(&sim, &SESSION_ARGS).await;
     let pairs = truth_of(&sim, &out.records);
     assert_eq!(pairs.len(), 64 * 3);
+    // The sessions the run prepared (same spec, count, tokenizer and seed): each turn's new
+    // user message is its own text.
+    let plan = servelab::resolve::bench_plan(
+        &common::bench_settings(&sim.base_url(), &SESSION_ARGS),
+        None,
+    )
+    .unwrap();
+    let servelab_plan::DatasetSpec::Sessions(spec) = &plan.workload.dataset else { panic!() };
+    let tokenizer =
+        servelab_workload::Tokenizer::builtin(servelab_workload::tokenizer::DEFAULT_ENCODING)
+            .unwrap();
+    let prepared = servelab_workload::load_sessions(spec, 64, &tokenizer, plan.workload.seed)
+        .unwrap()
+        .sessions;
+    for (r, t) in &pairs {
+        let turn = r.session.unwrap();
+        let user = &prepared[(turn.session % 64) as usize].turns[turn.turn as usize].user;
+        let tail = format!("<|user|>\n{user}\n<|assistant|>\n");
+        assert!(t.prompt.as_deref().unwrap().ends_with(&tail), "turn {turn:?} ends with {tail:?}");
+    }
     let mut sessions: BTreeMap<u64, Vec<(&RequestRecord, TruthRecord)>> = BTreeMap::new();
     for (r, t) in pairs {
         sessions.entry(r.session.expect("a turn").session).or_default().push((r, t));
@@ -878,6 +899,93 @@ async fn a_sweep_runs_random_images_at_each_level() {
     for t in &truth {
         let sizes: Vec<(u32, u32)> = t.images.iter().map(|i| (i.width, i.height)).collect();
         assert_eq!(sizes, [(48, 16), (48, 16)]);
+    }
+    sim.shutdown().await;
+}
+
+/// `--think-time uniform:MIN-MAX` draws each pause between a reply and the next turn from
+/// that range, and `--request-rate` starts sessions (not turns) at that rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uniform_think_times_and_session_starts_per_second() {
+    let sim = sim(SimConfig::fixed(2.0, 0.5)).await;
+    let out = bench(
+        &sim,
+        &[
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "sessions",
+            "--session-turns",
+            "3",
+            "--num-prompts",
+            "4",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "2",
+            "--ignore-eos",
+            "--think-time",
+            "uniform:0.01-0.03",
+            "--request-rate",
+            "20",
+            "--burstiness",
+            "inf",
+            "--num-warmups",
+            "0",
+        ],
+    )
+    .await;
+    let mut by_session: BTreeMap<u64, Vec<&RequestRecord>> = BTreeMap::new();
+    for r in &out.records {
+        by_session.entry(r.session.unwrap().session).or_default().push(r);
+    }
+    assert_eq!(by_session.len(), 4);
+    // Sessions start 50 ms apart (20 per second, constant gaps); later turns are not paced
+    // by the rate.
+    let starts: Vec<u64> = by_session
+        .values()
+        .map(|t| t.iter().find(|r| r.session.unwrap().turn == 0).unwrap().scheduled_ns)
+        .collect();
+    assert_eq!(starts, [0, 50_000_000, 100_000_000, 150_000_000]);
+    let mut pauses = Vec::new();
+    for turns in by_session.values_mut() {
+        turns.sort_by_key(|r| r.session.unwrap().turn);
+        assert_eq!(turns.len(), 3);
+        for w in turns.windows(2) {
+            pauses.push(w[1].intended_ns - w[0].end_ns.unwrap());
+        }
+    }
+    assert!(pauses.iter().all(|p| (10_000_000..=30_000_000).contains(p)), "{pauses:?}");
+    assert!(pauses.windows(2).any(|w| w[0] != w[1]), "drawn, not fixed: {pauses:?}");
+    sim.shutdown().await;
+}
+
+/// `--hf-name ORG/NAME` resolves through the Hugging Face cache (`HF_HUB_CACHE`, offline),
+/// its subset and split choose the file, and its rows reach the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hugging_face_dataset_is_found_in_the_hub_cache() {
+    let sim = sim(SimConfig::fixed(2.0, 0.5)).await;
+    let url = sim.base_url();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_servelab"))
+            .env("HF_HUB_CACHE", testdata("hf-cache"))
+            .env("HF_HUB_OFFLINE", "1")
+            .args(["bench", "--base-url", &url, "--no-store", "--no-progress"])
+            .args(["--dataset-name", "hf", "--hf-name", "servelab/tiny-instruct"])
+            .args(["--hf-subset", "data", "--hf-split", "test", "--num-prompts", "2"])
+            .args(["--hf-output-len", "3", "--num-warmups", "0"])
+            .output()
+            .expect("binary runs")
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let truth = sim.truth();
+    assert_eq!(truth.len(), 2);
+    for t in &truth {
+        assert_eq!(t.prompt.as_deref(), Some("What is 2 + 2?"));
+        assert_eq!(t.completion_tokens, 3);
     }
     sim.shutdown().await;
 }

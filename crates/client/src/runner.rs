@@ -438,9 +438,18 @@ impl Issue {
                     break;
                 }
             }
-            let planned = run.turn(s, k, &replies);
+            let turn = SessionTurn { session: g, turn: k as u32 };
+            let planned = match run.turn(s, k, &replies) {
+                Ok(p) => p,
+                Err(e) => {
+                    // A history that cannot be written is a failed turn, never a wrong prompt.
+                    let mut rec = self.record(run.record_index(g, k), scheduled, due, &NO_BODY);
+                    rec.session = Some(turn);
+                    return unsent(&self.ctx, rec, format!("cannot write the turn's request: {e}"));
+                }
+            };
             let mut rec = self.record(run.record_index(g, k), scheduled, due, &planned);
-            rec.session = Some(SessionTurn { session: g, turn: k as u32 });
+            rec.session = Some(turn);
             let (e, reply) = one_request(&self.ctx, planned.body, rec, true).await;
             end = e;
             match reply {
@@ -450,6 +459,23 @@ impl Issue {
         }
         end
     }
+}
+
+/// The request of a turn that could not be written (see [`unsent`]).
+const NO_BODY: PlannedRequest =
+    PlannedRequest { body: Bytes::new(), prompt_tokens: None, max_tokens: None };
+
+/// Record `rec` as failed before anything was sent (its request could not be written), at
+/// now; returns now.
+fn unsent(ctx: &Ctx, mut rec: RequestRecord, message: String) -> u64 {
+    let now = ctx.now_ns();
+    rec.sent_ns = now;
+    rec.end_ns = Some(now);
+    rec.outcome = fail(FailureKind::Connect, message);
+    ctx.progress.started.fetch_add(1, Ordering::Relaxed);
+    ctx.progress.failed.fetch_add(1, Ordering::Relaxed);
+    let _ = ctx.sink.send(rec);
+    now
 }
 
 /// One concurrency slot: take the next arrival whenever free. Its intended send time is the
