@@ -6,8 +6,11 @@
 # 2. A 100,000-line Mooncake trace (generated: 2,000 documents of up to 16 shared 512-token
 #    blocks, each request ending with its own partial block), the same two tokenizers.
 #
-# "prepare" is the library call alone (parse + exact-length prompts); peak memory is the whole
-# process's maximum resident set (/usr/bin/time -v), tokenizer included.
+# "prepare" is the library call alone (parse + exact-length prompts), then the example assembles
+# every trace prompt once, one at a time; peak memory is that example process's maximum resident
+# set (/usr/bin/time -v), tokenizer included. It sends nothing: the memory of `servelab bench`
+# replaying the same trace (bodies written a bounded window ahead of the sends) is measured with
+# the command in docs/datasets.md, "Trace replay".
 #
 # Usage: scripts/workload-speed.sh [SESSIONS] [TRACE_LINES]   (defaults: 10000 100000)
 set -euo pipefail

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use servelab_client::openai::request_body;
 use servelab_client::scrape::{Baseline, Scraper};
-use servelab_client::{http, BodyOptions, PlannedRequest, Progress, RunConfig, StopReason, Target};
+use servelab_client::{
+    http, BodyOptions, PlannedRequest, Progress, RequestSource, RunConfig, StopReason, Target,
+};
 use servelab_load::{Arrivals, LoadSpec, Schedule};
 use servelab_metrics::Summary;
 use servelab_outputs::term;
@@ -15,7 +17,7 @@ use servelab_plan::{
     DatasetSpec, NoRecording, Plan, RecordSink, Recording, RunError, Runner, SimTarget,
 };
 use servelab_records::{RequestRecord, RunInfo, ShardInfo};
-use servelab_workload::{Prompt, Tokenizer};
+use servelab_workload::{Prompt, Tokenizer, TraceWorkload};
 use tokio::sync::{mpsc, watch};
 
 use crate::drain::{wait_drained, Drain};
@@ -236,16 +238,39 @@ async fn run(
         max_tokens: p.output_tokens,
     };
     let all: Vec<PlannedRequest> = work.prompts.iter().map(planned).collect();
+    // Which prompts carry images (empty when none does): their tokens need the server's usage.
+    let mut with_images: Vec<bool> = work.prompts.iter().map(|p| p.image_count() > 0).collect();
+    if !with_images.contains(&true) {
+        with_images = Vec::new();
+    }
+    drop(work.prompts);
+    let trace_rows = work.trace.as_ref().map(|t| servelab_metrics::TraceRows {
+        rows: t.stats.rows as u64,
+        filtered: t.stats.filtered as u64,
+        outside_window: t.stats.outside_window as u64,
+        zero_length: t.stats.zero_length as u64,
+        over_cap: t.stats.over_cap as u64,
+        replayed: t.len() as u64,
+    });
     let sessions = work.sessions.map(|s| servelab_client::SessionRun::new(s, opts.clone()));
+    // A trace's bodies are written by the loop just ahead of their sends: a long trace's
+    // prompt text is never all in memory.
+    let source: Option<Arc<dyn RequestSource>> =
+        work.trace.map(|t| Arc::new(TraceRequests { trace: t, opts: opts.clone() }) as _);
     // What one arrival starts: a request, or a whole session.
-    let units = sessions.as_ref().map_or(all.len(), |s| s.len());
+    let units = match (&sessions, &source) {
+        (Some(s), _) => s.len(),
+        (None, Some(src)) => src.len(),
+        (None, None) => all.len(),
+    };
     // A shard sends its part of the global schedule under the global indices; warm-ups are
     // shared the same way, so N shards warm the server as much as one process does. Warm-ups
     // are single requests: the first prompts, or the first turns of the first sessions.
     let shard = plan.shard.shard_or_whole();
-    let warm: Vec<PlannedRequest> = match &sessions {
-        Some(s) => (0..s.len().min(w.num_warmups)).map(|i| s.first_turn(i)).collect(),
-        None => all.iter().take(w.num_warmups).cloned().collect(),
+    let warm: Vec<PlannedRequest> = match (&sessions, &source) {
+        (Some(s), _) => (0..s.len().min(w.num_warmups)).filter_map(|i| s.first_turn(i)).collect(),
+        (None, Some(src)) => (0..src.len().min(w.num_warmups)).map(|i| src.request(i)).collect(),
+        (None, None) => all.iter().take(w.num_warmups).cloned().collect(),
     };
     let warmups: Vec<PlannedRequest> =
         (0u64..).zip(warm).filter(|(i, _)| shard.owns(*i)).map(|(_, r)| r).collect();
@@ -260,10 +285,11 @@ async fn run(
                 None => global_schedule(&plan.load, w.seed, units),
             };
             let (ids, at) = shard.share(&global);
-            // Sessions are looked up by global index in the loop; requests are copied here.
-            let reqs = match &sessions {
-                Some(_) => Vec::new(),
-                None => ids.iter().map(|&i| all[i as usize % all.len()].clone()).collect(),
+            // Sessions and on-demand requests are looked up by global index in the loop;
+            // requests are copied here.
+            let reqs = match (&sessions, &source) {
+                (None, None) => ids.iter().map(|&i| all[i as usize % all.len()].clone()).collect(),
+                _ => Vec::new(),
             };
             (reqs, Some(ids.into()), Some(at.into()))
         } else {
@@ -326,10 +352,11 @@ async fn run(
     let collector = tokio::task::spawn_blocking(move || collect(rx, detail, sink));
     let progress = Arc::new(Progress::default());
     // Requests (or sessions) this process sends, and the requests they make.
-    let planned_here = match (&ids, &sessions) {
-        (Some(ids), _) => ids.len(),
-        (None, Some(s)) => s.len(),
-        (None, None) => requests.len(),
+    let planned_here = match (&ids, &sessions, &source) {
+        (Some(ids), _, _) => ids.len(),
+        (None, Some(s), _) => s.len(),
+        (None, None, Some(src)) => src.len(),
+        (None, None, None) => requests.len(),
     };
     let sent_total: u64 = match (&sessions, &ids) {
         (Some(s), Some(ids)) => {
@@ -344,6 +371,7 @@ async fn run(
     let cfg = RunConfig {
         target,
         requests,
+        source,
         warmups,
         arrivals: plan.load.arrivals(),
         send_at,
@@ -409,6 +437,10 @@ async fn run(
         let truth = crate::truth::server_truth(&sim.truth_since(mark));
         servelab_metrics::truth::attach(&mut summary, &records, &truth);
     }
+    if let Some(rows) = trace_rows {
+        servelab_metrics::replay::attach(&mut summary, rows);
+    }
+    summary.warnings.extend(images_without_usage(&records, &with_images));
     if let Some(note) = &tokenizer.estimate_note {
         summary.warnings.push(note.clone());
     }
@@ -451,13 +483,37 @@ async fn run(
     Ok(BenchOutcome { summary, records, result_path: saved, stop: end.stop })
 }
 
-/// What a plan's dataset gives the loop: prompts (with their due instants for a trace
-/// replay), or sessions.
+/// What a plan's dataset gives the loop: prompts, a trace (with its due instants), or
+/// sessions.
 struct Work {
     prompts: Vec<Prompt>,
-    /// A replay: prompt `i` is due `send_at[i]` ns after the start.
+    /// A replay: request `i` is due `send_at[i]` ns after the start.
     send_at: Option<Arc<[u64]>>,
+    trace: Option<TraceWorkload>,
     sessions: Option<Vec<servelab_workload::Session>>,
+}
+
+/// A trace's requests, each written when the loop asks for it (a bounded number ahead of
+/// its send).
+#[derive(Debug)]
+struct TraceRequests {
+    trace: TraceWorkload,
+    opts: BodyOptions,
+}
+
+impl RequestSource for TraceRequests {
+    fn len(&self) -> usize {
+        self.trace.len()
+    }
+
+    fn request(&self, i: usize) -> PlannedRequest {
+        let p = self.trace.prompt(i);
+        PlannedRequest {
+            body: request_body(&self.opts, &p.body, p.output_tokens).into(),
+            prompt_tokens: Some(p.prompt_tokens),
+            max_tokens: p.output_tokens,
+        }
+    }
 }
 
 impl Work {
@@ -470,25 +526,48 @@ impl Work {
         Ok(match spec {
             DatasetSpec::Sessions(s) => {
                 let w = servelab_workload::load_sessions(s, num_prompts, tokenizer, seed)?;
-                Work { prompts: Vec::new(), send_at: None, sessions: Some(w.sessions) }
+                Work { prompts: Vec::new(), send_at: None, trace: None, sessions: Some(w.sessions) }
             }
             // A trace is replayed whole (its own window and cap choose the rows), at its
             // timestamps.
             DatasetSpec::Trace(t) => {
                 let trace = servelab_workload::load_trace(t, tokenizer, seed)?;
                 Work {
-                    prompts: trace.prompts().collect(),
-                    send_at: Some(trace.arrivals_ns.into()),
+                    prompts: Vec::new(),
+                    send_at: Some(trace.arrivals_ns.clone().into()),
+                    trace: Some(trace),
                     sessions: None,
                 }
             }
             _ => Work {
                 prompts: servelab_workload::load(spec, num_prompts, tokenizer, seed)?,
                 send_at: None,
+                trace: None,
                 sessions: None,
             },
         })
     }
+}
+
+/// The warning for completed requests whose prompt carried images (`with_images[i]`: prompt
+/// `i` does; records cycle through the prompts by index) but whose server sent no usage: their
+/// prompt tokens are the text's alone, since only the server knows what an image costs.
+fn images_without_usage(records: &[RequestRecord], with_images: &[bool]) -> Option<String> {
+    if with_images.is_empty() {
+        return None;
+    }
+    let n = records
+        .iter()
+        .filter(|r| !r.warmup && r.is_success() && r.usage.is_none())
+        .filter(|r| with_images[(r.index % with_images.len() as u64) as usize])
+        .count();
+    (n > 0).then(|| {
+        format!(
+            "{n} completed requests carried images but the server sent no usage: their prompt \
+             tokens (and the input totals) count the text only; what the images cost in tokens \
+             is unknown"
+        )
+    })
 }
 
 struct ResolvedTokenizer {
@@ -616,6 +695,52 @@ mod tests {
         assert_eq!(global_schedule(&timed, 7, 2), vec![0, 250_000_000, 500_000_000, 750_000_000]);
         let endless = LoadSpec { duration_s: Some(1.0), ..LoadSpec::default() };
         assert_eq!(global_schedule(&endless, 7, 2), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn images_without_usage_are_counted_and_named() {
+        let rec = |index: u64, usage: bool, warmup: bool| RequestRecord {
+            index,
+            warmup,
+            usage: usage.then(|| servelab_records::Usage {
+                prompt_tokens: 10,
+                completion_tokens: 2,
+                ..Default::default()
+            }),
+            scheduled_ns: 0,
+            intended_ns: 0,
+            sent_ns: 0,
+            prompt_tokens: Some(8),
+            max_tokens: Some(2),
+            chunks: Vec::new(),
+            end_ns: Some(1),
+            status: Some(200),
+            outcome: servelab_records::Outcome::Success,
+            server: None,
+            read_lag_ns: None,
+            retries: 0,
+            session: None,
+        };
+        // Prompts 0 and 2 of 3 carry images; request 3 cycles back to prompt 0.
+        let with_images = [true, false, true];
+        let records = [
+            rec(0, false, true),
+            rec(0, false, false),
+            rec(1, false, false),
+            rec(2, true, false),
+            rec(3, false, false),
+        ];
+        assert_eq!(
+            images_without_usage(&records, &with_images).as_deref(),
+            Some(
+                "2 completed requests carried images but the server sent no usage: their prompt \
+                 tokens (and the input totals) count the text only; what the images cost in \
+                 tokens is unknown"
+            )
+        );
+        assert_eq!(images_without_usage(&records[..4], &[false, false, false, false]), None);
+        assert_eq!(images_without_usage(&records, &[]), None);
+        assert_eq!(images_without_usage(&[rec(2, true, false)], &with_images), None);
     }
 
     #[test]

@@ -163,6 +163,15 @@ fn dataset(a: &BenchArgs) -> Result<DatasetSpec, String> {
             format!("--dataset-path: --dataset-name {name} needs --dataset-path FILE")
         })
     };
+    // A pause between turns means nothing without turns; ignoring it would mislead.
+    if a.dataset_name != DatasetName::Sessions
+        && parse_think_time(&a.think_time).map_err(|e| format!("--think-time: {e}"))?
+            != ThinkTime::Zero
+    {
+        return Err("--think-time: only multi-turn sessions pause between turns (--dataset-name \
+                    sessions); drop it"
+            .into());
+    }
     Ok(match a.dataset_name {
         DatasetName::Random => {
             if a.random_input_len == 0 {
@@ -414,6 +423,8 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     } else {
         base = whole_runs_only(base, "sweeps")?;
     }
+    let trace_rates = matches!(base.workload.dataset, DatasetSpec::Trace(_))
+        && loads.iter().any(|l| matches!(l, servelab_load::Level::Rate(_)));
     if let (Target::Simulator(sim), Some(n)) = (&mut base.target, a.sim_max_num_seqs) {
         sim.max_num_seqs = Some(n);
     } else if a.sim_max_num_seqs.is_some() {
@@ -435,6 +446,13 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     }
     if scenarios.is_empty() {
         scenarios.push(default_scenario(&base.workload.dataset));
+        // A scenario of its own replaces the trace; the trace itself sets its rate.
+        if trace_rates {
+            return Err("--request-rate: a sweep over a trace replay cannot set rate levels \
+                        (each request is sent at its trace timestamp); sweep --concurrency \
+                        levels instead, or run the trace at several --trace-speedup values"
+                .into());
+        }
     }
     let output_dir = match (&a.resume, &a.output_dir) {
         (Some(d), _) if !d.is_dir() => {

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+mod ahead;
 pub mod http;
 mod limits;
 pub mod openai;
@@ -23,6 +24,6 @@ pub mod tokens;
 
 pub use http::{Target, TargetError};
 pub use openai::{Api, BodyOptions};
-pub use planned::PlannedRequest;
+pub use planned::{PlannedRequest, RequestSource};
 pub use runner::{run, Progress, RunConfig, RunEnd, StopReason};
 pub use session::{Reply, SessionRun};

@@ -26,7 +26,8 @@ pub struct BodyOptions {
     pub extra: Map<String, Value>,
 }
 
-/// Serialize one request body. Done for every prompt before the run starts, never while timing.
+/// Serialize one request body. Done before the run starts, never on the send path: for every
+/// prompt, or for a trace on the loop's look-ahead thread a bounded number of arrivals ahead.
 pub fn request_body(opts: &BodyOptions, prompt: &PromptBody, max_tokens: Option<u64>) -> Vec<u8> {
     let mut body = Map::new();
     body.insert("model".into(), Value::String(opts.model.clone()));

@@ -13,3 +13,19 @@ pub struct PlannedRequest {
     /// The requested output length, copied into the record; `None`: the server decides.
     pub max_tokens: Option<u64>,
 }
+
+/// Measured requests written on demand, for workloads whose bodies are too large to hold all
+/// at once (a long trace replay): the loop writes each a bounded number of arrivals ahead of
+/// its send, on a thread of its own ([`crate::RunConfig::source`]).
+pub trait RequestSource: Send + Sync + std::fmt::Debug {
+    /// How many requests there are.
+    fn len(&self) -> usize;
+
+    /// True when there is none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Request `i` (`i < len()`), written now.
+    fn request(&self, i: usize) -> PlannedRequest;
+}

@@ -18,6 +18,7 @@ use servelab_load::{Arrival, Arrivals, Dispatch, Exhausted};
 use servelab_records::{Chunk, FailureKind, Outcome, RequestRecord, SessionTurn, Usage};
 use tokio::sync::{mpsc, watch};
 
+use crate::ahead::{Ahead, Order};
 use crate::http::{connect, drive, Conn, Pool, Target};
 use crate::limits::{guarded, Expired, Limits};
 use crate::openai::{parse_event, EventError};
@@ -26,7 +27,7 @@ use crate::session::{Reply, SessionRun};
 use crate::sse::{human_bytes, SseData, SseParser};
 use crate::timed_io::{since_epoch, ReadEnd, ReadStamp};
 
-pub use crate::planned::PlannedRequest;
+pub use crate::planned::{PlannedRequest, RequestSource};
 
 /// Everything the loop needs.
 #[derive(Debug, Clone)]
@@ -35,6 +36,11 @@ pub struct RunConfig {
     pub target: Target,
     /// Measured requests, in order. In duration mode they are cycled.
     pub requests: Vec<PlannedRequest>,
+    /// Measured requests written on demand instead of `requests`, a bounded number of
+    /// arrivals ahead of their sends (the first ones before the clock starts): a long trace's
+    /// bodies are never all in memory. With `ids`, local request `i` is the source's request
+    /// `ids[i]`. `None`: `requests`.
+    pub source: Option<Arc<dyn RequestSource>>,
     /// Warm-up requests, run before the clock starts and recorded with `warmup: true`.
     pub warmups: Vec<PlannedRequest>,
     /// How intended send times are spaced.
@@ -172,6 +178,7 @@ pub async fn run(
             start_at: None,
             duration: None,
             sessions: None,
+            source: None,
         };
         let (end, p) =
             phase(&cfg, warm, pool.take().unwrap_or_default(), &progress, &sink, &interrupt).await;
@@ -192,6 +199,7 @@ pub async fn run(
         start_at: cfg.start_at,
         duration: cfg.duration,
         sessions: cfg.sessions.clone(),
+        source: cfg.source.clone(),
     };
     let (end, _) =
         phase(&cfg, measured, pool.unwrap_or_default(), &progress, &sink, &interrupt).await;
@@ -207,6 +215,7 @@ struct Phase<'a> {
     start_at: Option<std::time::SystemTime>,
     duration: Option<Duration>,
     sessions: Option<Arc<SessionRun>>,
+    source: Option<Arc<dyn RequestSource>>,
 }
 
 /// The monotonic instant of wall-clock `at`: later than now when `at` is to come, earlier
@@ -231,6 +240,26 @@ async fn phase(
     sink: &mpsc::UnboundedSender<RequestRecord>,
     interrupt: &watch::Receiver<bool>,
 ) -> (RunEnd, Pool) {
+    let duration_ns = ph.duration.map(|d| d.as_nanos() as u64);
+    // What an arrival starts: a request, or a whole session.
+    // A shard's sessions (and on-demand requests) are its share of the global ones (`ids`).
+    let units = match (&ph.sessions, &ph.source, &ph.ids) {
+        (Some(_), _, Some(ids)) | (None, Some(_), Some(ids)) => ids.len(),
+        (Some(s), _, None) => s.len(),
+        (None, Some(src), None) => src.len(),
+        (None, None, _) => ph.requests.len(),
+    };
+    // Written before the clock starts: the first window of on-demand bodies.
+    let ahead = match (&ph.source, &ph.sessions) {
+        (Some(src), None) => {
+            // A replay never cycles; a duration run cycles until its end.
+            let cycles = ph.duration.is_some() && ph.send_at.is_none();
+            let end = if cycles { u64::MAX } else { units as u64 };
+            let order = Order { units, ids: ph.ids.clone(), end };
+            Some(Ahead::start(src.clone(), order).await)
+        }
+        _ => None,
+    };
     let (abort_tx, abort_rx) = watch::channel(false);
     let origin = ph.start_at.map_or_else(Instant::now, origin_at);
     let ctx = Arc::new(Ctx {
@@ -244,17 +273,10 @@ async fn phase(
         sink: sink.clone(),
         abort: abort_rx,
     });
-    let duration_ns = ph.duration.map(|d| d.as_nanos() as u64);
-    // What an arrival starts: a request, or a whole session.
-    // A shard's sessions are its share of the global ones (`ids`).
-    let units = match (&ph.sessions, &ph.ids) {
-        (Some(_), Some(ids)) => ids.len(),
-        (Some(s), None) => s.len(),
-        (None, _) => ph.requests.len(),
-    };
     let issue = Arc::new(Issue {
         ctx: ctx.clone(),
         requests: ph.requests.into(),
+        ahead,
         sessions: ph.sessions,
         interrupt: interrupt.clone(),
         warmup: ph.warmup,
@@ -317,6 +339,8 @@ async fn phase(
 struct Issue {
     ctx: Arc<Ctx>,
     requests: Arc<[PlannedRequest]>,
+    /// On-demand requests, written ahead (replaces `requests`).
+    ahead: Option<Ahead>,
     /// Multi-turn mode: arrivals start these sessions instead of `requests`.
     sessions: Option<Arc<SessionRun>>,
     /// Stops a session between turns.
@@ -343,7 +367,14 @@ impl Issue {
         if let Some(sessions) = &self.sessions {
             return self.send_session(sessions, a, intended_ns).await;
         }
-        let planned = &self.requests[a.request];
+        let taken;
+        let planned = match &self.ahead {
+            Some(ahead) => {
+                taken = ahead.take(a.index);
+                &taken
+            }
+            None => &self.requests[a.request],
+        };
         let rec = self.record(self.global_index(a), a.scheduled_ns, intended_ns, planned);
         one_request(&self.ctx, planned.body.clone(), rec, false).await.0
     }
@@ -407,9 +438,18 @@ impl Issue {
                     break;
                 }
             }
-            let planned = run.turn(s, k, &replies);
+            let turn = SessionTurn { session: g, turn: k as u32 };
+            let planned = match run.turn(s, k, &replies) {
+                Ok(p) => p,
+                Err(e) => {
+                    // A history that cannot be written is a failed turn, never a wrong prompt.
+                    let mut rec = self.record(run.record_index(g, k), scheduled, due, &NO_BODY);
+                    rec.session = Some(turn);
+                    return unsent(&self.ctx, rec, format!("cannot write the turn's request: {e}"));
+                }
+            };
             let mut rec = self.record(run.record_index(g, k), scheduled, due, &planned);
-            rec.session = Some(SessionTurn { session: g, turn: k as u32 });
+            rec.session = Some(turn);
             let (e, reply) = one_request(&self.ctx, planned.body, rec, true).await;
             end = e;
             match reply {
@@ -419,6 +459,23 @@ impl Issue {
         }
         end
     }
+}
+
+/// The request of a turn that could not be written (see [`unsent`]).
+const NO_BODY: PlannedRequest =
+    PlannedRequest { body: Bytes::new(), prompt_tokens: None, max_tokens: None };
+
+/// Record `rec` as failed before anything was sent (its request could not be written), at
+/// now; returns now.
+fn unsent(ctx: &Ctx, mut rec: RequestRecord, message: String) -> u64 {
+    let now = ctx.now_ns();
+    rec.sent_ns = now;
+    rec.end_ns = Some(now);
+    rec.outcome = fail(FailureKind::Connect, message);
+    ctx.progress.started.fetch_add(1, Ordering::Relaxed);
+    ctx.progress.failed.fetch_add(1, Ordering::Relaxed);
+    let _ = ctx.sink.send(rec);
+    now
 }
 
 /// One concurrency slot: take the next arrival whenever free. Its intended send time is the

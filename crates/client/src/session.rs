@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use servelab_records::{ChunkKind, RequestRecord};
-use servelab_workload::Session;
+use servelab_workload::{HistoryError, Session};
 
 use crate::openai::{request_body, BodyOptions};
 use crate::planned::PlannedRequest;
@@ -55,9 +55,10 @@ impl SessionRun {
         &self.sessions
     }
 
-    /// The first turn of session `s` as a single request (warm-ups).
-    pub fn first_turn(&self, s: usize) -> PlannedRequest {
-        self.turn(s, 0, &[])
+    /// The first turn of session `s` as a single request (warm-ups); `None` for a session
+    /// without turns.
+    pub fn first_turn(&self, s: usize) -> Option<PlannedRequest> {
+        self.turn(s, 0, &[]).ok()
     }
 
     /// The session global arrival `g` starts: arrivals cycle through the sessions (a
@@ -89,22 +90,24 @@ impl SessionRun {
 
     /// The request of turn `k` of session `s`, given the replies to its earlier turns (text,
     /// and tokens when known). The prompt's token count is that of the messages' contents
-    /// (as for single prompts), known when every earlier reply's count is.
-    pub(crate) fn turn(&self, s: usize, k: usize, replies: &[Reply]) -> PlannedRequest {
+    /// (as for single prompts), known when every earlier reply's count is. An error (no such
+    /// turn, fewer replies than earlier turns) is the loop's to record as a failed turn.
+    pub(crate) fn turn(
+        &self,
+        s: usize,
+        k: usize,
+        replies: &[Reply],
+    ) -> Result<PlannedRequest, HistoryError> {
         let session = &self.sessions[s];
         let texts: Vec<&str> = replies.iter().map(|r| r.text.as_str()).collect();
-        let turn = &session.turns[k];
-        // `replies` always holds the k earlier replies (the loop stops a session at the first
-        // failed turn), so the history is complete.
-        let body = session
-            .turn_body(k, &texts)
-            .unwrap_or_else(|_| servelab_workload::PromptBody::Text(String::new()));
+        let body = session.turn_body(k, &texts)?;
+        let output_tokens = session.turns[k].output_tokens;
         let tokens: Option<Vec<u64>> = replies.iter().map(|r| r.tokens).collect();
-        PlannedRequest {
-            body: Bytes::from(request_body(&self.opts, &body, turn.output_tokens)),
+        Ok(PlannedRequest {
+            body: Bytes::from(request_body(&self.opts, &body, output_tokens)),
             prompt_tokens: tokens.and_then(|t| session.turn_prompt_tokens(k, &t).ok()),
-            max_tokens: turn.output_tokens,
-        }
+            max_tokens: output_tokens,
+        })
     }
 }
 
@@ -192,7 +195,7 @@ mod tests {
             Reply { text: "answer 0".into(), tokens: Some(4) },
             Reply { text: "answer 1".into(), tokens: Some(6) },
         ];
-        let t = r.turn(0, 2, &replies);
+        let t = r.turn(0, 2, &replies).unwrap();
         let body: serde_json::Value = serde_json::from_slice(&t.body).unwrap();
         let contents: Vec<&str> = body["messages"]
             .as_array()
@@ -205,6 +208,10 @@ mod tests {
         assert_eq!(t.prompt_tokens, Some(16));
         assert_eq!(t.max_tokens, Some(5));
         let unknown = [Reply { text: "a".into(), tokens: None }];
-        assert_eq!(r.turn(0, 1, &unknown).prompt_tokens, None);
+        assert_eq!(r.turn(0, 1, &unknown).unwrap().prompt_tokens, None);
+        // A history missing a reply is an error, never a request with a wrong prompt.
+        let e = r.turn(0, 2, &unknown).unwrap_err().to_string();
+        assert!(e.contains("turn 2"), "{e}");
+        assert!(r.first_turn(0).is_some());
     }
 }

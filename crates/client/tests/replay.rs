@@ -65,3 +65,61 @@ async fn a_shard_keeps_global_indices_and_counts_from_the_start_instant() {
     assert_eq!(seen, vec!["servelab-1", "servelab-5", "servelab-9"]);
     sim.shutdown().await;
 }
+
+/// Request `i` of an on-demand source: a prompt of `i % 7 + 1` words, written when asked.
+#[derive(Debug)]
+struct Words(usize);
+
+impl servelab_client::RequestSource for Words {
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn request(&self, i: usize) -> servelab_client::PlannedRequest {
+        let prompt = vec!["hello"; i % 7 + 1].join(" ");
+        let body = format!(
+            r#"{{"model":"servelab-sim","prompt":"{prompt}","max_tokens":2,"stream":true,"stream_options":{{"include_usage":true}}}}"#
+        );
+        servelab_client::PlannedRequest {
+            body: body.into(),
+            prompt_tokens: Some((i % 7 + 1) as u64),
+            max_tokens: Some(2),
+        }
+    }
+}
+
+/// Bodies written on demand (more than the look-ahead window holds): every request reaches
+/// the server with its own prompt, at its instant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_on_demand_replay_sends_every_request_with_its_own_body() {
+    let sim = start(SimConfig::fixed(2.0, 0.5).with_port(0)).await.unwrap();
+    let n = 700;
+    let at: Arc<[u64]> = (0..n as u64).map(|i| i * 400_000).collect::<Vec<_>>().into();
+    let cfg = RunConfig {
+        requests: Vec::new(),
+        source: Some(Arc::new(Words(n))),
+        send_at: Some(at.clone()),
+        ..config(target(&sim.base_url()).await, 0)
+    };
+    let (records, _, _) = run_all(cfg).await;
+    assert_eq!(records.len(), n);
+    let mut lags: Vec<u64> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!((r.index, r.scheduled_ns), (i as u64, at[i]));
+        assert_eq!(r.prompt_tokens, Some((i % 7 + 1) as u64));
+        assert!(r.is_success(), "{r:?}");
+        lags.push(r.sent_ns - r.scheduled_ns);
+    }
+    lags.sort_unstable();
+    let median_ms = lags[n / 2] as f64 / 1e6;
+    eprintln!("on-demand replay schedule lag: median {median_ms:.3} ms");
+    assert!(median_ms < 20.0, "median lag {median_ms} ms");
+    // The server counted each prompt as written for its index ("hello" repeated).
+    let truth = sim.truth();
+    assert_eq!(truth.len(), n);
+    for t in &truth {
+        let id = t.request_id.as_deref().and_then(servelab_client::runner::measured_index);
+        let i = id.expect("a measured request id") as usize;
+        assert_eq!(t.prompt_tokens, (i % 7 + 1) as u64, "request {i}");
+    }
+    sim.shutdown().await;
+}

@@ -300,6 +300,7 @@ impl Collector {
             retries,
             truth: None,
             sessions: crate::sessions::summarize(&rows, pct),
+            replay: None,
             warnings,
             requests: rows,
         };

@@ -104,6 +104,9 @@ pub struct Summary {
     /// Multi-turn runs: TTFT by turn and per-session latency; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<crate::sessions::SessionSummary>,
+    /// Trace replays: the trace's rows and how far behind its instants the sends were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::replay::ReplaySummary>,
 
     /// Failed requests by kind, in [`FailureKind::ALL`] order.
     pub failures: Vec<FailureGroup>,

@@ -144,6 +144,10 @@ fn servelab(s: &Summary) -> Value {
             }),
         );
     }
+    // Only trace replays add this object.
+    if let (Some(r), Some(m)) = (&s.replay, v.as_object_mut()) {
+        m.insert("replay".into(), json!({"rows": r.rows, "behind": distribution(&r.behind_ms)}));
+    }
     if let (true, Some(m)) = (s.retries > 0, v.as_object_mut()) {
         m.insert("retries".into(), json!(s.retries));
     }

@@ -1,6 +1,7 @@
 //! The terminal summary: vLLM's block byte for byte, then servelab's own sections.
 
 use servelab_metrics::truth::{TruthCheck, ITL_EXACT_MS};
+use servelab_metrics::ReplaySummary;
 use servelab_metrics::{Distribution, EngineMetrics, SessionSummary, Summary};
 
 use crate::fmt::{f2, kv, pct_word, rule};
@@ -203,6 +204,9 @@ pub fn servelab_block(s: &Summary) -> String {
     if let Some(ss) = &s.sessions {
         sessions_section(&mut out, ss);
     }
+    if let Some(r) = &s.replay {
+        replay_section(&mut out, r);
+    }
     if let Some(e) = &s.engine {
         engine_section(&mut out, e);
     }
@@ -265,6 +269,21 @@ fn sessions_section(out: &mut String, s: &SessionSummary) {
             s.by_turn.len() - TURNS_SHOWN
         ));
     }
+}
+
+/// A trace replay: which rows of the trace were sent, and how far behind its instants.
+fn replay_section(out: &mut String, r: &ReplaySummary) {
+    rule(out, "Trace Replay", '-');
+    let rows = &r.rows;
+    kv(out, "Trace rows read:", rows.rows);
+    kv(out, "Rows left out by the model/log filter:", rows.filtered);
+    kv(out, "Rows outside the window:", rows.outside_window);
+    kv(out, "Rows with 0 input or output tokens:", rows.zero_length);
+    kv(out, "Rows over --trace-max-requests:", rows.over_cap);
+    kv(out, "Requests replayed:", rows.replayed);
+    let d = &r.behind_ms;
+    let p99 = d.percentile(99.0).unwrap_or(d.max);
+    kv(out, "Sent behind the trace median/p99 (ms):", format!("{} / {}", f2(d.median), f2(p99)));
 }
 
 /// The simulator's log next to the measurement: what it was set to do, what it did, what

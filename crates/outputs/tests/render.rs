@@ -573,3 +573,32 @@ fn sglang_snapshots() {
     let cfg = MetricsConfig::default();
     insta::assert_snapshot!("sglang_empty", sglang_block(&summarize(&[], &info(), &cfg)));
 }
+
+/// The fixture as a trace replay: servelab's section gains the trace's rows and how far
+/// behind its instants the sends were (text), and a `servelab.replay` object (JSON, valid
+/// under the schema).
+#[test]
+fn a_replay_adds_the_trace_section() {
+    let (records, cfg) = fixture_parts();
+    let mut s = summarize(&records, &info(), &cfg);
+    let rows = servelab_metrics::TraceRows {
+        rows: 12,
+        filtered: 2,
+        outside_window: 3,
+        zero_length: 1,
+        over_cap: 1,
+        replayed: 5,
+    };
+    servelab_metrics::replay::attach(&mut s, rows);
+    insta::assert_snapshot!("text_replay", servelab_block(&s));
+    let v = result_value(&s, false);
+    assert_eq!(v["servelab"]["replay"]["rows"]["outside_window"], 3);
+    assert_eq!(v["servelab"]["replay"]["rows"]["replayed"], 5);
+    // Every fixture request is sent 0.25 ms after its instant.
+    assert_eq!(v["servelab"]["replay"]["behind"]["median"], 0.25);
+    let schema_text = include_str!("../../../docs/schema/servelab-result-v1.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(schema_text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}

@@ -224,6 +224,25 @@ impl Plan {
             return Err(PlanError("--num-prompts: must be at least 1".into()));
         }
         self.load.validate().map_err(|e| PlanError(e.to_string()))?;
+        if matches!(self.workload.dataset, DatasetSpec::Trace(_)) {
+            // The trace's timestamps are the arrival process: a rate would be ignored.
+            let flag = if self.ramp.is_some() {
+                Some("--ramp-up-strategy/--ramp-up-start-rps/--ramp-up-end-rps")
+            } else if self.load.request_rate.is_some() {
+                Some("--request-rate")
+            } else if self.load.burstiness != 1.0 {
+                Some("--burstiness")
+            } else {
+                None
+            };
+            if let Some(flag) = flag {
+                return Err(PlanError(format!(
+                    "{flag}: a trace replay sends each request at its trace timestamp, so the \
+                     flag would be ignored; drop it (--trace-speedup replays faster or slower, \
+                     --max-concurrency caps requests in flight)"
+                )));
+            }
+        }
         if self.shard.is_split() {
             let shard = self.shard.shard_or_whole();
             // Without one shared time zero each shard's schedule starts when it does: the
@@ -351,6 +370,32 @@ mod tests {
         // One shard of one is the whole run: no time zero to share.
         p.shard = ShardSpec { shard: Some(Shard::WHOLE), start_at: None };
         assert_eq!(p.check(), Ok(()));
+    }
+
+    #[test]
+    fn a_trace_refuses_the_flags_its_timestamps_replace() {
+        let mut p = plan();
+        p.workload.dataset = DatasetSpec::Trace(servelab_workload::TraceSpec {
+            path: "t.jsonl".into(),
+            format: servelab_workload::TraceFormat::Azure,
+            options: servelab_workload::TraceOptions::default(),
+        });
+        p.load.max_concurrency = Some(4);
+        assert_eq!(p.check(), Ok(()));
+        let tail = ": a trace replay sends each request at its trace timestamp, so the flag \
+                    would be ignored; drop it (--trace-speedup replays faster or slower, \
+                    --max-concurrency caps requests in flight)";
+        p.load.burstiness = 0.5;
+        assert_eq!(p.check().unwrap_err().0, format!("--burstiness{tail}"));
+        p.load.request_rate = Some(5.0);
+        assert_eq!(p.check().unwrap_err().0, format!("--request-rate{tail}"));
+        p.load = LoadSpec::default();
+        p.ramp =
+            Some(servelab_load::Ramp::new(servelab_load::RampStrategy::Linear, 1.0, 5.0).unwrap());
+        assert_eq!(
+            p.check().unwrap_err().0,
+            format!("--ramp-up-strategy/--ramp-up-start-rps/--ramp-up-end-rps{tail}")
+        );
     }
 
     #[test]

@@ -108,7 +108,8 @@ fn run(args: &[String]) -> Result<(), String> {
             let w = load_trace(&spec, &tok, 0).map_err(|e| e.to_string())?;
             let took = start.elapsed();
             let tokens: u64 = w.input_tokens.iter().sum();
-            // Assembling every prompt once (what a runner does just before sending).
+            // Assembling every prompt once, one at a time (the text the runner writes into
+            // bodies, a bounded window ahead of its sends).
             let start = Instant::now();
             let mut buf = String::new();
             let mut bytes = 0usize;

@@ -28,6 +28,7 @@ pub fn config(target: Target, n: usize) -> RunConfig {
     RunConfig {
         target,
         requests: vec![planned; n],
+        source: None,
         warmups: Vec::new(),
         arrivals: Arrivals::Burst,
         send_at: None,

@@ -83,6 +83,7 @@ pub fn summary(c: usize, n: usize) -> Summary {
         retries: 0,
         truth: None,
         sessions: None,
+        replay: None,
         warnings: vec![],
         requests: vec![],
     }
