@@ -3,12 +3,10 @@
 // Tests and benchmarks print the figures they measure.
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
-use std::path::Path;
-use std::process::Command;
-
 use servelab_compare::report::{build, html, markdown};
 use servelab_compare::{CompareOptions, RunData};
 use servelab_metrics::{summarize, MetricsConfig};
+use servelab_outputs::browser;
 use servelab_records::{Chunk, ChunkKind, LoadSpec, Outcome, RequestRecord, RunInfo, Usage};
 
 /// `n` requests, `conc` at a time, TTFT `ttft + (i % 5)` ms, then `tokens` tokens `itl` apart.
@@ -110,35 +108,12 @@ fn html_is_self_contained_with_its_charts() {
 /// SERVELAB_REQUIRE_BROWSER=1 (CI with Chromium) makes it a failure.
 #[test]
 fn html_renders_in_headless_chromium() {
-    let chromium = Path::new("/usr/bin/chromium");
-    if !chromium.exists() {
-        assert!(
-            std::env::var("SERVELAB_REQUIRE_BROWSER").as_deref() != Ok("1"),
-            "SERVELAB_REQUIRE_BROWSER=1 but /usr/bin/chromium is not there"
-        );
-        eprintln!("SKIPPED html_renders_in_headless_chromium: /usr/bin/chromium not found (apt-get install -y chromium)");
-        return;
-    }
+    let Some(chromium) = browser::chromium("html_renders_in_headless_chromium") else { return };
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("report.html");
     std::fs::write(&file, html(&sample_report())).unwrap();
-    let url = format!("file://{}", file.display());
     let profile = dir.path().join("profile");
-    let base = |extra: &[&str]| {
-        let mut c = Command::new(chromium);
-        c.args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-            &format!("--user-data-dir={}", profile.display()),
-        ]);
-        c.args(extra);
-        c.arg(&url);
-        c.output().expect("chromium runs")
-    };
+    let base = |extra: &[&str]| browser::run(chromium, &file, &profile, extra);
     let dom = base(&["--dump-dom", "--virtual-time-budget=2000"]);
     let dom = String::from_utf8_lossy(&dom.stdout);
     // Three deployment charts, four report charts, then each engine's four sweep charts (two

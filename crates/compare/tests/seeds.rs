@@ -9,9 +9,6 @@
 // Tests print what they skipped.
 #![allow(clippy::print_stderr)]
 
-use std::path::Path;
-use std::process::Command;
-
 use servelab_bench::Conductor;
 use servelab_compare::deploy::{deployment_table, scenario_views};
 use servelab_compare::report::{build, html, markdown};
@@ -19,6 +16,7 @@ use servelab_compare::verdict::{label_model, model_size, params_in, verdicts};
 use servelab_compare::{CompareOptions, RunData, Sources};
 use servelab_load::{Axis, Level};
 use servelab_metrics::MetricsConfig;
+use servelab_outputs::browser;
 use servelab_outputs::fmt::grouped;
 use servelab_plan::{
     Api, DatasetSpec, Limits, OutputSpec, Plan, RecordSpec, RequestSpec, Target, WorkloadSpec,
@@ -276,39 +274,11 @@ async fn seed002_two_sweeps_of_two_scenarios_compare_per_scenario() {
 /// line per deployment, and the console logged no error. Skipped, with a message, when
 /// Chromium is absent, unless SERVELAB_REQUIRE_BROWSER=1 (CI with Chromium) makes it a failure.
 fn chromium_check(page: &str, deployment_charts: usize) {
-    let chromium = Path::new("/usr/bin/chromium");
-    if !chromium.exists() {
-        assert!(
-            std::env::var("SERVELAB_REQUIRE_BROWSER").as_deref() != Ok("1"),
-            "SERVELAB_REQUIRE_BROWSER=1 but /usr/bin/chromium is not there"
-        );
-        eprintln!(
-            "SKIPPED chromium check: /usr/bin/chromium not found (apt-get install -y chromium)"
-        );
-        return;
-    }
+    let Some(chromium) = browser::chromium("chromium check") else { return };
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("report.html");
     std::fs::write(&file, page).unwrap();
-    let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-            "--enable-logging=stderr",
-            "--v=0",
-            &format!("--user-data-dir={}", dir.path().join("profile").display()),
-            "--dump-dom",
-            "--virtual-time-budget=2000",
-        ])
-        .arg(format!("file://{}", file.display()))
-        .output()
-        .expect("chromium runs");
-    let dom = String::from_utf8_lossy(&out.stdout);
-    let log = String::from_utf8_lossy(&out.stderr);
+    let (dom, log) = browser::dump_dom(chromium, &file, &dir.path().join("profile"));
     let (deploy, _) = dom.split_once("id=\"charts\"").expect("the page rendered");
     assert_eq!(deploy.matches("class=\"chart\"").count(), deployment_charts, "charts in the DOM");
     assert!(deploy.matches("<polyline").count() >= 2 * deployment_charts, "a line per deployment");

@@ -590,40 +590,16 @@ mod tests {
     /// line per profile, and the console logged nothing. Skipped, with a message, when
     /// Chromium is absent, unless SERVELAB_REQUIRE_BROWSER=1 (CI with Chromium).
     #[test]
-    #[allow(clippy::print_stderr)]
     fn lab_html_renders_in_headless_chromium() {
-        let chromium = std::path::Path::new("/usr/bin/chromium");
-        if !chromium.exists() {
-            assert!(
-                std::env::var("SERVELAB_REQUIRE_BROWSER").as_deref() != Ok("1"),
-                "SERVELAB_REQUIRE_BROWSER=1 but /usr/bin/chromium is not there"
-            );
-            eprintln!("SKIPPED lab_html_renders_in_headless_chromium: /usr/bin/chromium not found");
+        use servelab_outputs::browser;
+        let Some(chromium) = browser::chromium("lab_html_renders_in_headless_chromium") else {
             return;
-        }
+        };
         let (e, trials, o) = finished();
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("report.html");
         std::fs::write(&file, crate::report::html(&e, &trials, Some(&o), "/opt/servelab")).unwrap();
-        let out = std::process::Command::new(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-                "--enable-logging=stderr",
-                "--v=0",
-                &format!("--user-data-dir={}", dir.path().join("profile").display()),
-                "--dump-dom",
-                "--virtual-time-budget=2000",
-            ])
-            .arg(format!("file://{}", file.display()))
-            .output()
-            .expect("chromium runs");
-        let dom = String::from_utf8_lossy(&out.stdout);
-        let log = String::from_utf8_lossy(&out.stderr);
+        let (dom, log) = browser::dump_dom(chromium, &file, &dir.path().join("profile"));
         assert_eq!(dom.matches("class=\"chart\"").count(), 2, "two charts in the DOM: {dom}");
         assert!(dom.matches("<polyline").count() >= 4, "a line per profile on each chart");
         assert!(dom.contains("<h2>Baseline vs optimized</h2>") && dom.contains("<h2>Notes</h2>"));

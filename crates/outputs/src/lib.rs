@@ -21,6 +21,8 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+#[cfg(feature = "browser-check")]
+pub mod browser;
 pub mod chart;
 pub mod csv;
 mod file;
