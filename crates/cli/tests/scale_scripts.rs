@@ -214,9 +214,26 @@ fn what_a_shard_would_refuse_is_refused_when_rendering() {
         assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
         assert!(out.stdout.is_empty(), "nothing rendered for {args:?}");
     };
+    // Without a target every shard would start its own simulator.
+    refused(
+        &["scale", "k8s", "--shards", "4", "--", "--request-rate", "5"],
+        "--base-url: shard 0/4 needs the one server every shard sends to",
+    );
     // Each of 4 shards would get no slot of a cap of 2.
     refused(
-        &["scale", "k8s", "--shards", "4", "--", "--request-rate", "5", "--max-concurrency", "2"],
+        &[
+            "scale",
+            "k8s",
+            "--shards",
+            "4",
+            "--",
+            "--base-url",
+            "http://gpu:8000",
+            "--request-rate",
+            "5",
+            "--max-concurrency",
+            "2",
+        ],
         "--max-concurrency 2 is the whole run's cap, shared by 4 shards",
     );
     refused(
@@ -228,7 +245,20 @@ fn what_a_shard_would_refuse_is_refused_when_rendering() {
         "--no-progress: set by `servelab scale` on every shard",
     );
     refused(&["scale", "k8s", "--shards", "1"], "--shards must be at least 2");
-    let ok = servelab(&["scale", "slurm", "--shards", "2", "--", "--request-rate", "5"], &[]);
+    let ok = servelab(
+        &[
+            "scale",
+            "slurm",
+            "--shards",
+            "2",
+            "--",
+            "--base-url",
+            "http://gpu:8000",
+            "--request-rate",
+            "5",
+        ],
+        &[],
+    );
     assert!(ok.status.success(), "{}", text(&ok));
 }
 

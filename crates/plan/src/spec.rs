@@ -255,6 +255,15 @@ impl Plan {
                      scale sets it for you"
                 )));
             }
+            // Each shard would start a simulator of its own: N servers, not one run.
+            if self.target.is_simulator() {
+                return Err(PlanError(format!(
+                    "--base-url: shard {shard} needs the one server every shard sends to; \
+                     without it each shard would start its own built-in simulator (start one \
+                     with `servelab sim serve --port 8000` and pass --base-url \
+                     http://HOST:8000)"
+                )));
+            }
             if self.load.duration_s.is_some() && self.load.request_rate.is_none() {
                 return Err(PlanError(format!(
                     "--shard {shard} with --duration needs a --request-rate: shards send parts \
@@ -359,6 +368,9 @@ mod tests {
         let e = p.check().unwrap_err().0;
         assert!(e.starts_with("--start-at: shard 1/4 (--shard, or the scheduler's env"), "{e}");
         p.shard.start_at = Some(std::time::UNIX_EPOCH);
+        let e = p.check().unwrap_err().0;
+        assert!(e.starts_with("--base-url: shard 1/4 needs the one server"), "{e}");
+        p.target = Target::Url("http://127.0.0.1:8000".into());
         assert_eq!(p.check(), Ok(()));
         p.load.max_concurrency = Some(3);
         assert!(p.check().unwrap_err().0.starts_with("--max-concurrency 3 is the whole run's cap"));
