@@ -392,7 +392,8 @@ pub fn profile_plan(args: Vec<String>) -> Result<Plan, String> {
         let text = e.to_string();
         text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
     })?;
-    whole_runs_only(bench_plan(&parsed.bench, api_key())?, "lab profiles")
+    whole_runs_only(&shard_spec(&parsed.bench)?, "lab profiles")?;
+    bench_plan(&parsed.bench, api_key())
 }
 
 /// The API key from `OPENAI_API_KEY`, when set and not empty.
@@ -421,7 +422,7 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     if base.shard.is_split() {
         sharded_sweep_only(&base, &loads, a)?;
     } else {
-        base = whole_runs_only(base, "sweeps")?;
+        whole_runs_only(&base.shard, "sweeps")?;
     }
     let trace_rates = matches!(base.workload.dataset, DatasetSpec::Trace(_))
         && loads.iter().any(|l| matches!(l, servelab_load::Level::Rate(_)));
@@ -508,7 +509,8 @@ pub fn predict_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     if b.sim_engine.is_some() {
         return Err("--sim-engine: predict runs no simulator; the deployment is --engine".into());
     }
-    let mut plan = whole_runs_only_sweep(sweep_plan(a)?, "predictions")?;
+    whole_runs_only(&shard_spec(b)?, "predictions")?;
+    let mut plan = sweep_plan(a)?;
     if a.output_dir.is_none() && a.resume.is_none() {
         plan.output_dir = PathBuf::from(format!(
             "predict-{}",
@@ -540,16 +542,17 @@ pub fn fit_options(params: &str, max_evals: usize) -> Result<FitOptions, String>
     Ok(FitOptions { params, max_evals, ..FitOptions::default() })
 }
 
-/// The plan, unless it is a shard or has a start instant: a lab's profiles are different
-/// runs and a prediction sends nothing, so those run whole (docs/scale.md).
-fn whole_runs_only(plan: Plan, what: &str) -> Result<Plan, String> {
-    if plan.shard.is_split() || plan.shard.start_at.is_some() {
+/// Refuse a shard or a start instant where runs are whole: a lab's profiles are different
+/// runs and a prediction sends nothing (docs/scale.md). Checked before the plan is built, so
+/// the plan's own checks never ask such a command for what only a shard needs.
+fn whole_runs_only(shard: &servelab_plan::ShardSpec, what: &str) -> Result<(), String> {
+    if shard.is_split() || shard.start_at.is_some() {
         return Err(format!(
             "--shard/--start-at (or a scheduler's shard environment): {what} do not run as \
              shards; shard each bench or sweep instead (docs/scale.md)"
         ));
     }
-    Ok(plan)
+    Ok(())
 }
 
 /// What a sharded sweep cannot do: resume (the shards would disagree on which points are
@@ -575,12 +578,6 @@ fn sharded_sweep_only(
         }
     }
     Ok(())
-}
-
-/// The sweep plan, unless its base is a shard or has a start instant.
-fn whole_runs_only_sweep(plan: SweepPlan, what: &str) -> Result<SweepPlan, String> {
-    let base = whole_runs_only(plan.base, what)?;
-    Ok(SweepPlan { base, ..plan })
 }
 
 /// `--shard` (else the scheduler's environment) and `--start-at`.
@@ -682,7 +679,9 @@ mod tests {
 
     #[test]
     fn shard_flags_become_the_plan_shard() {
-        let p = bench(&["--shard", "2/4", "--start-at", "1795600000.5"]).unwrap();
+        const URL: [&str; 2] = ["--base-url", "http://gpu:8000"];
+        let p =
+            bench(&[&URL[..], &["--shard", "2/4", "--start-at", "1795600000.5"]].concat()).unwrap();
         assert_eq!(p.shard.shard, Some(servelab_plan::Shard::new(2, 4).unwrap()));
         let at = p.shard.start_at.unwrap().duration_since(std::time::UNIX_EPOCH).unwrap();
         assert_eq!(at.as_millis(), 1_795_600_000_500);
@@ -699,9 +698,11 @@ mod tests {
             sweep_plan(&a).map(|_| ())
         };
         assert_eq!(sweep(&[]), Ok(()));
-        let e = sweep(&["--shard", "1/2", "--start-at", "0"]).unwrap_err();
+        let e = sweep(&[&URL[..], &["--shard", "1/2", "--start-at", "0"]].concat()).unwrap_err();
         assert!(e.starts_with("--concurrency 1: a sweep point's cap is shared by 2"), "{e}");
-        let e = sweep(&["--shard", "1/2", "--start-at", "0", "--resume", "."]).unwrap_err();
+        let e =
+            sweep(&[&URL[..], &["--shard", "1/2", "--start-at", "0", "--resume", "."]].concat())
+                .unwrap_err();
         assert!(e.starts_with("--resume: a sharded sweep (shard 1/2)"), "{e}");
         let e = predict(&["--shard", "1/2", "--start-at", "0", "--concurrency", "4,8"]);
         let e = e.unwrap_err();
@@ -709,7 +710,12 @@ mod tests {
         let e = bench(&["--shard", "1/2"]).unwrap_err();
         assert!(e.starts_with("--start-at: shard 1/2 "), "{e}");
         assert!(bench(&["--shard", "0/1"]).is_ok(), "one shard of one is the whole run");
-        let e = bench(&["--shard", "0/8", "--start-at", "0", "--max-concurrency", "4"]);
+        // Each shard would start a simulator of its own.
+        let e = bench(&["--shard", "1/2", "--start-at", "0"]).unwrap_err();
+        assert!(e.starts_with("--base-url: shard 1/2 needs the one server"), "{e}");
+        let e = bench(
+            &[&URL[..], &["--shard", "0/8", "--start-at", "0", "--max-concurrency", "4"]].concat(),
+        );
         let e = e.unwrap_err();
         assert!(e.starts_with("--max-concurrency 4 is the whole run's cap"), "{e}");
     }
