@@ -97,35 +97,18 @@ pub fn attach(summary: &mut Summary, rows: TraceRows) {
 mod tests {
     use super::*;
     use crate::{summarize as summarize_run, MetricsConfig};
-    use servelab_records::{Chunk, ChunkKind, Outcome, RequestRecord, RunInfo};
+    use servelab_records::{RequestRecord, RunInfo};
 
     /// A request due at `scheduled_ms`, intended (a slot freed) at `intended_ms`, sent at
     /// `sent_ms`, answered 5 ms later.
     fn rec(index: u64, scheduled_ms: u64, intended_ms: u64, sent_ms: u64) -> RequestRecord {
-        let ms = 1_000_000;
-        RequestRecord {
-            index,
-            warmup: false,
-            scheduled_ns: scheduled_ms * ms,
-            intended_ns: intended_ms * ms,
-            sent_ns: sent_ms * ms,
-            prompt_tokens: Some(8),
-            max_tokens: Some(1),
-            usage: None,
-            chunks: vec![Chunk {
-                t_ns: (sent_ms + 5) * ms,
-                kind: ChunkKind::Content,
-                text: "x".into(),
-                tokens: Some(1),
-            }],
-            end_ns: Some((sent_ms + 5) * ms),
-            status: Some(200),
-            outcome: Outcome::Success,
-            server: None,
-            read_lag_ns: None,
-            retries: 0,
-            session: None,
-        }
+        let chunks = vec![crate::request::tests::content(sent_ms + 5, 1)];
+        let mut r = crate::request::tests::record(index, intended_ms, sent_ms + 5, chunks);
+        r.scheduled_ns = scheduled_ms * 1_000_000;
+        r.sent_ns = sent_ms * 1_000_000;
+        r.prompt_tokens = Some(8);
+        r.max_tokens = Some(1);
+        r
     }
 
     fn run(records: &[RequestRecord]) -> Summary {
