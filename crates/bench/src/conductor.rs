@@ -352,12 +352,8 @@ async fn run(
     let collector = tokio::task::spawn_blocking(move || collect(rx, detail, sink));
     let progress = Arc::new(Progress::default());
     // Requests (or sessions) this process sends, and the requests they make.
-    let planned_here = match (&ids, &sessions, &source) {
-        (Some(ids), _, _) => ids.len(),
-        (None, Some(s), _) => s.len(),
-        (None, None, Some(src)) => src.len(),
-        (None, None, None) => requests.len(),
-    };
+    // A shard plans its share of the units; a whole run plans them all.
+    let planned_here = ids.as_ref().map_or(units, |ids| ids.len());
     let sent_total: u64 = match (&sessions, &ids) {
         (Some(s), Some(ids)) => {
             ids.iter().map(|&g| s.sessions()[s.session_of(g)].turns.len() as u64).sum()
