@@ -1,11 +1,15 @@
-//! A sweep run as shard k of N: every point is one sharded run of all N shards, merged exactly
-//! on every shard, so each shard's sweep takes the same next step (knee, SLO search).
+//! A sequence of runs (a sweep's points, a lab's profile runs) run as shard k of N: every
+//! point is one sharded run of all N shards, merged exactly on every shard, so each shard takes
+//! the same next step (knee, SLO search, a lab's keep or reject).
 //!
 //! Point `j` starts on every shard at one instant. After its part, a shard writes its result
 //! (`point-JJJJ-shard-K-of-N.json`, records beside it) and then `...end` holding the instant it
 //! ended, into the shared results folder; it waits (bounded) for every shard's `.end` file,
 //! merges the N results with the exact merge and goes on with that summary. Point `j + 1`
-//! starts at the latest shard's end plus a lead, the same instant on every shard.
+//! starts at the latest shard's end plus a lead, the same instant on every shard, or at the
+//! start its plan names when that is later (a lab's next engine, ready only then). A shard
+//! whose part failed, or that forgoes a point, says so in its end file: the others fail that
+//! point at once with its reason instead of waiting out the bound.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -65,16 +69,45 @@ fn end_text(start: SystemTime, end: SystemTime) -> String {
     format!("{} {}", unix_ms(start), unix_ms(end))
 }
 
-/// The end instant (Unix ms) in an end file written for the point that started at
-/// `start_ms`; `None` for another start (a file left by an earlier sweep in the folder).
-fn end_of(text: &str, start_ms: u128) -> Option<u64> {
-    let (start, end) = text.trim().split_once(' ')?;
+/// The end file of a shard whose part of the point failed or was not run: why.
+fn failed_text(start: SystemTime, reason: &str) -> String {
+    // One line: the reason is read back whole.
+    format!("{} failed {}", unix_ms(start), reason.replace('\n', " "))
+}
+
+/// What a shard's end file says.
+#[derive(Debug, Clone, PartialEq)]
+enum End {
+    /// Its part ended at this instant (Unix ms).
+    At(u64),
+    /// Its part failed, or it did not run one: why.
+    Failed(String),
+}
+
+/// What an end file written for the point that started at `start_ms` says; `None` for another
+/// start (a file left by an earlier run in the folder).
+fn end_of(text: &str, start_ms: u128) -> Option<End> {
+    let (start, rest) = text.trim().split_once(' ')?;
     (start.parse::<u128>().ok()? == start_ms).then_some(())?;
-    end.parse().ok()
+    match rest.strip_prefix("failed") {
+        Some(reason) => Some(End::Failed(reason.trim().to_string())),
+        None => rest.parse().ok().map(End::At),
+    }
+}
+
+/// Why point `j` (started at `start`) already failed on some shard, if it did.
+fn failed_already(dir: &Path, j: usize, start: SystemTime, count: u32) -> Option<String> {
+    (0..count).find_map(|k| {
+        let path = end_file(dir, j, Shard { index: k, count });
+        match end_of(&std::fs::read_to_string(path).ok()?, unix_ms(start))? {
+            End::Failed(why) => Some(format!("sharded run {j}: shard {k}/{count} failed: {why}")),
+            End::At(_) => None,
+        }
+    })
 }
 
 /// Waits until every shard's end file of point `j` (started at `start`) is in `dir`, at most
-/// `wait`; the shards' end instants (Unix ms), or which shards did not finish.
+/// `wait`; the shards' end instants (Unix ms), or which shard failed or which did not finish.
 async fn wait_for_ends(
     dir: &Path,
     j: usize,
@@ -89,7 +122,10 @@ async fn wait_for_ends(
         for k in 0..count {
             let path = end_file(dir, j, Shard { index: k, count });
             match std::fs::read_to_string(&path).ok().and_then(|t| end_of(&t, unix_ms(start))) {
-                Some(ms) => ends.push(ms),
+                Some(End::At(ms)) => ends.push(ms),
+                Some(End::Failed(why)) => {
+                    return Err(format!("sharded run {j}: shard {k}/{count} failed: {why}"))
+                }
                 None => missing.push(k.to_string()),
             }
         }
@@ -98,7 +134,7 @@ async fn wait_for_ends(
         }
         if tokio::time::Instant::now() >= until {
             return Err(format!(
-                "sweep point {j}: shards {} of {count} did not finish within {} s (their results \
+                "sharded run {j}: shards {} of {count} did not finish within {} s (their results \
                  go to {}): see their output",
                 missing.join(", "),
                 wait.as_secs(),
@@ -111,24 +147,35 @@ async fn wait_for_ends(
 
 impl<R: Runner> Runner for ShardedPoints<R> {
     async fn run(&mut self, plan: &Plan) -> Result<Summary, RunError> {
-        let j = self.point;
-        self.point += 1;
+        let (j, start) = self.next_point(plan);
         let mut p = plan.clone();
-        p.shard = ShardSpec { shard: Some(self.shard), start_at: Some(self.next_start) };
+        p.shard = ShardSpec { shard: Some(self.shard), start_at: Some(start) };
         p.output.save_result = true;
         p.output.save_detailed = true;
         p.output.result_dir = self.dir.clone();
         p.output.result_filename = Some(format!("{}.json", point_stem(j)));
         // A point's cap below the shard count leaves a shard no slot: refused, not hung.
+        // Every shard refuses it alike: no end file needed.
         p.check().map_err(|e| RunError::Usage(e.to_string()))?;
-        let own = self.inner.run(&p).await?;
+        // Forgone by a shard already (its trial's engine died): nothing to measure.
+        if let Some(why) = failed_already(&self.dir, j, start, self.shard.count) {
+            return Err(RunError::Failed(why));
+        }
+        let end = end_file(&self.dir, j, self.shard);
+        let own = match self.inner.run(&p).await {
+            Ok(own) => own,
+            Err(RunError::Interrupted) => return Err(RunError::Interrupted),
+            Err(e) => {
+                servelab_plan::write_file(&end, failed_text(start, &e.to_string()).as_bytes())?;
+                return Err(e);
+            }
+        };
         if own.info.interrupted {
             return Ok(own);
         }
-        let end = end_file(&self.dir, j, self.shard);
-        let text = end_text(self.next_start, SystemTime::now());
+        let text = end_text(start, SystemTime::now());
         servelab_plan::write_file(&end, text.as_bytes())?;
-        let ends = wait_for_ends(&self.dir, j, self.next_start, self.shard.count, self.wait)
+        let ends = wait_for_ends(&self.dir, j, start, self.shard.count, self.wait)
             .await
             .map_err(RunError::Failed)?;
         let files = (0..self.shard.count).map(|k| {
@@ -141,7 +188,7 @@ impl<R: Runner> Runner for ShardedPoints<R> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(RunError::Failed)?;
         let merged = merge_shards(shards, MergeOptions::default())
-            .map_err(|e| RunError::Failed(format!("sweep point {j}: {e}")))?;
+            .map_err(|e| RunError::Failed(format!("sharded run {j}: {e}")))?;
         let mut summary =
             servelab_metrics::summarize(&merged.records, &merged.info, &merged.metrics);
         summary.warnings.extend(merged.notes);
@@ -152,6 +199,26 @@ impl<R: Runner> Runner for ShardedPoints<R> {
 
     fn settle(&mut self) -> impl std::future::Future<Output = ()> {
         self.inner.settle()
+    }
+
+    async fn forgo(&mut self, plan: &Plan, reason: &str) {
+        let (j, start) = self.next_point(plan);
+        let end = end_file(&self.dir, j, self.shard);
+        // The others then fail the point at once; if even this write fails they wait out
+        // the bound, and say which shard never finished.
+        if let Err(e) = servelab_plan::write_file(&end, failed_text(start, reason).as_bytes()) {
+            servelab_outputs::term::warn(&e.to_string());
+        }
+    }
+}
+
+impl<R> ShardedPoints<R> {
+    /// The next point's number and start: the later of the planned start and the plan's own.
+    fn next_point(&mut self, plan: &Plan) -> (usize, SystemTime) {
+        let j = self.point;
+        self.point += 1;
+        let start = plan.shard.start_at.map_or(self.next_start, |t| t.max(self.next_start));
+        (j, start)
     }
 }
 
@@ -165,11 +232,18 @@ mod tests {
         let end = start + Duration::from_millis(2_500);
         let text = end_text(start, end);
         assert_eq!(text, "1795600000000 1795600002500");
-        assert_eq!(end_of(&text, 1_795_600_000_000), Some(1_795_600_002_500));
+        assert_eq!(end_of(&text, 1_795_600_000_000), Some(End::At(1_795_600_002_500)));
         // Left in the folder by a sweep that started elsewhen: not this point's.
         assert_eq!(end_of(&text, 1_795_600_000_001), None);
         assert_eq!(end_of("1795600002500", 1_795_600_000_000), None);
         assert_eq!(end_of("", 0), None);
+        let failed = failed_text(start, "engine exited (signal 9)\nduring profile tiny");
+        assert_eq!(failed, "1795600000000 failed engine exited (signal 9) during profile tiny");
+        assert_eq!(
+            end_of(&failed, 1_795_600_000_000),
+            Some(End::Failed("engine exited (signal 9) during profile tiny".into()))
+        );
+        assert_eq!(end_of(&failed, 1), None);
         assert_eq!(
             end_file(Path::new("/r"), 3, Shard { index: 1, count: 2 }),
             PathBuf::from("/r/point-0003-shard-1-of-2.end")
@@ -184,12 +258,70 @@ mod tests {
         std::fs::write(&own, end_text(start, start + Duration::from_secs(1))).unwrap();
         let wait = Duration::from_millis(250);
         let e = wait_for_ends(dir.path(), 0, start, 3, wait).await.unwrap_err();
-        assert!(e.starts_with("sweep point 0: shards 1, 2 of 3 did not finish within"), "{e}");
+        assert!(e.starts_with("sharded run 0: shards 1, 2 of 3 did not finish within"), "{e}");
         for k in 1..3 {
             let f = end_file(dir.path(), 0, Shard { index: k, count: 3 });
             std::fs::write(f, end_text(start, start + Duration::from_secs(u64::from(k)))).unwrap();
         }
         let ends = wait_for_ends(dir.path(), 0, start, 3, Duration::ZERO).await.unwrap();
         assert_eq!(ends, vec![101_000, 101_000, 102_000]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_shard_fails_the_point_at_once_with_its_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = UNIX_EPOCH + Duration::from_secs(100);
+        let own = end_file(dir.path(), 2, Shard { index: 0, count: 3 });
+        std::fs::write(&own, end_text(start, start + Duration::from_secs(1))).unwrap();
+        let other = end_file(dir.path(), 2, Shard { index: 2, count: 3 });
+        std::fs::write(&other, failed_text(start, "cannot connect")).unwrap();
+        // Shard 1 never wrote: the failure is reported without waiting out the hour.
+        let wait = Duration::from_secs(3600);
+        let e = tokio::time::timeout(
+            Duration::from_secs(5),
+            wait_for_ends(dir.path(), 2, start, 3, wait),
+        )
+        .await
+        .expect("no wait for the missing shard")
+        .unwrap_err();
+        assert_eq!(e, "sharded run 2: shard 2/3 failed: cannot connect");
+    }
+
+    /// A runner that counts the plans it ran.
+    struct Count(usize);
+
+    impl Runner for Count {
+        async fn run(&mut self, plan: &Plan) -> Result<Summary, RunError> {
+            self.0 += 1;
+            let _ = plan;
+            Err(RunError::Failed("refused".into()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_forgone_point_is_numbered_and_started_as_the_others_run_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let shard = Shard { index: 0, count: 2 };
+        let first = UNIX_EPOCH + Duration::from_secs(100);
+        let lead = Duration::from_secs(2);
+        let mut r = ShardedPoints::new(Count(0), shard, dir.path().into(), first, lead, lead);
+        let url = ["--base-url", "http://127.0.0.1:9"].map(String::from).to_vec();
+        let mut plan = crate::resolve::profile_plan(url).unwrap();
+        // The plan's later start wins over the planned one.
+        let later = first + Duration::from_secs(50);
+        plan.shard.start_at = Some(later);
+        r.forgo(&plan, "engine exited (exit code 1) during profile a").await;
+        let text = std::fs::read_to_string(end_file(dir.path(), 0, shard)).unwrap();
+        assert_eq!(
+            end_of(&text, unix_ms(later)),
+            Some(End::Failed("engine exited (exit code 1) during profile a".into()))
+        );
+        // The next run is point 1; its own failure is written for the others too.
+        plan.shard.start_at = None;
+        let e = r.run(&plan).await.unwrap_err();
+        assert_eq!(e, RunError::Failed("refused".into()));
+        let text = std::fs::read_to_string(end_file(dir.path(), 1, shard)).unwrap();
+        assert_eq!(end_of(&text, unix_ms(first)), Some(End::Failed("refused".into())));
+        assert_eq!(r.into_inner().0, 1);
     }
 }

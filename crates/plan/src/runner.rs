@@ -33,6 +33,14 @@ pub trait Runner {
     fn settle(&mut self) -> impl Future<Output = ()> {
         async {}
     }
+
+    /// This process will not run `plan`, the run it was due to run next (a lab trial whose
+    /// engine died ends early here): a runner whose peers run their parts of the same runs
+    /// tells them why, so they do not wait for this part. Runners alone need do nothing.
+    fn forgo(&mut self, plan: &Plan, reason: &str) -> impl Future<Output = ()> {
+        let _ = (plan, reason);
+        async {}
+    }
 }
 
 /// Write `bytes` to `path`, creating its folder; the error names the path.
