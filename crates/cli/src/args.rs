@@ -589,6 +589,16 @@ pub struct LabRunArgs {
     /// Do not record the profile runs in the results store.
     #[arg(long)]
     pub no_store: bool,
+    /// Run as shard K of N of the lab (0-based), e.g. `1/4`: shard 0 launches each trial's
+    /// engine, every shard sends its share of each profile run, and all merge each run alike.
+    /// --output-dir must be a folder every shard sees. Default: the scheduler's environment
+    /// (as for `servelab bench`), else the whole lab.
+    #[arg(long, value_name = "K/N", help_heading = "Scale out")]
+    pub shard: Option<String>,
+    /// Wall-clock instant every shard of the lab starts at (required with --shard K/N,
+    /// N > 1): RFC 3339 or Unix seconds.
+    #[arg(long, value_name = "INSTANT", help_heading = "Scale out")]
+    pub start_at: Option<String>,
 }
 
 /// The bench flags of a profile, parsed as `servelab bench` would.

@@ -321,22 +321,51 @@ pub async fn run_experiment(
     };
     let loaded =
         servelab_lab::load_experiment(&a.experiment, resolve::profile_plan).map_err(lab_failure)?;
-    let dir = a.output_dir.clone().unwrap_or_else(|| servelab_lab::default_dir(&loaded.exp));
-    let servelab = servelab_binary();
+    let shared = a.output_dir.clone().unwrap_or_else(|| servelab_lab::default_dir(&loaded.exp));
+    let shard = resolve::lab_shard(a, &shared, &loaded).map_err(Failure::usage)?;
+    // Shard 0 writes the lab's folder; the others keep theirs beside the exchanged files.
+    let dir = match &shard {
+        Some(s) if !s.launches() => s.dir.join(format!("shard-{}", s.shard.index)),
+        _ => shared.clone(),
+    };
     let opts = servelab_lab::RunOptions {
         dir: dir.clone(),
         resume: a.resume,
-        servelab,
+        servelab: servelab_binary(),
         log_tail_lines: 40,
-        plans: loaded.plans,
+        plans: loaded.plans.clone(),
+        shard: shard.clone(),
     };
-    let mut c = Conductor::new(interrupt.clone());
-    if let Some(r) = resolve::recording(a.db.clone(), a.no_store) {
-        c = c.with_recording(r);
-    }
-    let finish = servelab_lab::run_in_dir(&loaded.exp, &loaded.text, &opts, &mut c, interrupt);
-    let finish = finish.await;
-    c.shutdown().await;
+    let (exp, text) = (&loaded.exp, &loaded.text);
+    let c = Conductor::new(interrupt.clone());
+    let finish = match shard {
+        // Each profile run a sharded run, merged on every shard; the parts are not stored
+        // (docs/scale.md).
+        Some(s) => {
+            if !s.launches() {
+                term::note(&format!(
+                    "lab shard {}: shard 0 launches the engines and writes the lab's report in \
+                     {}",
+                    s.shard,
+                    shared.display()
+                ));
+            }
+            let (shard, ex, lead) = (s.shard, s.dir, s.lead);
+            let mut r = sweep_shards::ShardedPoints::new(c, shard, ex, s.started, lead, s.wait);
+            let finish = servelab_lab::run_in_dir(exp, text, &opts, &mut r, interrupt).await;
+            r.into_inner().shutdown().await;
+            finish
+        }
+        None => {
+            let mut c = match resolve::recording(a.db.clone(), a.no_store) {
+                Some(r) => c.with_recording(r),
+                None => c,
+            };
+            let finish = servelab_lab::run_in_dir(exp, text, &opts, &mut c, interrupt).await;
+            c.shutdown().await;
+            finish
+        }
+    };
     Ok((finish.map_err(lab_failure)?, dir))
 }
 

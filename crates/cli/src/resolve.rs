@@ -35,9 +35,18 @@ pub const ZERO_SETUP_ENGINE: &str = "qwen3-8b-h100-tp1";
 
 /// The plan of `servelab bench`.
 pub fn bench_plan(a: &BenchArgs, api_key: Option<String>) -> Result<Plan, String> {
+    bench_plan_as(a, api_key, shard_spec(a)?)
+}
+
+/// The plan of `servelab bench`, run as `shard` (a lab profile: whatever the environment).
+fn bench_plan_as(
+    a: &BenchArgs,
+    api_key: Option<String>,
+    shard: servelab_plan::ShardSpec,
+) -> Result<Plan, String> {
     let rate =
         parse_positive_or_inf(&a.request_rate).map_err(|e| format!("--request-rate: {e}"))?;
-    let mut plan = plan(a, api_key, rate.is_finite().then_some(rate))?;
+    let mut plan = plan(a, api_key, rate.is_finite().then_some(rate), shard)?;
     if a.zero_setup {
         // vLLM's defaults (1,000 prompts at once) make the simulator share a laptop's cores
         // with 1,000 streams, and its late tokens are the first thing a newcomer sees. The
@@ -56,8 +65,13 @@ pub fn bench_plan(a: &BenchArgs, api_key: Option<String>) -> Result<Plan, String
     Ok(plan)
 }
 
-/// The plan of `a` with the request rate `rate` (`None`: all at once).
-fn plan(a: &BenchArgs, api_key: Option<String>, rate: Option<f64>) -> Result<Plan, String> {
+/// The plan of `a` with the request rate `rate` (`None`: all at once), run as `shard`.
+fn plan(
+    a: &BenchArgs,
+    api_key: Option<String>,
+    rate: Option<f64>,
+    shard: servelab_plan::ShardSpec,
+) -> Result<Plan, String> {
     let target = match (&a.base_url, &a.host, a.port) {
         (Some(_), _, _) | (_, Some(_), _) | (_, _, Some(_)) if a.sim_engine.is_some() => {
             return Err("--sim-engine: only for the built-in simulator (drop --base-url/--host/\
@@ -151,7 +165,7 @@ fn plan(a: &BenchArgs, api_key: Option<String>, rate: Option<f64>) -> Result<Pla
             progress: !a.no_progress,
         },
         record: RecordSpec { label: a.label.clone(), tags, ..RecordSpec::default() },
-        shard: shard_spec(a)?,
+        shard,
     };
     plan.check().map_err(|e| e.to_string())?;
     Ok(plan)
@@ -384,7 +398,8 @@ fn trace(a: &BenchArgs, format: TraceFormat, name: &str) -> Result<DatasetSpec, 
 }
 
 /// The plan of a lab profile: its options parsed exactly as `servelab bench` parses flags
-/// (the target is the trial's engine, set per run).
+/// (the target is the trial's engine, set per run). A profile is one run: a sharded lab
+/// (`lab run --shard`, or the scheduler's environment) shards every profile run alike.
 pub fn profile_plan(args: Vec<String>) -> Result<Plan, String> {
     let argv = std::iter::once("profile".to_string()).chain(args);
     let parsed = ProfileArgs::try_parse_from(argv).map_err(|e| {
@@ -392,8 +407,12 @@ pub fn profile_plan(args: Vec<String>) -> Result<Plan, String> {
         let text = e.to_string();
         text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
     })?;
-    whole_runs_only(&shard_spec(&parsed.bench)?, "lab profiles")?;
-    bench_plan(&parsed.bench, api_key())
+    if parsed.bench.shard.is_some() || parsed.bench.start_at.is_some() {
+        return Err("--shard/--start-at: a profile is one run of the lab; shard the whole lab \
+                    instead (`servelab lab run --shard K/N --start-at T`, docs/scale.md)"
+            .into());
+    }
+    bench_plan_as(&parsed.bench, api_key(), servelab_plan::ShardSpec::default())
 }
 
 /// The API key from `OPENAI_API_KEY`, when set and not empty.
@@ -418,7 +437,8 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
         }
         _ => None,
     };
-    let mut base = plan(&a.bench, api_key(), base_rate.filter(|r| r.is_finite()))?;
+    let rate = base_rate.filter(|r| r.is_finite());
+    let mut base = plan(&a.bench, api_key(), rate, shard_spec(&a.bench)?)?;
     if base.shard.is_split() {
         sharded_sweep_only(&base, &loads, a)?;
     } else {
@@ -542,8 +562,8 @@ pub fn fit_options(params: &str, max_evals: usize) -> Result<FitOptions, String>
     Ok(FitOptions { params, max_evals, ..FitOptions::default() })
 }
 
-/// Refuse a shard or a start instant where runs are whole: a lab's profiles are different
-/// runs and a prediction sends nothing (docs/scale.md). Checked before the plan is built, so
+/// Refuse a shard or a start instant where runs are whole: a prediction sends nothing
+/// (docs/scale.md). Checked before the plan is built, so
 /// the plan's own checks never ask such a command for what only a shard needs.
 fn whole_runs_only(shard: &servelab_plan::ShardSpec, what: &str) -> Result<(), String> {
     if shard.is_split() || shard.start_at.is_some() {
@@ -582,18 +602,66 @@ fn sharded_sweep_only(
 
 /// `--shard` (else the scheduler's environment) and `--start-at`.
 fn shard_spec(a: &BenchArgs) -> Result<servelab_plan::ShardSpec, String> {
+    shard_of(a.shard.as_deref(), a.start_at.as_deref())
+}
+
+/// A `--shard` flag (else the scheduler's environment) and a `--start-at` flag.
+fn shard_of(
+    shard: Option<&str>,
+    start_at: Option<&str>,
+) -> Result<servelab_plan::ShardSpec, String> {
     use servelab_plan::Shard;
-    let shard = match &a.shard {
+    let shard = match shard {
         Some(s) => Some(Shard::parse(s).map_err(|e| e.to_string())?),
         None => Shard::from_env(|name| std::env::var(name).ok()).map_err(|e| e.to_string())?,
     };
-    let start_at = match &a.start_at {
+    let start_at = match start_at {
         Some(t) => {
             Some(servelab_plan::time::parse_instant(t).map_err(|e| format!("--start-at: {e}"))?)
         }
         None => None,
     };
     Ok(servelab_plan::ShardSpec { shard, start_at })
+}
+
+/// This process's part of a sharded lab (`lab run --shard`, else the scheduler's
+/// environment): the shards meet in `dir/shards` (`dir`, the --output-dir, is shared by all);
+/// `None` for a whole lab. Every profile must run as a shard of that many (checked before
+/// any engine starts).
+pub fn lab_shard(
+    a: &crate::args::LabRunArgs,
+    dir: &std::path::Path,
+    loaded: &servelab_lab::Loaded,
+) -> Result<Option<servelab_lab::LabShard>, String> {
+    let spec = shard_of(a.shard.as_deref(), a.start_at.as_deref())?;
+    if !spec.is_split() {
+        return Ok(None);
+    }
+    let shard = spec.shard_or_whole();
+    let Some(started) = spec.start_at else {
+        return Err(format!(
+            "--start-at: shard {shard} of a lab needs the lab's shared start instant: give \
+             every shard the same --start-at (RFC 3339 or Unix seconds)"
+        ));
+    };
+    if a.resume {
+        return Err(format!("--resume: a sharded lab (shard {shard}) runs from its start"));
+    }
+    for (p, plan) in loaded.exp.profiles.iter().zip(&loaded.plans) {
+        let target = Target::Url("http://engine:8000".into());
+        let sharded = Plan { target, shard: spec, ..plan.clone() };
+        sharded.check().map_err(|e| format!("profiles ({}): {e}", p.name))?;
+    }
+    // The others send the same schedule from the same instant: they end within a request
+    // timeout of each other, unless one failed.
+    let timeout = loaded.plans.iter().map(|p| p.limits.request_timeout).max();
+    Ok(Some(servelab_lab::LabShard {
+        shard,
+        dir: dir.join("shards"),
+        started,
+        lead: Duration::from_secs(2),
+        wait: timeout.unwrap_or_default() + Duration::from_secs(600),
+    }))
 }
 
 #[cfg(test)]
@@ -675,6 +743,42 @@ mod tests {
         let p = servelab_lab::profile::builtin("sharegpt").unwrap();
         let e = profile_plan(p.args()).unwrap_err();
         assert_eq!(e, "--dataset-path: --dataset-name sharegpt needs --dataset-path FILE");
+    }
+
+    #[test]
+    fn a_sharded_lab_needs_a_start_and_profiles_that_split() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("exp.yaml");
+        let yaml = "name: s\nengines:\n  - {name: e, command: 'serve {port}'}\nprofiles:\n  \
+                    - {name: p, max_concurrency: 4, num_prompts: 8}\n";
+        std::fs::write(&file, yaml).unwrap();
+        let loaded = servelab_lab::load_experiment(&file, profile_plan).unwrap();
+        let lab = |args: &[&str]| {
+            let argv = ["servelab", "lab", "run", "exp.yaml"].iter().chain(args);
+            let Command::Lab(crate::args::LabCommand::Run(a)) =
+                Cli::try_parse_from(argv).unwrap().command
+            else {
+                unreachable!()
+            };
+            lab_shard(&a, tmp.path(), &loaded)
+        };
+        assert!(lab(&[]).unwrap().is_none());
+        assert!(lab(&["--shard", "0/1"]).unwrap().is_none(), "one shard of one is the lab");
+        let s = lab(&["--shard", "1/4", "--start-at", "1795600000"]).unwrap().unwrap();
+        assert_eq!((s.shard.index, s.shard.count), (1, 4));
+        assert_eq!(s.dir, tmp.path().join("shards"));
+        assert_eq!(s.started, std::time::UNIX_EPOCH + Duration::from_secs(1_795_600_000));
+        // The profile's request timeout, and the margin every shard allows the others.
+        assert_eq!(s.wait, loaded.plans[0].limits.request_timeout + Duration::from_secs(600));
+        let e = lab(&["--shard", "1/4"]).unwrap_err();
+        assert!(e.starts_with("--start-at: shard 1/4 of a lab needs"), "{e}");
+        let e = lab(&["--shard", "1/4", "--start-at", "0", "--resume"]).unwrap_err();
+        assert_eq!(e, "--resume: a sharded lab (shard 1/4) runs from its start");
+        let e = lab(&["--shard", "1/8", "--start-at", "0"]).unwrap_err();
+        assert!(e.starts_with("profiles (p): --max-concurrency 4 is the whole run's cap"), "{e}");
+        // A profile is one run of the lab: its own options take no shard.
+        let e = profile_plan(vec!["--shard".into(), "1/2".into()]).unwrap_err();
+        assert!(e.starts_with("--shard/--start-at: a profile is one run of the lab"), "{e}");
     }
 
     #[test]

@@ -73,6 +73,8 @@ fn args(file: &Path, dir: &Path) -> LabRunArgs {
         output_dir: Some(dir.to_path_buf()),
         db: Some(dir.parent().unwrap_or(dir).join("store.db")),
         no_store: false,
+        shard: None,
+        start_at: None,
     }
 }
 
@@ -682,4 +684,98 @@ async fn two_engines_and_three_options_end_in_the_published_conclusion() {
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("<h2>Baseline vs optimized</h2>") && html.contains("Engine baselines"));
     assert_eq!(html.matches("<svg").count(), 2, "two charts inline");
+}
+
+/// `lab run --shard K/N`: two shards in this process, one shared folder. Shard 0 launches
+/// every engine; both send half of every profile run to it and merge each run alike, so both
+/// take the same greedy steps. An engine that never starts and one killed mid-experiment end
+/// as the same failed trials on both shards, and neither shard waits out its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lab_run_as_two_shards_takes_the_same_steps_over_merged_runs() {
+    let m = marker("shards");
+    let tmp = tempfile::tempdir().unwrap();
+    // crashy: one slot, its sim killed 4 s after launch: during the first profile (~2.7 s
+    // from ~2.3 s), unless the machine is slow enough to delay it past that.
+    let yaml = format!(
+        "name: shard-test\nstrategy: greedy\nengines:\n\
+         \x20 - {{name: sim, command: '{}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
+         \x20 - {{name: crashy, command: '{} & sleep 4; kill $!; exit 3', ready_timeout_secs: 60}}\n\
+         \x20 - {{name: bad, command: '/nonexistent/engine-{m} --port {{port}}', ready_timeout_secs: 60}}\n\
+         profiles:\n{TINY}{}\
+         options:\n  slots16: --max-num-seqs 16\n  slow-tokens: --itl-ms 20\n",
+        sim(&m, "--itl-ms 5 --max-num-seqs 2"),
+        sim(&m, "--itl-ms 5 --max-num-seqs 1"),
+        TINY.replace("name: tiny", "name: tiny2").replace("seed: 1", "seed: 7"),
+    );
+    let file = write(tmp.path(), &yaml);
+    let dir = tmp.path().join("out");
+    let start = std::time::SystemTime::now() + Duration::from_secs(1);
+    let start = start.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let mut shards = Vec::new();
+    for k in 0..2 {
+        let a = LabRunArgs {
+            no_store: true,
+            shard: Some(format!("{k}/2")),
+            start_at: Some(format!("{start:.3}")),
+            ..args(&file, &dir)
+        };
+        let (tx, rx) = watch::channel(false);
+        shards.push(tokio::spawn(async move {
+            let _keep = tx;
+            let lab = tokio::time::timeout(Duration::from_secs(240), run_experiment(&a, rx));
+            lab.await.expect("the sharded lab finished within 240 s")
+        }));
+    }
+    let mut ends = Vec::new();
+    for s in shards {
+        match s.await.unwrap() {
+            Ok((Finish::Done { outcome, trials }, d)) => ends.push((outcome, trials, d)),
+            Ok((f, _)) => panic!("interrupted? {f:?}"),
+            Err(e) => panic!("lab shard failed: {e}"),
+        }
+    }
+    assert_no_survivors(&m);
+    let [(o0, t0, d0), (o1, t1, d1)] = <[_; 2]>::try_from(ends).unwrap();
+    assert_eq!(d0, dir);
+    assert_eq!(d1, dir.join("shards").join("shard-1"));
+    // The same steps and trials on both shards.
+    assert_eq!(o0, o1);
+    assert_eq!(t0, t1);
+    let steps: Vec<(&str, Decision)> =
+        o0.steps.iter().map(|s| (s.trial.as_str(), s.decision)).collect();
+    assert_eq!(steps[0], ("sim", Decision::Baseline), "{steps:?}");
+    assert!(steps.contains(&("sim+slots16", Decision::Kept)), "{steps:?}");
+    assert!(steps.contains(&("sim+slots16+slow-tokens", Decision::Rejected)), "{steps:?}");
+    assert_eq!(o0.recommended.as_deref(), Some(sim(&m, "--itl-ms 5 --max-num-seqs 16").as_str()));
+    let failure = |id: &str| t0.iter().find(|t| t.spec.id == id).and_then(|t| t.failure());
+    let crashy = failure("crashy").expect("crashy failed");
+    assert!(crashy.starts_with("engine exited (exit code 3)"), "{crashy}");
+    let bad = failure("bad").expect("bad failed");
+    assert!(bad.starts_with("engine exited (exit code 127) before it was ready"), "{bad}");
+    // Every finished profile run holds both shards' halves, merged.
+    for t in t0.iter().filter(|t| t.failure().is_none()) {
+        assert_eq!(t.profiles.len(), 2, "{}", t.spec.id);
+        for p in &t.profiles {
+            assert_eq!((p.completed, p.failed), (32, 0), "{} {}", t.spec.id, p.profile);
+        }
+    }
+    // One launch per trial, by shard 0 alone: engine logs only in its folder.
+    let shared = dir.join("shards");
+    let files: Vec<String> = std::fs::read_dir(&shared)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let count = |f: &dyn Fn(&str) -> bool| files.iter().filter(|n| f(n)).count();
+    assert_eq!(count(&|n| n.starts_with("launch-") && n.ends_with("-round-0.json")), t0.len());
+    // Shard 1 arrived at every launch before shard 0 set its start.
+    assert_eq!(count(&|n| n.ends_with(".shard-1-of-2.here")), t0.len());
+    let parts = |k: u32| count(&|n| n.ends_with(&format!("-shard-{k}-of-2.json")));
+    let runs: usize = t0.iter().map(|t| t.profiles.len()).sum();
+    assert!(parts(0) >= runs && parts(0) == parts(1), "{files:?}");
+    for t in &t0 {
+        let id = t.spec.id.replace('+', "_");
+        assert!(dir.join(&id).join("engine.log").is_file(), "{id}");
+        assert!(!d1.join(&id).join("engine.log").exists(), "{id}");
+    }
+    assert!(dir.join("report.md").is_file());
 }

@@ -387,6 +387,8 @@ async fn a_lab_profile_runs_sessions() {
         output_dir: Some(tmp.path().join("out")),
         db: None,
         no_store: true,
+        shard: None,
+        start_at: None,
     };
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let (finish, _) =

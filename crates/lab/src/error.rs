@@ -38,6 +38,14 @@ pub enum LabError {
         /// The I/O or parse error, and what to do.
         message: String,
     },
+    /// A sharded lab's shard 0 did not write a launch or its result in time.
+    #[error("{path}: {message}")]
+    Shard {
+        /// The file waited for, in the shared folder.
+        path: PathBuf,
+        /// Which shard waited, how long, and where to look.
+        message: String,
+    },
 }
 
 /// Shorthand for [`LabError::Invalid`].

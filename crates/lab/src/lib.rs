@@ -8,6 +8,7 @@
 //!   `noise`: the run-to-run noise bar from repeated runs.
 //! * `runner`: the driver, generic over a [`servelab_plan::Runner`] (the CLI supplies the
 //!   measuring conductor).
+//! * [`shards`]: a lab run as shard k of N, shard 0 launching the engines.
 //! * [`trial`]: trial results and their files; [`conclusion`]: the published conclusion
 //!   (baseline vs optimized, engine baselines, cumulative gains, the pasteable command);
 //!   [`sections`]: the per-experiment sections and the notes; [`report`]: Markdown, HTML and
@@ -25,6 +26,7 @@ pub mod profile;
 pub mod report;
 mod runner;
 pub mod sections;
+pub mod shards;
 pub mod strategy;
 pub mod trial;
 
@@ -34,5 +36,6 @@ pub use runner::{
     default_dir, load_experiment, profile_plans, run_experiment, run_in_dir, Finish, Loaded,
     RunOptions,
 };
+pub use shards::LabShard;
 pub use strategy::{Decision, Outcome, Step};
 pub use trial::{TrialResult, TrialSpec};

@@ -4,7 +4,7 @@
 //! repeat until the strategy is done, then write the report.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use servelab_client::http::{self, Target};
 use servelab_metrics::Summary;
@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use crate::config::Experiment;
 use crate::error::{invalid, LabError};
 use crate::process::{describe, free_port, render, Engine};
+use crate::shards::LabShard;
 use crate::strategy::{command_template, next, Next, Outcome};
 use crate::trial::{self, ProfileResult, TrialResult, TrialSpec, TrialStatus};
 
@@ -30,6 +31,9 @@ pub struct RunOptions {
     pub log_tail_lines: usize,
     /// The plan of each profile, in the experiment's profile order (see [`profile_plans`]).
     pub plans: Vec<Plan>,
+    /// This process's part of a sharded lab (the runner then runs each plan as its shard
+    /// of it); `None`: the whole lab.
+    pub shard: Option<LabShard>,
 }
 
 /// How an experiment run ended.
@@ -250,7 +254,9 @@ async fn wait_ready(
 }
 
 /// Launch, measure and stop one configuration: the profiles' runs `rounds` (each round runs
-/// every profile once). `Ok(None)`: interrupted (nothing saved).
+/// every profile once). `Ok(None)`: interrupted (nothing saved). In a sharded lab shard 0
+/// does this and tells the others (see [`crate::shards`]); they send their parts to its
+/// engine and keep its result.
 async fn run_trial<R: Runner>(
     exp: &Experiment,
     spec: &TrialSpec,
@@ -264,6 +270,66 @@ async fn run_trial<R: Runner>(
         .iter()
         .find(|e| e.name == spec.engine)
         .ok_or_else(|| invalid("engines", format!("no engine named '{}'", spec.engine)))?;
+    let round = rounds.start;
+    match &opts.shard {
+        Some(s) if !s.launches() => {
+            let wait = s.launch(&spec.id, round, engine_spec.ready_timeout, &mut interrupt);
+            let Some(launch) = wait.await? else { return Ok(None) };
+            if let Some(start) = launch.start() {
+                note(&format!("trial {}: shard 0's engine at {}", spec.id, launch.base_url));
+                let mut part = TrialResult {
+                    spec: spec.clone(),
+                    command: launch.command.clone(),
+                    command_template: String::new(),
+                    status: TrialStatus::Finished,
+                    startup_secs: None,
+                    profiles: Vec::new(),
+                };
+                let plans = engine_plans(&opts.plans, &launch.base_url, Some(start));
+                let run = run_profiles(exp, rounds, None, &mut part, runner, &plans, &interrupt);
+                // A failed part: shard 0's result says how the trial ended.
+                if let ProfilesEnd::Interrupted = run.await {
+                    return Ok(None);
+                }
+            }
+            s.result(&spec.id, round, engine_spec.stop_grace, &mut interrupt).await
+        }
+        Some(s) => {
+            let t = launch_trial(exp, spec, engine_spec, rounds, opts, runner, interrupt).await?;
+            if let Some(t) = &t {
+                if t.startup_secs.is_none() {
+                    s.publish_launch(&spec.id, round, &t.command, None)?;
+                }
+                s.publish_result(round, t)?;
+            }
+            Ok(t)
+        }
+        None => launch_trial(exp, spec, engine_spec, rounds, opts, runner, interrupt).await,
+    }
+}
+
+/// The profiles' plans aimed at one engine, starting (in a sharded lab) not before `start`.
+fn engine_plans(plans: &[Plan], base_url: &str, start: Option<SystemTime>) -> Vec<Plan> {
+    plans
+        .iter()
+        .map(|p| {
+            let mut p = Plan { target: servelab_plan::Target::Url(base_url.into()), ..p.clone() };
+            p.shard.start_at = start.or(p.shard.start_at);
+            p
+        })
+        .collect()
+}
+
+/// [`run_trial`] on the process that launches the engine.
+async fn launch_trial<R: Runner>(
+    exp: &Experiment,
+    spec: &TrialSpec,
+    engine_spec: &crate::config::EngineSpec,
+    rounds: std::ops::Range<u32>,
+    opts: &RunOptions,
+    runner: &mut R,
+    mut interrupt: watch::Receiver<bool>,
+) -> Result<Option<TrialResult>, LabError> {
     let template = command_template(exp, spec).ok_or_else(|| {
         invalid("options", format!("trial '{}' names an unknown option", spec.id))
     })?;
@@ -305,11 +371,24 @@ async fn run_trial<R: Runner>(
             return Ok(Some(with_log_tail(result, &log, opts.log_tail_lines)));
         }
     };
+    // In a sharded lab: when every shard starts the first profile.
+    let mut start = None;
     match wait_ready(&mut engine, &ready_url, engine_spec.ready_timeout, &mut interrupt).await {
         Ok(()) => {
             let secs = started.elapsed().as_secs_f64();
             result.startup_secs = Some(secs);
             note(&format!("trial {}: ready in {secs:.1} s at {base_url}", spec.id));
+            if let Some(s) = &opts.shard {
+                // Every shard here first: one still busy with the last launch would start
+                // late, and its late requests would weigh on this engine's figures.
+                if !s.arrivals(&spec.id, rounds.start, &mut interrupt).await? {
+                    engine.stop(engine_spec.stop_grace).await;
+                    return Ok(None);
+                }
+                let at = SystemTime::now() + s.lead;
+                s.publish_launch(&spec.id, rounds.start, &command, Some((&base_url, at)))?;
+                start = Some(at);
+            }
         }
         Err(NotReady::Interrupted) => {
             engine.stop(engine_spec.stop_grace).await;
@@ -330,12 +409,9 @@ async fn run_trial<R: Runner>(
     }
     if result.failure().is_none() {
         // Every profile runs against this trial's engine.
-        let plans: Vec<Plan> = opts
-            .plans
-            .iter()
-            .map(|p| Plan { target: servelab_plan::Target::Url(base_url.clone()), ..p.clone() })
-            .collect();
-        let run = run_profiles(exp, rounds, &mut engine, &mut result, runner, &plans, &interrupt);
+        let plans = engine_plans(&opts.plans, &base_url, start);
+        let own = Some(&mut engine);
+        let run = run_profiles(exp, rounds, own, &mut result, runner, &plans, &interrupt);
         match run.await {
             ProfilesEnd::Interrupted => {
                 engine.stop(engine_spec.stop_grace).await;
@@ -355,10 +431,12 @@ enum ProfilesEnd {
     Interrupted,
 }
 
+/// Run the profiles' `rounds` against a trial's engine: `engine` is the process when this
+/// process launched it (a sharded lab's other shards only send).
 async fn run_profiles<R: Runner>(
     exp: &Experiment,
     rounds: std::ops::Range<u32>,
-    engine: &mut Engine,
+    mut engine: Option<&mut Engine>,
     result: &mut TrialResult,
     runner: &mut R,
     plans: &[Plan],
@@ -367,23 +445,28 @@ async fn run_profiles<R: Runner>(
     // Rounds of every profile, not each profile N times in a row: a slow drift of the
     // machine then spreads over all profiles instead of landing on one.
     let of = exp.acceptance.repeats.max(1);
-    let runs = rounds.flat_map(|r| (0..exp.profiles.len()).map(move |i| (r, i)));
-    for (repeat, i) in runs.collect::<Vec<_>>() {
+    let runs: Vec<(u32, usize)> =
+        rounds.flat_map(|r| (0..exp.profiles.len()).map(move |i| (r, i))).collect();
+    let plan_of = |(repeat, i): (u32, usize)| {
+        let (p, base) = (&exp.profiles[i], plans.get(i)?);
+        Some(run_plan(base, exp, &result.spec, &result.command, &p.name, repeat))
+    };
+    for (n, &(repeat, i)) in runs.iter().enumerate() {
         let p = &exp.profiles[i];
         if *interrupt.borrow() {
             return ProfilesEnd::Interrupted;
         }
-        let Some(base) = plans.get(i) else {
+        let Some(plan) = plan_of((repeat, i)) else {
             return ProfilesEnd::Failed(format!("no plan for profile {}", p.name));
         };
-        let plan = run_plan(base, exp, &result.spec, &result.command, &p.name, repeat);
         let run = runner.run(&plan).await;
-        if let Some(st) = engine.exited() {
-            return ProfilesEnd::Failed(format!(
-                "engine exited ({}) during profile {}",
-                describe(st),
-                p.name
-            ));
+        if let Some(st) = engine.as_mut().and_then(|e| e.exited()) {
+            let why = format!("engine exited ({}) during profile {}", describe(st), p.name);
+            // Peers that finished this run go on to the next: tell them it will not run.
+            if let (Ok(_), Some(next)) = (&run, runs.get(n + 1).and_then(|&r| plan_of(r))) {
+                runner.forgo(&next, &why).await;
+            }
+            return ProfilesEnd::Failed(why);
         }
         let summary = match run {
             Ok(s) => s,

@@ -1,0 +1,314 @@
+//! A lab run as shard k of N (docs/scale.md): shard 0 launches each trial's engine and the
+//! other shards send their parts of its profiles to it.
+//!
+//! Per launch (a trial, or one round of an interleaved pair), the other shards say they have
+//! arrived at it; shard 0, once the engine is ready and every shard has arrived, writes a
+//! launch file into the shared folder (its base URL and the instant every shard starts the
+//! first profile, a lead from now), or at once when the engine failed, and, after stopping the
+//! engine, the trial's result. The other shards wait (bounded) for the launch file, run their
+//! parts of the profiles (each a sharded run merged on every shard), then wait for the result
+//! and keep shard 0's: every shard then holds the same trials, so the strategy takes the same
+//! next step everywhere, even when only shard 0 saw the engine die. The arrival keeps a shard
+//! still busy with the last launch (sending to a dead engine until its timeout) from starting
+//! the next one's first profile late.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use servelab_plan::Shard;
+use tokio::sync::watch;
+
+use crate::error::LabError;
+use crate::trial::TrialResult;
+
+/// This process's part in a sharded lab.
+#[derive(Debug, Clone)]
+pub struct LabShard {
+    /// Which shard of how many; shard 0 launches the engines.
+    pub shard: Shard,
+    /// The folder every shard reads and writes (a shared volume across hosts).
+    pub dir: PathBuf,
+    /// The lab's shared start instant: tells this lab's files from an earlier one's.
+    pub started: SystemTime,
+    /// From an engine's readiness to its first profile's start, on every shard.
+    pub lead: Duration,
+    /// How long a shard waits for shard 0 beyond the engine's own readiness timeout.
+    pub wait: Duration,
+}
+
+impl LabShard {
+    /// Shard 0: the one that launches engines.
+    pub fn launches(&self) -> bool {
+        self.shard.index == 0
+    }
+}
+
+/// What shard 0 tells the others about one launch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Launch {
+    /// The lab's start instant, Unix ms (files of another lab run are not this one's).
+    pub lab: u128,
+    /// The engine's base URL, as the trial's `base_url` rendered on shard 0's host (empty
+    /// when it never became ready).
+    pub base_url: String,
+    /// The engine's command, as shard 0 launched it.
+    pub command: String,
+    /// When every shard starts the first profile, Unix ms; `None`: the engine never became
+    /// ready (the trial failed; its result follows).
+    pub start_ms: Option<u64>,
+}
+
+impl Launch {
+    /// The first profile's start instant, when the engine is ready.
+    pub fn start(&self) -> Option<SystemTime> {
+        self.start_ms.map(|ms| UNIX_EPOCH + Duration::from_millis(ms))
+    }
+}
+
+/// A launch's result as shard 0 saved it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Ended {
+    lab: u128,
+    trial: TrialResult,
+}
+
+fn unix_ms(t: SystemTime) -> u128 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
+}
+
+/// The stem of one launch's files: the trial and the first round it runs.
+fn stem(trial: &str, round: u32) -> String {
+    format!("launch-{}-round-{round}", servelab_outputs::file_safe(trial))
+}
+
+fn launch_file(dir: &Path, trial: &str, round: u32) -> PathBuf {
+    dir.join(format!("{}.json", stem(trial, round)))
+}
+
+fn result_file(dir: &Path, trial: &str, round: u32) -> PathBuf {
+    dir.join(format!("{}.result.json", stem(trial, round)))
+}
+
+fn arrival_file(dir: &Path, trial: &str, round: u32, shard: Shard) -> PathBuf {
+    dir.join(format!("{}.shard-{}-of-{}.here", stem(trial, round), shard.index, shard.count))
+}
+
+/// Write `value` as JSON to `path`, whole or not at all (the others poll for it).
+fn publish(path: &Path, value: &impl Serialize) -> Result<(), LabError> {
+    let json = serde_json::to_vec_pretty(value)
+        .map_err(|e| LabError::Write { path: path.to_path_buf(), message: e.to_string() })?;
+    servelab_plan::write_file(path, &json)
+        .map_err(|e| LabError::Write { path: path.to_path_buf(), message: e.to_string() })
+}
+
+impl LabShard {
+    /// Shard 0: the engine of `trial` (round `round`), launched with `command`, answers at
+    /// the base URL `ready` names, and every shard starts its first profile at the instant
+    /// beside it (`None`: it never became ready).
+    pub fn publish_launch(
+        &self,
+        trial: &str,
+        round: u32,
+        command: &str,
+        ready: Option<(&str, SystemTime)>,
+    ) -> Result<(), LabError> {
+        let start_ms = ready.map(|(_, t)| u64::try_from(unix_ms(t)).unwrap_or(u64::MAX));
+        let launch = Launch {
+            lab: unix_ms(self.started),
+            base_url: ready.map(|(u, _)| u.to_string()).unwrap_or_default(),
+            command: command.into(),
+            start_ms,
+        };
+        publish(&launch_file(&self.dir, trial, round), &launch)
+    }
+
+    /// Shard 0: the launch's trial result, after its engine stopped.
+    pub fn publish_result(&self, round: u32, t: &TrialResult) -> Result<(), LabError> {
+        let ended = Ended { lab: unix_ms(self.started), trial: t.clone() };
+        publish(&result_file(&self.dir, &t.spec.id, round), &ended)
+    }
+
+    /// The other shards: this shard is ready for the launch of `trial` (round `round`).
+    pub fn arrive(&self, trial: &str, round: u32) -> Result<(), LabError> {
+        let path = arrival_file(&self.dir, trial, round, self.shard);
+        publish(&path, &unix_ms(self.started))
+    }
+
+    /// Shard 0: wait (bounded) until every other shard arrived at the launch; `Ok(false)`:
+    /// interrupted.
+    pub async fn arrivals(
+        &self,
+        trial: &str,
+        round: u32,
+        interrupt: &mut watch::Receiver<bool>,
+    ) -> Result<bool, LabError> {
+        let until = tokio::time::Instant::now() + self.wait;
+        let lab = unix_ms(self.started);
+        for index in 1..self.shard.count {
+            let path = arrival_file(&self.dir, trial, round, Shard { index, ..self.shard });
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            let here = self.poll(&path, left, interrupt, |text| {
+                (serde_json::from_str::<u128>(text).ok() == Some(lab)).then_some(())
+            });
+            if here.await.map_err(|_| self.missing(&path, index))?.is_none() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn missing(&self, path: &Path, index: u32) -> LabError {
+        LabError::Shard {
+            path: path.to_path_buf(),
+            message: format!(
+                "shard {index} of {} did not arrive at this launch within {} s; see its output",
+                self.shard.count,
+                self.wait.as_secs()
+            ),
+        }
+    }
+
+    /// The other shards: shard 0's launch of `trial` (round `round`), waiting at most
+    /// `ready_timeout` plus the bound; `Ok(None)`: interrupted.
+    pub async fn launch(
+        &self,
+        trial: &str,
+        round: u32,
+        ready_timeout: Duration,
+        interrupt: &mut watch::Receiver<bool>,
+    ) -> Result<Option<Launch>, LabError> {
+        self.arrive(trial, round)?;
+        let path = launch_file(&self.dir, trial, round);
+        let lab = unix_ms(self.started);
+        let got = self.poll(&path, ready_timeout + self.wait, interrupt, |text| {
+            serde_json::from_str::<Launch>(text).ok().filter(|l| l.lab == lab)
+        });
+        got.await
+    }
+
+    /// The other shards: shard 0's result of the launch; `Ok(None)`: interrupted.
+    pub async fn result(
+        &self,
+        trial: &str,
+        round: u32,
+        stop_grace: Duration,
+        interrupt: &mut watch::Receiver<bool>,
+    ) -> Result<Option<TrialResult>, LabError> {
+        let path = result_file(&self.dir, trial, round);
+        let lab = unix_ms(self.started);
+        let got = self.poll(&path, stop_grace + self.wait, interrupt, |text| {
+            serde_json::from_str::<Ended>(text).ok().filter(|e| e.lab == lab).map(|e| e.trial)
+        });
+        got.await
+    }
+
+    /// Poll `path` every 100 ms until `read` accepts its text, at most `wait`.
+    async fn poll<T>(
+        &self,
+        path: &Path,
+        wait: Duration,
+        interrupt: &mut watch::Receiver<bool>,
+        read: impl Fn(&str) -> Option<T>,
+    ) -> Result<Option<T>, LabError> {
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            if *interrupt.borrow() {
+                return Ok(None);
+            }
+            if let Some(v) = std::fs::read_to_string(path).ok().as_deref().and_then(&read) {
+                return Ok(Some(v));
+            }
+            if tokio::time::Instant::now() >= until {
+                return Err(LabError::Shard {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "shard {}: shard 0 did not write this within {} s; see its output (it \
+                         launches the engines of a sharded lab)",
+                        self.shard,
+                        wait.as_secs()
+                    ),
+                });
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = interrupt.changed() => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trial::{TrialSpec, TrialStatus};
+
+    fn shard(dir: &Path, index: u32, started: u64) -> LabShard {
+        LabShard {
+            shard: Shard { index, count: 2 },
+            dir: dir.to_path_buf(),
+            started: UNIX_EPOCH + Duration::from_secs(started),
+            lead: Duration::from_secs(2),
+            wait: Duration::from_millis(300),
+        }
+    }
+
+    fn trial(id: &str) -> TrialResult {
+        TrialResult {
+            spec: TrialSpec { id: id.into(), ..TrialSpec::new("sim", &[]) },
+            command: "sim serve".into(),
+            command_template: "sim serve".into(),
+            status: TrialStatus::Failed { reason: "engine exited".into(), log_tail: "x".into() },
+            startup_secs: None,
+            profiles: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn the_other_shards_read_shard_zeros_launch_and_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let (zero, one) = (shard(dir.path(), 0, 100), shard(dir.path(), 1, 100));
+        assert!(zero.launches() && !one.launches());
+        let (_tx, mut rx) = watch::channel(false);
+        // Shard 1 has not arrived: shard 0 would wait; it arrives when it asks for the launch.
+        let e = zero.arrivals("sim+a", 1, &mut rx).await.unwrap_err().to_string();
+        assert!(e.contains("shard 1 of 2 did not arrive at this launch within 0 s"), "{e}");
+        let e = one.launch("sim+a", 1, Duration::ZERO, &mut rx).await.unwrap_err();
+        assert!(e.to_string().contains("launch-sim_a-round-1.json"), "{e}");
+        assert!(zero.arrivals("sim+a", 1, &mut rx).await.unwrap());
+        let start = UNIX_EPOCH + Duration::from_millis(105_250);
+        zero.publish_launch("sim+a", 1, "sim serve", Some(("http://10.0.0.5:8000", start)))
+            .unwrap();
+        let got = one.launch("sim+a", 1, Duration::ZERO, &mut rx).await.unwrap().unwrap();
+        assert_eq!(got.base_url, "http://10.0.0.5:8000");
+        assert_eq!(got.start(), Some(start));
+        assert!(dir.path().join("launch-sim_a-round-1.json").is_file());
+        zero.publish_result(1, &trial("sim+a")).unwrap();
+        let t = one.result("sim+a", 1, Duration::ZERO, &mut rx).await.unwrap().unwrap();
+        assert_eq!(t, trial("sim+a"));
+        // A failed launch has no start.
+        zero.publish_launch("sim", 0, "sim serve", None).unwrap();
+        let got = one.launch("sim", 0, Duration::ZERO, &mut rx).await.unwrap().unwrap();
+        assert_eq!(
+            (got.start(), got.base_url.as_str(), got.command.as_str()),
+            (None, "", "sim serve")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_earlier_labs_files_do_not_count_and_the_wait_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let earlier = shard(dir.path(), 0, 50);
+        earlier.publish_launch("sim", 0, "sim serve", None).unwrap();
+        let one = shard(dir.path(), 1, 100);
+        let (tx, mut rx) = watch::channel(false);
+        let e = one.launch("sim", 0, Duration::ZERO, &mut rx).await.unwrap_err().to_string();
+        assert!(e.contains("launch-sim-round-0.json"), "{e}");
+        assert!(e.contains("shard 1/2: shard 0 did not write this within 0 s"), "{e}");
+        // An interrupt ends the wait at once.
+        tx.send(true).unwrap();
+        let wait = Duration::from_secs(3600);
+        let got = one.result("sim", 0, wait, &mut rx).await.unwrap();
+        assert_eq!(got, None);
+    }
+}
