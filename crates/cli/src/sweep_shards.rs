@@ -95,6 +95,17 @@ fn end_of(text: &str, start_ms: u128) -> Option<End> {
     }
 }
 
+/// The engine's `/metrics` figures for the merged run: the engine counts every shard's
+/// requests, and every shard's scrapes start at the run's start, so those of the shard that
+/// ended last span the whole run (the first such shard: the same choice on every shard).
+fn engine_of_last(files: &[PathBuf], ends: &[u64]) -> Option<servelab_metrics::EngineMetrics> {
+    let last = ends.iter().max()?;
+    let k = ends.iter().position(|e| e == last)?;
+    let text = std::fs::read_to_string(files.get(k)?).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    serde_json::from_value(v.get("servelab")?.get("engine")?.clone()).ok()
+}
+
 /// Why point `j` (started at `start`) already failed on some shard, if it did.
 fn failed_already(dir: &Path, j: usize, start: SystemTime, count: u32) -> Option<String> {
     (0..count).find_map(|k| {
@@ -178,13 +189,15 @@ impl<R: Runner> Runner for ShardedPoints<R> {
         let ends = wait_for_ends(&self.dir, j, start, self.shard.count, self.wait)
             .await
             .map_err(RunError::Failed)?;
-        let files = (0..self.shard.count).map(|k| {
-            let s =
-                ShardSpec { shard: Some(Shard { index: k, count: self.shard.count }), ..p.shard };
-            Plan { shard: s, ..p.clone() }.result_path("", "", "")
-        });
+        let files: Vec<PathBuf> = (0..self.shard.count)
+            .map(|k| {
+                let shard = Some(Shard { index: k, count: self.shard.count });
+                Plan { shard: ShardSpec { shard, ..p.shard }, ..p.clone() }.result_path("", "", "")
+            })
+            .collect();
         let shards = files
-            .map(|f| servelab_store::read_shard_file(&f))
+            .iter()
+            .map(|f| servelab_store::read_shard_file(f))
             .collect::<Result<Vec<_>, _>>()
             .map_err(RunError::Failed)?;
         let merged = merge_shards(shards, MergeOptions::default())
@@ -192,6 +205,7 @@ impl<R: Runner> Runner for ShardedPoints<R> {
         let mut summary =
             servelab_metrics::summarize(&merged.records, &merged.info, &merged.metrics);
         summary.warnings.extend(merged.notes);
+        summary.engine = engine_of_last(&files, &ends);
         let last = ends.into_iter().max().unwrap_or(0);
         self.next_start = UNIX_EPOCH + Duration::from_millis(last) + self.lead;
         Ok(summary)
@@ -285,6 +299,28 @@ mod tests {
         .expect("no wait for the missing shard")
         .unwrap_err();
         assert_eq!(e, "sharded run 2: shard 2/3 failed: cannot connect");
+    }
+
+    #[test]
+    fn the_engine_figures_are_those_of_the_shard_that_ended_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<PathBuf> = (0..3).map(|k| dir.path().join(format!("{k}.json"))).collect();
+        for (k, f) in files.iter().enumerate() {
+            let scrapes = k as u64 + 1;
+            let engine = servelab_metrics::EngineMetrics {
+                engine: "vllm".into(),
+                scrapes,
+                ..Default::default()
+            };
+            std::fs::write(f, serde_json::json!({"servelab": {"engine": engine}}).to_string())
+                .unwrap();
+        }
+        // Shards 1 and 2 ended together, last: the first of them.
+        let e = engine_of_last(&files, &[5_000, 7_000, 7_000]).unwrap();
+        assert_eq!((e.engine.as_str(), e.scrapes), ("vllm", 2));
+        std::fs::write(&files[1], "{\"servelab\": {}}").unwrap();
+        assert_eq!(engine_of_last(&files, &[5_000, 7_000, 7_000]), None, "no /metrics");
+        assert_eq!(engine_of_last(&files, &[]), None);
     }
 
     /// A runner that counts the plans it ran.

@@ -757,6 +757,8 @@ async fn a_lab_run_as_two_shards_takes_the_same_steps_over_merged_runs() {
         assert_eq!(t.profiles.len(), 2, "{}", t.spec.id);
         for p in &t.profiles {
             assert_eq!((p.completed, p.failed), (32, 0), "{} {}", t.spec.id, p.profile);
+            // The engine's /metrics counts both shards' requests: 32 × 16 tokens.
+            assert_eq!(p.engine.generation_tokens, Some(512.0), "{} {}", t.spec.id, p.profile);
         }
     }
     // One launch per trial, by shard 0 alone: engine logs only in its folder.
