@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use servelab_metrics::merge::{merge_shards, MergeOptions};
 use servelab_metrics::Summary;
+use servelab_plan::time::unix_ms;
 use servelab_plan::{Plan, RunError, Runner, Shard, ShardSpec};
 
 /// Runs each sweep point as this process's shard of it, then merges all shards' parts.
@@ -60,10 +61,6 @@ fn end_file(dir: &Path, j: usize, shard: Shard) -> PathBuf {
     dir.join(format!("{}-shard-{}-of-{}.end", point_stem(j), shard.index, shard.count))
 }
 
-fn unix_ms(t: SystemTime) -> u128 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
-}
-
 /// The end file's text: the point's start and the shard's end, Unix ms.
 fn end_text(start: SystemTime, end: SystemTime) -> String {
     format!("{} {}", unix_ms(start), unix_ms(end))
@@ -106,15 +103,26 @@ fn engine_of_last(files: &[PathBuf], ends: &[u64]) -> Option<servelab_metrics::E
     serde_json::from_value(v.get("servelab")?.get("engine")?.clone()).ok()
 }
 
-/// Why point `j` (started at `start`) already failed on some shard, if it did.
-fn failed_already(dir: &Path, j: usize, start: SystemTime, count: u32) -> Option<String> {
-    (0..count).find_map(|k| {
-        let path = end_file(dir, j, Shard { index: k, count });
-        match end_of(&std::fs::read_to_string(path).ok()?, unix_ms(start))? {
-            End::Failed(why) => Some(format!("sharded run {j}: shard {k}/{count} failed: {why}")),
-            End::At(_) => None,
-        }
-    })
+/// Every shard's end of point `j` (started at `start`) as `dir` holds it now: the end
+/// instant (Unix ms) of each shard, `None` for one not finished; or why a shard failed it.
+fn ends_now(
+    dir: &Path,
+    j: usize,
+    start: SystemTime,
+    count: u32,
+) -> Result<Vec<Option<u64>>, String> {
+    (0..count)
+        .map(|k| {
+            let path = end_file(dir, j, Shard { index: k, count });
+            match std::fs::read_to_string(&path).ok().and_then(|t| end_of(&t, unix_ms(start))) {
+                Some(End::At(ms)) => Ok(Some(ms)),
+                Some(End::Failed(why)) => {
+                    Err(format!("sharded run {j}: shard {k}/{count} failed: {why}"))
+                }
+                None => Ok(None),
+            }
+        })
+        .collect()
 }
 
 /// Waits until every shard's end file of point `j` (started at `start`) is in `dir`, at most
@@ -128,20 +136,11 @@ async fn wait_for_ends(
 ) -> Result<Vec<u64>, String> {
     let until = tokio::time::Instant::now() + wait;
     loop {
-        let mut ends = Vec::new();
-        let mut missing = Vec::new();
-        for k in 0..count {
-            let path = end_file(dir, j, Shard { index: k, count });
-            match std::fs::read_to_string(&path).ok().and_then(|t| end_of(&t, unix_ms(start))) {
-                Some(End::At(ms)) => ends.push(ms),
-                Some(End::Failed(why)) => {
-                    return Err(format!("sharded run {j}: shard {k}/{count} failed: {why}"))
-                }
-                None => missing.push(k.to_string()),
-            }
-        }
+        let ends = ends_now(dir, j, start, count)?;
+        let missing: Vec<String> =
+            (0..count).filter(|&k| ends[k as usize].is_none()).map(|k| k.to_string()).collect();
         if missing.is_empty() {
-            return Ok(ends);
+            return Ok(ends.into_iter().flatten().collect());
         }
         if tokio::time::Instant::now() >= until {
             return Err(format!(
@@ -169,9 +168,7 @@ impl<R: Runner> Runner for ShardedPoints<R> {
         // Every shard refuses it alike: no end file needed.
         p.check().map_err(|e| RunError::Usage(e.to_string()))?;
         // Forgone by a shard already (its trial's engine died): nothing to measure.
-        if let Some(why) = failed_already(&self.dir, j, start, self.shard.count) {
-            return Err(RunError::Failed(why));
-        }
+        ends_now(&self.dir, j, start, self.shard.count).map_err(RunError::Failed)?;
         let end = end_file(&self.dir, j, self.shard);
         let own = match self.inner.run(&p).await {
             Ok(own) => own,

@@ -314,7 +314,7 @@ fn engine_plans(plans: &[Plan], base_url: &str, start: Option<SystemTime>) -> Ve
         .iter()
         .map(|p| {
             let mut p = Plan { target: servelab_plan::Target::Url(base_url.into()), ..p.clone() };
-            p.shard.start_at = start.or(p.shard.start_at);
+            p.shard.start_at = start;
             p
         })
         .collect()

@@ -15,7 +15,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use servelab_plan::time::unix_ms;
 use servelab_plan::Shard;
 use tokio::sync::watch;
 
@@ -47,8 +49,6 @@ impl LabShard {
 /// What shard 0 tells the others about one launch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Launch {
-    /// The lab's start instant, Unix ms (files of another lab run are not this one's).
-    pub lab: u128,
     /// The engine's base URL, as the trial's `base_url` rendered on shard 0's host (empty
     /// when it never became ready).
     pub base_url: String,
@@ -66,15 +66,12 @@ impl Launch {
     }
 }
 
-/// A launch's result as shard 0 saved it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Ended {
+/// What a shard writes into the shared folder, stamped with the lab's start instant (Unix
+/// ms): a file left there by another lab run is not this one's.
+#[derive(Serialize, Deserialize)]
+struct Stamped<T> {
     lab: u128,
-    trial: TrialResult,
-}
-
-fn unix_ms(t: SystemTime) -> u128 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
+    value: T,
 }
 
 /// The stem of one launch's files: the trial and the first round it runs.
@@ -94,15 +91,15 @@ fn arrival_file(dir: &Path, trial: &str, round: u32, shard: Shard) -> PathBuf {
     dir.join(format!("{}.shard-{}-of-{}.here", stem(trial, round), shard.index, shard.count))
 }
 
-/// Write `value` as JSON to `path`, whole or not at all (the others poll for it).
-fn publish(path: &Path, value: &impl Serialize) -> Result<(), LabError> {
-    let json = serde_json::to_vec_pretty(value)
-        .map_err(|e| LabError::Write { path: path.to_path_buf(), message: e.to_string() })?;
-    servelab_plan::write_file(path, &json)
-        .map_err(|e| LabError::Write { path: path.to_path_buf(), message: e.to_string() })
-}
-
 impl LabShard {
+    /// Write `value`, stamped, as JSON to `path`, whole or not at all (the others poll for it).
+    fn publish<T: Serialize>(&self, path: &Path, value: T) -> Result<(), LabError> {
+        let write = |message: String| LabError::Write { path: path.to_path_buf(), message };
+        let stamped = Stamped { lab: unix_ms(self.started), value };
+        let json = serde_json::to_vec_pretty(&stamped).map_err(|e| write(e.to_string()))?;
+        servelab_plan::write_file(path, &json).map_err(|e| write(e.to_string()))
+    }
+
     /// Shard 0: the engine of `trial` (round `round`), launched with `command`, answers at
     /// the base URL `ready` names, and every shard starts its first profile at the instant
     /// beside it (`None`: it never became ready).
@@ -115,24 +112,22 @@ impl LabShard {
     ) -> Result<(), LabError> {
         let start_ms = ready.map(|(_, t)| u64::try_from(unix_ms(t)).unwrap_or(u64::MAX));
         let launch = Launch {
-            lab: unix_ms(self.started),
             base_url: ready.map(|(u, _)| u.to_string()).unwrap_or_default(),
             command: command.into(),
             start_ms,
         };
-        publish(&launch_file(&self.dir, trial, round), &launch)
+        self.publish(&launch_file(&self.dir, trial, round), launch)
     }
 
     /// Shard 0: the launch's trial result, after its engine stopped.
     pub fn publish_result(&self, round: u32, t: &TrialResult) -> Result<(), LabError> {
-        let ended = Ended { lab: unix_ms(self.started), trial: t.clone() };
-        publish(&result_file(&self.dir, &t.spec.id, round), &ended)
+        self.publish(&result_file(&self.dir, &t.spec.id, round), t)
     }
 
     /// The other shards: this shard is ready for the launch of `trial` (round `round`).
     pub fn arrive(&self, trial: &str, round: u32) -> Result<(), LabError> {
         let path = arrival_file(&self.dir, trial, round, self.shard);
-        publish(&path, &unix_ms(self.started))
+        self.publish(&path, ())
     }
 
     /// Shard 0: wait (bounded) until every other shard arrived at the launch; `Ok(false)`:
@@ -144,13 +139,10 @@ impl LabShard {
         interrupt: &mut watch::Receiver<bool>,
     ) -> Result<bool, LabError> {
         let until = tokio::time::Instant::now() + self.wait;
-        let lab = unix_ms(self.started);
         for index in 1..self.shard.count {
             let path = arrival_file(&self.dir, trial, round, Shard { index, ..self.shard });
             let left = until.saturating_duration_since(tokio::time::Instant::now());
-            let here = self.poll(&path, left, interrupt, |text| {
-                (serde_json::from_str::<u128>(text).ok() == Some(lab)).then_some(())
-            });
+            let here = self.poll::<()>(&path, left, interrupt);
             if here.await.map_err(|_| self.missing(&path, index))?.is_none() {
                 return Ok(false);
             }
@@ -180,11 +172,7 @@ impl LabShard {
     ) -> Result<Option<Launch>, LabError> {
         self.arrive(trial, round)?;
         let path = launch_file(&self.dir, trial, round);
-        let lab = unix_ms(self.started);
-        let got = self.poll(&path, ready_timeout + self.wait, interrupt, |text| {
-            serde_json::from_str::<Launch>(text).ok().filter(|l| l.lab == lab)
-        });
-        got.await
+        self.poll(&path, ready_timeout + self.wait, interrupt).await
     }
 
     /// The other shards: shard 0's result of the launch; `Ok(None)`: interrupted.
@@ -196,27 +184,28 @@ impl LabShard {
         interrupt: &mut watch::Receiver<bool>,
     ) -> Result<Option<TrialResult>, LabError> {
         let path = result_file(&self.dir, trial, round);
-        let lab = unix_ms(self.started);
-        let got = self.poll(&path, stop_grace + self.wait, interrupt, |text| {
-            serde_json::from_str::<Ended>(text).ok().filter(|e| e.lab == lab).map(|e| e.trial)
-        });
-        got.await
+        self.poll(&path, stop_grace + self.wait, interrupt).await
     }
 
-    /// Poll `path` every 100 ms until `read` accepts its text, at most `wait`.
-    async fn poll<T>(
+    /// Poll `path` every 100 ms until it holds a value stamped by this lab, at most `wait`.
+    async fn poll<T: DeserializeOwned>(
         &self,
         path: &Path,
         wait: Duration,
         interrupt: &mut watch::Receiver<bool>,
-        read: impl Fn(&str) -> Option<T>,
     ) -> Result<Option<T>, LabError> {
         let until = tokio::time::Instant::now() + wait;
+        let lab = unix_ms(self.started);
+        let read = || {
+            let text = std::fs::read_to_string(path).ok()?;
+            let stamped: Stamped<T> = serde_json::from_str(&text).ok()?;
+            (stamped.lab == lab).then_some(stamped.value)
+        };
         loop {
             if *interrupt.borrow() {
                 return Ok(None);
             }
-            if let Some(v) = std::fs::read_to_string(path).ok().as_deref().and_then(&read) {
+            if let Some(v) = read() {
                 return Ok(Some(v));
             }
             if tokio::time::Instant::now() >= until {

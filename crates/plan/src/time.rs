@@ -102,6 +102,11 @@ pub fn rfc3339_millis(at: SystemTime) -> String {
     format!("{}.{:03}Z", whole.trim_end_matches('Z'), d.subsec_millis())
 }
 
+/// `at` in Unix milliseconds (0 before 1970): how shards stamp the files they exchange.
+pub fn unix_ms(at: SystemTime) -> u128 {
+    at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
+}
+
 /// (year, month, day) to days since 1970-01-01, Howard Hinnant's `days_from_civil`.
 fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -136,6 +141,9 @@ mod tests {
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1_795_264_496), "2026-11-21T12:34:56Z");
         assert_eq!(compact("2026-11-21T11:54:56Z"), "20261121-115456");
+        let at = UNIX_EPOCH + std::time::Duration::from_micros(1_795_600_000_250_900);
+        assert_eq!(unix_ms(at), 1_795_600_000_250);
+        assert_eq!(unix_ms(UNIX_EPOCH - std::time::Duration::from_secs(1)), 0);
     }
 
     #[test]
