@@ -93,11 +93,13 @@ fn end_of(text: &str, start_ms: u128) -> Option<End> {
 }
 
 /// The engine's `/metrics` figures for the merged run: the engine counts every shard's
-/// requests, and every shard's scrapes start at the run's start, so those of the shard that
-/// ended last span the whole run (the first such shard: the same choice on every shard).
-fn engine_of_last(files: &[PathBuf], ends: &[u64]) -> Option<servelab_metrics::EngineMetrics> {
-    let last = ends.iter().max()?;
-    let k = ends.iter().position(|e| e == last)?;
+/// requests, every shard's scrapes start at the run's start and end after its last response,
+/// so those of the shard whose last response ended last (`last_ends[k]`, on the shared
+/// origin) span the whole run (the first such shard: the same choice on every shard). Not the
+/// shard whose end file came last: writing its files may outlast another's responses.
+fn engine_of_last(files: &[PathBuf], last_ends: &[u64]) -> Option<servelab_metrics::EngineMetrics> {
+    let last = last_ends.iter().max()?;
+    let k = last_ends.iter().position(|e| e == last)?;
     let text = std::fs::read_to_string(files.get(k)?).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     serde_json::from_value(v.get("servelab")?.get("engine")?.clone()).ok()
@@ -197,12 +199,17 @@ impl<R: Runner> Runner for ShardedPoints<R> {
             .map(|f| servelab_store::read_shard_file(f))
             .collect::<Result<Vec<_>, _>>()
             .map_err(RunError::Failed)?;
+        // Each shard's last response end, on the shared origin (its start instant).
+        let last_ends: Vec<u64> = shards
+            .iter()
+            .map(|s| s.records.iter().filter_map(|r| r.end_ns).max().unwrap_or(0))
+            .collect();
         let merged = merge_shards(shards, MergeOptions::default())
             .map_err(|e| RunError::Failed(format!("sharded run {j}: {e}")))?;
         let mut summary =
             servelab_metrics::summarize(&merged.records, &merged.info, &merged.metrics);
         summary.warnings.extend(merged.notes);
-        summary.engine = engine_of_last(&files, &ends);
+        summary.engine = engine_of_last(&files, &last_ends);
         let last = ends.into_iter().max().unwrap_or(0);
         self.next_start = UNIX_EPOCH + Duration::from_millis(last) + self.lead;
         Ok(summary)
@@ -312,7 +319,7 @@ mod tests {
             std::fs::write(f, serde_json::json!({"servelab": {"engine": engine}}).to_string())
                 .unwrap();
         }
-        // Shards 1 and 2 ended together, last: the first of them.
+        // The last responses of shards 1 and 2 ended together, last: the first of them.
         let e = engine_of_last(&files, &[5_000, 7_000, 7_000]).unwrap();
         assert_eq!((e.engine.as_str(), e.scrapes), ("vllm", 2));
         std::fs::write(&files[1], "{\"servelab\": {}}").unwrap();
