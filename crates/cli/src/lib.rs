@@ -147,10 +147,11 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
     let drain = servelab_plan::seconds("--drain-timeout-secs", a.drain_timeout_secs)
         .map_err(Failure::usage)?;
     let mut c = Conductor::new(interrupt).with_settle(settle, drain);
+    let recording = resolve::recording(a.bench.db.clone(), a.bench.no_store);
     if let (true, Some(start)) = (plan.base.shard.is_split(), plan.base.shard.start_at) {
-        return sharded_sweep(plan, c, start, settle).await;
+        return sharded_sweep(plan, c, start, settle, recording).await;
     }
-    if let Some(r) = resolve::recording(a.bench.db.clone(), a.bench.no_store) {
+    if let Some(r) = recording {
         c = c.with_recording(r);
     }
     let result = servelab_sweep::run_sweep(&plan, &mut c).await;
@@ -159,13 +160,15 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
 }
 
 /// A sweep as shard k of N (docs/scale.md): every point a sharded run merged on every shard;
-/// shard 0 writes the sweep's outputs, the others keep their point files in the shared
-/// results folder's `sweep-shard-K`. The shards' own runs are parts, not stored.
+/// shard 0 writes the sweep's outputs and stores the merged points, the others keep their
+/// point files in the shared results folder's `sweep-shard-K`. The shards' own parts are not
+/// stored.
 async fn sharded_sweep(
     mut plan: servelab_sweep::SweepPlan,
     c: Conductor,
     start: std::time::SystemTime,
     settle: std::time::Duration,
+    recording: Option<std::sync::Arc<dyn servelab_plan::Recording>>,
 ) -> Result<ExitStatus, Failure> {
     let shard = plan.base.shard.shard_or_whole();
     let shared = plan.base.output.result_dir.clone();
@@ -177,7 +180,8 @@ async fn sharded_sweep(
     // The other shards send the same schedule from the same instant: they end within a
     // request timeout of each other, unless one failed.
     let wait = plan.base.limits.request_timeout + std::time::Duration::from_secs(600);
-    let mut r = sweep_shards::ShardedPoints::new(c, shard, shared, start, lead, wait);
+    let mut r = sweep_shards::ShardedPoints::new(c, shard, shared, start, lead, wait)
+        .with_recording(recording);
     let result = servelab_sweep::run_sweep(&plan, &mut r).await;
     r.into_inner().shutdown().await;
     let result = result.map_err(Failure::runtime)?;
@@ -339,8 +343,8 @@ pub async fn run_experiment(
     let (exp, text) = (&loaded.exp, &loaded.text);
     let c = Conductor::new(interrupt.clone());
     let finish = match shard {
-        // Each profile run a sharded run, merged on every shard; the parts are not stored
-        // (docs/scale.md).
+        // Each profile run a sharded run, merged on every shard and stored by shard 0; the
+        // parts are not stored (docs/scale.md).
         Some(s) => {
             if !s.launches() {
                 term::note(&format!(
@@ -351,7 +355,8 @@ pub async fn run_experiment(
                 ));
             }
             let (shard, ex, lead) = (s.shard, s.dir, s.lead);
-            let mut r = sweep_shards::ShardedPoints::new(c, shard, ex, s.started, lead, s.wait);
+            let mut r = sweep_shards::ShardedPoints::new(c, shard, ex, s.started, lead, s.wait)
+                .with_recording(resolve::recording(a.db.clone(), a.no_store));
             let finish = servelab_lab::run_in_dir(exp, text, &opts, &mut r, interrupt).await;
             r.into_inner().shutdown().await;
             finish

@@ -9,15 +9,17 @@
 //! starts at the latest shard's end plus a lead, the same instant on every shard, or at the
 //! start its plan names when that is later (a lab's next engine, ready only then). A shard
 //! whose part failed, or that forgoes a point, says so in its end file: the others fail that
-//! point at once with its reason instead of waiting out the bound.
+//! point at once with its reason instead of waiting out the bound. Shard 0, given a
+//! recording, stores each merged point as one run (tagged `shards=N`); the parts are not.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use servelab_metrics::merge::{merge_shards, MergeOptions};
 use servelab_metrics::Summary;
 use servelab_plan::time::unix_ms;
-use servelab_plan::{Plan, RunError, Runner, Shard, ShardSpec};
+use servelab_plan::{Plan, Recording, RunError, Runner, Shard, ShardSpec};
 
 /// Runs each sweep point as this process's shard of it, then merges all shards' parts.
 pub struct ShardedPoints<R> {
@@ -28,6 +30,7 @@ pub struct ShardedPoints<R> {
     lead: Duration,
     wait: Duration,
     point: usize,
+    recording: Option<Arc<dyn Recording>>,
 }
 
 impl<R> ShardedPoints<R> {
@@ -42,7 +45,23 @@ impl<R> ShardedPoints<R> {
         lead: Duration,
         wait: Duration,
     ) -> Self {
-        ShardedPoints { inner, shard, dir, next_start: start_at, lead, wait, point: 0 }
+        ShardedPoints {
+            inner,
+            shard,
+            dir,
+            next_start: start_at,
+            lead,
+            wait,
+            point: 0,
+            recording: None,
+        }
+    }
+
+    /// Store every merged point with `recording`, if this is shard 0 (one shard stores the
+    /// run, once; the others hold the same merged figures).
+    pub fn with_recording(mut self, recording: Option<Arc<dyn Recording>>) -> Self {
+        self.recording = recording.filter(|_| self.shard.index == 0);
+        self
     }
 
     /// The wrapped runner, to shut down.
@@ -210,6 +229,21 @@ impl<R: Runner> Runner for ShardedPoints<R> {
             servelab_metrics::summarize(&merged.records, &merged.info, &merged.metrics);
         summary.warnings.extend(merged.notes);
         summary.engine = engine_of_last(&files, &last_ends);
+        if let Some(r) = self.recording.clone() {
+            let mut spec = p.record.clone();
+            spec.tags.push(("shards".to_string(), self.shard.count.to_string()));
+            let (records, s) = (merged.records, summary.clone());
+            // Store writes off the runtime's workers, as a measured run's are.
+            let line = tokio::task::spawn_blocking(move || {
+                r.begin(&s.info, &spec).finish(&records, &s, false)
+            })
+            .await
+            .ok()
+            .flatten();
+            if let Some(line) = line {
+                servelab_outputs::term::note(&format!("sharded run {j}, merged: {line}"));
+            }
+        }
         let last = ends.into_iter().max().unwrap_or(0);
         self.next_start = UNIX_EPOCH + Duration::from_millis(last) + self.lead;
         Ok(summary)

@@ -713,8 +713,8 @@ async fn a_lab_run_as_two_shards_takes_the_same_steps_over_merged_runs() {
     let start = start.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
     let mut shards = Vec::new();
     for k in 0..2 {
+        // Both shards are given one store (beside `dir`): only shard 0 records, merged runs.
         let a = LabRunArgs {
-            no_store: true,
             shard: Some(format!("{k}/2")),
             start_at: Some(format!("{start:.3}")),
             ..args(&file, &dir)
@@ -774,6 +774,29 @@ async fn a_lab_run_as_two_shards_takes_the_same_steps_over_merged_runs() {
     let parts = |k: u32| count(&|n| n.ends_with(&format!("-shard-{k}-of-2.json")));
     let runs: usize = t0.iter().map(|t| t.profiles.len()).sum();
     assert!(parts(0) >= runs && parts(0) == parts(1), "{files:?}");
+    // Shard 0 stored every merged profile run once, with both halves' records: each profile
+    // of a trial, and the run the crashy engine died in if it died mid-run (then its
+    // requests failed; on a slow start it dies before, and the run is forgone).
+    let store = servelab_store::Store::open_existing(&tmp.path().join("store.db")).unwrap();
+    let mut stored: Vec<(String, String)> = Vec::new();
+    for row in store.list(&servelab_store::Filter::default()).unwrap() {
+        let tag = |k: &str| row.tags.iter().find(|t| t.0 == k).map(|t| t.1.clone());
+        assert_eq!(tag("shards").as_deref(), Some("2"), "{row:?}");
+        let (trial, profile) = (tag("lab.trial").unwrap(), tag("lab.profile").unwrap());
+        let label = row.label.as_deref().unwrap_or_default();
+        assert!(label.starts_with(&format!("shard-test/{trial}/{profile}")), "{label}");
+        assert_eq!(store.record_count(row.id).unwrap(), 32, "{label}");
+        stored.push((trial, profile));
+    }
+    stored.retain(|(trial, _)| trial != "crashy");
+    stored.sort();
+    let mut expected: Vec<(String, String)> = t0
+        .iter()
+        .filter(|t| t.spec.id != "crashy")
+        .flat_map(|t| t.profiles.iter().map(|p| (t.spec.id.clone(), p.profile.clone())))
+        .collect();
+    expected.sort();
+    assert_eq!(stored, expected);
     for t in &t0 {
         let id = t.spec.id.replace('+', "_");
         assert!(dir.join(&id).join("engine.log").is_file(), "{id}");

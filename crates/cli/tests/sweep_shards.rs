@@ -1,6 +1,7 @@
 //! A sweep run as 2 shards in this process against the simulator on 127.0.0.1:0: every
 //! point is sent half by each shard from one start instant and merged exactly on both, so
-//! both take the same SLO search steps and hold the same points; shard 0 writes the outputs.
+//! both take the same SLO search steps and hold the same points; shard 0 writes the outputs
+//! and stores each merged point once.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -39,6 +40,8 @@ async fn two_shards_of_a_sweep_take_the_same_steps_over_merged_points() {
     let dir = tempfile::tempdir().unwrap();
     let shared = dir.path().join("shared");
     let out0 = dir.path().join("out");
+    // Both shards are given one store: only shard 0 records, the merged points.
+    let db = dir.path().join("store.db");
     let start = SystemTime::now() + Duration::from_secs(3);
     let start =
         format!("{:.3}", start.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs_f64());
@@ -51,7 +54,8 @@ async fn two_shards_of_a_sweep_take_the_same_steps_over_merged_points() {
             "--base-url",
             &url,
             "--no-progress",
-            "--no-store",
+            "--db",
+            db.to_str().unwrap(),
             "--scenario",
             "64:20",
             "--concurrency",
@@ -120,6 +124,22 @@ async fn two_shards_of_a_sweep_take_the_same_steps_over_merged_points() {
         assert_eq!(a.summary.info.shard, None);
         assert!(a.summary.warnings.iter().any(|w| w.starts_with("merged from 2 shards")), "{name}");
     }
+    // One stored run per merged point, with both shards' requests and records.
+    let store = servelab_store::Store::open_existing(&db).unwrap();
+    let rows = store.list(&servelab_store::Filter::default()).unwrap();
+    assert_eq!(rows.len(), zero.len(), "{rows:?}");
+    let mut stored: Vec<u64> = Vec::new();
+    for row in &rows {
+        assert!(row.tags.contains(&("shards".into(), "2".into())), "{:?}", row.tags);
+        let run = store.run(row.id).unwrap();
+        let summary = run.summary.expect("a finished merged run");
+        assert_eq!(store.record_count(row.id).unwrap(), summary.completed, "#{}", row.id);
+        stored.push(summary.completed);
+    }
+    let mut merged: Vec<u64> = zero.iter().map(|(_, p)| p.summary.completed).collect();
+    stored.sort_unstable();
+    merged.sort_unstable();
+    assert_eq!(stored, merged);
     // Concurrency 8 on 4 slots queues a whole request (~115 ms) before the first token: it
     // misses the objective, whatever the machine's load does to the levels below it.
     let slo = sc.slo.as_ref().unwrap();
