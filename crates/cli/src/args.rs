@@ -820,21 +820,36 @@ pub enum ScaleCommand {
     Local(Box<ScaleLocalArgs>),
 }
 
+/// What each shard of a scaled run runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScaleRunArg {
+    /// `servelab bench`: one run, merged after every shard ended.
+    Bench,
+    /// `servelab sweep`: every point a sharded run merged on every shard.
+    Sweep,
+    /// `servelab lab run EXPERIMENT`: shard 0 launches the engines (not on Kubernetes).
+    Lab,
+}
+
 /// What every `servelab scale` command takes.
 #[derive(Debug, Args)]
 pub struct ScaleCommon {
     /// How many shards (at least 2).
     #[arg(long)]
     pub shards: u32,
+    /// What each shard runs; the arguments after -- are its flags (a lab's: the experiment
+    /// file, then `lab run` flags).
+    #[arg(long, value_enum, default_value = "bench")]
+    pub run: ScaleRunArg,
     /// The run's name (Job and folder names: lower-case letters, digits, '-').
     #[arg(long, default_value = "servelab-run")]
     pub name: String,
-    /// Label of the merged run (default: the name).
+    /// Label of the merged run, or of a sweep's merged points (default: the name).
     #[arg(long)]
     pub label: Option<String>,
-    /// `servelab bench` arguments, the same on every shard (after `--`).
-    #[arg(last = true, value_name = "BENCH_ARGS")]
-    pub bench: Vec<String>,
+    /// The `--run` command's arguments, the same on every shard (after `--`).
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
 }
 
 /// The flags of `servelab scale k8s`.

@@ -1,48 +1,69 @@
-//! `servelab scale`: check the bench arguments, then render the scheduler's files or run the
-//! shards here and merge them.
+//! `servelab scale`: check the run's arguments, then render the scheduler's files or run the
+//! shards here (and merge a bench's).
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use clap::Parser;
 use servelab_outputs::term;
 use servelab_plan::time::rfc3339_millis;
-use servelab_scale::{k8s, local, slurm, ScaleSpec};
+use servelab_scale::{k8s, local, slurm, ScaleRun, ScaleSpec};
 
-use crate::args::{Cli, Command, ScaleCommand, ScaleCommon};
+use crate::args::{Cli, Command, LabCommand, ScaleCommand, ScaleCommon, ScaleRunArg};
 use crate::{ExitStatus, Failure};
 
-/// The run every shard is part of, checked as its shards will check it: the bench arguments
+/// The run every shard is part of, checked as its shards will check it: the run's arguments
 /// with what the scaled run adds to them ([`servelab_scale::shard_args`], `--shard 0/N`)
-/// resolve into a bench plan here, so a typo or a value the shards would refuse (a
-/// `--max-concurrency` below N) fails on this machine, not on N of them.
+/// resolve into a bench or sweep plan (a lab's experiment is loaded, every profile checked
+/// against N) here, so a typo or a value the shards would refuse (a `--max-concurrency` below
+/// N) fails on this machine, not on N of them.
 fn spec(c: &ScaleCommon) -> Result<ScaleSpec, Failure> {
+    let run = match c.run {
+        ScaleRunArg::Bench => ScaleRun::Bench,
+        ScaleRunArg::Sweep => ScaleRun::Sweep,
+        ScaleRunArg::Lab => ScaleRun::Lab,
+    };
     let spec = ScaleSpec {
         name: c.name.clone(),
         shards: c.shards,
-        bench_args: c.bench.clone(),
+        run,
+        args: c.args.clone(),
         label: c.label.clone().unwrap_or_else(|| c.name.clone()),
     };
     // Reserved flags first: named as such, not as clap's complaint about a repeat.
     spec.check().map_err(Failure::usage)?;
-    // The start instant and folder only stand in for the shards' own: any value parses alike.
-    let shard = servelab_scale::shard_args(&spec.bench_args, "0", "results");
+    // The start instant and folders only stand in for the shards' own: any value parses alike.
+    let shard = servelab_scale::shard_args(&spec, "0", "results", "results/servelab.db");
     let argv = ["servelab".to_string()]
         .into_iter()
         .chain(shard)
         .chain(["--shard".to_string(), format!("0/{}", spec.shards)]);
-    let bench = match Cli::try_parse_from(argv) {
-        Ok(Cli { command: Command::Bench(b), .. }) => b,
-        Ok(_) => return Err(Failure::usage("the arguments after -- must be bench arguments")),
-        Err(e) => {
-            return Err(Failure::usage(format!(
-                "the bench arguments after -- do not parse: {}",
-                e.to_string().lines().next().unwrap_or_default()
-            )))
-        }
-    };
-    crate::resolve::bench_plan(&bench, None).map_err(|e| {
-        Failure::usage(format!("the bench arguments after --, as each shard runs them: {e}"))
+    let what = run.name();
+    let cli = Cli::try_parse_from(argv).map_err(|e| {
+        Failure::usage(format!(
+            "the {what} arguments after -- do not parse: {}",
+            e.to_string().lines().next().unwrap_or_default()
+        ))
     })?;
+    let as_shard = |e: String| {
+        Failure::usage(format!("the {what} arguments after --, as each shard runs them: {e}"))
+    };
+    match cli.command {
+        Command::Bench(b) if run == ScaleRun::Bench => {
+            crate::resolve::bench_plan(&b, None).map_err(as_shard)?;
+        }
+        Command::Sweep(a) if run == ScaleRun::Sweep => {
+            crate::resolve::sweep_plan(&a).map_err(as_shard)?;
+        }
+        Command::Lab(LabCommand::Run(a)) if run == ScaleRun::Lab => {
+            let loaded = servelab_lab::load_experiment(&a.experiment, crate::resolve::profile_plan)
+                .map_err(|e| as_shard(e.to_string()))?;
+            crate::resolve::lab_shard(&a, Path::new("results"), &loaded).map_err(as_shard)?;
+        }
+        _ => {
+            return Err(Failure::usage(format!("the arguments after -- must be {what} arguments")))
+        }
+    }
     Ok(spec)
 }
 
@@ -71,6 +92,10 @@ fn emit(text: &str, output: Option<&std::path::Path>) -> Result<(), Failure> {
 pub fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
     match cmd {
         ScaleCommand::K8s(a) => {
+            // Said before the experiment is read: no experiment makes it possible.
+            if a.common.run == ScaleRunArg::Lab {
+                return Err(Failure::usage(servelab_scale::ScaleError::LabOnKubernetes));
+            }
             let start_at = start(a.start_at.as_deref(), Duration::from_secs(a.start_in))?;
             let spec = k8s::K8sSpec {
                 scale: spec(&a.common)?,
@@ -110,26 +135,73 @@ pub fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
                 a.results.clone().unwrap_or_else(|| format!("{}-{stamp}", scale.name).into());
             let exe = std::env::current_exe()
                 .map_err(|e| Failure::runtime(format!("cannot find this program: {e}")))?;
-            let label = scale.label.clone();
-            let spec = local::LocalSpec { scale, exe, results: results.clone(), start_at };
+            // A sweep's or lab's shard 0 stores into the store this command names.
+            let db = servelab_store::resolve_db_path(a.db.db.clone())
+                .unwrap_or_else(|| results.join(servelab_scale::DB_NAME));
+            let spec =
+                local::LocalSpec { scale, exe, results: results.clone(), start_at, db: db.clone() };
             term::note(&format!(
-                "Running {} shards from {} (logs and results in {})",
+                "Running {} shards of {} from {} (logs and results in {})",
                 spec.scale.shards,
+                spec.scale.run.name(),
                 spec.start_at,
                 results.display()
             ));
-            local::run_local(&spec).map_err(Failure::runtime)?;
+            let ended = local::run_local(&spec).map_err(Failure::runtime)?;
+            return local_outputs(&spec, &a, ended, &db);
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// After a local rehearsal: a bench's shards merged into the store; a sweep's or lab's
+/// outputs (shard 0's) shown.
+fn local_outputs(
+    spec: &local::LocalSpec,
+    a: &crate::args::ScaleLocalArgs,
+    ended: local::Ended,
+    db: &Path,
+) -> Result<ExitStatus, Failure> {
+    let results = &spec.results;
+    let shown: PathBuf = match spec.scale.run {
+        ScaleRun::Bench => {
             let opts = servelab_metrics::merge::MergeOptions {
                 max_clock_spread_ms: a.max_clock_spread_ms,
                 force: false,
             };
             let mut store = crate::store::open(&a.db)?;
             let folder = [results.to_string_lossy().into_owned()];
+            let label = &spec.scale.label;
             let (id, summary) =
-                store.merge_into(&folder, &label, &[], opts).map_err(Failure::usage)?;
+                store.merge_into(&folder, label, &[], opts).map_err(Failure::usage)?;
             term::stdout(&servelab_outputs::render_text(&summary));
             term::note(&format!("Stored the merged run as #{id} ({label})"));
+            return Ok(exit_of(ended));
+        }
+        ScaleRun::Sweep => results.join(servelab_scale::SWEEP_DIR).join("summary.md"),
+        ScaleRun::Lab => results.join("report.md"),
+    };
+    match std::fs::read_to_string(&shown) {
+        Ok(text) => term::stdout(&text),
+        Err(e) => {
+            return Err(Failure::runtime(format!(
+                "shard 0 wrote no {}: {e} (see {})",
+                shown.display(),
+                results.join("shard-0.log").display()
+            )))
         }
     }
-    Ok(ExitStatus::Success)
+    term::note(&format!(
+        "Shard 0's outputs: {} (merged runs stored in {})",
+        shown.parent().unwrap_or(results).display(),
+        db.display()
+    ));
+    Ok(exit_of(ended))
+}
+
+fn exit_of(ended: local::Ended) -> ExitStatus {
+    match ended {
+        local::Ended::Ok => ExitStatus::Success,
+        local::Ended::ThresholdFailed => ExitStatus::ThresholdFailed,
+    }
 }

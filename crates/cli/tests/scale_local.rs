@@ -92,3 +92,73 @@ async fn two_local_shards_merge_into_one_stored_run() {
     assert_eq!(store.records(half[0].id).unwrap().len(), 10);
     sim.shutdown().await;
 }
+
+/// A sweep rehearsed as 2 local shards: the outputs are shard 0's, its merged points are in
+/// the store this command names, and an SLO no level meets is exit 1 (both shards judge it
+/// alike), not a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_local_shards_of_a_sweep_store_its_merged_points() {
+    let sim = servelab_sim::start(SimConfig::fixed(10.0, 2.0).with_port(0)).await.unwrap();
+    let url = sim.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("r");
+    let db = dir.path().join("s.db");
+    let (results_s, db_s) = (results.to_str().unwrap(), db.to_str().unwrap());
+    let args: Vec<String> = [
+        "scale",
+        "local",
+        "--run",
+        "sweep",
+        "--shards",
+        "2",
+        "--name",
+        "swept",
+        "--start-in",
+        "3",
+        "--results",
+        results_s,
+        "--db",
+        db_s,
+        "--",
+        "--base-url",
+        &url,
+        "--scenario",
+        "16:4",
+        "--concurrency",
+        "2,4",
+        "--min-prompts",
+        "8",
+        "--max-prompts",
+        "8",
+        "--settle-secs",
+        "0",
+        "--tokenizer",
+        "cl100k_base",
+        // 10 ms is the simulator's TTFT: no level meets 1 ms.
+        "--slo",
+        "ttft_p99:1",
+        "--slo-max-probes",
+        "0",
+    ]
+    .map(String::from)
+    .to_vec();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_servelab")).args(&args).output().unwrap()
+    })
+    .await
+    .unwrap();
+    let log = std::fs::read_to_string(results.join("shard-1.log")).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(1), "{}\nshard 1: {log}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("| Concurrency |"), "shard 0's summary.md: {text}");
+    assert!(stderr(&out).contains("Shard 0's outputs: "), "{}", stderr(&out));
+    assert!(results.join("sweep").join("sweep.json").is_file());
+    let store = Store::open_existing(&db).unwrap();
+    let rows = store.list(&Filter { label: Some("swept".into()), ..Filter::default() }).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in rows {
+        assert!(row.tags.contains(&("shards".into(), "2".into())), "{:?}", row.tags);
+        assert_eq!(store.records(row.id).unwrap().len(), 8);
+    }
+    sim.shutdown().await;
+}

@@ -41,7 +41,8 @@ fn scale(url: &str) -> ScaleSpec {
     ScaleSpec {
         name: "rehearsal".into(),
         shards: 2,
-        bench_args: bench.map(String::from).to_vec(),
+        run: servelab_scale::ScaleRun::Bench,
+        args: bench.map(String::from).to_vec(),
         label: "merged run".into(),
     }
 }
@@ -79,6 +80,36 @@ async fn run(mut cmd: Command) -> Output {
     tokio::task::spawn_blocking(move || cmd.output().expect("runs")).await.unwrap()
 }
 
+/// The rendered Indexed Job's pods, run here: each with the rendered args and environment
+/// and its index, the volume's folder made `results`.
+async fn run_pods(spec: &K8sSpec, results: &Path) -> Vec<Output> {
+    let job = k8s::shards_job(spec);
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    let mount = format!("{}/{}", k8s::MOUNT, spec.scale.name);
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().replace(&mount, results.to_str().unwrap()))
+        .collect();
+    let env = &container["env"][0];
+    let pods: Vec<_> = (0..spec.scale.shards)
+        .map(|k| {
+            let mut cmd = Command::new(BIN);
+            cmd.args(&args)
+                .env("JOB_COMPLETION_INDEX", k.to_string())
+                .env(env["name"].as_str().unwrap(), env["value"].as_str().unwrap());
+            // At once, as the Job starts them: a sweep's shards wait for each other.
+            tokio::spawn(run(cmd))
+        })
+        .collect();
+    let mut outs = Vec::new();
+    for pod in pods {
+        outs.push(pod.await.unwrap());
+    }
+    outs
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_indexed_job_s_pods_and_merge_job_run_as_rendered() {
     let sim = servelab_sim::start(SimConfig::fixed(10.0, 2.0).with_port(0)).await.unwrap();
@@ -94,28 +125,8 @@ async fn the_indexed_job_s_pods_and_merge_job_run_as_rendered() {
         start_at: servelab_plan::time::rfc3339_millis(start),
         merge_deadline_s: 30,
     };
-    // The rendered pod: its args and environment, with the volume's folder made local.
-    let job = k8s::shards_job(&spec);
-    let container = &job["spec"]["template"]["spec"]["containers"][0];
     let mount = format!("{}/rehearsal", k8s::MOUNT);
-    let args: Vec<String> = container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().replace(&mount, results.to_str().unwrap()))
-        .collect();
-    let env = &container["env"][0];
-    let shards: Vec<_> = (0..2)
-        .map(|k| {
-            let mut cmd = Command::new(BIN);
-            cmd.args(&args)
-                .env("JOB_COMPLETION_INDEX", k.to_string())
-                .env(env["name"].as_str().unwrap(), env["value"].as_str().unwrap());
-            run(cmd)
-        })
-        .collect();
-    for shard in shards {
-        let out = shard.await;
+    for out in run_pods(&spec, &results).await {
         assert!(out.status.success(), "{}", text(&out));
     }
     // Beside each result: its records and its latency sketch, which the merge must not take.
@@ -197,6 +208,128 @@ async fn the_sbatch_script_runs_its_tasks_and_merges_as_rendered() {
     sim.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_s_indexed_job_pods_write_and_store_the_sweep_as_rendered() {
+    let sim = servelab_sim::start(SimConfig::fixed(10.0, 2.0).with_port(0)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    let sweep = [
+        "--base-url",
+        &sim.base_url(),
+        "--scenario",
+        "16:4",
+        "--concurrency",
+        "2,4",
+        "--min-prompts",
+        "8",
+        "--max-prompts",
+        "8",
+        "--settle-secs",
+        "0",
+        "--tokenizer",
+        "cl100k_base",
+    ];
+    let spec = K8sSpec {
+        scale: ScaleSpec {
+            name: "rehearsal".into(),
+            shards: 2,
+            run: servelab_scale::ScaleRun::Sweep,
+            args: sweep.map(String::from).to_vec(),
+            label: "swept".into(),
+        },
+        image: "servelab:test".into(),
+        claim: "c".into(),
+        namespace: None,
+        cpu: None,
+        start_at: servelab_plan::time::rfc3339_millis(SystemTime::now() + Duration::from_secs(3)),
+        merge_deadline_s: 30,
+    };
+    let outs = run_pods(&spec, &results).await;
+    for out in &outs {
+        assert!(out.status.success(), "{}", text(out));
+    }
+    // Shard 0 wrote the sweep where the header says, each point with both shards' requests.
+    let result: servelab_sweep::SweepResult =
+        serde_json::from_slice(&std::fs::read(results.join("sweep/sweep.json")).unwrap()).unwrap();
+    let points = &result.scenarios[0].points;
+    assert_eq!(points.len(), 2);
+    for p in points {
+        assert_eq!(p.summary.completed, 8);
+    }
+    assert!(text(&outs[0]).contains("| Concurrency |"), "shard 0 prints the table");
+    // And stored each merged point once, labelled, in the folder's store.
+    let store = Store::open_existing(&results.join("servelab.db")).unwrap();
+    let rows = store.list(&Filter { label: Some("swept".into()), ..Filter::default() }).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in rows {
+        assert!(row.tags.contains(&("shards".into(), "2".into())), "{:?}", row.tags);
+        assert_eq!(store.records(row.id).unwrap().len(), 8);
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sbatch_script_of_a_lab_runs_its_tasks_as_rendered() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let srun = dir.path().join("srun");
+    std::fs::write(&srun, FAKE_SRUN).unwrap();
+    std::fs::set_permissions(&srun, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // One simulated engine (2 slots), and one option that gives it 16: a greedy lab of two
+    // trials, whose engines task 0 alone launches.
+    let engine =
+        format!("{BIN} sim serve --port {{port}} --ttft-ms 10 --itl-ms 5 --max-num-seqs 2");
+    let experiment = format!(
+        "name: scaled-lab\nstrategy: greedy\nengines:\n\
+         \x20 - {{name: sim, command: '{engine}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
+         profiles:\n\
+         \x20 - {{name: tiny, dataset_name: random, random_input_len: 32, random_output_len: 16, \
+         ignore_eos: true, num_prompts: 32, max_concurrency: 16, seed: 1, tokenizer: cl100k_base}}\n\
+         options:\n  slots16: --max-num-seqs 16\n"
+    );
+    let file = dir.path().join("lab.yaml");
+    std::fs::write(&file, experiment).unwrap();
+    let spec = SlurmSpec {
+        scale: ScaleSpec {
+            name: "rehearsal".into(),
+            shards: 2,
+            run: servelab_scale::ScaleRun::Lab,
+            args: vec![file.to_string_lossy().into_owned()],
+            label: "rehearsal".into(),
+        },
+        cpus_per_task: 1,
+        nodes: None,
+        exe: "servelab".into(),
+        start_at: None,
+        lead_s: 3,
+    };
+    let script = slurm::render(&spec).unwrap();
+    let results = dir.path().join("results");
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &script])
+        .env("PATH", path_with(dir.path()))
+        .env("SERVELAB_RESULTS", &results)
+        .env("SLURM_JOB_ID", "8");
+    let out = run(cmd).await;
+    let logs = std::fs::read_to_string(results.join("task-1.log")).unwrap_or_default();
+    assert!(out.status.success(), "{}\ntask 1: {logs}", text(&out));
+    assert!(text(&out).contains("lab report: "), "{}", text(&out));
+    // Task 0 wrote the lab's report, kept the option, and stored each merged profile run.
+    let lab: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(results.join("lab.json")).unwrap()).unwrap();
+    let recommended = lab["outcome"]["recommended"].as_str().unwrap_or_default();
+    assert!(recommended.ends_with("--max-num-seqs 16"), "{lab}");
+    assert!(results.join("report.md").is_file());
+    assert!(results.join("shards").join("shard-1").is_dir());
+    let store = Store::open_existing(&results.join("servelab.db")).unwrap();
+    let rows = store.list(&Filter::default()).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in rows {
+        assert!(row.tags.contains(&("shards".into(), "2".into())), "{:?}", row.tags);
+        assert_eq!(store.records(row.id).unwrap().len(), 32);
+    }
+}
+
 fn servelab(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(args);
@@ -245,6 +378,38 @@ fn what_a_shard_would_refuse_is_refused_when_rendering() {
         "--no-progress: set by `servelab scale` on every shard",
     );
     refused(&["scale", "k8s", "--shards", "1"], "--shards must be at least 2");
+    // A sweep's and a lab's shards are checked as they will run.
+    let gpu = ["--base-url", "http://gpu:8000"];
+    let sweep = |more: &[&'static str]| {
+        let mut a = vec!["scale", "slurm", "--run", "sweep", "--shards", "4", "--"];
+        a.extend(gpu);
+        a.extend(more);
+        a
+    };
+    refused(
+        &sweep(&["--concurrency", "2,8"]),
+        "--concurrency 2: a sweep point's cap is shared by 4 shards",
+    );
+    refused(
+        &sweep(&["--output-dir", "o"]),
+        "--output-dir: set by `servelab scale` on every shard; leave it out of the sweep arguments",
+    );
+    refused(&sweep(&["--concurrency", "4,x"]), "--concurrency");
+    let ok = servelab(&sweep(&["--concurrency", "4,8"]), &[]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    assert!(text(&ok).contains("sweep: $results/sweep"), "{}", text(&ok));
+    refused(
+        &["scale", "k8s", "--run", "lab", "--shards", "2", "--", "lab.yaml"],
+        "a lab cannot be rendered as a Kubernetes Indexed Job",
+    );
+    refused(
+        &["scale", "slurm", "--run", "lab", "--shards", "2", "--", "/nonexistent/lab.yaml"],
+        "/nonexistent/lab.yaml",
+    );
+    refused(
+        &["scale", "slurm", "--run", "lab", "--shards", "2"],
+        "a scaled lab needs its experiment file first after --",
+    );
     let ok = servelab(
         &[
             "scale",

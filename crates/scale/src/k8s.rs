@@ -1,15 +1,19 @@
-//! A Kubernetes Indexed Job of N shards, and the Job that merges them: files a user applies
-//! with `kubectl apply -f`, no controller to install.
+//! A Kubernetes Indexed Job of N shards, and for a bench the Job that merges them: files a
+//! user applies with `kubectl apply -f`, no controller to install.
 //!
 //! Every pod runs the same arguments; Kubernetes gives each its index
-//! (`JOB_COMPLETION_INDEX`) and the manifest the count (`SERVELAB_SHARDS`), from which `bench`
-//! takes its shard. Results go to a shared volume (a `ReadWriteMany` claim), one folder per
-//! run; the merge Job waits for every shard's result there, then stores the merged run in a
-//! results store on the same volume.
+//! (`JOB_COMPLETION_INDEX`) and the manifest the count (`SERVELAB_SHARDS`), from which the
+//! shard takes its place. Results go to a shared volume (a `ReadWriteMany` claim), one folder
+//! per run. A bench's merge Job waits for every shard's result there, then stores the merged
+//! run in a results store on the same volume; a sweep's shards merge each point themselves,
+//! and shard 0 writes the sweep and stores its points there. A lab is not rendered: its
+//! engines would run in shard 0's pod, and the Job's pods share one template.
 
 use serde_json::{json, Value};
 
-use crate::{sh_quote, shard_args, wait_for_results, ScaleError, ScaleSpec};
+use crate::{
+    header, sh_quote, shard_args, wait_for_results, ScaleError, ScaleRun, ScaleSpec, DB_NAME,
+};
 
 /// Where the results volume is mounted in every pod.
 pub const MOUNT: &str = "/results";
@@ -64,7 +68,7 @@ pub fn shards_job(spec: &K8sSpec) -> Value {
     let mut container = json!({
         "name": "shard",
         "image": spec.image,
-        "args": shard_args(&s.bench_args, &spec.start_at, &dir),
+        "args": shard_args(s, &spec.start_at, &dir, &format!("{dir}/{DB_NAME}")),
         "env": [{"name": servelab_load::SHARDS_ENV, "value": s.shards.to_string()}],
         "volumeMounts": mounts,
     });
@@ -109,7 +113,7 @@ pub fn merge_script(spec: &K8sSpec) -> String {
     let s = &spec.scale;
     format!(
         "dir={MOUNT}/{name}\n{wait}\
-         exec servelab runs merge \"$dir\" --label {label} --db \"$dir/servelab.db\"\n",
+         exec servelab runs merge \"$dir\" --label {label} --db \"$dir/{DB_NAME}\"\n",
         name = s.name,
         wait = wait_for_results("dir", s.shards, spec.merge_deadline_s),
         label = sh_quote(&s.label),
@@ -143,23 +147,34 @@ pub fn merge_job(spec: &K8sSpec) -> Value {
     })
 }
 
-/// Both Jobs as one YAML file (two documents), with a header saying how to use it.
+/// The Jobs as one YAML file (the shards, then a bench's merge), with a header saying how to
+/// use it.
 pub fn render(spec: &K8sSpec) -> Result<String, ScaleError> {
     spec.scale.check()?;
     let s = &spec.scale;
+    if s.run == ScaleRun::Lab {
+        return Err(ScaleError::LabOnKubernetes);
+    }
+    let follow = match s.run {
+        ScaleRun::Bench => format!("job/{}-merge", s.name),
+        // Shard 0 prints the sweep's table.
+        _ => format!("-l job-name={},batch.kubernetes.io/job-completion-index=0", s.name),
+    };
     let mut out = format!(
-        "# servelab: {n} shards of one run, merged as '{label}' (docs/scale.md).\n\
+        "{header}\
          # Needs a ReadWriteMany PersistentVolumeClaim '{claim}'. Every shard starts its\n\
          # schedule at {start}: apply before then (render again for a later start).\n\
          #   kubectl apply -f THIS_FILE\n\
-         #   kubectl logs -f job/{name}-merge\n",
-        n = s.shards,
-        label = s.label,
+         #   kubectl logs -f {follow}\n",
+        header = header(s, &format!("{MOUNT}/{}", s.name)),
         claim = spec.claim,
         start = spec.start_at,
-        name = s.name,
     );
-    for doc in [shards_job(spec), merge_job(spec)] {
+    let mut docs = vec![shards_job(spec)];
+    if s.run == ScaleRun::Bench {
+        docs.push(merge_job(spec));
+    }
+    for doc in docs {
         out.push_str("---\n");
         out.push_str(&serde_yaml_ng::to_string(&doc).unwrap_or_default());
     }

@@ -1,13 +1,15 @@
 //! Scale a servelab run out over many processes or machines, on schedulers people already
-//! run: each shard is `servelab bench` with the same arguments (the scheduler tells it which
-//! shard it is, [`servelab_load::Shard::from_env`]), all shards share one start instant, write
-//! their results to one place, and one `servelab runs merge` makes them one run.
+//! run: each shard is `servelab bench` (or `sweep`, or `lab run`) with the same arguments (the
+//! scheduler tells it which shard it is, [`servelab_load::Shard::from_env`]), all shards share
+//! one start instant and one results folder. A bench's shards are made one run by one
+//! `servelab runs merge`; a sweep's or lab's merge every run themselves, and shard 0 writes
+//! the outputs and stores the merged runs.
 //!
 //! | module | what |
 //! |---|---|
 //! | [`shard_args`] | the arguments every shard runs with (pure) |
-//! | [`k8s`] | a Kubernetes Indexed Job of N shards and the Job that merges them |
-//! | [`slurm`] | an sbatch script: N tasks of one step, then the merge |
+//! | [`k8s`] | a Kubernetes Indexed Job of N shards (and, for a bench, the Job that merges them) |
+//! | [`slurm`] | an sbatch script: N tasks of one step (then, for a bench, the merge) |
 //! | [`local`] | N shard processes on this machine (rehearsal) |
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
@@ -16,32 +18,91 @@ pub mod k8s;
 pub mod local;
 pub mod slurm;
 
-/// The result file name every shard is given; a shard writes it as
+/// The result file name every bench shard is given; a shard writes it as
 /// `run-shard-KK-of-NN.json` (and `.records.jsonl` beside it).
 pub const RESULT_NAME: &str = "run.json";
 
-/// Flags a scaled run sets on every shard itself; given in the bench arguments they would
-/// conflict.
-const RESERVED: &[&str] = &[
-    "--shard",
-    "--start-at",
-    "--save-result",
-    "--save-detailed",
-    "--result-dir",
-    "--result-filename",
-    "--no-store",
-    "--no-progress",
-    "--disable-tqdm",
-    "--db",
-    "--label",
-];
+/// The results store in the results folder, where the merged runs go.
+pub const DB_NAME: &str = "servelab.db";
+
+/// Where a sweep's shard 0 writes the sweep (in the results folder).
+pub const SWEEP_DIR: &str = "sweep";
+
+/// What each shard runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScaleRun {
+    /// `servelab bench`: one run, merged by `servelab runs merge` after every shard ended.
+    #[default]
+    Bench,
+    /// `servelab sweep`: every point a sharded run, merged by every shard.
+    Sweep,
+    /// `servelab lab run EXPERIMENT`: shard 0 launches the engines, every profile run sharded.
+    Lab,
+}
+
+impl ScaleRun {
+    /// The command's name, as the user types it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScaleRun::Bench => "bench",
+            ScaleRun::Sweep => "sweep",
+            ScaleRun::Lab => "lab run",
+        }
+    }
+
+    /// Flags the scaled run sets on every shard itself; given in the run's arguments they
+    /// would conflict, or split what must be shared (the start, the folder, the store).
+    fn reserved(self) -> &'static [&'static str] {
+        match self {
+            ScaleRun::Bench => &[
+                "--shard",
+                "--start-at",
+                "--save-result",
+                "--save-detailed",
+                "--result-dir",
+                "--result-filename",
+                "--no-store",
+                "--no-progress",
+                "--disable-tqdm",
+                "--db",
+                "--label",
+            ],
+            ScaleRun::Sweep => &[
+                "--shard",
+                "--start-at",
+                "--result-dir",
+                "--output-dir",
+                "--resume",
+                "--no-store",
+                "--no-progress",
+                "--disable-tqdm",
+                "--db",
+                "--label",
+            ],
+            ScaleRun::Lab => {
+                &["--shard", "--start-at", "--output-dir", "--resume", "--no-store", "--db"]
+            }
+        }
+    }
+}
 
 /// What cannot be scaled; the message names the input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScaleError {
-    /// A bench flag the scaled run sets itself.
-    #[error("{0}: set by `servelab scale` on every shard; leave it out of the bench arguments")]
-    Reserved(String),
+    /// A flag the scaled run sets itself.
+    #[error("{0}: set by `servelab scale` on every shard; leave it out of the {1} arguments")]
+    Reserved(String, &'static str),
+    /// A lab without its experiment file.
+    #[error("a scaled lab needs its experiment file first after --, e.g. `-- experiment.yaml`")]
+    NoExperiment,
+    /// A lab on Kubernetes: its engines would run in shard 0's pod.
+    #[error(
+        "a lab cannot be rendered as a Kubernetes Indexed Job: shard 0 launches each trial's \
+         engine in its own pod, and every pod of the Job has the same template (every shard \
+         would hold the GPUs). Run the lab's shards with `scale slurm` or `scale local`, or \
+         start them by hand with `lab run --shard K/N` (docs/scale.md)"
+    )]
+    LabOnKubernetes,
     /// Fewer than two shards.
     #[error("--shards must be at least 2 (one process is `servelab bench`)")]
     NoShards,
@@ -63,9 +124,13 @@ pub struct ScaleSpec {
     pub name: String,
     /// How many shards.
     pub shards: u32,
-    /// `servelab bench` arguments, the same on every shard.
-    pub bench_args: Vec<String>,
-    /// Label of the merged run in the store.
+    /// What each shard runs.
+    pub run: ScaleRun,
+    /// The command's arguments, the same on every shard: bench or sweep flags, or a lab's
+    /// experiment file and then `lab run` flags.
+    pub args: Vec<String>,
+    /// Label of the merged run (a sweep's: of every merged point) in the store; a lab's runs
+    /// are labelled by the lab.
     pub label: String,
 }
 
@@ -87,24 +152,30 @@ impl ScaleSpec {
         if self.label.is_empty() || self.label.chars().any(char::is_control) {
             return Err(ScaleError::Label(self.label.clone()));
         }
-        for a in &self.bench_args {
+        for a in &self.args {
             let flag = a.split('=').next().unwrap_or(a);
-            if RESERVED.contains(&flag) {
-                return Err(ScaleError::Reserved(flag.to_string()));
+            if self.run.reserved().contains(&flag) {
+                return Err(ScaleError::Reserved(flag.to_string(), self.run.name()));
             }
+        }
+        if self.run == ScaleRun::Lab && self.args.first().is_none_or(|a| a.starts_with('-')) {
+            return Err(ScaleError::NoExperiment);
         }
         Ok(())
     }
 }
 
-/// The arguments of one shard: `bench`, the user's bench arguments, then the shared start,
-/// the result files in `results_dir`, and no store or progress bar (a shard is filed by the
-/// merge). `start_at` is an instant (`--start-at`) or a shell expansion of one.
-pub fn shard_args(bench_args: &[String], start_at: &str, results_dir: &str) -> Vec<String> {
-    let mut args = vec!["bench".to_string()];
-    args.extend(bench_args.iter().cloned());
-    args.extend(
-        [
+/// The arguments of one shard: the command, the run's arguments, then the shared start and
+/// the shared folder `dir`. A bench shard writes its result files there, with no store or
+/// progress bar (a shard is filed by the merge). A sweep's shards exchange their parts in
+/// `dir/shards`, shard 0 writes the sweep to `dir/sweep` and stores its merged points in
+/// `db`; a lab's shards share `dir` as the lab's folder, and shard 0 stores in `db`.
+/// `start_at`, `dir` and `db` are values or shell expansions of them.
+pub fn shard_args(spec: &ScaleSpec, start_at: &str, dir: &str, db: &str) -> Vec<String> {
+    let mut args: Vec<String> = spec.run.name().split(' ').map(String::from).collect();
+    args.extend(spec.args.iter().cloned());
+    let tail: Vec<String> = match spec.run {
+        ScaleRun::Bench => [
             "--start-at",
             start_at,
             "--save-result",
@@ -112,13 +183,54 @@ pub fn shard_args(bench_args: &[String], start_at: &str, results_dir: &str) -> V
             "--no-store",
             "--no-progress",
             "--result-dir",
-            results_dir,
+            dir,
             "--result-filename",
             RESULT_NAME,
         ]
-        .map(String::from),
-    );
+        .map(String::from)
+        .to_vec(),
+        ScaleRun::Sweep => vec![
+            "--start-at".into(),
+            start_at.into(),
+            "--no-progress".into(),
+            "--result-dir".into(),
+            format!("{dir}/shards"),
+            "--output-dir".into(),
+            format!("{dir}/{SWEEP_DIR}"),
+            "--db".into(),
+            db.into(),
+            "--label".into(),
+            spec.label.clone(),
+        ],
+        ScaleRun::Lab => {
+            ["--start-at", start_at, "--output-dir", dir, "--db", db].map(String::from).to_vec()
+        }
+    };
+    args.extend(tail);
     args
+}
+
+/// The first lines of a rendered file: what the shards make, and where it goes (`dir`).
+fn header(spec: &ScaleSpec, dir: &str) -> String {
+    let n = spec.shards;
+    match spec.run {
+        ScaleRun::Bench => {
+            format!(
+                "# servelab: {n} shards of one run, merged as '{}' (docs/scale.md).\n",
+                spec.label
+            )
+        }
+        ScaleRun::Sweep => format!(
+            "# servelab: {n} shards of a sweep (docs/scale.md): every point is merged on every\n\
+             # shard; shard 0 writes the sweep to {dir}/{SWEEP_DIR} and stores its points,\n\
+             # labelled '{}', in {dir}/{DB_NAME}.\n",
+            spec.label
+        ),
+        ScaleRun::Lab => format!(
+            "# servelab: {n} shards of a lab (docs/scale.md): shard 0 launches the engines,\n\
+             # writes the lab's report to {dir} and stores its runs in {dir}/{DB_NAME}.\n"
+        ),
+    }
 }
 
 /// POSIX shell lines that wait, at most `wait_s` seconds, until the folder in the shell
@@ -173,7 +285,8 @@ mod tests {
         ScaleSpec {
             name: name.into(),
             shards: 4,
-            bench_args: args.iter().map(|a| a.to_string()).collect(),
+            run: ScaleRun::Bench,
+            args: args.iter().map(|a| a.to_string()).collect(),
             label: "l".into(),
         }
     }
@@ -184,17 +297,26 @@ mod tests {
         for bad in ["", "Run", "9run", "run-", "a_b", &"x".repeat(53)] {
             assert_eq!(spec(bad, &[]).check(), Err(ScaleError::Name(bad.into())), "{bad}");
         }
-        assert_eq!(
-            spec("r", &["--shard=1/2"]).check(),
-            Err(ScaleError::Reserved("--shard".into()))
-        );
-        assert_eq!(spec("r", &["--db", "x"]).check(), Err(ScaleError::Reserved("--db".into())));
+        let reserved = |f: &str, run: &'static str| Err(ScaleError::Reserved(f.into(), run));
+        assert_eq!(spec("r", &["--shard=1/2"]).check(), reserved("--shard", "bench"));
+        assert_eq!(spec("r", &["--db", "x"]).check(), reserved("--db", "bench"));
         assert_eq!(ScaleSpec { shards: 0, ..spec("r", &[]) }.check(), Err(ScaleError::NoShards));
         assert_eq!(ScaleSpec { shards: 1, ..spec("r", &[]) }.check(), Err(ScaleError::NoShards));
         // shard_args sets these on every shard; given twice, clap would refuse the repeat.
         for flag in ["--no-progress", "--disable-tqdm"] {
-            assert_eq!(spec("r", &[flag]).check(), Err(ScaleError::Reserved(flag.into())));
+            assert_eq!(spec("r", &[flag]).check(), reserved(flag, "bench"));
         }
+        // Each command its own: a sweep's shards share their folders and store, a lab's too.
+        let sweep = |args: &[&str]| ScaleSpec { run: ScaleRun::Sweep, ..spec("r", args) };
+        assert_eq!(sweep(&["--concurrency", "8,16"]).check(), Ok(()));
+        assert_eq!(sweep(&["--output-dir", "o"]).check(), reserved("--output-dir", "sweep"));
+        assert_eq!(sweep(&["--resume=o"]).check(), reserved("--resume", "sweep"));
+        let lab = |args: &[&str]| ScaleSpec { run: ScaleRun::Lab, ..spec("r", args) };
+        assert_eq!(lab(&["exp.yaml"]).check(), Ok(()));
+        assert_eq!(lab(&["exp.yaml", "--resume"]).check(), reserved("--resume", "lab run"));
+        assert_eq!(lab(&[]).check(), Err(ScaleError::NoExperiment));
+        assert_eq!(lab(&["--no-store"]).check(), reserved("--no-store", "lab run"));
+        assert_eq!(lab(&["--db=x", "e.yaml"]).check(), reserved("--db", "lab run"));
         let bad = ScaleSpec { label: "a\nb".into(), ..spec("r", &[]) };
         assert_eq!(
             bad.check().unwrap_err().to_string(),
@@ -204,11 +326,25 @@ mod tests {
 
     #[test]
     fn a_shard_adds_the_shared_start_and_its_result_files() {
-        let args = shard_args(&["--num-prompts".into(), "10".into()], "1795600000", "/r");
+        let bench = spec("r", &["--num-prompts", "10"]);
+        let args = shard_args(&bench, "1795600000", "/r", "/r/servelab.db");
         assert_eq!(
             args.join(" "),
             "bench --num-prompts 10 --start-at 1795600000 --save-result --save-detailed \
              --no-store --no-progress --result-dir /r --result-filename run.json"
+        );
+        let sweep = ScaleSpec { run: ScaleRun::Sweep, ..spec("r", &["--concurrency", "8"]) };
+        let args = shard_args(&sweep, "1795600000", "/r", "/r/servelab.db");
+        assert_eq!(
+            args.join(" "),
+            "sweep --concurrency 8 --start-at 1795600000 --no-progress --result-dir /r/shards \
+             --output-dir /r/sweep --db /r/servelab.db --label l"
+        );
+        let lab = ScaleSpec { run: ScaleRun::Lab, ..spec("r", &["exp.yaml"]) };
+        let args = shard_args(&lab, "1795600000", "/r", "/db");
+        assert_eq!(
+            args.join(" "),
+            "lab run exp.yaml --start-at 1795600000 --output-dir /r --db /db"
         );
     }
 

@@ -17,20 +17,31 @@ pub struct LocalSpec {
     pub results: PathBuf,
     /// The shared start instant (`--start-at`).
     pub start_at: String,
+    /// The results store a sweep's or lab's shard 0 stores its merged runs in.
+    pub db: PathBuf,
 }
 
 /// The arguments of shard `k`: [`shard_args`] and `--shard k/N` (no scheduler to tell it).
 pub fn local_args(spec: &LocalSpec, k: u32) -> Vec<String> {
     let dir = spec.results.to_string_lossy();
-    let mut args = shard_args(&spec.scale.bench_args, &spec.start_at, &dir);
+    let mut args = shard_args(&spec.scale, &spec.start_at, &dir, &spec.db.to_string_lossy());
     args.extend(["--shard".to_string(), format!("{k}/{}", spec.scale.shards)]);
     args
 }
 
+/// How the shards ended, when none failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Every shard exited 0.
+    Ok,
+    /// Some exited 1 (an SLO unmet, no recommendation: the shards judge alike), none worse.
+    ThresholdFailed,
+}
+
 /// Run every shard at once and wait for all; each one's output goes to `shard-K.log` in the
-/// results folder, whose shard result files `runs merge` then takes. Fails with which shards
-/// failed and where their logs are.
-pub fn run_local(spec: &LocalSpec) -> Result<(), String> {
+/// results folder (a bench's shard result files, which `runs merge` then takes, are there
+/// too). Fails with which shards failed (exit status 2 or worse) and where their logs are.
+pub fn run_local(spec: &LocalSpec) -> Result<Ended, String> {
     spec.scale.check().map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&spec.results)
         .map_err(|e| format!("cannot create {}: {e}", spec.results.display()))?;
@@ -49,10 +60,11 @@ pub fn run_local(spec: &LocalSpec) -> Result<(), String> {
             .map_err(|e| format!("cannot start {}: {e}", spec.exe.display()))?;
         children.push((k, log_path, child));
     }
-    let mut failed = Vec::new();
+    let (mut failed, mut ended) = (Vec::new(), Ended::Ok);
     for (k, log, mut child) in children {
         match child.wait() {
             Ok(status) if status.success() => {}
+            Ok(status) if status.code() == Some(1) => ended = Ended::ThresholdFailed,
             Ok(status) => failed.push(format!("shard {k} ({status}; see {})", log.display())),
             Err(e) => failed.push(format!("shard {k} ({e})")),
         }
@@ -60,7 +72,7 @@ pub fn run_local(spec: &LocalSpec) -> Result<(), String> {
     if !failed.is_empty() {
         return Err(format!("shards failed: {}", failed.join(", ")));
     }
-    Ok(())
+    Ok(ended)
 }
 
 #[cfg(test)]
@@ -73,12 +85,14 @@ mod tests {
             scale: ScaleSpec {
                 name: "r".into(),
                 shards: 4,
-                bench_args: vec!["--num-prompts".into(), "8".into()],
+                run: crate::ScaleRun::Bench,
+                args: vec!["--num-prompts".into(), "8".into()],
                 label: "r".into(),
             },
             exe: "servelab".into(),
             results: "/tmp/r".into(),
             start_at: "1795600000".into(),
+            db: "/tmp/db".into(),
         };
         let args = local_args(&spec, 2);
         assert_eq!(&args[..3], &["bench", "--num-prompts", "8"]);

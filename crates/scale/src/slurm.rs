@@ -1,7 +1,11 @@
 //! An sbatch script: one job step of N tasks (each a shard: Slurm gives it `SLURM_PROCID` of
-//! `SLURM_NTASKS`), then the merge on the first node.
+//! `SLURM_NTASKS`), then for a bench the merge on the first node; a sweep's or lab's shards
+//! merge their runs themselves, and the script says where shard 0 wrote them.
 
-use crate::{sh_quote, shard_args, wait_for_results, ScaleError, ScaleSpec};
+use crate::{
+    header, sh_quote, shard_args, wait_for_results, ScaleError, ScaleRun, ScaleSpec, DB_NAME,
+    SWEEP_DIR,
+};
 
 /// Seconds the merge waits, after the shards' step ended, for their result files to show on
 /// the shared filesystem (NFS caches a folder's listing for up to a minute by default).
@@ -52,18 +56,54 @@ pub fn render(spec: &SlurmSpec) -> Result<String, ScaleError> {
             lead = spec.lead_s
         ),
     };
-    let args: Vec<String> = shard_args(&s.bench_args, "START_AT", "RESULTS")
+    let db = format!("@RESULTS@/{DB_NAME}");
+    let args: Vec<String> = shard_args(s, "@START_AT@", "@RESULTS@", &db)
         .iter()
-        .map(|a| match a.as_str() {
-            "START_AT" => "\"$start_at\"".to_string(),
-            "RESULTS" => "\"$results\"".to_string(),
-            a => sh_quote(a),
+        .map(|a| {
+            if a.contains("@START_AT@") {
+                a.replace("@START_AT@", "\"$start_at\"")
+            } else if a.contains("@RESULTS@") {
+                // The rest of such a value is a plain folder or file name.
+                format!("\"{}\"", a.replace("@RESULTS@", "$results"))
+            } else {
+                sh_quote(a)
+            }
         })
         .collect();
     let exe = sh_quote(&spec.exe);
+    let srun = format!(
+        "srun --ntasks={n} --cpus-per-task={cpus} {exe} \\\n    {args}",
+        n = s.shards,
+        cpus = spec.cpus_per_task,
+        args = flag_lines(&args).join(" \\\n    "),
+    );
+    let after = match s.run {
+        ScaleRun::Bench => format!(
+            "{srun}\n\
+             # Every task has ended; a shared filesystem may show another node's files late.\n\
+             {wait}\
+             {exe} runs merge \"$results\" --label {qlabel} --db \"$results/{DB_NAME}\"\n",
+            wait = wait_for_results("results", s.shards, VISIBLE_WAIT_S),
+            qlabel = sh_quote(&s.label),
+        ),
+        // The tasks' own exit status (1: an SLO unmet, no recommendation) is the script's,
+        // after saying where the outputs are.
+        ScaleRun::Sweep | ScaleRun::Lab => {
+            let outputs = match s.run {
+                ScaleRun::Sweep => format!("sweep: $results/{SWEEP_DIR}"),
+                _ => "lab report: $results/report.md".to_string(),
+            };
+            format!(
+                "rc=0\n\
+                 {srun} || rc=$?\n\
+                 echo \"{outputs} (runs stored in $results/{DB_NAME})\"\n\
+                 exit \"$rc\"\n"
+            )
+        }
+    };
     Ok(format!(
         "#!/bin/bash\n\
-         # servelab: {n} shards of one run, merged as '{label}' (docs/scale.md).\n\
+         {header}\
          #   sbatch THIS_FILE\n\
          #SBATCH --job-name={name}\n\
          #SBATCH --ntasks={n}\n\
@@ -74,16 +114,10 @@ pub fn render(spec: &SlurmSpec) -> Result<String, ScaleError> {
          results=\"${{SERVELAB_RESULTS:-$PWD/{name}-$SLURM_JOB_ID}}\"\n\
          mkdir -p \"$results\"\n\
          {start}\
-         srun --ntasks={n} --cpus-per-task={cpus} {exe} \\\n    {args}\n\
-         # Every task has ended; a shared filesystem may show another node's files late.\n\
-         {wait}\
-         {exe} runs merge \"$results\" --label {qlabel} --db \"$results/servelab.db\"\n",
-        wait = wait_for_results("results", s.shards, VISIBLE_WAIT_S),
+         {after}",
         n = s.shards,
-        label = s.label,
-        qlabel = sh_quote(&s.label),
+        header = header(s, "$results"),
         name = s.name,
         cpus = spec.cpus_per_task,
-        args = flag_lines(&args).join(" \\\n    "),
     ))
 }

@@ -10,7 +10,8 @@ fn scale() -> ScaleSpec {
     ScaleSpec {
         name: "llama-rate-200".into(),
         shards: 16,
-        bench_args: [
+        run: servelab_scale::ScaleRun::Bench,
+        args: [
             "--base-url",
             "http://llm-d-gateway.llm.svc:80",
             "--model",
@@ -115,9 +116,93 @@ fn the_sbatch_script_runs_one_step_of_n_tasks_then_merges() {
 #[test]
 fn bad_input_is_refused_before_rendering() {
     let mut spec = k8s_spec();
-    spec.scale.bench_args.push("--shard".into());
+    spec.scale.args.push("--shard".into());
     assert_eq!(
         k8s::render(&spec).unwrap_err().to_string(),
         "--shard: set by `servelab scale` on every shard; leave it out of the bench arguments"
     );
+}
+
+/// A 16-shard concurrency sweep against one gateway, with an SLO search.
+fn sweep() -> ScaleSpec {
+    ScaleSpec {
+        name: "llama-sweep".into(),
+        shards: 16,
+        run: servelab_scale::ScaleRun::Sweep,
+        args: [
+            "--base-url",
+            "http://llm-d-gateway.llm.svc:80",
+            "--model",
+            "meta-llama/Llama-3.1-70B-Instruct",
+            "--scenario",
+            "1024:256",
+            "--concurrency",
+            "1024,2048,4096,8192,16384",
+            "--slo",
+            "ttft_p99:2000,tpot_p99:80",
+        ]
+        .map(String::from)
+        .to_vec(),
+        label: "llama-70b-sweep".into(),
+    }
+}
+
+#[test]
+fn a_sweep_is_one_indexed_job_whose_shard_0_writes_and_stores_it() {
+    let spec = K8sSpec { scale: sweep(), ..k8s_spec() };
+    let yaml = k8s::render(&spec).unwrap();
+    let docs: Vec<&str> = yaml.split("\n---\n").filter(|d| d.contains("kind: Job")).collect();
+    assert_eq!(docs.len(), 1, "no merge Job: every shard merges each point");
+    let job: Job = serde_yaml_ng::from_str(docs[0].trim_start_matches("---\n")).unwrap();
+    let spec_ = job.spec.as_ref().unwrap();
+    assert_eq!((spec_.completions, spec_.parallelism), (Some(16), Some(16)));
+    let args = spec_.template.spec.as_ref().unwrap().containers[0].args.clone().unwrap();
+    assert_eq!(args[0], "sweep");
+    let after = |flag: &str| args[args.iter().position(|a| a == flag).unwrap() + 1].clone();
+    assert_eq!(after("--result-dir"), "/results/llama-sweep/shards");
+    assert_eq!(after("--output-dir"), "/results/llama-sweep/sweep");
+    assert_eq!(after("--db"), "/results/llama-sweep/servelab.db");
+    assert_eq!(after("--label"), "llama-70b-sweep");
+    assert!(yaml.contains(
+        "kubectl logs -f -l job-name=llama-sweep,batch.kubernetes.io/job-completion-index=0"
+    ));
+    insta::assert_snapshot!("k8s_sweep_16_shards", yaml);
+    assert_eq!(yaml, include_str!("../../../docs/examples/scale/indexed-job-sweep-16.yaml"));
+}
+
+#[test]
+fn a_lab_runs_on_slurm_and_is_refused_on_kubernetes() {
+    let lab = ScaleSpec {
+        name: "vllm-lab".into(),
+        shards: 4,
+        run: servelab_scale::ScaleRun::Lab,
+        args: vec!["experiments/vllm-h100.yaml".into()],
+        label: "vllm-lab".into(),
+    };
+    let e = k8s::render(&K8sSpec { scale: lab.clone(), ..k8s_spec() }).unwrap_err();
+    assert_eq!(e, servelab_scale::ScaleError::LabOnKubernetes);
+    assert!(e.to_string().contains("scale slurm"), "{e}");
+    let spec = SlurmSpec {
+        scale: lab,
+        cpus_per_task: 4,
+        nodes: Some(4),
+        exe: "servelab".into(),
+        start_at: None,
+        lead_s: 60,
+    };
+    let script = slurm::render(&spec).unwrap();
+    assert!(
+        script.contains(
+            "srun --ntasks=4 --cpus-per-task=4 servelab \\\n    lab run experiments/vllm-h100.yaml"
+        ),
+        "{script}"
+    );
+    assert!(
+        script.contains("--output-dir \"$results\" \\\n    --db \"$results/servelab.db\""),
+        "{script}"
+    );
+    assert!(!script.contains("runs merge"), "{script}");
+    assert!(script.contains(" || rc=$?\n"), "{script}");
+    insta::assert_snapshot!("sbatch_lab_4_shards", script);
+    assert_eq!(script, include_str!("../../../docs/examples/scale/sbatch-lab-4.sh"));
 }
