@@ -191,15 +191,25 @@ impl<R: Runner> Runner for ShardedPoints<R> {
         // Forgone by a shard already (its trial's engine died): nothing to measure.
         ends_now(&self.dir, j, start, self.shard.count).map_err(RunError::Failed)?;
         let end = end_file(&self.dir, j, self.shard);
+        // An interrupted part is no part: the others fail the point at once, rather than
+        // wait out the bound for it.
+        let interrupted = || {
+            let text = failed_text(start, &format!("interrupted on shard {}", self.shard));
+            servelab_plan::write_file(&end, text.as_bytes())
+        };
         let own = match self.inner.run(&p).await {
             Ok(own) => own,
-            Err(RunError::Interrupted) => return Err(RunError::Interrupted),
+            Err(RunError::Interrupted) => {
+                interrupted()?;
+                return Err(RunError::Interrupted);
+            }
             Err(e) => {
                 servelab_plan::write_file(&end, failed_text(start, &e.to_string()).as_bytes())?;
                 return Err(e);
             }
         };
         if own.info.interrupted {
+            interrupted()?;
             return Ok(own);
         }
         let text = end_text(start, SystemTime::now());
@@ -361,15 +371,29 @@ mod tests {
         assert_eq!(engine_of_last(&files, &[]), None);
     }
 
-    /// A runner that counts the plans it ran.
-    struct Count(usize);
+    /// A runner that counts the plans it ran, and fails them (interrupted, or refused).
+    struct Count(usize, bool);
 
     impl Runner for Count {
         async fn run(&mut self, plan: &Plan) -> Result<Summary, RunError> {
             self.0 += 1;
             let _ = plan;
-            Err(RunError::Failed("refused".into()))
+            Err(if self.1 { RunError::Interrupted } else { RunError::Failed("refused".into()) })
         }
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_part_fails_the_point_for_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let shard = Shard { index: 1, count: 2 };
+        let first = UNIX_EPOCH + Duration::from_secs(100);
+        let lead = Duration::from_secs(2);
+        let mut r = ShardedPoints::new(Count(0, true), shard, dir.path().into(), first, lead, lead);
+        let url = ["--base-url", "http://127.0.0.1:9"].map(String::from).to_vec();
+        let plan = crate::resolve::profile_plan(url).unwrap();
+        assert_eq!(r.run(&plan).await.unwrap_err(), RunError::Interrupted);
+        let e = ends_now(dir.path(), 0, first, 2).unwrap_err();
+        assert_eq!(e, "sharded run 0: shard 1/2 failed: interrupted on shard 1/2");
     }
 
     #[tokio::test]
@@ -378,7 +402,8 @@ mod tests {
         let shard = Shard { index: 0, count: 2 };
         let first = UNIX_EPOCH + Duration::from_secs(100);
         let lead = Duration::from_secs(2);
-        let mut r = ShardedPoints::new(Count(0), shard, dir.path().into(), first, lead, lead);
+        let mut r =
+            ShardedPoints::new(Count(0, false), shard, dir.path().into(), first, lead, lead);
         let url = ["--base-url", "http://127.0.0.1:9"].map(String::from).to_vec();
         let mut plan = crate::resolve::profile_plan(url).unwrap();
         // The plan's later start wins over the planned one.
