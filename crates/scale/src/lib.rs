@@ -104,7 +104,7 @@ pub enum ScaleError {
     )]
     LabOnKubernetes,
     /// Fewer than two shards.
-    #[error("--shards must be at least 2 (one process is `servelab bench`)")]
+    #[error("--shards must be at least 2 (one shard is the run unsplit: run the command itself)")]
     NoShards,
     /// A name Kubernetes would refuse.
     #[error(
