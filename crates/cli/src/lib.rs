@@ -146,11 +146,13 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
     let settle = servelab_plan::seconds("--settle-secs", a.settle_secs).map_err(Failure::usage)?;
     let drain = servelab_plan::seconds("--drain-timeout-secs", a.drain_timeout_secs)
         .map_err(Failure::usage)?;
-    let mut c = Conductor::new(interrupt).with_settle(settle, drain);
     let recording = resolve::recording(a.bench.db.clone(), a.bench.no_store);
     if let (true, Some(start)) = (plan.base.shard.is_split(), plan.base.shard.start_at) {
-        return sharded_sweep(plan, c, start, settle, recording).await;
+        let (cancel, interrupt) = sweep_shards::cancellable(interrupt);
+        let c = Conductor::new(interrupt).with_settle(settle, drain);
+        return sharded_sweep(plan, c, cancel, start, settle, recording).await;
     }
+    let mut c = Conductor::new(interrupt).with_settle(settle, drain);
     if let Some(r) = recording {
         c = c.with_recording(r);
     }
@@ -166,6 +168,7 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
 async fn sharded_sweep(
     mut plan: servelab_sweep::SweepPlan,
     c: Conductor,
+    cancel: sweep_shards::Cancel,
     start: std::time::SystemTime,
     settle: std::time::Duration,
     recording: Option<std::sync::Arc<dyn servelab_plan::Recording>>,
@@ -181,7 +184,8 @@ async fn sharded_sweep(
     // request timeout of each other, unless one failed.
     let wait = plan.base.limits.request_timeout + std::time::Duration::from_secs(600);
     let mut r = sweep_shards::ShardedPoints::new(c, shard, shared, start, lead, wait)
-        .with_recording(recording);
+        .with_recording(recording)
+        .with_cancel(cancel);
     let result = servelab_sweep::run_sweep(&plan, &mut r).await;
     r.into_inner().shutdown().await;
     let result = result.map_err(Failure::runtime)?;
@@ -341,7 +345,6 @@ pub async fn run_experiment(
         shard: shard.clone(),
     };
     let (exp, text) = (&loaded.exp, &loaded.text);
-    let c = Conductor::new(interrupt.clone());
     let finish = match shard {
         // Each profile run a sharded run, merged on every shard and stored by shard 0; the
         // parts are not stored (docs/scale.md).
@@ -355,13 +358,17 @@ pub async fn run_experiment(
                 ));
             }
             let (shard, ex, lead) = (s.shard, s.dir, s.lead);
+            let (cancel, stop) = sweep_shards::cancellable(interrupt.clone());
+            let c = Conductor::new(stop);
             let mut r = sweep_shards::ShardedPoints::new(c, shard, ex, s.started, lead, s.wait)
-                .with_recording(resolve::recording(a.db.clone(), a.no_store));
+                .with_recording(resolve::recording(a.db.clone(), a.no_store))
+                .with_cancel(cancel);
             let finish = servelab_lab::run_in_dir(exp, text, &opts, &mut r, interrupt).await;
             r.into_inner().shutdown().await;
             finish
         }
         None => {
+            let c = Conductor::new(interrupt.clone());
             let mut c = match resolve::recording(a.db.clone(), a.no_store) {
                 Some(r) => c.with_recording(r),
                 None => c,

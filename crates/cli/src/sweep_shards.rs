@@ -9,8 +9,10 @@
 //! starts at the latest shard's end plus a lead, the same instant on every shard, or at the
 //! start its plan names when that is later (a lab's next engine, ready only then). A shard
 //! whose part failed, or that forgoes a point, says so in its end file: the others fail that
-//! point at once with its reason instead of waiting out the bound. Shard 0, given a
-//! recording, stores each merged point as one run (tagged `shards=N`); the parts are not.
+//! point at once with its reason instead of waiting out the bound; a shard whose own part is
+//! still running when another fails the point stops it (through the wrapped runner's
+//! interrupt, [`cancellable`]) rather than sending on for nothing. Shard 0, given a recording,
+//! stores each merged point as one run (tagged `shards=N`); the parts are not.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +22,46 @@ use servelab_metrics::merge::{merge_shards, MergeOptions};
 use servelab_metrics::Summary;
 use servelab_plan::time::unix_ms;
 use servelab_plan::{Plan, Recording, RunError, Runner, Shard, ShardSpec};
+use tokio::sync::watch;
+
+/// How often a running part looks for another shard's failure of its point: off the
+/// runtime's workers (the files may be on NFS), and often enough to save minutes, not
+/// milliseconds.
+const PEER_POLL: Duration = Duration::from_secs(1);
+
+/// Stops this shard's running part when another shard failed its point: it owns the interrupt
+/// the wrapped runner watches, which also follows the user's.
+pub struct Cancel {
+    tx: watch::Sender<bool>,
+    user: watch::Receiver<bool>,
+}
+
+/// An interrupt for the wrapped runner that turns true with the user's `interrupt`, or when
+/// [`ShardedPoints`] cancels a part with the returned [`Cancel`].
+pub fn cancellable(interrupt: watch::Receiver<bool>) -> (Cancel, watch::Receiver<bool>) {
+    let (tx, rx) = watch::channel(*interrupt.borrow());
+    let (forward, mut user) = (tx.clone(), interrupt.clone());
+    tokio::spawn(async move {
+        while user.changed().await.is_ok() {
+            if *user.borrow_and_update() {
+                let _ = forward.send(true);
+            }
+        }
+    });
+    (Cancel { tx, user: interrupt }, rx)
+}
+
+/// Resolves when another shard's end file of point `j` says it failed: why.
+async fn peer_failure(dir: PathBuf, j: usize, start: SystemTime, count: u32) -> String {
+    loop {
+        tokio::time::sleep(PEER_POLL).await;
+        let d = dir.clone();
+        let now = tokio::task::spawn_blocking(move || ends_now(&d, j, start, count)).await;
+        if let Ok(Err(why)) = now {
+            return why;
+        }
+    }
+}
 
 /// Runs each sweep point as this process's shard of it, then merges all shards' parts.
 pub struct ShardedPoints<R> {
@@ -31,6 +73,7 @@ pub struct ShardedPoints<R> {
     wait: Duration,
     point: usize,
     recording: Option<Arc<dyn Recording>>,
+    cancel: Option<Cancel>,
 }
 
 impl<R> ShardedPoints<R> {
@@ -54,7 +97,15 @@ impl<R> ShardedPoints<R> {
             wait,
             point: 0,
             recording: None,
+            cancel: None,
         }
+    }
+
+    /// Stop a running part when another shard fails its point, through `cancel` (whose
+    /// interrupt the wrapped runner must watch).
+    pub fn with_cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
     }
 
     /// Store every merged point with `recording`, if this is shard 0 (one shard stores the
@@ -197,7 +248,28 @@ impl<R: Runner> Runner for ShardedPoints<R> {
             let text = failed_text(start, &format!("interrupted on shard {}", self.shard));
             servelab_plan::write_file(&end, text.as_bytes())
         };
-        let own = match self.inner.run(&p).await {
+        let peer = peer_failure(self.dir.clone(), j, start, self.shard.count);
+        let run = self.inner.run(&p);
+        tokio::pin!(run);
+        let ran = match &self.cancel {
+            None => run.await,
+            Some(cancel) => tokio::select! {
+                ran = &mut run => ran,
+                why = peer => {
+                    // Its part is of no use now: stop sending, let what is in flight drain
+                    // (the runner's interrupt), then take up the next point as a new one.
+                    let _ = cancel.tx.send(true);
+                    let _ = run.await;
+                    if !*cancel.user.borrow() {
+                        let _ = cancel.tx.send(false);
+                    }
+                    let text = failed_text(start, &format!("stopped on shard {}: {why}", self.shard));
+                    servelab_plan::write_file(&end, text.as_bytes())?;
+                    return Err(RunError::Failed(why));
+                }
+            },
+        };
+        let own = match ran {
             Ok(own) => own,
             Err(RunError::Interrupted) => {
                 interrupted()?;
@@ -380,6 +452,53 @@ mod tests {
             let _ = plan;
             Err(if self.1 { RunError::Interrupted } else { RunError::Failed("refused".into()) })
         }
+    }
+
+    /// A runner whose part runs until its interrupt turns true, then ends interrupted.
+    struct UntilInterrupted(watch::Receiver<bool>);
+
+    impl Runner for UntilInterrupted {
+        async fn run(&mut self, _: &Plan) -> Result<Summary, RunError> {
+            let _ = self.0.wait_for(|stop| *stop).await;
+            Err(RunError::Interrupted)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_running_part_stops_when_another_shard_fails_the_point() {
+        let dir = tempfile::tempdir().unwrap();
+        let shard = Shard { index: 1, count: 2 };
+        let first = UNIX_EPOCH + Duration::from_secs(100);
+        let (user_tx, user) = watch::channel(false);
+        let (cancel, stop) = cancellable(user);
+        let lead = Duration::from_secs(2);
+        let inner = UntilInterrupted(stop.clone());
+        let mut r = ShardedPoints::new(inner, shard, dir.path().into(), first, lead, lead)
+            .with_cancel(cancel);
+        let url = ["--base-url", "http://127.0.0.1:9"].map(String::from).to_vec();
+        let plan = crate::resolve::profile_plan(url).unwrap();
+        let peer = end_file(dir.path(), 0, Shard { index: 0, count: 2 });
+        let fail = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            std::fs::write(&peer, failed_text(first, "engine exited (signal 9)")).unwrap();
+        };
+        let (ran, ()) = tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::join!(r.run(&plan), fail)
+        })
+        .await
+        .expect("the part stopped instead of running on");
+        let why = "sharded run 0: shard 0/2 failed: engine exited (signal 9)";
+        assert_eq!(ran.unwrap_err(), RunError::Failed(why.into()));
+        let own = std::fs::read_to_string(end_file(dir.path(), 0, shard)).unwrap();
+        assert_eq!(
+            end_of(&own, unix_ms(first)),
+            Some(End::Failed(format!("stopped on shard 1/2: {why}")))
+        );
+        // The next point starts with the runner's interrupt clear; the user's still reaches it.
+        assert!(!*stop.borrow());
+        user_tx.send(true).unwrap();
+        let mut stop = stop;
+        tokio::time::timeout(Duration::from_secs(5), stop.wait_for(|s| *s)).await.unwrap().unwrap();
     }
 
     #[tokio::test]
