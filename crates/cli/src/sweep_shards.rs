@@ -242,12 +242,11 @@ impl<R: Runner> Runner for ShardedPoints<R> {
         // Forgone by a shard already (its trial's engine died): nothing to measure.
         ends_now(&self.dir, j, start, self.shard.count).map_err(RunError::Failed)?;
         let end = end_file(&self.dir, j, self.shard);
-        // An interrupted part is no part: the others fail the point at once, rather than
-        // wait out the bound for it.
-        let interrupted = || {
-            let text = failed_text(start, &format!("interrupted on shard {}", self.shard));
-            servelab_plan::write_file(&end, text.as_bytes())
-        };
+        // A part that failed, or was interrupted or stopped, is no part: the others fail the
+        // point at once with why, rather than wait out the bound for it.
+        let say_failed =
+            |why: &str| servelab_plan::write_file(&end, failed_text(start, why).as_bytes());
+        let interrupted = format!("interrupted on shard {}", self.shard);
         let peer = peer_failure(self.dir.clone(), j, start, self.shard.count);
         let run = self.inner.run(&p);
         tokio::pin!(run);
@@ -263,8 +262,7 @@ impl<R: Runner> Runner for ShardedPoints<R> {
                     if !*cancel.user.borrow() {
                         let _ = cancel.tx.send(false);
                     }
-                    let text = failed_text(start, &format!("stopped on shard {}: {why}", self.shard));
-                    servelab_plan::write_file(&end, text.as_bytes())?;
+                    say_failed(&format!("stopped on shard {}: {why}", self.shard))?;
                     return Err(RunError::Failed(why));
                 }
             },
@@ -272,16 +270,16 @@ impl<R: Runner> Runner for ShardedPoints<R> {
         let own = match ran {
             Ok(own) => own,
             Err(RunError::Interrupted) => {
-                interrupted()?;
+                say_failed(&interrupted)?;
                 return Err(RunError::Interrupted);
             }
             Err(e) => {
-                servelab_plan::write_file(&end, failed_text(start, &e.to_string()).as_bytes())?;
+                say_failed(&e.to_string())?;
                 return Err(e);
             }
         };
         if own.info.interrupted {
-            interrupted()?;
+            say_failed(&interrupted)?;
             return Ok(own);
         }
         let text = end_text(start, SystemTime::now());
