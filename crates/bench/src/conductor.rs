@@ -20,6 +20,7 @@ use servelab_records::{RequestRecord, RunInfo, ShardInfo};
 use servelab_workload::{Prompt, Tokenizer, TraceWorkload};
 use tokio::sync::{mpsc, watch};
 
+use crate::clock::Clocks;
 use crate::drain::{wait_drained, Drain};
 
 /// Everything a finished (or interrupted) run produced.
@@ -48,6 +49,8 @@ pub struct Conductor {
     drain_timeout: Duration,
     /// `/metrics` of the last URL target, while it answers with vLLM's gauges.
     metrics: Option<Target>,
+    /// The last clock reading of a shard, for the next runs.
+    clocks: Clocks,
 }
 
 impl Conductor {
@@ -60,6 +63,7 @@ impl Conductor {
             pause: Duration::from_secs(2),
             drain_timeout: Duration::from_secs(120),
             metrics: None,
+            clocks: Clocks::default(),
         }
     }
 
@@ -98,7 +102,7 @@ impl Conductor {
         }
         let recording = self.recording.clone();
         let truth = self.sim.as_ref().filter(|_| simulated).map(|(_, h)| (h, h.truth_len()));
-        run(plan, &base_url, truth, recording, self.interrupt.clone()).await
+        run(plan, &base_url, truth, recording, &mut self.clocks, self.interrupt.clone()).await
     }
 
     /// The base URL of a running simulator set up as `spec`, started on first use.
@@ -190,6 +194,7 @@ async fn run(
     base_url: &str,
     truth: Option<(&servelab_sim::SimHandle, usize)>,
     recording: Option<Arc<dyn Recording>>,
+    clocks: &mut Clocks,
     interrupt: watch::Receiver<bool>,
 ) -> Result<BenchOutcome, RunError> {
     let usage = |e: &dyn std::fmt::Display| RunError::Usage(e.to_string());
@@ -296,20 +301,11 @@ async fn run(
             (all, None, explicit)
         };
     let sharded = plan.shard.shard.is_some() || plan.shard.start_at.is_some();
-    let clock_offset_ms = if sharded {
-        match http::clock_offset_ms(&target, "/v1/models", Duration::from_secs(5)).await {
-            Ok(Some(ms)) => Some(ms),
-            Ok(None) => {
-                term::warn(&format!(
-                    "{base_url} sent no Date header: this shard's clock offset is unknown"
-                ));
-                None
-            }
-            Err(e) => {
-                term::warn(&format!("cannot read {base_url}'s clock ({e}): offset unknown"));
-                None
-            }
-        }
+    let clock = if sharded {
+        let mut stop = interrupt.clone();
+        let spec = &plan.shard;
+        let warm = !warmups.is_empty();
+        clocks.read(&spec.clock, &target, base_url, spec.start_at, warm, &mut stop).await
     } else {
         None
     };
@@ -332,7 +328,9 @@ async fn run(
         shard: sharded.then(|| ShardInfo {
             shard,
             start_at: plan.shard.start_at.map(servelab_plan::time::rfc3339_millis),
-            clock_offset_ms,
+            clock_offset_ms: clock.as_ref().map(|c| c.reading.offset_ms),
+            clock_uncertainty_ms: clock.as_ref().map(|c| c.reading.uncertainty_ms),
+            clock_reference: clock.map(|c| c.reference),
         }),
     };
 

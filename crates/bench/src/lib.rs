@@ -13,12 +13,14 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+mod clock;
 mod conductor;
 mod drain;
 mod progress;
 mod signals;
 mod truth;
 
+pub use clock::{read_clock, said};
 pub use conductor::{global_schedule, preconnect_count, BenchOutcome, Conductor};
 pub use drain::{gauge_sum, requests_in_server, wait_drained, Drain};
 pub use servelab_client::StopReason;

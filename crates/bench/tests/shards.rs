@@ -91,7 +91,11 @@ async fn four_shards_send_what_one_process_sends_and_merge_to_its_figures() {
     let mut tasks = Vec::new();
     for k in 0..4 {
         let mut p = plan(&url);
-        p.shard = ShardSpec { shard: Some(Shard::new(k, 4).unwrap()), start_at: Some(start_at) };
+        p.shard = ShardSpec {
+            shard: Some(Shard::new(k, 4).unwrap()),
+            start_at: Some(start_at),
+            ..ShardSpec::default()
+        };
         let interrupt = interrupt.clone();
         tasks.push(tokio::spawn(async move {
             let mut c = Conductor::new(interrupt);
@@ -103,7 +107,12 @@ async fn four_shards_send_what_one_process_sends_and_merge_to_its_figures() {
         let out = t.await.unwrap();
         let info = out.summary.info.clone();
         let s = info.shard.clone().expect("a shard records its shard");
-        assert!(s.clock_offset_ms.is_some(), "the simulator sends a Date header");
+        // The shards and the simulator share this host's clock: each reading, narrowed at
+        // the simulator's second boundaries, holds offset 0 within its uncertainty.
+        let offset = s.clock_offset_ms.expect("the simulator sends a Date header");
+        let within = s.clock_uncertainty_ms.expect("an uncertainty");
+        assert!(offset.abs() <= within && within < 25.0, "{offset} ± {within} ms");
+        assert!(s.clock_reference.as_deref().is_some_and(|r| r.starts_with("date http://")));
         // Each shard sent exactly its own quarter, under global indices.
         assert!(out.records.iter().all(|r| s.shard.owns(r.index)));
         assert_eq!(out.records.len(), PROMPTS / 4);
@@ -112,6 +121,11 @@ async fn four_shards_send_what_one_process_sends_and_merge_to_its_figures() {
     assert_eq!(seen(&sim, mark), single_seen, "the same requests reached the server");
 
     let merged = merge_shards(shards, MergeOptions::default()).unwrap();
+    assert!(
+        merged.notes.iter().any(|n| n.contains("their clocks agree within")),
+        "{:?}",
+        merged.notes
+    );
     assert_eq!(instants(&merged.records), instants(&single.records), "same intended instants");
     assert_eq!(merged.metrics, flags(), "the shards' metric settings");
     let m = servelab_metrics::summarize(&merged.records, &merged.info, &merged.metrics);
@@ -195,7 +209,11 @@ async fn sessions_are_split_by_session_across_shards() {
     let mut tasks = Vec::new();
     for k in 0..2 {
         let mut p = sessions_plan();
-        p.shard = ShardSpec { shard: Some(Shard::new(k, 2).unwrap()), start_at: Some(start_at) };
+        p.shard = ShardSpec {
+            shard: Some(Shard::new(k, 2).unwrap()),
+            start_at: Some(start_at),
+            ..ShardSpec::default()
+        };
         let interrupt = interrupt.clone();
         tasks.push(tokio::spawn(async move { Conductor::new(interrupt).bench(&p).await.unwrap() }));
     }
@@ -228,7 +246,11 @@ async fn shards_write_sketches_that_merge_to_the_exact_percentiles() {
     let mut tasks = Vec::new();
     for k in 0..2 {
         let mut p = plan(&url);
-        p.shard = ShardSpec { shard: Some(Shard::new(k, 2).unwrap()), start_at: Some(start_at) };
+        p.shard = ShardSpec {
+            shard: Some(Shard::new(k, 2).unwrap()),
+            start_at: Some(start_at),
+            ..ShardSpec::default()
+        };
         p.output = OutputSpec {
             save_result: true,
             result_dir: dir.path().to_path_buf(),

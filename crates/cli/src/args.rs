@@ -487,6 +487,13 @@ pub struct BenchArgs {
     /// or Unix seconds.
     #[arg(long, value_name = "INSTANT", help_heading = "Scale out")]
     pub start_at: Option<String>,
+    /// What a shard reads its clock's offset against before it starts, so the merge can
+    /// check that the shards shared their time zero: `target` (the target's Date header,
+    /// narrowed to milliseconds at its second boundaries; the default), `ntp://HOST[:PORT]`
+    /// (an NTP server: give every shard the same one), `http://HOST[:PORT][/PATH]` (another
+    /// server's Date header), or `none`.
+    #[arg(long, value_name = "REF", help_heading = "Scale out")]
+    pub clock_reference: Option<String>,
 }
 
 /// The flags of `servelab sweep`: every bench flag, plus the grid and how to judge it.
@@ -599,6 +606,11 @@ pub struct LabRunArgs {
     /// N > 1): RFC 3339 or Unix seconds.
     #[arg(long, value_name = "INSTANT", help_heading = "Scale out")]
     pub start_at: Option<String>,
+    /// What each shard reads its clock's offset against before a profile run (as for
+    /// `servelab bench`): `target` (the engine's Date header; the default),
+    /// `ntp://HOST[:PORT]`, `http://HOST[:PORT][/PATH]`, or `none`.
+    #[arg(long, value_name = "REF", help_heading = "Scale out")]
+    pub clock_reference: Option<String>,
 }
 
 /// The bench flags of a profile, parsed as `servelab bench` would.
@@ -709,8 +721,9 @@ pub enum RunsCommand {
         /// Tag the merged run, KEY=VALUE (repeatable).
         #[arg(long = "tag", value_name = "KEY=VALUE")]
         tags: Vec<String>,
-        /// Largest allowed spread of the shards' clock offsets against the target, ms (each
-        /// is read from a whole-second Date header, so about ±500 ms).
+        /// Largest allowed difference between the shards' clocks, ms: refused when their
+        /// readings (each with its uncertainty) show a larger one for certain, noted when
+        /// they are too coarse to confirm it.
         #[arg(long, default_value_t = servelab_metrics::merge::DEFAULT_MAX_CLOCK_SPREAD_MS)]
         max_clock_spread_ms: f64,
         /// Merge even when shards are missing or their clocks spread wider (with a warning).
@@ -818,6 +831,28 @@ pub enum ScaleCommand {
     Slurm(Box<ScaleSlurmArgs>),
     /// Run N shard processes on this machine and merge them into the store.
     Local(Box<ScaleLocalArgs>),
+    /// Read this host's clock against a reference as each shard does before its run: check
+    /// the hosts of a scaled run before starting it.
+    Clock(ScaleClockArgs),
+}
+
+/// The flags of `servelab scale clock`.
+#[derive(Debug, Args)]
+pub struct ScaleClockArgs {
+    /// The target whose Date header is read (with `--clock-reference target`).
+    #[arg(long, env = "OPENAI_BASE_URL")]
+    pub base_url: Option<String>,
+    /// What to read against: `target` (the target's Date header, narrowed at its second
+    /// boundaries), `ntp://HOST[:PORT]`, or `http://HOST[:PORT][/PATH]`.
+    #[arg(long, value_name = "REF", default_value = "target")]
+    pub clock_reference: String,
+    /// Seconds the reading may take: a Date reading narrows at up to three second boundaries
+    /// (about 3 s); with less it stops early, whole seconds at worst.
+    #[arg(long, default_value_t = 4.0, value_name = "SECS")]
+    pub within: f64,
+    /// Print the reading as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// What each shard of a scaled run runs.
@@ -921,10 +956,11 @@ pub struct ScaleLocalArgs {
     /// Folder for the shards' result files and logs (default: ./NAME-UNIXTIME).
     #[arg(long)]
     pub results: Option<PathBuf>,
-    /// Seconds from now to the shards' time zero (time for every process to start).
-    #[arg(long, default_value_t = 3.0)]
+    /// Seconds from now to the shards' time zero: time for every process to start and read
+    /// its clock (a Date reading takes about 3 s; with less time it is coarser).
+    #[arg(long, default_value_t = 5.0)]
     pub start_in: f64,
-    /// Largest allowed spread of the shards' clock offsets, ms.
+    /// Largest allowed difference between the shards' clocks, ms (as for `runs merge`).
     #[arg(long, default_value_t = servelab_metrics::merge::DEFAULT_MAX_CLOCK_SPREAD_MS)]
     pub max_clock_spread_ms: f64,
     /// The results store the merged run goes to.

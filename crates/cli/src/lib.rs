@@ -103,7 +103,7 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Runs(cmd) => store::runs(cmd),
         Command::Compare(a) => store::compare(*a).await,
         Command::Report(a) => store::report(*a).await,
-        Command::Scale(cmd) => scale::scale(cmd),
+        Command::Scale(cmd) => scale::scale(cmd).await,
     }
 }
 
@@ -185,7 +185,8 @@ async fn sharded_sweep(
     let wait = plan.base.limits.request_timeout + std::time::Duration::from_secs(600);
     let mut r = sweep_shards::ShardedPoints::new(c, shard, shared, start, lead, wait)
         .with_recording(recording)
-        .with_cancel(cancel);
+        .with_cancel(cancel)
+        .with_clock(plan.base.shard.clock.clone());
     let result = servelab_sweep::run_sweep(&plan, &mut r).await;
     r.into_inner().shutdown().await;
     let result = result.map_err(Failure::runtime)?;
@@ -362,7 +363,8 @@ pub async fn run_experiment(
             let c = Conductor::new(stop);
             let mut r = sweep_shards::ShardedPoints::new(c, shard, ex, s.started, lead, s.wait)
                 .with_recording(resolve::recording(a.db.clone(), a.no_store))
-                .with_cancel(cancel);
+                .with_cancel(cancel)
+                .with_clock(s.clock);
             let finish = servelab_lab::run_in_dir(exp, text, &opts, &mut r, interrupt).await;
             r.into_inner().shutdown().await;
             finish

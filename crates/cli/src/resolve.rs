@@ -407,9 +407,11 @@ pub fn profile_plan(args: Vec<String>) -> Result<Plan, String> {
         let text = e.to_string();
         text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
     })?;
-    if parsed.bench.shard.is_some() || parsed.bench.start_at.is_some() {
-        return Err("--shard/--start-at: a profile is one run of the lab; shard the whole lab \
-                    instead (`servelab lab run --shard K/N --start-at T`, docs/scale.md)"
+    let b = &parsed.bench;
+    if b.shard.is_some() || b.start_at.is_some() || b.clock_reference.is_some() {
+        return Err("--shard/--start-at/--clock-reference: a profile is one run of the lab; \
+                    shard the whole lab instead (`servelab lab run --shard K/N --start-at T`, \
+                    docs/scale.md)"
             .into());
     }
     bench_plan_as(&parsed.bench, api_key(), servelab_plan::ShardSpec::default())
@@ -600,15 +602,17 @@ fn sharded_sweep_only(
     Ok(())
 }
 
-/// `--shard` (else the scheduler's environment) and `--start-at`.
+/// `--shard` (else the scheduler's environment), `--start-at` and `--clock-reference`.
 fn shard_spec(a: &BenchArgs) -> Result<servelab_plan::ShardSpec, String> {
-    shard_of(a.shard.as_deref(), a.start_at.as_deref())
+    shard_of(a.shard.as_deref(), a.start_at.as_deref(), a.clock_reference.as_deref())
 }
 
-/// A `--shard` flag (else the scheduler's environment) and a `--start-at` flag.
+/// A `--shard` flag (else the scheduler's environment), a `--start-at` flag and a
+/// `--clock-reference` flag.
 fn shard_of(
     shard: Option<&str>,
     start_at: Option<&str>,
+    clock: Option<&str>,
 ) -> Result<servelab_plan::ShardSpec, String> {
     use servelab_plan::Shard;
     let shard = match shard {
@@ -621,7 +625,8 @@ fn shard_of(
         }
         None => None,
     };
-    Ok(servelab_plan::ShardSpec { shard, start_at })
+    let clock = clock.map(str::parse).transpose()?.unwrap_or_default();
+    Ok(servelab_plan::ShardSpec { shard, start_at, clock })
 }
 
 /// This process's part of a sharded lab (`lab run --shard`, else the scheduler's
@@ -633,7 +638,7 @@ pub fn lab_shard(
     dir: &std::path::Path,
     loaded: &servelab_lab::Loaded,
 ) -> Result<Option<servelab_lab::LabShard>, String> {
-    let spec = shard_of(a.shard.as_deref(), a.start_at.as_deref())?;
+    let spec = shard_of(a.shard.as_deref(), a.start_at.as_deref(), a.clock_reference.as_deref())?;
     if !spec.is_split() {
         return Ok(None);
     }
@@ -649,7 +654,7 @@ pub fn lab_shard(
     }
     for (p, plan) in loaded.exp.profiles.iter().zip(&loaded.plans) {
         let target = Target::Url("http://engine:8000".into());
-        let sharded = Plan { target, shard: spec, ..plan.clone() };
+        let sharded = Plan { target, shard: spec.clone(), ..plan.clone() };
         sharded.check().map_err(|e| format!("profiles ({}): {e}", p.name))?;
     }
     // The others send the same schedule from the same instant: they end within a request
@@ -657,6 +662,7 @@ pub fn lab_shard(
     let timeout = loaded.plans.iter().map(|p| p.limits.request_timeout).max();
     Ok(Some(servelab_lab::LabShard {
         shard,
+        clock: spec.clock,
         dir: dir.join("shards"),
         started,
         lead: Duration::from_secs(2),
@@ -778,7 +784,12 @@ mod tests {
         assert!(e.starts_with("profiles (p): --max-concurrency 4 is the whole run's cap"), "{e}");
         // A profile is one run of the lab: its own options take no shard.
         let e = profile_plan(vec!["--shard".into(), "1/2".into()]).unwrap_err();
-        assert!(e.starts_with("--shard/--start-at: a profile is one run of the lab"), "{e}");
+        assert!(e.starts_with("--shard/--start-at/--clock-reference: a profile is one"), "{e}");
+        let e = profile_plan(vec!["--clock-reference".into(), "none".into()]).unwrap_err();
+        assert!(e.starts_with("--shard/--start-at/--clock-reference: a profile is one"), "{e}");
+        // The lab's reference goes to every profile run.
+        let s = lab(&["--shard", "1/4", "--start-at", "0", "--clock-reference", "ntp://t"]);
+        assert_eq!(s.unwrap().unwrap().clock, servelab_plan::ClockReference::Ntp("t".into()));
     }
 
     #[test]
@@ -789,6 +800,12 @@ mod tests {
         assert_eq!(p.shard.shard, Some(servelab_plan::Shard::new(2, 4).unwrap()));
         let at = p.shard.start_at.unwrap().duration_since(std::time::UNIX_EPOCH).unwrap();
         assert_eq!(at.as_millis(), 1_795_600_000_500);
+        assert_eq!(p.shard.clock, servelab_plan::ClockReference::Target);
+        let ntp = ["--shard", "2/4", "--start-at", "0", "--clock-reference", "ntp://10.0.0.1:123"];
+        let p = bench(&[&URL[..], &ntp[..]].concat()).unwrap();
+        assert_eq!(p.shard.clock, servelab_plan::ClockReference::Ntp("10.0.0.1:123".into()));
+        let e = bench(&[&URL[..], &["--clock-reference", "pool.ntp.org"]].concat()).unwrap_err();
+        assert!(e.starts_with("--clock-reference 'pool.ntp.org': unknown reference"), "{e}");
         assert_eq!(
             bench(&["--shard", "4/4"]).unwrap_err(),
             "shard 4/4 is out of range: the index must be below the count, which must be at least 1"

@@ -89,8 +89,39 @@ fn emit(text: &str, output: Option<&std::path::Path>) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
+/// `servelab scale clock`: one reading, printed (exit 2 when there is none).
+async fn clock(a: &crate::args::ScaleClockArgs) -> Result<ExitStatus, Failure> {
+    let reference: servelab_plan::ClockReference =
+        a.clock_reference.parse().map_err(Failure::usage)?;
+    let within = servelab_plan::seconds("--within", a.within).map_err(Failure::usage)?;
+    let started = std::time::Instant::now();
+    let (label, r) = servelab_bench::read_clock(&reference, a.base_url.as_deref(), within)
+        .await
+        .map_err(Failure::runtime)?;
+    let took = started.elapsed().as_secs_f64();
+    if a.json {
+        let v = serde_json::json!({
+            "reference": label,
+            "offset_ms": r.offset_ms,
+            "uncertainty_ms": r.uncertainty_ms,
+            "exchanges": r.exchanges,
+            "seconds": took,
+            "note": r.note,
+        });
+        term::stdout(&format!("{v}\n"));
+    } else {
+        term::stdout(&format!(
+            "clock against {label}: {} in {took:.2} s{}\n",
+            servelab_bench::said(&r),
+            r.note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+        ));
+    }
+    Ok(ExitStatus::Success)
+}
+
+pub async fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
     match cmd {
+        ScaleCommand::Clock(a) => return clock(&a).await,
         ScaleCommand::K8s(a) => {
             // Said before the experiment is read: no experiment makes it possible.
             if a.common.run == ScaleRunArg::Lab {

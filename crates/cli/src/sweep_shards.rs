@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use servelab_metrics::merge::{merge_shards, MergeOptions};
 use servelab_metrics::Summary;
 use servelab_plan::time::unix_ms;
-use servelab_plan::{Plan, Recording, RunError, Runner, Shard, ShardSpec};
+use servelab_plan::{ClockReference, Plan, Recording, RunError, Runner, Shard, ShardSpec};
 use tokio::sync::watch;
 
 /// How often a running part looks for another shard's failure of its point: off the
@@ -74,6 +74,7 @@ pub struct ShardedPoints<R> {
     point: usize,
     recording: Option<Arc<dyn Recording>>,
     cancel: Option<Cancel>,
+    clock: ClockReference,
 }
 
 impl<R> ShardedPoints<R> {
@@ -98,7 +99,14 @@ impl<R> ShardedPoints<R> {
             point: 0,
             recording: None,
             cancel: None,
+            clock: ClockReference::default(),
         }
+    }
+
+    /// Read each part's clock against `clock` (`--clock-reference`).
+    pub fn with_clock(mut self, clock: ClockReference) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Stop a running part when another shard fails its point, through `cancel` (whose
@@ -231,7 +239,8 @@ impl<R: Runner> Runner for ShardedPoints<R> {
     async fn run(&mut self, plan: &Plan) -> Result<Summary, RunError> {
         let (j, start) = self.next_point(plan);
         let mut p = plan.clone();
-        p.shard = ShardSpec { shard: Some(self.shard), start_at: Some(start) };
+        p.shard =
+            ShardSpec { shard: Some(self.shard), start_at: Some(start), clock: self.clock.clone() };
         p.output.save_result = true;
         p.output.save_detailed = true;
         p.output.result_dir = self.dir.clone();
@@ -290,7 +299,8 @@ impl<R: Runner> Runner for ShardedPoints<R> {
         let files: Vec<PathBuf> = (0..self.shard.count)
             .map(|k| {
                 let shard = Some(Shard { index: k, count: self.shard.count });
-                Plan { shard: ShardSpec { shard, ..p.shard }, ..p.clone() }.result_path("", "", "")
+                Plan { shard: ShardSpec { shard, ..p.shard.clone() }, ..p.clone() }
+                    .result_path("", "", "")
             })
             .collect();
         let shards = files

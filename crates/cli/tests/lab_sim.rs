@@ -75,6 +75,7 @@ fn args(file: &Path, dir: &Path) -> LabRunArgs {
         no_store: false,
         shard: None,
         start_at: None,
+        clock_reference: None,
     }
 }
 

@@ -2,6 +2,10 @@
 //! binary against a simulator started in this test on 127.0.0.1:0, merged into a store; the
 //! merge refuses a missing shard unless forced.
 
+// The SNTP server of the client's clock tests.
+#[path = "../../client/tests/common/ntp.rs"]
+mod ntp;
+
 use std::process::{Command, Output};
 
 use servelab_sim::SimConfig;
@@ -23,7 +27,11 @@ async fn two_local_shards_merge_into_one_stored_run() {
     let results = dir.path().join("r");
     let db = dir.path().join("s.db");
     let (results_s, db_s) = (results.to_str().unwrap(), db.to_str().unwrap());
+    // Both shards read their clocks against one NTP server (on this host: offset 0).
+    let ntp = format!("ntp://{}", ntp::ntp_server(0).await);
     let bench = [
+        "--clock-reference",
+        &ntp,
         "--base-url",
         &url,
         "--num-prompts",
@@ -66,7 +74,8 @@ async fn two_local_shards_merge_into_one_stored_run() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("Stored the merged run as #1 (rehearsal)"), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("merged from 2 shards"), "{text}");
+    assert!(text.contains("merged from 2 shards; their clocks agree within"), "{text}");
+    assert!(text.contains("against ntp 127.0.0.1:"), "{text}");
 
     let store = Store::open_existing(&db).unwrap();
     let rows =
@@ -160,5 +169,38 @@ async fn two_local_shards_of_a_sweep_store_its_merged_points() {
         assert!(row.tags.contains(&("shards".into(), "2".into())), "{:?}", row.tags);
         assert_eq!(store.records(row.id).unwrap().len(), 8);
     }
+    sim.shutdown().await;
+}
+
+/// `scale clock` reads this host's clock as a shard does: against the simulator's Date
+/// (this host's clock: offset 0) and against an NTP server 300 ms ahead; without a target
+/// it says what it needs (exit 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_clock_reads_the_target_and_an_ntp_server() {
+    let sim = servelab_sim::start(SimConfig::fixed(10.0, 2.0).with_port(0)).await.unwrap();
+    let ntp = format!("ntp://{}", ntp::ntp_server(300).await);
+    let url = sim.base_url();
+    let read = |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_servelab")).args(&args).output().unwrap()
+        })
+    };
+    let args = |more: &[&str]| -> Vec<String> {
+        ["scale", "clock", "--json"].iter().chain(more).map(|s| s.to_string()).collect()
+    };
+    for (out, truth) in [
+        (read(args(&["--base-url", &url])).await.unwrap(), 0.0),
+        (read(args(&["--clock-reference", &ntp])).await.unwrap(), 300.0),
+    ] {
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (offset, within) =
+            (v["offset_ms"].as_f64().unwrap(), v["uncertainty_ms"].as_f64().unwrap());
+        assert!((offset - truth).abs() <= within, "{v}");
+        assert!(within < 25.0, "{v}");
+    }
+    let out = read(args(&[])).await.unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--base-url: reading the target's clock needs its URL"));
     sim.shutdown().await;
 }

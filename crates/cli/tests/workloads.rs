@@ -389,6 +389,7 @@ async fn a_lab_profile_runs_sessions() {
         no_store: true,
         shard: None,
         start_at: None,
+        clock_reference: None,
     };
     let (_tx, rx) = tokio::sync::watch::channel(false);
     let (finish, _) =

@@ -443,55 +443,6 @@ pub async fn get(target: &Target, path: &str) -> std::io::Result<(u16, Bytes)> {
     Ok((status, body))
 }
 
-/// The target's clock minus this host's, in milliseconds, from one `GET path` within
-/// `timeout`: its `Date` header against the midpoint of the exchange ([`date_offset_ms`]).
-/// `Ok(None)`: the answer had no readable `Date`.
-pub async fn clock_offset_ms(
-    target: &Target,
-    path: &str,
-    timeout: Duration,
-) -> std::io::Result<Option<f64>> {
-    let exchange = async {
-        let mut conn = connect(target.addr).await?;
-        let mut req =
-            http::Request::get(path).header(http::header::HOST, target.authority.as_str());
-        for (k, v) in &target.headers {
-            req = req.header(k, v);
-        }
-        let req = req.body(Full::new(Bytes::new())).map_err(std::io::Error::other)?;
-        let before = std::time::SystemTime::now();
-        let sent = conn.sender.send_request(req);
-        let resp = drive(&mut conn.driver, sent).await.map_err(std::io::Error::other)?;
-        let after = std::time::SystemTime::now();
-        let date = resp
-            .headers()
-            .get(http::header::DATE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| httpdate::parse_http_date(v).ok());
-        Ok(date.map(|d| date_offset_ms(d, before, after)))
-    };
-    match tokio::time::timeout(timeout, exchange).await {
-        Ok(r) => r,
-        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in time")),
-    }
-}
-
-/// The server clock minus the local one, in ms, from a `Date` header (`date`) read in an
-/// exchange between local instants `before` and `after`. `Date` has whole seconds, truncated:
-/// the server's clock was somewhere in `[date, date + 1 s)` when it wrote it, so half a second
-/// is added, and the estimate is good to about ±500 ms plus half the round trip.
-pub fn date_offset_ms(
-    date: std::time::SystemTime,
-    before: std::time::SystemTime,
-    after: std::time::SystemTime,
-) -> f64 {
-    let ms = |t: std::time::SystemTime| match t.duration_since(std::time::UNIX_EPOCH) {
-        Ok(d) => d.as_secs_f64() * 1e3,
-        Err(e) => -e.duration().as_secs_f64() * 1e3,
-    };
-    ms(date) + 500.0 - (ms(before) + ms(after)) / 2.0
-}
-
 /// [`get`] within `timeout` (connecting included); past it, an error of kind `TimedOut`.
 pub(crate) async fn get_within(
     target: &Target,
@@ -575,29 +526,22 @@ pub async fn unless_interrupted<F: Future>(
         return None;
     }
     let mut fut = std::pin::pin!(fut);
-    tokio::select! {
-        out = &mut fut => Some(out),
-        r = interrupt.wait_for(|v| *v) => match r {
-            Ok(_) => None,
-            // No one can interrupt any more: just finish.
-            Err(_) => Some(fut.await),
-        },
+    // The watch's guard ends with its arm, so the future stays `Send` while `fut` runs on.
+    let interrupted = tokio::select! {
+        out = &mut fut => return Some(out),
+        r = interrupt.wait_for(|v| *v) => r.is_ok(),
+    };
+    // Err: no one can interrupt any more: just finish.
+    if interrupted {
+        None
+    } else {
+        Some(fut.await)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_date_offset_centres_the_truncated_second() {
-        let at = |ms: u64| std::time::UNIX_EPOCH + Duration::from_millis(ms);
-        // Local exchange from 1,000.2 s to 1,000.4 s; the server wrote 1,000 s: its clock was
-        // between 1,000 and 1,001 s at the midpoint 1,000.3 s, estimated 1,000.5 s.
-        assert_eq!(date_offset_ms(at(1_000_000), at(1_000_200), at(1_000_400)), 200.0);
-        // A server 3 s behind.
-        assert_eq!(date_offset_ms(at(997_000), at(1_000_000), at(1_000_000)), -2_500.0);
-    }
 
     fn auth(t: &Target) -> Vec<&str> {
         t.headers

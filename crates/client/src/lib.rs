@@ -8,6 +8,7 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod ahead;
+pub mod clock;
 pub mod http;
 mod limits;
 pub mod openai;

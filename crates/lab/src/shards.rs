@@ -29,6 +29,8 @@ use crate::trial::TrialResult;
 pub struct LabShard {
     /// Which shard of how many; shard 0 launches the engines.
     pub shard: Shard,
+    /// What each shard reads its clock's offset against before a profile run.
+    pub clock: servelab_plan::ClockReference,
     /// The folder every shard reads and writes (a shared volume across hosts).
     pub dir: PathBuf,
     /// The lab's shared start instant: tells this lab's files from an earlier one's.
@@ -235,6 +237,7 @@ mod tests {
     fn shard(dir: &Path, index: u32, started: u64) -> LabShard {
         LabShard {
             shard: Shard { index, count: 2 },
+            clock: servelab_plan::ClockReference::default(),
             dir: dir.to_path_buf(),
             started: UNIX_EPOCH + Duration::from_secs(started),
             lead: Duration::from_secs(2),

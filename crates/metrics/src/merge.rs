@@ -6,9 +6,10 @@
 //! the global span (first intended send of any shard to the last end of any shard), and the
 //! throughput windows and concurrency peaks on one global time axis. That axis is each
 //! shard's schedule origin, which is the shared `--start-at` instant read from each host's
-//! clock: the merge is as well aligned as those clocks. Each shard's `Date`-header offset
-//! (good to about ±500 ms) is checked against a bound, catching a badly set clock; the
-//! milliseconds of ordinary NTP skew are below what it can see.
+//! clock: the merge is as well aligned as those clocks. Each shard reads its clock's offset
+//! against one reference (the target's `Date`, narrowed to milliseconds, or an NTP server),
+//! with an uncertainty; the merge refuses shards whose clocks certainly differ by more than
+//! a bound, and says so when their readings are too coarse to confirm that bound.
 
 use std::collections::BTreeSet;
 
@@ -16,10 +17,11 @@ use servelab_records::{RequestRecord, RunInfo};
 
 use crate::MetricsConfig;
 
-/// The default bound on the spread of the shards' clock offsets, ms. Each offset comes from a
-/// whole-second `Date` header (±500 ms), so two well-synchronised hosts can differ by up to
-/// about 1,000 ms; beyond 1,500 ms a clock is set wrong.
-pub const DEFAULT_MAX_CLOCK_SPREAD_MS: f64 = 1_500.0;
+/// The default bound on how far apart the shards' clocks may be, ms. A shard whose clock is
+/// this far off sends its part of the schedule this much early or late, and its records sit
+/// this far off on the merged timeline: a tenth of a second is already visible in one-second
+/// throughput windows. Hosts synchronised by NTP or chrony are within a millisecond or two.
+pub const DEFAULT_MAX_CLOCK_SPREAD_MS: f64 = 100.0;
 
 /// One shard as it was stored or shipped: how it was driven and its records.
 #[derive(Debug, Clone)]
@@ -36,7 +38,9 @@ pub struct ShardRun {
 /// How strict the merge is.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MergeOptions {
-    /// Largest allowed spread (max − min) of the shards' clock offsets, ms.
+    /// Largest allowed difference between the shards' clocks, ms: refused when their
+    /// readings show a larger one for certain (offsets apart by more than the bound plus both
+    /// uncertainties).
     pub max_clock_spread_ms: f64,
     /// Merge anyway, with a warning, when offsets spread wider or shards are missing.
     pub force: bool,
@@ -96,18 +100,34 @@ pub enum MergeError {
         /// The shard count.
         count: u32,
     },
-    /// Clock offsets spread wider than the bound (forceable).
+    /// The shards' clocks differ by more than the bound, for certain (forceable).
     #[error(
-        "the shards' clock offsets against the target spread over {spread_ms:.0} ms, more than \
-         the {bound_ms:.0} ms allowed: a host's clock is set wrong (sync it with NTP, or pass \
-         --force to merge anyway)"
+        "the shards' clocks differ by at least {at_least_ms:.0} ms (offsets {lo_ms:+.1} to \
+         {hi_ms:+.1} ms against {reference}), more than the {bound_ms:.0} ms allowed: a host's \
+         clock is off (sync it with NTP or chrony, or pass --force to merge anyway)"
     )]
     ClockSpread {
-        /// The spread found.
-        spread_ms: f64,
+        /// The least the clocks can differ by, given the readings and their uncertainties.
+        at_least_ms: f64,
+        /// The smallest offset read.
+        lo_ms: f64,
+        /// The largest offset read.
+        hi_ms: f64,
+        /// What the offsets were read against.
+        reference: String,
         /// The bound.
         bound_ms: f64,
     },
+}
+
+/// How far apart clocks read as `(offset, uncertainty)` pairs (ms) can be: the least and the
+/// most the largest true offset minus the smallest can be. `None` for no readings.
+pub fn clock_spread(readings: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let fold =
+        |f: fn(f64, f64) -> f64, g: &dyn Fn(&(f64, f64)) -> f64| readings.iter().map(g).reduce(f);
+    let least = fold(f64::max, &|(o, u)| o - u)? - fold(f64::min, &|(o, u)| o + u)?;
+    let most = fold(f64::max, &|(o, u)| o + u)? - fold(f64::min, &|(o, u)| o - u)?;
+    Some((least.max(0.0), most))
 }
 
 /// The merged run: its information, its measured records by index, and notes for the user.
@@ -190,37 +210,9 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
         }
         notes.push(format!("merged with --force: {e}; this run is missing their requests"));
     }
-    let offsets: Vec<f64> =
-        shards.iter().filter_map(|s| s.info.shard.as_ref()?.clock_offset_ms).collect();
-    if let (Some(lo), Some(hi)) =
-        (offsets.iter().copied().reduce(f64::min), offsets.iter().copied().reduce(f64::max))
-    {
-        let spread = hi - lo;
-        if spread > opts.max_clock_spread_ms {
-            let e =
-                MergeError::ClockSpread { spread_ms: spread, bound_ms: opts.max_clock_spread_ms };
-            if !opts.force {
-                return Err(e);
-            }
-            notes.push(format!("merged with --force: {e}"));
-        }
-        notes.push(format!(
-            "merged from {} shards; clock offsets against the target {lo:.0} to {hi:.0} ms \
-             (from Date headers, each good to about ±500 ms)",
-            shards.len()
-        ));
-    } else {
-        notes.push(format!(
-            "merged from {} shards; their clock offsets are unknown (no Date header)",
-            shards.len()
-        ));
-    }
-    if offsets.len() < shards.len() && !offsets.is_empty() {
-        notes.push(format!(
-            "{} of {} shards have no clock offset",
-            shards.len() - offsets.len(),
-            shards.len()
-        ));
+    notes.extend(check_clocks(&shards, opts)?);
+    if let Some(n) = unread_clocks(&shards) {
+        notes.push(n);
     }
 
     let metrics = first.metrics.clone();
@@ -261,6 +253,84 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
     Ok(Merged { info, records, metrics, notes })
 }
 
+/// What the shards' clock readings say, or why they refuse the merge.
+fn check_clocks(shards: &[ShardRun], opts: MergeOptions) -> Result<Vec<String>, MergeError> {
+    let read: Vec<&servelab_records::ShardInfo> = shards
+        .iter()
+        .filter_map(|s| s.info.shard.as_ref())
+        .filter(|s| s.clock_offset_ms.is_some())
+        .collect();
+    // Runs of servelab before references were named read the target's Date.
+    let reference = |s: &servelab_records::ShardInfo| {
+        s.clock_reference.clone().unwrap_or_else(|| "the target's Date header".into())
+    };
+    let refs: BTreeSet<String> = read.iter().map(|s| reference(s)).collect();
+    if refs.len() > 1 {
+        let list = refs.into_iter().collect::<Vec<_>>().join(", ");
+        return Ok(vec![format!(
+            "merged from {} shards; they read their clocks against different references \
+             ({list}): their offsets are not compared",
+            shards.len()
+        )]);
+    }
+    let pairs: Vec<(f64, f64)> = read
+        .iter()
+        .filter_map(|s| Some((s.clock_offset_ms?, s.clock_uncertainty_or_whole_second())))
+        .collect();
+    let Some((least, most)) = clock_spread(&pairs) else {
+        return Ok(vec![format!(
+            "merged from {} shards; their clock offsets are unknown (no reading)",
+            shards.len()
+        )]);
+    };
+    let reference = refs.into_iter().next().unwrap_or_default();
+    let lo = pairs.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let hi = pairs.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+    let widest = pairs.iter().map(|p| p.1).fold(0.0, f64::max);
+    let bound = opts.max_clock_spread_ms;
+    let mut notes = Vec::new();
+    if least > bound {
+        let e = MergeError::ClockSpread {
+            at_least_ms: least,
+            lo_ms: lo,
+            hi_ms: hi,
+            reference: reference.clone(),
+            bound_ms: bound,
+        };
+        if !opts.force {
+            return Err(e);
+        }
+        notes.push(format!("merged with --force: {e}"));
+    }
+    let read_as =
+        format!("offsets {lo:+.1} to {hi:+.1} ms against {reference}, each within ±{widest:.1} ms");
+    if most <= bound {
+        notes.push(format!(
+            "merged from {} shards; their clocks agree within {most:.1} ms ({read_as})",
+            shards.len()
+        ));
+    } else if least <= bound {
+        notes.push(format!(
+            "merged from {} shards; their clock readings cannot confirm they agree within \
+             {bound:.0} ms: they differ by {least:.0} to {most:.0} ms ({read_as}). Give the \
+             shards time to refine them (--start-at further ahead) or read an NTP server \
+             (--clock-reference ntp://HOST)",
+            shards.len()
+        ));
+    }
+    Ok(notes)
+}
+
+/// A note when some shards, not all, have no clock reading.
+fn unread_clocks(shards: &[ShardRun]) -> Option<String> {
+    let read = shards
+        .iter()
+        .filter(|s| s.info.shard.as_ref().is_some_and(|x| x.clock_offset_ms.is_some()))
+        .count();
+    (read > 0 && read < shards.len())
+        .then(|| format!("{} of {} shards have no clock offset", shards.len() - read, shards.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +347,8 @@ mod tests {
                 shard: Shard::new(k, n).unwrap(),
                 start_at: Some("2026-11-25T10:00:10.000Z".into()),
                 clock_offset_ms: offset,
+                clock_uncertainty_ms: None,
+                clock_reference: None,
             }),
             ..RunInfo::default()
         }
@@ -313,8 +385,11 @@ mod tests {
         assert_eq!(
             m.notes,
             vec![
-                "merged from 2 shards; clock offsets against the target -400 to 300 ms (from \
-                 Date headers, each good to about ±500 ms)"
+                "merged from 2 shards; their clock readings cannot confirm they agree within \
+                 100 ms: they differ by 0 to 1700 ms (offsets -400.0 to +300.0 ms against the \
+                 target's Date header, each within ±500.0 ms). Give the shards time to refine \
+                 them (--start-at further ahead) or read an NTP server (--clock-reference \
+                 ntp://HOST)"
                     .to_string(),
                 "2 warm-up records of the shards are not kept".to_string(),
             ]
@@ -416,13 +491,73 @@ mod tests {
         let m = merge_shards(vec![shard(0, 3, None), shard(2, 3, None)], forced).unwrap();
         assert_eq!(m.records.len(), 5);
         assert!(m.notes[0].starts_with("merged with --force: shards missing: [1] of 3"));
+        // Whole-second readings (no uncertainty stated: ±500 ms each) 1,600 ms apart differ
+        // by at least 600 ms.
         let wide = || vec![shard(0, 2, Some(0.0)), shard(1, 2, Some(1_600.0))];
+        let e = merge_shards(wide(), strict).unwrap_err();
         assert_eq!(
-            merge_shards(wide(), strict).unwrap_err(),
-            MergeError::ClockSpread { spread_ms: 1_600.0, bound_ms: 1_500.0 }
+            e,
+            MergeError::ClockSpread {
+                at_least_ms: 600.0,
+                lo_ms: 0.0,
+                hi_ms: 1_600.0,
+                reference: "the target's Date header".into(),
+                bound_ms: 100.0
+            }
         );
+        assert!(e.to_string().starts_with("the shards' clocks differ by at least 600 ms"), "{e}");
         assert_eq!(merge_shards(wide(), forced).unwrap().records.len(), 8);
-        let loose = MergeOptions { max_clock_spread_ms: 2_000.0, force: false };
+        let loose = MergeOptions { max_clock_spread_ms: 600.0, force: false };
         assert!(merge_shards(wide(), loose).is_ok());
+    }
+
+    #[test]
+    fn the_clock_spread_is_bounded_by_the_readings_uncertainties() {
+        assert_eq!(clock_spread(&[]), None);
+        assert_eq!(clock_spread(&[(5.0, 1.0)]), Some((0.0, 2.0)));
+        // 0 ± 2 and 30 ± 3: at least 30 − 3 − 2 = 25, at most 33 + 2 = 35.
+        assert_eq!(clock_spread(&[(0.0, 2.0), (30.0, 3.0)]), Some((25.0, 35.0)));
+        // Overlapping readings may be the same clock.
+        assert_eq!(clock_spread(&[(0.0, 500.0), (300.0, 500.0)]), Some((0.0, 1_300.0)));
+    }
+
+    /// Shard `k` of 2 whose clock read `offset ± unc` against `reference`.
+    fn read(k: u32, offset: f64, unc: f64, reference: &str) -> ShardRun {
+        let mut s = shard(k, 2, Some(offset));
+        let info = s.info.shard.as_mut().unwrap();
+        info.clock_uncertainty_ms = Some(unc);
+        info.clock_reference = Some(reference.into());
+        s
+    }
+
+    #[test]
+    fn precise_readings_refuse_clocks_apart_and_confirm_clocks_together() {
+        let opts = MergeOptions::default();
+        let r = "ntp 10.0.0.1:123";
+        // 180 ms apart, each ±1 ms: at least 178 ms, over the 100 ms bound.
+        let e = merge_shards(vec![read(0, 0.0, 1.0, r), read(1, 180.0, 1.0, r)], opts);
+        assert!(
+            matches!(e, Err(MergeError::ClockSpread { at_least_ms, .. }) if at_least_ms == 178.0)
+        );
+        // 3 ms apart, each ±1 ms: they agree within 5 ms.
+        let m = merge_shards(vec![read(0, 0.0, 1.0, r), read(1, 3.0, 1.0, r)], opts).unwrap();
+        assert!(
+            m.notes.iter().any(|n| n.contains("their clocks agree within 5.0 ms")),
+            "{:?}",
+            m.notes
+        );
+        // The same 180 ms apart read from whole seconds cannot be told from agreement.
+        let m = merge_shards(vec![read(0, 0.0, 500.0, r), read(1, 180.0, 500.0, r)], opts).unwrap();
+        assert!(
+            m.notes.iter().any(|n| n
+                .contains("cannot confirm they agree within 100 ms: they differ by 0 to 1180 ms")),
+            "{:?}",
+            m.notes
+        );
+        // Different references are not compared.
+        let m =
+            merge_shards(vec![read(0, 0.0, 1.0, r), read(1, 900.0, 1.0, "ntp other:123")], opts)
+                .unwrap();
+        assert!(m.notes.iter().any(|n| n.contains("not compared")), "{:?}", m.notes);
     }
 }

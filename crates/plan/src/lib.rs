@@ -25,6 +25,6 @@ pub use servelab_metrics::MetricsConfig;
 pub use servelab_records::RunKind;
 pub use servelab_workload::{Api, DatasetSpec, SessionSource};
 pub use spec::{
-    seconds, Limits, OutputSpec, Plan, PlanError, RecordSpec, RequestSpec, ShardSpec, SimTarget,
-    Target, WorkloadSpec,
+    seconds, ClockReference, Limits, OutputSpec, Plan, PlanError, RecordSpec, RequestSpec,
+    ShardSpec, SimTarget, Target, WorkloadSpec,
 };

@@ -150,14 +150,80 @@ impl Default for RecordSpec {
     }
 }
 
-/// Whether this run is one shard of a larger one, and the instant all shards count from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Whether this run is one shard of a larger one, the instant all shards count from, and the
+/// clock a shard reads its offset against.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ShardSpec {
     /// Shard `k` of `N` (`--shard`, or the scheduler's environment); `None`: the whole run.
     pub shard: Option<Shard>,
     /// Wall-clock time zero of the arrival schedule (`--start-at`); `None`: when the measured
     /// phase starts.
     pub start_at: Option<SystemTime>,
+    /// What a shard reads its clock offset against (`--clock-reference`).
+    pub clock: ClockReference,
+}
+
+/// The clock a shard compares its own with (`--clock-reference`), so the merge can tell
+/// whether the shards' shared time zero was shared in fact.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ClockReference {
+    /// The target's `Date` header, narrowed at its second boundaries (`target`).
+    #[default]
+    Target,
+    /// Another HTTP server's `Date` header: `http://HOST[:PORT][/PATH]` (path `/` by default).
+    Http(String),
+    /// An NTP server, by SNTP: `HOST[:PORT]` from `ntp://HOST[:PORT]` (port 123 by default).
+    Ntp(String),
+    /// No reading (`none`): the merge cannot check the shards' clocks.
+    Off,
+}
+
+impl std::str::FromStr for ClockReference {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let lower = t.to_ascii_lowercase();
+        let bad = |why: &str| {
+            format!(
+                "--clock-reference '{t}': {why}; expected target, none, ntp://HOST[:PORT] or \
+                 http://HOST[:PORT][/PATH]"
+            )
+        };
+        match lower.as_str() {
+            "target" | "" => return Ok(ClockReference::Target),
+            "none" => return Ok(ClockReference::Off),
+            _ => {}
+        }
+        if lower.starts_with("ntp://") {
+            let host = t[6..].trim_end_matches('/');
+            if host.is_empty() || host.contains('/') {
+                return Err(bad("an NTP server is HOST or HOST:PORT"));
+            }
+            return Ok(ClockReference::Ntp(host.to_string()));
+        }
+        if lower.starts_with("http://") {
+            if t.len() <= 7 {
+                return Err(bad("no host"));
+            }
+            return Ok(ClockReference::Http(t.to_string()));
+        }
+        if lower.starts_with("https://") {
+            return Err(bad("https is not supported; use an http:// server or ntp://"));
+        }
+        Err(bad("unknown reference"))
+    }
+}
+
+impl std::fmt::Display for ClockReference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClockReference::Target => f.write_str("target"),
+            ClockReference::Http(url) => f.write_str(url),
+            ClockReference::Ntp(host) => write!(f, "ntp://{host}"),
+            ClockReference::Off => f.write_str("none"),
+        }
+    }
 }
 
 impl ShardSpec {
@@ -380,8 +446,28 @@ mod tests {
         p.load.request_rate = Some(5.0);
         assert_eq!(p.check(), Ok(()));
         // One shard of one is the whole run: no time zero to share.
-        p.shard = ShardSpec { shard: Some(Shard::WHOLE), start_at: None };
+        p.shard = ShardSpec { shard: Some(Shard::WHOLE), ..ShardSpec::default() };
         assert_eq!(p.check(), Ok(()));
+    }
+
+    #[test]
+    fn clock_references_parse_and_print_back() {
+        use ClockReference as C;
+        for (text, want) in [
+            ("target", C::Target),
+            ("none", C::Off),
+            ("ntp://10.0.0.1", C::Ntp("10.0.0.1".into())),
+            ("NTP://time.internal:1123/", C::Ntp("time.internal:1123".into())),
+            ("http://gpu-0:8000/health", C::Http("http://gpu-0:8000/health".into())),
+        ] {
+            let got: ClockReference = text.parse().unwrap();
+            assert_eq!(got, want, "{text}");
+            assert_eq!(got.to_string().parse::<ClockReference>().unwrap(), want);
+        }
+        for bad in ["ntp://", "ntp://a/b", "https://x", "pool.ntp.org", "http://"] {
+            let e = bad.parse::<ClockReference>().unwrap_err();
+            assert!(e.starts_with(&format!("--clock-reference '{bad}'")), "{e}");
+        }
     }
 
     #[test]

@@ -360,10 +360,26 @@ pub struct ShardInfo {
     pub shard: Shard,
     /// The shared time zero of every shard's schedule (RFC 3339, milliseconds), when given.
     pub start_at: Option<String>,
-    /// The target's clock minus this host's, in ms, from the `Date` header of one response
-    /// set against the midpoint of its request. `Date` has whole seconds, so this is only
-    /// good to about ±1,000 ms: it catches a badly set clock, not milliseconds of skew.
+    /// The reference clock minus this host's, in ms (`clock_reference` says which reference;
+    /// absent: the target's `Date` header).
     pub clock_offset_ms: Option<f64>,
+    /// The true offset is within `clock_offset_ms` ± this, in ms, as far as the reference
+    /// stamps its own clock exactly. Absent in runs that read one whole-second `Date`: about
+    /// ±500 ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_uncertainty_ms: Option<f64>,
+    /// What the offset was read against, e.g. `date http://gpu-0:8000/v1/models` or
+    /// `ntp 10.0.0.1:123`. Offsets compare only against the same reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_reference: Option<String>,
+}
+
+impl ShardInfo {
+    /// How far from its offset the true one may be, ms: the stated uncertainty, else that of
+    /// one whole-second `Date` (±500 ms).
+    pub fn clock_uncertainty_or_whole_second(&self) -> f64 {
+        self.clock_uncertainty_ms.unwrap_or(500.0)
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,178 @@
+//! A shard's clock reading before its run: against what (`--clock-reference`), within what
+//! time (before the shared start), and kept for the next runs of the same conductor.
+
+use std::time::{Duration, SystemTime};
+
+use servelab_client::clock::{self, ClockReading};
+use servelab_client::{http, Target};
+use servelab_outputs::term;
+use servelab_plan::ClockReference;
+use tokio::time::Instant;
+
+/// The longest a reading may take: three rounds at three second boundaries, with room.
+const MOST: Duration = Duration::from_secs(4);
+
+/// A kept reading is used again this long: a free-running clock drifts well under a
+/// millisecond in that time, and a sweep's points start seconds apart.
+const KEEP: Duration = Duration::from_secs(600);
+
+/// One NTP exchange waits this long for its answer.
+const NTP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The last reading, by reference, for the runs after it.
+#[derive(Debug, Default)]
+pub(crate) struct Clocks {
+    last: Option<(String, Instant, ClockReading)>,
+}
+
+/// What a shard records of its clock: the reading and what it was read against.
+pub(crate) struct Reading {
+    pub reading: ClockReading,
+    pub reference: String,
+}
+
+/// The time a reading may take before a run that starts at `start_at`: what is left but half
+/// a second, or half of that when warm-ups must go before the start too; at most [`MOST`];
+/// none without a shared start.
+pub(crate) fn budget(start_at: Option<SystemTime>, now: SystemTime, warmups: bool) -> Duration {
+    let left = start_at.and_then(|t| t.duration_since(now).ok()).unwrap_or_default();
+    let left = if warmups { left / 2 } else { left };
+    left.saturating_sub(Duration::from_millis(500)).min(MOST)
+}
+
+impl Clocks {
+    /// This host's clock against `reference` (`target`: the run's target, `base_url` as
+    /// shown), measured within [`budget`] or kept from an earlier run. Problems are warnings:
+    /// a shard with no reading still runs, and the merge says its offset is unknown.
+    pub(crate) async fn read(
+        &mut self,
+        reference: &ClockReference,
+        target: &Target,
+        base_url: &str,
+        start_at: Option<SystemTime>,
+        warmups: bool,
+        interrupt: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Option<Reading> {
+        let label = label(reference, base_url)?;
+        let budget = budget(start_at, SystemTime::now(), warmups);
+        if let Some((key, at, kept)) = &self.last {
+            // A refined reading is good for a while; a whole-second one only until there is
+            // time to refine it.
+            let refined = kept.note.is_none();
+            if *key == label && at.elapsed() < KEEP && (refined || budget < Duration::from_secs(2))
+            {
+                return Some(Reading { reading: kept.clone(), reference: label });
+            }
+        }
+        let measured =
+            http::unless_interrupted(interrupt, measure(reference, Some(target), budget)).await?;
+        let reading = match measured {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                term::warn(&format!(
+                    "{label}: the answer had no Date header; this shard's clock offset is \
+                     unknown (try --clock-reference ntp://HOST)"
+                ));
+                return None;
+            }
+            Err(e) => {
+                term::warn(&format!("cannot read the clock of {label} ({e}): offset unknown"));
+                return None;
+            }
+        };
+        match &reading.note {
+            Some(note) => {
+                term::warn(&format!("clock against {label}: {} ({note})", said(&reading)))
+            }
+            None => term::note(&format!("clock against {label}: {}", said(&reading))),
+        }
+        self.last = Some((label.clone(), Instant::now(), reading.clone()));
+        Some(Reading { reading, reference: label })
+    }
+}
+
+/// What a reading is recorded as having been read against; `None` for no reading.
+fn label(reference: &ClockReference, base_url: &str) -> Option<String> {
+    Some(match reference {
+        ClockReference::Off => return None,
+        ClockReference::Target => format!("date {base_url}/v1/models"),
+        ClockReference::Http(url) => format!("date {}", http::redact_url(url)),
+        ClockReference::Ntp(host) => format!("ntp {host}"),
+    })
+}
+
+/// `+0.12 ms ± 0.84 ms (50 exchanges)`.
+pub fn said(r: &ClockReading) -> String {
+    format!("{:+.2} ms ± {:.2} ms ({} exchanges)", r.offset_ms, r.uncertainty_ms, r.exchanges)
+}
+
+/// One reading against `reference` (`target`: the run's target, needed for
+/// [`ClockReference::Target`]) within `budget`.
+async fn measure(
+    reference: &ClockReference,
+    target: Option<&Target>,
+    budget: Duration,
+) -> std::io::Result<Option<ClockReading>> {
+    let deadline = Instant::now() + budget;
+    match (reference, target) {
+        (ClockReference::Off, _) => Ok(None),
+        (ClockReference::Ntp(host), _) => clock::ntp_reading(host, NTP_TIMEOUT).await.map(Some),
+        (ClockReference::Http(url), _) => {
+            let t = Target::resolve(url, "").await.map_err(std::io::Error::other)?;
+            let path = match t.path.trim_end_matches('/') {
+                "" => "/".to_string(),
+                p => p.to_string(),
+            };
+            clock::date_reading(&t, &path, deadline).await
+        }
+        (ClockReference::Target, Some(t)) => clock::date_reading(t, "/v1/models", deadline).await,
+        (ClockReference::Target, None) => Err(std::io::Error::other("no target to read")),
+    }
+}
+
+/// This host's clock against `reference` as a shard reads it before its run (`target`: the
+/// server at `base_url`), taking at most `within`: for checking the hosts of a scaled run
+/// before it starts (`servelab scale clock`). The reading and what it was read against.
+pub async fn read_clock(
+    reference: &ClockReference,
+    base_url: Option<&str>,
+    within: Duration,
+) -> Result<(String, ClockReading), String> {
+    let target = match base_url {
+        Some(u) => Some(Target::resolve(u, "/v1/models").await.map_err(|e| e.to_string())?),
+        None if *reference == ClockReference::Target => {
+            return Err("--base-url: reading the target's clock needs its URL (or give \
+                        --clock-reference ntp://HOST)"
+                .into())
+        }
+        None => None,
+    };
+    let shown = base_url.map(|u| http::redact_url(u.trim_end_matches('/'))).unwrap_or_default();
+    let Some(label) = label(reference, &shown) else {
+        return Err("--clock-reference none: nothing to read".into());
+    };
+    match measure(reference, target.as_ref(), within).await {
+        Ok(Some(r)) => Ok((label, r)),
+        Ok(None) => Err(format!("{label}: the answer had no Date header")),
+        Err(e) => Err(format!("cannot read the clock of {label}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reading_takes_the_time_before_the_start_but_half_a_second_at_most_four() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let at = |s: f64| Some(now + Duration::from_secs_f64(s));
+        assert_eq!(budget(None, now, false), Duration::ZERO);
+        assert_eq!(budget(Some(now - Duration::from_secs(3)), now, false), Duration::ZERO);
+        assert_eq!(budget(at(0.4), now, false), Duration::ZERO);
+        assert_eq!(budget(at(2.0), now, false), Duration::from_millis(1_500));
+        // Warm-ups get half of what is left.
+        assert_eq!(budget(at(2.0), now, true), Duration::from_millis(500));
+        assert_eq!(budget(at(7.0), now, true), Duration::from_millis(3_000));
+        assert_eq!(budget(at(300.0), now, true), MOST);
+    }
+}
