@@ -1,16 +1,17 @@
-//! A shard's clock reading before its run: against what (`--clock-reference`), within what
-//! time (before the shared start), and kept for the next runs of the same conductor.
+//! A shard's clock reading: against what (`--clock-reference`), within what time (before the
+//! shared start), again after the run when there was no time before it, and kept for the next
+//! runs of the same conductor.
 
 use std::time::{Duration, SystemTime};
 
-use servelab_client::clock::{self, ClockReading};
+use servelab_client::clock::{self, ClockReading, Coarse};
 use servelab_client::{http, Target};
 use servelab_outputs::term;
 use servelab_plan::ClockReference;
 use tokio::time::Instant;
 
-/// The longest a reading may take: three rounds at three second boundaries, with room.
-const MOST: Duration = Duration::from_secs(4);
+/// The longest a reading may take: four rounds at four second boundaries, with room.
+const MOST: Duration = Duration::from_secs(5);
 
 /// A kept reading is used again this long: a free-running clock drifts well under a
 /// millisecond in that time, and a sweep's points start seconds apart.
@@ -26,6 +27,7 @@ pub(crate) struct Clocks {
 }
 
 /// What a shard records of its clock: the reading and what it was read against.
+#[derive(Debug, Clone)]
 pub(crate) struct Reading {
     pub reading: ClockReading,
     pub reference: String,
@@ -41,10 +43,12 @@ pub(crate) fn budget(start_at: Option<SystemTime>, now: SystemTime, warmups: boo
 }
 
 impl Clocks {
-    /// This host's clock against `reference` (`target`: the run's target, `base_url` as
-    /// shown), measured within [`budget`] or kept from an earlier run. Problems are warnings:
-    /// a shard with no reading still runs, and the merge says its offset is unknown.
-    pub(crate) async fn read(
+    /// This host's clock against `reference` before a run (`target`: the run's target,
+    /// `base_url` as shown), measured within [`budget`] or kept from an earlier run. A
+    /// reading cut short by the start is kept quietly: [`Clocks::after`] reads again. Problems
+    /// are warnings: a shard with no reading still runs, and the merge says its offset is
+    /// unknown.
+    pub(crate) async fn before(
         &mut self,
         reference: &ClockReference,
         target: &Target,
@@ -54,16 +58,43 @@ impl Clocks {
         interrupt: &mut tokio::sync::watch::Receiver<bool>,
     ) -> Option<Reading> {
         let label = label(reference, base_url)?;
-        let budget = budget(start_at, SystemTime::now(), warmups);
         if let Some((key, at, kept)) = &self.last {
-            // A refined reading is good for a while; a whole-second one only until there is
-            // time to refine it.
-            let refined = kept.note.is_none();
-            if *key == label && at.elapsed() < KEEP && (refined || budget < Duration::from_secs(2))
-            {
+            // Only a reading cut short by time is worth taking again.
+            if *key == label && at.elapsed() < KEEP && kept.coarse != Some(Coarse::NoTime) {
                 return Some(Reading { reading: kept.clone(), reference: label });
             }
         }
+        let budget = budget(start_at, SystemTime::now(), warmups);
+        self.take(reference, target, label, budget, interrupt, false).await
+    }
+
+    /// After the run: a reading cut short before it is taken again, with all the time it
+    /// needs (nothing waits on this shard but the merge).
+    pub(crate) async fn after(
+        &mut self,
+        reading: Option<Reading>,
+        reference: &ClockReference,
+        target: &Target,
+        interrupt: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Option<Reading> {
+        let r = reading?;
+        if r.reading.coarse != Some(Coarse::NoTime) {
+            return Some(r);
+        }
+        let again = self.take(reference, target, r.reference.clone(), MOST, interrupt, true).await;
+        again.or(Some(r))
+    }
+
+    /// One reading, said, and kept.
+    async fn take(
+        &mut self,
+        reference: &ClockReference,
+        target: &Target,
+        label: String,
+        budget: Duration,
+        interrupt: &mut tokio::sync::watch::Receiver<bool>,
+        last_chance: bool,
+    ) -> Option<Reading> {
         let measured =
             http::unless_interrupted(interrupt, measure(reference, Some(target), budget)).await?;
         let reading = match measured {
@@ -80,11 +111,15 @@ impl Clocks {
                 return None;
             }
         };
-        match &reading.note {
-            Some(note) => {
-                term::warn(&format!("clock against {label}: {} ({note})", said(&reading)))
-            }
-            None => term::note(&format!("clock against {label}: {}", said(&reading))),
+        match (reading.note(), reading.coarse) {
+            (None, _) => term::note(&format!("clock against {label}: {}", said(&reading))),
+            // Cut short before the run: read again after it.
+            (Some(_), Some(Coarse::NoTime)) if !last_chance => {}
+            (Some(note), _) => term::warn(&format!(
+                "clock against {label}: {} ({note}; --clock-reference ntp://HOST reads to \
+                 milliseconds)",
+                said(&reading)
+            )),
         }
         self.last = Some((label.clone(), Instant::now(), reading.clone()));
         Some(Reading { reading, reference: label })

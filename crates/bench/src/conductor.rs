@@ -305,10 +305,12 @@ async fn run(
         let mut stop = interrupt.clone();
         let spec = &plan.shard;
         let warm = !warmups.is_empty();
-        clocks.read(&spec.clock, &target, base_url, spec.start_at, warm, &mut stop).await
+        clocks.before(&spec.clock, &target, base_url, spec.start_at, warm, &mut stop).await
     } else {
         None
     };
+    // For a reading taken again after the run, when the start left no time for it.
+    let clock_target = clock.as_ref().map(|_| (target.clone(), interrupt.clone()));
 
     let info = RunInfo {
         backend: req.api.backend().to_string(),
@@ -325,13 +327,7 @@ async fn run(
         started_at: servelab_plan::time::now_rfc3339(),
         servelab_version: env!("CARGO_PKG_VERSION").to_string(),
         interrupted: false,
-        shard: sharded.then(|| ShardInfo {
-            shard,
-            start_at: plan.shard.start_at.map(servelab_plan::time::rfc3339_millis),
-            clock_offset_ms: clock.as_ref().map(|c| c.reading.offset_ms),
-            clock_uncertainty_ms: clock.as_ref().map(|c| c.reading.uncertainty_ms),
-            clock_reference: clock.map(|c| c.reference),
-        }),
+        shard: sharded.then(|| shard_info(shard, plan.shard.start_at, clock.clone())),
     };
 
     // Run, streaming records to the collector (and to disk) as they finish.
@@ -424,7 +420,11 @@ async fn run(
     .await
     .map_err(|e| RunError::Failed(format!("token attribution failed: {e}")))?;
     let interrupted = end.stop == StopReason::Interrupted;
-    let info = RunInfo { interrupted, ..info };
+    let mut info = RunInfo { interrupted, ..info };
+    if let (Some((target, mut stop)), false) = (clock_target, interrupted) {
+        let again = clocks.after(clock, &plan.shard.clock, &target, &mut stop).await;
+        info.shard = Some(shard_info(shard, plan.shard.start_at, again));
+    }
     let mut summary = servelab_metrics::summarize(&records, &info, &plan.metrics);
     servelab_metrics::engine::attach(&mut summary, &scrapes);
     if let Some((sim, mark)) = truth {
@@ -475,6 +475,21 @@ async fn run(
         term::note(&line);
     }
     Ok(BenchOutcome { summary, records, result_path: saved, stop: end.stop })
+}
+
+/// What a shard records of itself: which shard, its start, its clock reading.
+fn shard_info(
+    shard: servelab_load::Shard,
+    start_at: Option<std::time::SystemTime>,
+    clock: Option<crate::clock::Reading>,
+) -> ShardInfo {
+    ShardInfo {
+        shard,
+        start_at: start_at.map(servelab_plan::time::rfc3339_millis),
+        clock_offset_ms: clock.as_ref().map(|c| c.reading.offset_ms),
+        clock_uncertainty_ms: clock.as_ref().map(|c| c.reading.uncertainty_ms),
+        clock_reference: clock.map(|c| c.reference),
+    }
 }
 
 /// What a plan's dataset gives the loop: prompts, a trace (with its due instants), or

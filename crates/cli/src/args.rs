@@ -846,9 +846,9 @@ pub struct ScaleClockArgs {
     /// boundaries), `ntp://HOST[:PORT]`, or `http://HOST[:PORT][/PATH]`.
     #[arg(long, value_name = "REF", default_value = "target")]
     pub clock_reference: String,
-    /// Seconds the reading may take: a Date reading narrows at up to three second boundaries
-    /// (about 3 s); with less it stops early, whole seconds at worst.
-    #[arg(long, default_value_t = 4.0, value_name = "SECS")]
+    /// Seconds the reading may take: a Date reading narrows and checks itself at four second
+    /// boundaries (about 4 s); with less it stops early, at whole seconds.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
     pub within: f64,
     /// Print the reading as JSON.
     #[arg(long)]
@@ -957,8 +957,8 @@ pub struct ScaleLocalArgs {
     #[arg(long)]
     pub results: Option<PathBuf>,
     /// Seconds from now to the shards' time zero: time for every process to start and read
-    /// its clock (a Date reading takes about 3 s; with less time it is coarser).
-    #[arg(long, default_value_t = 5.0)]
+    /// its clock (a Date reading takes about 4 s; with less, it is read again after the run).
+    #[arg(long, default_value_t = 6.0)]
     pub start_in: f64,
     /// Largest allowed difference between the shards' clocks, ms (as for `runs merge`).
     #[arg(long, default_value_t = servelab_metrics::merge::DEFAULT_MAX_CLOCK_SPREAD_MS)]

@@ -106,14 +106,14 @@ async fn clock(a: &crate::args::ScaleClockArgs) -> Result<ExitStatus, Failure> {
             "uncertainty_ms": r.uncertainty_ms,
             "exchanges": r.exchanges,
             "seconds": took,
-            "note": r.note,
+            "note": r.note(),
         });
         term::stdout(&format!("{v}\n"));
     } else {
         term::stdout(&format!(
             "clock against {label}: {} in {took:.2} s{}\n",
             servelab_bench::said(&r),
-            r.note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+            r.note().map(|n| format!(" ({n})")).unwrap_or_default()
         ));
     }
     Ok(ExitStatus::Success)

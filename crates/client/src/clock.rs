@@ -6,13 +6,17 @@
 //!
 //! `Date` has whole seconds, so one exchange only bounds the offset to a second. The reading
 //! here narrows it at the reference's second boundaries (the htpdate idea): probes timed to
-//! straddle the instant its `Date` ticks over tell on which side of the tick each landed. Two
-//! or three rounds of [`PROBES_PER_ROUND`] probes bring the bound from a second to a few
-//! milliseconds plus the round trip. The bound is exact for a server that stamps each
-//! response from its clock (hyper, nginx); a server that refreshes a cached `Date` on a timer
-//! (uvicorn, under vLLM and SGLang, once a second) reads as behind by that refresh's phase,
-//! alike for every shard that reads it within seconds of the others.
-
+//! straddle the instant its `Date` ticks over tell on which side of the tick each landed.
+//! Three rounds of [`PROBES_PER_ROUND`] probes, each at its own boundary, bring the bound from
+//! a second to a fraction of a millisecond plus the round trip, and a fourth checks it. Each
+//! round also aims a quarter of the bound's width (at least 1 ms) beyond either side of it: a
+//! `Date` stamped per response from the server's clock (hyper, Go, nginx) ticks where the
+//! earlier rounds said, one refreshed on a timer (uvicorn, under vLLM and SGLang, every
+//! ~1,006 ms) has moved by then, and the rounds contradict each other. Only four consistent
+//! rounds give a millisecond bound (about 4 s); otherwise the reading allows for a `Date` up to
+//! [`STALE_MS`] stale (about ±1.25 s) and says why. A cached `Date` refreshed exactly once a
+//! second, or drifting less than a millisecond a second, cannot be told from a clock that is
+//! behind.
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -22,13 +26,19 @@ use tokio::time::Instant;
 
 use crate::http::{connect, drive, Conn, Target};
 
-/// Probes sent around one second boundary of the reference: each round divides the bound by
-/// this many (plus the round trip).
-pub const PROBES_PER_ROUND: usize = 16;
+/// Probes sent around one second boundary of the reference. They span the bound and a
+/// quarter of its width beyond either side, so each round divides the bound by 16 (plus the
+/// round trip).
+pub const PROBES_PER_ROUND: usize = 24;
 
-/// Rounds after the first exchange: 1,000 ms → ~62 ms → ~4 ms → ~0.3 ms, each plus the
-/// round trip.
-const MAX_ROUNDS: usize = 3;
+/// Rounds after the first exchanges, each at its own second boundary: 1,000 ms → ~62 ms →
+/// ~4 ms → ~0.3 ms, each plus the round trip; the fourth checks, at that precision, that the
+/// tick has not moved in a second (a `Date` refreshed every ~1,006 ms moves 6 ms).
+const ROUNDS: usize = 4;
+
+/// How stale a `Date` may be when the reading cannot show it is stamped per response, ms:
+/// uvicorn refreshes its cached `Date` every ~1,006 ms, later when its loop is busy.
+pub const STALE_MS: f64 = 1_500.0;
 
 /// What one reading found: the reference's clock minus this host's, within ± uncertainty.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,13 +46,39 @@ pub struct ClockReading {
     /// Reference − local, ms (the middle of the offsets the exchanges allow).
     pub offset_ms: f64,
     /// Half the width of the offsets the exchanges allow, ms: the true offset is within
-    /// `offset_ms ± uncertainty_ms` (for a reference that stamps its clock exactly).
+    /// `offset_ms ± uncertainty_ms` (for a `Date` reference: one whose `Date` is stamped per
+    /// response, or at most [`STALE_MS`] stale when the note says it could not be shown to be).
     pub uncertainty_ms: f64,
     /// Exchanges the reading took.
     pub exchanges: u32,
-    /// What a reader should know (a reference that contradicted itself, a deadline that
-    /// allowed no refinement).
-    pub note: Option<String>,
+    /// Why the reading is only to whole seconds; `None` for a reading to its round trip.
+    pub coarse: Option<Coarse>,
+}
+
+/// Why a `Date` reading is only to whole seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coarse {
+    /// There was no time for the four rounds: reading again with more time may narrow it.
+    NoTime,
+    /// The rounds contradicted each other: the `Date` is cached (uvicorn's), or several
+    /// workers with their own clocks answer. Reading it again will not narrow it.
+    NotPerResponse,
+}
+
+impl ClockReading {
+    /// Why the reading is coarse, in words; `None` for a reading to its round trip.
+    pub fn note(&self) -> Option<String> {
+        let why = match self.coarse? {
+            Coarse::NoTime => {
+                "no time for the four rounds that show a Date is stamped per response"
+            }
+            Coarse::NotPerResponse => {
+                "its Date is not stamped per response (a cached Date, as uvicorn's, or several \
+                 workers)"
+            }
+        };
+        Some(format!("{why}: whole seconds only, allowing for a Date up to {STALE_MS:.0} ms old"))
+    }
 }
 
 /// Offsets (reference − local, ms) still possible.
@@ -66,12 +102,12 @@ impl Bounds {
         (b.lo <= b.hi).then_some(b)
     }
 
-    fn reading(&self, exchanges: u32, note: Option<String>) -> ClockReading {
+    fn reading(&self, exchanges: u32, coarse: Option<Coarse>) -> ClockReading {
         ClockReading {
             offset_ms: (self.lo + self.hi) / 2.0,
             uncertainty_ms: self.width() / 2.0,
             exchanges,
-            note,
+            coarse,
         }
     }
 }
@@ -94,22 +130,32 @@ impl DateProbe {
     /// in `[before, after]`, when its own clock read in `[date, date + 1 s)` (`Date`
     /// truncates): the offset is above `date − after` and below `date + 1 s − before`.
     pub fn bounds(&self) -> Bounds {
+        self.bounds_stale(0.0)
+    }
+
+    /// [`DateProbe::bounds`] for a `Date` that may be up to `stale_ms` old when sent: the
+    /// reference's clock read in `[date, date + 1 s + stale)`.
+    pub fn bounds_stale(&self, stale_ms: f64) -> Bounds {
         let date_ms = self.date_s as f64 * 1e3;
-        Bounds { lo: date_ms - self.after_ms, hi: date_ms + 1e3 - self.before_ms }
+        Bounds { lo: date_ms - self.after_ms, hi: date_ms + 1e3 + stale_ms - self.before_ms }
     }
 }
 
-/// One round of probes that splits `b` at a second boundary of the reference: returns the
-/// boundary (reference ms since the epoch) and the local instants to send at, earliest first,
-/// none before `earliest_ms`. Probe `j` assumes the offset is the middle of the `j`-th of
-/// `k` equal slices of `b` and sends so that, were it so, the reference would stamp it at the
-/// boundary half a round trip later: whichever side of the tick it lands on rules out the
-/// slices on the other side.
+/// One round of `k` probes around a second boundary of the reference: the boundary
+/// (reference ms since the epoch) and the local instants to send at, earliest first, none
+/// before `earliest_ms`. The probes aim at offsets evenly over `b` widened by a quarter of its
+/// width (at least 1 ms) on either side; probe `j`, aimed at offset `θ`, leaves so that the
+/// reference would stamp it at the boundary half a round trip later were the offset `θ`:
+/// whichever side of the tick it lands on rules out the offsets on the other side. The
+/// probes aimed outside `b` check it: for a `Date` stamped per response they land where `b`
+/// says.
 pub fn plan_round(b: Bounds, earliest_ms: f64, rtt_ms: f64, k: usize) -> (f64, Vec<f64>) {
     let k = k.max(1);
-    let slice = b.width() / k as f64;
+    let margin = (b.width() / 4.0).max(1.0);
+    let (lo, width) = (b.lo - margin, b.width() + 2.0 * margin);
+    let slice = width / k as f64;
     // Aimed offsets, largest first: the largest offset sends earliest.
-    let aims: Vec<f64> = (0..k).rev().map(|j| b.lo + (j as f64 + 0.5) * slice).collect();
+    let aims: Vec<f64> = (0..k).rev().map(|j| lo + (j as f64 + 0.5) * slice).collect();
     let first_aim = aims[0];
     let boundary = ((earliest_ms + first_aim + rtt_ms / 2.0) / 1e3).ceil() * 1e3;
     let sends = aims.iter().map(|aim| boundary - aim - rtt_ms / 2.0).collect();
@@ -124,12 +170,12 @@ pub fn unix_ms(t: SystemTime) -> f64 {
     }
 }
 
-/// The target's clock minus this host's from its `Date` header, narrowed at its second
-/// boundaries while `deadline` allows (the last round must end before it). `path` is what
-/// is fetched (`/v1/models` on an engine). `Ok(None)`: the answers carry no readable `Date`.
-/// With no time for a round the reading is one exchange's, good to about ±500 ms; a
-/// reference whose `Date` contradicts itself (several workers with their own clocks, or a
-/// stale cache) keeps that first reading and says so in its note.
+/// The target's clock minus this host's from its `Date` header, narrowed and checked at four
+/// of its second boundaries when `deadline` allows (the last round must end before it). `path` is
+/// what is fetched (`/v1/models` on an engine). `Ok(None)`: the answers carry no readable
+/// `Date`. Without time for the four rounds, or when they contradict each other (a cached
+/// `Date`, several workers), the reading allows for a `Date` up to [`STALE_MS`] stale and says
+/// why ([`ClockReading::coarse`]); a `Date` that contradicts even that is an error.
 pub async fn date_reading(
     target: &Target,
     path: &str,
@@ -137,20 +183,14 @@ pub async fn date_reading(
 ) -> std::io::Result<Option<ClockReading>> {
     let mut first = connect(target.addr).await?;
     // Two exchanges on one connection: the second's round trip is a warm one.
-    if probe(&mut first, target, path).await?.is_none() {
-        return Ok(None);
-    }
+    let Some(p0) = probe(&mut first, target, path).await? else { return Ok(None) };
     let Some(p) = probe(&mut first, target, path).await? else { return Ok(None) };
-    let coarse = p.bounds();
     let rtt = (p.after_ms - p.before_ms).max(0.0);
-    let mut bounds = coarse;
-    let mut exchanges = 2u32;
+    let mut all = vec![p0, p];
+    let mut bounds = narrow(p0.bounds(), &[p]);
+    let mut rounds = 0;
     let mut conns: Vec<Conn> = Vec::new();
-    for _ in 0..MAX_ROUNDS {
-        // Narrow enough: the round trip, not the second, is what is left.
-        if bounds.width() <= 2.0 * rtt + 1.0 {
-            break;
-        }
+    while let Some(b) = bounds.filter(|_| rounds < ROUNDS) {
         if conns.is_empty() {
             let mut set = tokio::task::JoinSet::new();
             for _ in 0..PROBES_PER_ROUND {
@@ -161,7 +201,7 @@ pub async fn date_reading(
             }
         }
         let (now, start) = (unix_ms(SystemTime::now()), Instant::now());
-        let (_, sends) = plan_round(bounds, now + 20.0, rtt, conns.len());
+        let (_, sends) = plan_round(b, now + 20.0, rtt, conns.len());
         let last = sends.last().copied().unwrap_or(now);
         // The round must end (its last answer back, with room for a late wakeup) in time.
         let ends = start + Duration::from_secs_f64(((last - now) + rtt + 50.0) / 1e3);
@@ -186,19 +226,35 @@ pub async fn date_reading(
                 probes.push(p);
             }
         }
-        exchanges += probes.len() as u32;
-        match narrow(bounds, &probes) {
-            Some(b) => bounds = b,
-            None => {
-                let note = "the reference's Date header contradicted itself (several workers, \
-                            or a cached Date): offset from whole seconds only"
-                    .to_string();
-                return Ok(Some(coarse.reading(exchanges, Some(note))));
-            }
-        }
+        bounds = narrow(b, &probes);
+        all.extend(probes);
+        rounds += 1;
     }
-    let note = (bounds == coarse).then(|| "no time to refine it: whole seconds only".to_string());
-    Ok(Some(bounds.reading(exchanges, note)))
+    conclude(&all, bounds, rounds).map(Some).map_err(std::io::Error::other)
+}
+
+/// The reading from every probe of a `Date` reading (`all`), the bounds the rounds left
+/// (`None`: they contradicted each other) and how many rounds ran: the rounds' bound after
+/// all four rounds, else the bound that allows for a `Date` up to [`STALE_MS`] stale, with
+/// why ([`Coarse`]); an error when even that contradicts itself.
+pub fn conclude(
+    all: &[DateProbe],
+    bounds: Option<Bounds>,
+    rounds: usize,
+) -> Result<ClockReading, String> {
+    let exchanges = all.len() as u32;
+    let coarse = match bounds {
+        Some(b) if rounds >= ROUNDS => return Ok(b.reading(exchanges, None)),
+        Some(_) => Coarse::NoTime,
+        None => Coarse::NotPerResponse,
+    };
+    let stale = all.iter().map(|p| p.bounds_stale(STALE_MS));
+    match stale.map(Some).reduce(|a, b| a?.intersect(&b?)).flatten() {
+        Some(b) => Ok(b.reading(exchanges, Some(coarse))),
+        None => Err("its Date header jumps by more than a stale Date can (several workers with \
+                     their own clocks?)"
+            .to_string()),
+    }
 }
 
 /// `b` narrowed by every probe; `None` when they contradict it or each other.
@@ -269,7 +325,7 @@ pub async fn ntp_reading(server: &str, timeout: Duration) -> std::io::Result<Clo
     }
     match best {
         Some((offset_ms, delay)) => {
-            Ok(ClockReading { offset_ms, uncertainty_ms: delay / 2.0, exchanges, note: None })
+            Ok(ClockReading { offset_ms, uncertainty_ms: delay / 2.0, exchanges, coarse: None })
         }
         None => Err(std::io::Error::other(format!(
             "no answer from NTP server {server}: {}",
@@ -314,12 +370,13 @@ mod tests {
 
     #[test]
     fn a_round_straddles_the_next_reachable_boundary() {
-        // Offset between 0 and 800 ms, now 1,000.1 s, round trip 2 ms, 4 probes: aims 700,
-        // 500, 300, 100 ms. The earliest (aim 700) must leave after 1,000.1 s, so the
-        // boundary is the first whole second at or after 1,000.1 + 0.7 + 0.001 s: 1,001 s.
+        // Offset between 0 and 800 ms, widened by 200 ms each side; now 1,000.1 s, round trip
+        // 2 ms, 4 probes: aims 850, 550, 250, -50 ms. The earliest (aim 850) must leave after
+        // 1,000.1 s, so the boundary is the first whole second at or after
+        // 1,000.1 + 0.85 + 0.001 s: 1,001 s.
         let (boundary, sends) = plan_round(Bounds { lo: 0.0, hi: 800.0 }, 1_000_100.0, 2.0, 4);
         assert_eq!(boundary, 1_001_000.0);
-        assert_eq!(sends, vec![1_000_299.0, 1_000_499.0, 1_000_699.0, 1_000_899.0]);
+        assert_eq!(sends, vec![1_000_149.0, 1_000_449.0, 1_000_749.0, 1_001_049.0]);
     }
 
     /// A reference `offset` ms ahead of this host, stamping each probe `half_rtt` after it
@@ -333,24 +390,75 @@ mod tests {
         }
     }
 
-    #[test]
-    fn rounds_narrow_to_the_round_trip_around_the_true_offset() {
-        for offset in [-1_234.5, -3.0, 0.0, 0.4, 77.7, 499.9, 2_500.25] {
-            let half_rtt = 0.15;
-            let mut now = 5_000_000.0;
-            let mut b = answer(offset, half_rtt, now).bounds();
-            assert!(b.width() <= 1_000.0 + 2.0 * half_rtt);
-            for _ in 0..MAX_ROUNDS {
-                let (_, sends) = plan_round(b, now + 20.0, 2.0 * half_rtt, PROBES_PER_ROUND);
-                let probes: Vec<DateProbe> =
-                    sends.iter().map(|&s| answer(offset, half_rtt, s)).collect();
-                now = sends.last().unwrap() + 10.0;
-                b = narrow(b, &probes).expect("consistent");
-                assert!(b.lo <= offset && offset <= b.hi, "{offset} in {b:?}");
-            }
-            // 1,000 / 16³ ≈ 0.24 ms plus the round trip.
-            assert!(b.width() < 0.25 + 2.0 * 2.0 * half_rtt, "{offset}: {b:?}");
+    /// The probes of a whole reading against `answer` (a reference answering a probe sent at
+    /// a local instant), as [`date_reading`] times them: two exchanges, then the rounds. The
+    /// reading and whether the rounds contradicted each other.
+    fn read(answer: impl Fn(f64) -> DateProbe) -> (Result<ClockReading, String>, bool) {
+        let mut now = 5_000_000.0;
+        let mut all = vec![answer(now), answer(now + 1.0)];
+        let rtt = all[1].after_ms - all[1].before_ms;
+        let mut b = narrow(all[0].bounds(), &all[1..]);
+        let mut rounds = 0;
+        while let Some(bounds) = b.filter(|_| rounds < ROUNDS) {
+            let (_, sends) = plan_round(bounds, now + 20.0, rtt, PROBES_PER_ROUND);
+            let probes: Vec<DateProbe> = sends.iter().map(|&s| answer(s)).collect();
+            now = sends.last().unwrap() + 10.0;
+            b = narrow(bounds, &probes);
+            all.extend(probes);
+            rounds += 1;
         }
+        (conclude(&all, b, rounds), b.is_none())
+    }
+
+    #[test]
+    fn four_rounds_narrow_to_the_round_trip_around_the_true_offset() {
+        for offset in [-1_234.5, -3.0, 0.0, 0.4, 77.7, 499.9, 2_500.25] {
+            let (r, contradicted) = read(|s| answer(offset, 0.15, s));
+            let r = r.unwrap();
+            assert!(!contradicted && r.coarse.is_none(), "{offset}: {r:?}");
+            assert!((r.offset_ms - offset).abs() <= r.uncertainty_ms, "{offset}: {r:?}");
+            // 1,000 / 16³ ≈ 0.24 ms plus the round trip (the fourth round checks, and narrows
+            // a little more).
+            assert!(r.uncertainty_ms < (0.25 + 0.3 * 2.0) / 2.0, "{offset}: {r:?}");
+            assert_eq!(r.exchanges as usize, 2 + ROUNDS * PROBES_PER_ROUND);
+        }
+    }
+
+    /// A uvicorn-like reference on this host's clock: its `Date` is refreshed every
+    /// `period` ms from `phase` on and shows the whole second of the last refresh.
+    fn cached(period: f64, phase: f64, half_rtt: f64, send: f64) -> DateProbe {
+        let stamped = send + half_rtt;
+        let refresh = phase + ((stamped - phase) / period).floor() * period;
+        DateProbe {
+            before_ms: send,
+            after_ms: send + 2.0 * half_rtt,
+            date_s: (refresh / 1e3).floor() as i64,
+        }
+    }
+
+    #[test]
+    fn a_cached_date_is_caught_and_read_as_whole_seconds_that_hold_the_truth() {
+        // uvicorn's refresh period was measured here at 1,003-1,008 ms.
+        for period in [1_003.0, 1_006.0, 1_010.0] {
+            for phase in (0..50).map(|i| 5_000_000.0 + f64::from(i) * 41.0) {
+                let (r, contradicted) = read(|s| cached(period, phase, 0.15, s));
+                let r = r.unwrap();
+                assert!(contradicted, "{period} {phase}: {r:?}");
+                assert_eq!(r.coarse, Some(Coarse::NotPerResponse), "{r:?}");
+                assert!(r.offset_ms.abs() <= r.uncertainty_ms, "{period} {phase}: {r:?}");
+                assert!(r.uncertainty_ms <= 1_250.5, "{r:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn without_the_four_rounds_a_reading_allows_for_a_stale_date() {
+        let p = answer(0.0, 0.1, 1_000_300.0);
+        let r = conclude(&[p], Some(p.bounds()), 2).unwrap();
+        assert_eq!(r.coarse, Some(Coarse::NoTime));
+        assert!(r.note().is_some_and(|n| n.starts_with("no time for the four")));
+        // [date − after, date + 1 s + 1.5 s − before]: 2.5 s wide.
+        assert!((r.uncertainty_ms - (2_500.0 + 0.2) / 2.0).abs() < 1e-6, "{r:?}");
     }
 
     #[test]
