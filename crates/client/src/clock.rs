@@ -293,7 +293,7 @@ async fn probe(conn: &mut Conn, target: &Target, path: &str) -> std::io::Result<
 /// SNTP exchanges with one NTP server.
 const NTP_SAMPLES: usize = 3;
 
-/// The NTP server's clock minus this host's by SNTP (RFC 4330): [`NTP_SAMPLES`] exchanges
+/// The NTP server's clock minus this host's by SNTP (RFC 4330): three exchanges
 /// 200 ms apart (servers rate-limit bursts), keeping the one with the shortest round trip,
 /// whose offset is exact within half that round trip. `server` is `HOST[:PORT]` (port 123 by
 /// default); `timeout` bounds each exchange.
