@@ -10,8 +10,9 @@ use servelab_outputs::term;
 use servelab_plan::ClockReference;
 use tokio::time::Instant;
 
-/// The longest a reading may take: four rounds at four second boundaries, with room.
-const MOST: Duration = Duration::from_secs(5);
+/// The longest a reading may take: four rounds at four second boundaries, the first up to
+/// ~1.6 s away (measured: 4.5-4.9 s in all), with room for a busy machine.
+const MOST: Duration = Duration::from_secs(6);
 
 /// A kept reading is used again this long: a free-running clock drifts well under a
 /// millisecond in that time, and a sweep's points start seconds apart.
@@ -42,12 +43,35 @@ pub(crate) fn budget(start_at: Option<SystemTime>, now: SystemTime, warmups: boo
     left.saturating_sub(Duration::from_millis(500)).min(MOST)
 }
 
+/// A shard's clock between its reading before the run and the one after it.
+#[derive(Debug, Clone)]
+pub(crate) enum ShardClock {
+    /// Read (perhaps only to whole seconds, for want of time: read again after the run).
+    Read(Reading),
+    /// No time before the start for even one round: read after the run, against this.
+    Later(String),
+}
+
+impl ShardClock {
+    /// The reading, if there is one yet.
+    pub(crate) fn reading(&self) -> Option<&Reading> {
+        match self {
+            ShardClock::Read(r) => Some(r),
+            ShardClock::Later(_) => None,
+        }
+    }
+}
+
+/// Below this much time before the start, a reading waits for the end of the run: one round
+/// needs up to a second to reach a boundary of the reference's clock.
+const LEAST: Duration = Duration::from_millis(1_500);
+
 impl Clocks {
     /// This host's clock against `reference` before a run (`target`: the run's target,
-    /// `base_url` as shown), measured within [`budget`] or kept from an earlier run. A
-    /// reading cut short by the start is kept quietly: [`Clocks::after`] reads again. Problems
-    /// are warnings: a shard with no reading still runs, and the merge says its offset is
-    /// unknown.
+    /// `base_url` as shown), measured within [`budget`] or kept from an earlier run. With no
+    /// time for it, or cut short by the start, it is read (again) after the run
+    /// ([`Clocks::after`]). Problems are warnings: a shard with no reading still runs, and the
+    /// merge says its offset is unknown.
     pub(crate) async fn before(
         &mut self,
         reference: &ClockReference,
@@ -56,33 +80,39 @@ impl Clocks {
         start_at: Option<SystemTime>,
         warmups: bool,
         interrupt: &mut tokio::sync::watch::Receiver<bool>,
-    ) -> Option<Reading> {
+    ) -> Option<ShardClock> {
         let label = label(reference, base_url)?;
         if let Some((key, at, kept)) = &self.last {
             // Only a reading cut short by time is worth taking again.
             if *key == label && at.elapsed() < KEEP && kept.coarse != Some(Coarse::NoTime) {
-                return Some(Reading { reading: kept.clone(), reference: label });
+                let reading = Reading { reading: kept.clone(), reference: label };
+                return Some(ShardClock::Read(reading));
             }
         }
         let budget = budget(start_at, SystemTime::now(), warmups);
-        self.take(reference, target, label, budget, interrupt, false).await
+        if budget < LEAST {
+            return Some(ShardClock::Later(label));
+        }
+        let read = self.take(reference, target, label, budget, interrupt, false).await;
+        read.map(ShardClock::Read)
     }
 
-    /// After the run: a reading cut short before it is taken again, with all the time it
-    /// needs (nothing waits on this shard but the merge).
+    /// After the run: a reading there was no time for before it, or one cut short, is taken
+    /// with all the time it needs (nothing waits on this shard but the merge).
     pub(crate) async fn after(
         &mut self,
-        reading: Option<Reading>,
+        clock: Option<ShardClock>,
         reference: &ClockReference,
         target: &Target,
         interrupt: &mut tokio::sync::watch::Receiver<bool>,
     ) -> Option<Reading> {
-        let r = reading?;
-        if r.reading.coarse != Some(Coarse::NoTime) {
-            return Some(r);
-        }
-        let again = self.take(reference, target, r.reference.clone(), MOST, interrupt, true).await;
-        again.or(Some(r))
+        let (label, kept) = match clock? {
+            ShardClock::Read(r) if r.reading.coarse != Some(Coarse::NoTime) => return Some(r),
+            ShardClock::Read(r) => (r.reference.clone(), Some(r)),
+            ShardClock::Later(label) => (label, None),
+        };
+        let again = self.take(reference, target, label, MOST, interrupt, true).await;
+        again.or(kept)
     }
 
     /// One reading, said, and kept.

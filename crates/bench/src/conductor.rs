@@ -327,7 +327,9 @@ async fn run(
         started_at: servelab_plan::time::now_rfc3339(),
         servelab_version: env!("CARGO_PKG_VERSION").to_string(),
         interrupted: false,
-        shard: sharded.then(|| shard_info(shard, plan.shard.start_at, clock.clone())),
+        shard: sharded.then(|| {
+            shard_info(shard, plan.shard.start_at, clock.as_ref().and_then(|c| c.reading()))
+        }),
     };
 
     // Run, streaming records to the collector (and to disk) as they finish.
@@ -423,7 +425,7 @@ async fn run(
     let mut info = RunInfo { interrupted, ..info };
     if let (Some((target, mut stop)), false) = (clock_target, interrupted) {
         let again = clocks.after(clock, &plan.shard.clock, &target, &mut stop).await;
-        info.shard = Some(shard_info(shard, plan.shard.start_at, again));
+        info.shard = Some(shard_info(shard, plan.shard.start_at, again.as_ref()));
     }
     let mut summary = servelab_metrics::summarize(&records, &info, &plan.metrics);
     servelab_metrics::engine::attach(&mut summary, &scrapes);
@@ -481,14 +483,14 @@ async fn run(
 fn shard_info(
     shard: servelab_load::Shard,
     start_at: Option<std::time::SystemTime>,
-    clock: Option<crate::clock::Reading>,
+    clock: Option<&crate::clock::Reading>,
 ) -> ShardInfo {
     ShardInfo {
         shard,
         start_at: start_at.map(servelab_plan::time::rfc3339_millis),
-        clock_offset_ms: clock.as_ref().map(|c| c.reading.offset_ms),
-        clock_uncertainty_ms: clock.as_ref().map(|c| c.reading.uncertainty_ms),
-        clock_reference: clock.map(|c| c.reference),
+        clock_offset_ms: clock.map(|c| c.reading.offset_ms),
+        clock_uncertainty_ms: clock.map(|c| c.reading.uncertainty_ms),
+        clock_reference: clock.map(|c| c.reference.clone()),
     }
 }
 

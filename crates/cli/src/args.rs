@@ -847,8 +847,8 @@ pub struct ScaleClockArgs {
     #[arg(long, value_name = "REF", default_value = "target")]
     pub clock_reference: String,
     /// Seconds the reading may take: a Date reading narrows and checks itself at four second
-    /// boundaries (about 4 s); with less it stops early, at whole seconds.
-    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    /// boundaries (about 5 s); with less it stops early, at whole seconds.
+    #[arg(long, default_value_t = 6.0, value_name = "SECS")]
     pub within: f64,
     /// Print the reading as JSON.
     #[arg(long)]
@@ -957,8 +957,8 @@ pub struct ScaleLocalArgs {
     #[arg(long)]
     pub results: Option<PathBuf>,
     /// Seconds from now to the shards' time zero: time for every process to start and read
-    /// its clock (a Date reading takes about 4 s; with less, it is read again after the run).
-    #[arg(long, default_value_t = 6.0)]
+    /// its clock (a Date reading takes about 5 s; with less, it is read again after the run).
+    #[arg(long, default_value_t = 7.0)]
     pub start_in: f64,
     /// Largest allowed difference between the shards' clocks, ms (as for `runs merge`).
     #[arg(long, default_value_t = servelab_metrics::merge::DEFAULT_MAX_CLOCK_SPREAD_MS)]

@@ -123,6 +123,10 @@ async fn two_shards_of_a_sweep_take_the_same_steps_over_merged_points() {
         assert_eq!(a.summary.completed, a.num_prompts as u64, "{name}");
         assert_eq!(a.summary.info.shard, None);
         assert!(a.summary.warnings.iter().any(|w| w.starts_with("merged from 2 shards")), "{name}");
+        // The shards started 3 s after the command: a clock reading cut short before the first
+        // point is taken again after it, and kept for the later points.
+        let clocks = a.summary.warnings.iter().find(|w| w.contains("their clocks agree within"));
+        assert!(clocks.is_some(), "{name}: {:?}", a.summary.warnings);
     }
     // One stored run per merged point, with both shards' requests and records.
     let store = servelab_store::Store::open_existing(&db).unwrap();

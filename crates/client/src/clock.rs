@@ -9,7 +9,7 @@
 //! straddle the instant its `Date` ticks over tell on which side of the tick each landed.
 //! Three rounds of [`PROBES_PER_ROUND`] probes, each at its own boundary, bring the bound from
 //! a second to a fraction of a millisecond plus the round trip, and a fourth checks it. Each
-//! round also aims a quarter of the bound's width (at least 1 ms) beyond either side of it: a
+//! round also aims a quarter of the bound's width (1 to 100 ms) beyond either side of it: a
 //! `Date` stamped per response from the server's clock (hyper, Go, nginx) ticks where the
 //! earlier rounds said, one refreshed on a timer (uvicorn, under vLLM and SGLang, every
 //! ~1,006 ms) has moved by then, and the rounds contradict each other. Only four consistent
@@ -27,12 +27,12 @@ use tokio::time::Instant;
 use crate::http::{connect, drive, Conn, Target};
 
 /// Probes sent around one second boundary of the reference. They span the bound and a
-/// quarter of its width beyond either side, so each round divides the bound by 16 (plus the
-/// round trip).
+/// quarter of its width (1 to 100 ms) beyond either side, so each round divides the bound by
+/// 16 to 24 (plus the round trip).
 pub const PROBES_PER_ROUND: usize = 24;
 
-/// Rounds after the first exchanges, each at its own second boundary: 1,000 ms → ~62 ms →
-/// ~4 ms → ~0.3 ms, each plus the round trip; the fourth checks, at that precision, that the
+/// Rounds after the first exchanges, each at its own second boundary: 1,000 ms → ~50 ms →
+/// ~3 ms → ~0.2 ms, each plus the round trip; the fourth checks, at that precision, that the
 /// tick has not moved in a second (a `Date` refreshed every ~1,006 ms moves 6 ms).
 const ROUNDS: usize = 4;
 
@@ -144,14 +144,14 @@ impl DateProbe {
 /// One round of `k` probes around a second boundary of the reference: the boundary
 /// (reference ms since the epoch) and the local instants to send at, earliest first, none
 /// before `earliest_ms`. The probes aim at offsets evenly over `b` widened by a quarter of its
-/// width (at least 1 ms) on either side; probe `j`, aimed at offset `θ`, leaves so that the
+/// width (at least 1 ms, at most 100 ms) on either side; probe `j`, aimed at offset `θ`, leaves so that the
 /// reference would stamp it at the boundary half a round trip later were the offset `θ`:
 /// whichever side of the tick it lands on rules out the offsets on the other side. The
 /// probes aimed outside `b` check it: for a `Date` stamped per response they land where `b`
 /// says.
 pub fn plan_round(b: Bounds, earliest_ms: f64, rtt_ms: f64, k: usize) -> (f64, Vec<f64>) {
     let k = k.max(1);
-    let margin = (b.width() / 4.0).max(1.0);
+    let margin = (b.width() / 4.0).clamp(1.0, 100.0);
     let (lo, width) = (b.lo - margin, b.width() + 2.0 * margin);
     let slice = width / k as f64;
     // Aimed offsets, largest first: the largest offset sends earliest.
@@ -181,23 +181,34 @@ pub async fn date_reading(
     path: &str,
     deadline: Instant,
 ) -> std::io::Result<Option<ClockReading>> {
-    let mut first = connect(target.addr).await?;
-    // Two exchanges on one connection: the second's round trip is a warm one.
-    let Some(p0) = probe(&mut first, target, path).await? else { return Ok(None) };
-    let Some(p) = probe(&mut first, target, path).await? else { return Ok(None) };
+    // Two exchanges on one connection (a new one if the server closed it): the second's
+    // round trip is a warm one.
+    let mut first = within(PROBE_TIMEOUT, connect(target.addr)).await?;
+    let Some(p0) = within(PROBE_TIMEOUT, probe(&mut first, target, path)).await? else {
+        return Ok(None);
+    };
+    if first.is_stale() {
+        first = within(PROBE_TIMEOUT, connect(target.addr)).await?;
+    }
+    let Some(p) = within(PROBE_TIMEOUT, probe(&mut first, target, path)).await? else {
+        return Ok(None);
+    };
     let rtt = (p.after_ms - p.before_ms).max(0.0);
     let mut all = vec![p0, p];
     let mut bounds = narrow(p0.bounds(), &[p]);
     let mut rounds = 0;
     let mut conns: Vec<Conn> = Vec::new();
     while let Some(b) = bounds.filter(|_| rounds < ROUNDS) {
-        if conns.is_empty() {
-            let mut set = tokio::task::JoinSet::new();
-            for _ in 0..PROBES_PER_ROUND {
-                set.spawn(connect(target.addr));
-            }
-            while let Some(c) = set.join_next().await {
-                conns.push(c.map_err(std::io::Error::other)??);
+        // Connections opened before the round, so no handshake is timed; one the server
+        // closed (or a probe failed on) is opened again.
+        conns.retain(|c| !c.is_stale());
+        let mut set = tokio::task::JoinSet::new();
+        for _ in conns.len()..PROBES_PER_ROUND {
+            set.spawn(within(PROBE_TIMEOUT, connect(target.addr)));
+        }
+        while let Some(c) = set.join_next().await {
+            if let Ok(Ok(c)) = c {
+                conns.push(c);
             }
         }
         let (now, start) = (unix_ms(SystemTime::now()), Instant::now());
@@ -205,7 +216,7 @@ pub async fn date_reading(
         let last = sends.last().copied().unwrap_or(now);
         // The round must end (its last answer back, with room for a late wakeup) in time.
         let ends = start + Duration::from_secs_f64(((last - now) + rtt + 50.0) / 1e3);
-        if ends > deadline {
+        if conns.is_empty() || ends > deadline {
             break;
         }
         let mut set = tokio::task::JoinSet::new();
@@ -214,23 +225,46 @@ pub async fn date_reading(
             let wait = Duration::from_secs_f64(((at - now) / 1e3).max(0.0));
             set.spawn(async move {
                 tokio::time::sleep_until(start + wait).await;
-                let p = probe(&mut conn, &target, &path).await;
+                let p = within(PROBE_TIMEOUT, probe(&mut conn, &target, &path)).await;
                 (conn, p)
             });
         }
         let mut probes = Vec::new();
         while let Some(done) = set.join_next().await {
-            let (conn, p) = done.map_err(std::io::Error::other)?;
-            conns.push(conn);
-            if let Some(p) = p? {
-                probes.push(p);
+            // A probe that failed rules nothing out; its connection is opened again.
+            if let Ok((conn, p)) = done {
+                conns.push(conn);
+                if let Ok(Some(p)) = p {
+                    probes.push(p);
+                }
             }
+        }
+        if probes.is_empty() {
+            break;
         }
         bounds = narrow(b, &probes);
         all.extend(probes);
         rounds += 1;
     }
     conclude(&all, bounds, rounds).map(Some).map_err(std::io::Error::other)
+}
+
+/// One exchange (or connect) of a reading may take this long: a server that accepts and
+/// then says nothing must not hold a shard before its start.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `fut` within `limit`; past it, an error of kind `TimedOut`.
+async fn within<T>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {} s", limit.as_secs()),
+        )),
+    }
 }
 
 /// The reading from every probe of a `Date` reading (`all`), the bounds the rounds left
@@ -370,13 +404,16 @@ mod tests {
 
     #[test]
     fn a_round_straddles_the_next_reachable_boundary() {
-        // Offset between 0 and 800 ms, widened by 200 ms each side; now 1,000.1 s, round trip
-        // 2 ms, 4 probes: aims 850, 550, 250, -50 ms. The earliest (aim 850) must leave after
+        // Offset between 0 and 800 ms, widened by 100 ms each side; now 1,000.1 s, round trip
+        // 2 ms, 4 probes: aims 775, 525, 275, 25 ms. The earliest (aim 775) must leave after
         // 1,000.1 s, so the boundary is the first whole second at or after
-        // 1,000.1 + 0.85 + 0.001 s: 1,001 s.
+        // 1,000.1 + 0.775 + 0.001 s: 1,001 s.
         let (boundary, sends) = plan_round(Bounds { lo: 0.0, hi: 800.0 }, 1_000_100.0, 2.0, 4);
         assert_eq!(boundary, 1_001_000.0);
-        assert_eq!(sends, vec![1_000_149.0, 1_000_449.0, 1_000_749.0, 1_001_049.0]);
+        assert_eq!(sends, vec![1_000_224.0, 1_000_474.0, 1_000_724.0, 1_000_974.0]);
+        // A narrow bound is widened by at least 1 ms each side.
+        let (_, sends) = plan_round(Bounds { lo: 10.0, hi: 12.0 }, 1_000_100.0, 0.0, 2);
+        assert_eq!(sends, vec![1_000_988.0, 1_000_990.0]);
     }
 
     /// A reference `offset` ms ahead of this host, stamping each probe `half_rtt` after it

@@ -81,8 +81,9 @@ fn shifted(now: SystemTime, ms: i64) -> SystemTime {
     }
 }
 
-/// An HTTP/1.1 server (keep-alive) on 127.0.0.1 whose `Date` is written as `dates` says.
-async fn date_server(dates: Dates) -> String {
+/// An HTTP/1.1 server on 127.0.0.1 whose `Date` is written as `dates` says; keep-alive, or
+/// with `close` one answer a connection (`Connection: close`).
+async fn date_server(dates: Dates, close: bool) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let cached = Arc::new(Mutex::new(httpdate::fmt_http_date(SystemTime::now())));
@@ -121,10 +122,12 @@ async fn date_server(dates: Dates) -> String {
                             }
                             Dates::Cached(_) => cached.lock().unwrap().clone(),
                         };
+                        let connection = if close { "connection: close\r\n" } else { "" };
                         let resp = format!(
-                            "HTTP/1.1 200 OK\r\ndate: {date}\r\ncontent-length: 2\r\n\r\n{{}}"
+                            "HTTP/1.1 200 OK\r\ndate: {date}\r\n{connection}content-length: \
+                             2\r\n\r\n{{}}"
                         );
-                        if s.write_all(resp.as_bytes()).await.is_err() {
+                        if s.write_all(resp.as_bytes()).await.is_err() || close {
                             return;
                         }
                     }
@@ -138,7 +141,7 @@ async fn date_server(dates: Dates) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_ahead_or_behind_reads_as_its_offset() {
     for ahead in [750, -2_300] {
-        let url = date_server(Dates::Ahead(ahead)).await;
+        let url = date_server(Dates::Ahead(ahead), false).await;
         let r = read_date(&url, Duration::from_secs(8)).await;
         eprintln!("{ahead} ms: {r:?}");
         holds(&r, ahead as f64);
@@ -146,9 +149,38 @@ async fn a_server_ahead_or_behind_reads_as_its_offset() {
     }
 }
 
+/// A server that closes every connection after one answer: the reading opens new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_closes_each_connection_is_read_as_well() {
+    let url = date_server(Dates::Ahead(-420), true).await;
+    let r = read_date(&url, Duration::from_secs(8)).await;
+    holds(&r, -420.0);
+    assert_eq!(r.coarse, None, "{r:?}");
+}
+
+/// A server that accepts and never answers: the reading gives up within its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_server_is_an_error_in_bounded_time() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            open.push(s);
+        }
+    });
+    let target = Target::resolve(&url, "/").await.unwrap();
+    let started = std::time::Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let e = date_reading(&target, "/", deadline).await.unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+    held.abort();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_date_that_jumps_between_workers_is_not_read_to_milliseconds() {
-    let url = date_server(Dates::Jumping).await;
+    let url = date_server(Dates::Jumping, false).await;
     let target = Target::resolve(&url, "/").await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(8);
     match tokio::time::timeout(BOUND, date_reading(&target, "/", deadline)).await.unwrap() {
@@ -166,7 +198,7 @@ async fn a_date_that_jumps_between_workers_is_not_read_to_milliseconds() {
 /// truth (this host's clock).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_date_refreshed_on_a_timer_is_caught_and_read_as_whole_seconds() {
-    let url = date_server(Dates::Cached(1_006)).await;
+    let url = date_server(Dates::Cached(1_006), false).await;
     let r = read_date(&url, Duration::from_secs(8)).await;
     eprintln!("cached: {r:?}");
     assert!(r.note().is_some_and(|n| n.contains("not stamped per response")), "{r:?}");
