@@ -197,7 +197,7 @@ async fn scale_clock_reads_the_target_and_an_ntp_server() {
         let (offset, within) =
             (v["offset_ms"].as_f64().unwrap(), v["uncertainty_ms"].as_f64().unwrap());
         assert!((offset - truth).abs() <= within, "{v}");
-        assert!(within < 25.0, "{v}");
+        assert!(within < 100.0, "{v}");
     }
     let out = read(args(&[])).await.unwrap();
     assert_eq!(out.status.code(), Some(2));

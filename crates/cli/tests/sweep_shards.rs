@@ -124,9 +124,13 @@ async fn two_shards_of_a_sweep_take_the_same_steps_over_merged_points() {
         assert_eq!(a.summary.info.shard, None);
         assert!(a.summary.warnings.iter().any(|w| w.starts_with("merged from 2 shards")), "{name}");
         // The shards started 3 s after the command: a clock reading cut short before the first
-        // point is taken again after it, and kept for the later points.
-        let clocks = a.summary.warnings.iter().find(|w| w.contains("their clocks agree within"));
-        assert!(clocks.is_some(), "{name}: {:?}", a.summary.warnings);
+        // point is taken again after it (to a millisecond here; under 100 ms however busy the
+        // two cores, against ±750 ms for whole seconds), and kept for the later points.
+        let widest = a.summary.warnings.iter().find_map(|w| {
+            let (_, rest) = w.split_once("each within ±")?;
+            rest.split(' ').next()?.parse::<f64>().ok()
+        });
+        assert!(widest.is_some_and(|u| u < 100.0), "{name}: {:?}", a.summary.warnings);
     }
     // One stored run per merged point, with both shards' requests and records.
     let store = servelab_store::Store::open_existing(&db).unwrap();

@@ -36,6 +36,10 @@ pub const PROBES_PER_ROUND: usize = 24;
 /// tick has not moved in a second (a `Date` refreshed every ~1,006 ms moves 6 ms).
 const ROUNDS: usize = 4;
 
+/// Rounds at most: past [`ROUNDS`], more while the deadline allows and the bound is still
+/// wider than the round trip (a busy machine that delayed a round's probes widened it).
+const MOST_ROUNDS: usize = 7;
+
 /// How stale a `Date` may be when the reading cannot show it is stamped per response, ms:
 /// uvicorn refreshes its cached `Date` every ~1,006 ms, later when its loop is busy.
 pub const STALE_MS: f64 = 1_500.0;
@@ -198,7 +202,11 @@ pub async fn date_reading(
     let mut bounds = narrow(p0.bounds(), &[p]);
     let mut rounds = 0;
     let mut conns: Vec<Conn> = Vec::new();
-    while let Some(b) = bounds.filter(|_| rounds < ROUNDS) {
+    // Narrow enough: what is left is the round trip, not the second.
+    let narrow_enough = |b: &Bounds| b.width() <= 2.0 * rtt + 1.0;
+    while let Some(b) =
+        bounds.filter(|b| rounds < ROUNDS || (rounds < MOST_ROUNDS && !narrow_enough(b)))
+    {
         // Connections opened before the round, so no handshake is timed; one the server
         // closed (or a probe failed on) is opened again.
         conns.retain(|c| !c.is_stale());

@@ -45,9 +45,11 @@ async fn the_simulators_date_reads_as_this_hosts_clock_to_milliseconds() {
     eprintln!("sim: {r:?}");
     holds(&r, 0.0);
     assert_eq!(r.coarse, None, "refined: {r:?}");
-    // Four rounds take it to the round trip; two busy cores can delay a probe by
-    // milliseconds, which widens the bound but never moves it off the truth.
-    assert!(r.uncertainty_ms < 25.0, "{r:?}");
+    // Four rounds take it to the round trip (well under a millisecond here: the figures are
+    // scripts/clock-reading.sh's); two busy cores can delay a round's probes by tens of
+    // milliseconds, which widens the bound but never moves it off the truth. Under 100 ms
+    // tells a refined reading from a whole-second one (±750 ms).
+    assert!(r.uncertainty_ms < 100.0, "{r:?}");
     sim.shutdown().await;
 }
 
@@ -145,7 +147,7 @@ async fn a_server_ahead_or_behind_reads_as_its_offset() {
         let r = read_date(&url, Duration::from_secs(8)).await;
         eprintln!("{ahead} ms: {r:?}");
         holds(&r, ahead as f64);
-        assert!(r.uncertainty_ms < 25.0, "{r:?}");
+        assert!(r.uncertainty_ms < 100.0, "{r:?}");
     }
 }
 
@@ -214,7 +216,7 @@ async fn an_ntp_server_ahead_reads_as_its_offset_within_half_the_round_trip() {
         .expect("the server answers");
     eprintln!("ntp: {r:?}");
     holds(&r, 250.0);
-    assert!(r.uncertainty_ms < 25.0, "{r:?}");
+    assert!(r.uncertainty_ms < 100.0, "{r:?}");
     assert_eq!(r.exchanges, 3);
 }
 
