@@ -123,10 +123,13 @@ pub enum MergeError {
 /// How far apart clocks read as `(offset, uncertainty)` pairs (ms) can be: the least and the
 /// most the largest true offset minus the smallest can be. `None` for no readings.
 pub fn clock_spread(readings: &[(f64, f64)]) -> Option<(f64, f64)> {
-    let fold =
-        |f: fn(f64, f64) -> f64, g: &dyn Fn(&(f64, f64)) -> f64| readings.iter().map(g).reduce(f);
-    let least = fold(f64::max, &|(o, u)| o - u)? - fold(f64::min, &|(o, u)| o + u)?;
-    let most = fold(f64::max, &|(o, u)| o + u)? - fold(f64::min, &|(o, u)| o - u)?;
+    if readings.is_empty() {
+        return None;
+    }
+    let highest = |sign: f64| readings.iter().map(|(o, u)| o + sign * u).fold(f64::MIN, f64::max);
+    let lowest = |sign: f64| readings.iter().map(|(o, u)| o + sign * u).fold(f64::MAX, f64::min);
+    let least = highest(-1.0) - lowest(1.0);
+    let most = highest(1.0) - lowest(-1.0);
     Some((least.max(0.0), most))
 }
 
