@@ -185,13 +185,7 @@ async fn measure(
             // A silent server must not hold the shard past its start: each exchange waits a
             // third of the budget at most, and the whole reading the budget.
             let each = NTP_TIMEOUT.min(budget / 3);
-            match tokio::time::timeout_at(deadline, clock::ntp_reading(host, each)).await {
-                Ok(r) => r.map(Some),
-                Err(_) => Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("no answer within {:.1} s", budget.as_secs_f64()),
-                )),
-            }
+            http::within(budget, clock::ntp_reading(host, each)).await.map(Some)
         }
         (ClockReference::Http(url), _) => {
             let t = Target::resolve(url, "").await.map_err(std::io::Error::other)?;

@@ -20,11 +20,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
-use http_body_util::Full;
 use tokio::time::Instant;
 
-use crate::http::{connect, drive, Conn, Target};
+use crate::http::{connect, drive, get_request, read_body, split_host_port, within, Conn, Target};
 
 /// Probes sent around one second boundary of the reference. They span the bound and a
 /// quarter of its width (1 to 100 ms) beyond either side, so each round divides the bound by
@@ -166,8 +164,8 @@ pub fn plan_round(b: Bounds, earliest_ms: f64, rtt_ms: f64, k: usize) -> (f64, V
     (boundary, sends)
 }
 
-/// Milliseconds since the Unix epoch (negative before it).
-pub fn unix_ms(t: SystemTime) -> f64 {
+/// Milliseconds since the Unix epoch (negative before it), to the nanosecond.
+fn unix_ms(t: SystemTime) -> f64 {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => d.as_secs_f64() * 1e3,
         Err(e) => -e.duration().as_secs_f64() * 1e3,
@@ -261,20 +259,6 @@ pub async fn date_reading(
 /// then says nothing must not hold a shard before its start.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// `fut` within `limit`; past it, an error of kind `TimedOut`.
-async fn within<T>(
-    limit: Duration,
-    fut: impl std::future::Future<Output = std::io::Result<T>>,
-) -> std::io::Result<T> {
-    match tokio::time::timeout(limit, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("no answer within {} s", limit.as_secs()),
-        )),
-    }
-}
-
 /// The reading from every probe of a `Date` reading (`all`), the bounds the rounds left
 /// (`None`: they contradicted each other) and how many rounds ran: the rounds' bound after
 /// all four rounds, else the bound that allows for a `Date` up to [`STALE_MS`] stale, with
@@ -306,11 +290,7 @@ pub fn narrow(b: Bounds, probes: &[DateProbe]) -> Option<Bounds> {
 
 /// One `GET path` on `conn`, timed on the wall clock; `Ok(None)` without a readable `Date`.
 async fn probe(conn: &mut Conn, target: &Target, path: &str) -> std::io::Result<Option<DateProbe>> {
-    let mut req = http::Request::get(path).header(http::header::HOST, target.authority.as_str());
-    for (k, v) in &target.headers {
-        req = req.header(k, v);
-    }
-    let req = req.body(Full::new(Bytes::new())).map_err(std::io::Error::other)?;
+    let req = get_request(target, path)?;
     let before = SystemTime::now();
     let sent = conn.sender.send_request(req);
     let resp = drive(&mut conn.driver, sent).await.map_err(std::io::Error::other)?;
@@ -320,11 +300,7 @@ async fn probe(conn: &mut Conn, target: &Target, path: &str) -> std::io::Result<
         .get(http::header::DATE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| httpdate::parse_http_date(v).ok());
-    // Read the body to its end so the connection can carry the next probe.
-    let body = http_body_util::Limited::new(resp.into_body(), crate::http::MAX_GET_BODY);
-    drive(&mut conn.driver, http_body_util::BodyExt::collect(body))
-        .await
-        .map_err(std::io::Error::other)?;
+    read_body(conn, resp.into_body()).await?;
     Ok(date.map(|d| DateProbe {
         before_ms: unix_ms(before),
         after_ms: unix_ms(after),
@@ -378,15 +354,16 @@ pub async fn ntp_reading(server: &str, timeout: Duration) -> std::io::Result<Clo
 
 /// `HOST[:PORT]` (an IPv6 address in brackets) to one socket address, port 123 by default.
 async fn resolve_ntp(server: &str) -> std::io::Result<SocketAddr> {
-    let has_port = match server.rfind(']') {
-        Some(close) => server[close..].contains(':'),
-        None => server.matches(':').count() == 1,
+    let bad =
+        |why: &str| std::io::Error::new(std::io::ErrorKind::NotFound, format!("'{server}' {why}"));
+    let (host, port) = split_host_port(server).ok_or_else(|| bad("is not HOST[:PORT]"))?;
+    let port = match port {
+        None | Some("") => 123,
+        Some(p) => p.parse::<u16>().map_err(|_| bad("has no valid port"))?,
     };
-    let spec = if has_port { server.to_string() } else { format!("{server}:123") };
-    let first = tokio::net::lookup_host(spec.as_str()).await?.next();
-    first.ok_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::NotFound, format!("'{server}' has no address"))
-    })
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let first = tokio::net::lookup_host((host, port)).await?.next();
+    first.ok_or_else(|| bad("has no address"))
 }
 
 #[cfg(test)]

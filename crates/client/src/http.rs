@@ -240,7 +240,7 @@ pub fn redact_url(url: &str) -> String {
 }
 
 /// `host` and the text after its `:`, if any; IPv6 hosts keep their brackets.
-fn split_host_port(s: &str) -> Option<(&str, Option<&str>)> {
+pub(crate) fn split_host_port(s: &str) -> Option<(&str, Option<&str>)> {
     if s.starts_with('[') {
         let close = s.find(']')?;
         let (host, rest) = s.split_at(close + 1);
@@ -421,26 +421,55 @@ pub const MAX_GET_BODY: usize = 32 << 20;
 /// Cancel-safe: dropping the future closes its connection.
 pub async fn get(target: &Target, path: &str) -> std::io::Result<(u16, Bytes)> {
     let mut conn = connect(target.addr).await?;
+    let sent = conn.sender.send_request(get_request(target, path)?);
+    let resp = drive(&mut conn.driver, sent).await.map_err(std::io::Error::other)?;
+    let status = resp.status().as_u16();
+    let body = read_body(&mut conn, resp.into_body()).await?;
+    Ok((status, body))
+}
+
+/// A GET of `path` on `target`: its Host and its extra headers.
+pub(crate) fn get_request(
+    target: &Target,
+    path: &str,
+) -> std::io::Result<http::Request<Full<Bytes>>> {
     let mut req = http::Request::get(path).header(http::header::HOST, target.authority.as_str());
     for (k, v) in &target.headers {
         req = req.header(k, v);
     }
-    let req = req.body(Full::new(Bytes::new())).map_err(std::io::Error::other)?;
-    let sent = conn.sender.send_request(req);
-    let resp = drive(&mut conn.driver, sent).await.map_err(std::io::Error::other)?;
-    let status = resp.status().as_u16();
-    let limited = http_body_util::Limited::new(resp.into_body(), MAX_GET_BODY);
-    let body = drive(&mut conn.driver, http_body_util::BodyExt::collect(limited))
-        .await
-        .map_err(|e| {
+    req.body(Full::new(Bytes::new())).map_err(std::io::Error::other)
+}
+
+/// A response's body read to its end on `conn` (so it can carry the next request), at most
+/// [`MAX_GET_BODY`]; a larger one is an error, read no further.
+pub(crate) async fn read_body(
+    conn: &mut Conn,
+    body: hyper::body::Incoming,
+) -> std::io::Result<Bytes> {
+    let limited = http_body_util::Limited::new(body, MAX_GET_BODY);
+    let collected =
+        drive(&mut conn.driver, http_body_util::BodyExt::collect(limited)).await.map_err(|e| {
             if e.is::<http_body_util::LengthLimitError>() {
                 std::io::Error::other(format!("body larger than {} MiB", MAX_GET_BODY >> 20))
             } else {
                 std::io::Error::other(e)
             }
-        })?
-        .to_bytes();
-    Ok((status, body))
+        })?;
+    Ok(collected.to_bytes())
+}
+
+/// `fut` within `limit`; past it, an error of kind `TimedOut`.
+pub async fn within<T>(
+    limit: Duration,
+    fut: impl Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {:.1} s", limit.as_secs_f64()),
+        )),
+    }
 }
 
 /// [`get`] within `timeout` (connecting included); past it, an error of kind `TimedOut`.
@@ -449,13 +478,7 @@ pub(crate) async fn get_within(
     path: &str,
     timeout: Duration,
 ) -> std::io::Result<(u16, Bytes)> {
-    match tokio::time::timeout(timeout, get(target, path)).await {
-        Ok(r) => r,
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("no answer within {:.1} s", timeout.as_secs_f64()),
-        )),
-    }
+    within(timeout, get(target, path)).await
 }
 
 /// Poll `/health`, then `/v1/models`, until one answers 200 or `timeout` passes. Every probe
