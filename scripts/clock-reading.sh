@@ -3,8 +3,9 @@
 # before its run), against local references whose clocks are this host's: the simulator's
 # Date header (hyper: stamped per response), an SNTP server, and, when Python's uvicorn is
 # installed (`pip install uvicorn`), a uvicorn server's Date header (vLLM's and SGLang's HTTP
-# server, which refreshes a cached Date once a second). The true offset is 0 against each:
-# a reading whose |offset| exceeds its uncertainty is a wrong bound (exit 1).
+# server, which refreshes a cached Date about once a second; the script also prints how often
+# it ticks). The true offset is 0 against each: a reading whose |offset| exceeds its
+# uncertainty is a wrong bound (exit 1).
 #
 #   BIN=target/release/servelab scripts/clock-reading.sh [READINGS]
 set -euo pipefail
@@ -62,6 +63,24 @@ else
 fi
 sleep 2
 REFS+=("--clock-reference ntp://127.0.0.1:$(cat "$OUT/sntp.port")")
+
+# How often uvicorn's cached Date ticks: its Date polled every 0.5 ms for 6 s.
+if [ -n "${UV_PORT:-}" ]; then
+  python3 - "$UV_PORT" <<'EOF_POLL'
+import email.utils, http.client, sys, time
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+last, ticks, end = None, [], time.time() + 6
+while time.time() < end:
+    t0 = time.time(); c.request("GET", "/"); r = c.getresponse(); r.read(); t1 = time.time()
+    d = email.utils.parsedate_to_datetime(r.getheader("date")).timestamp()
+    if last is not None and d != last:
+        ticks.append((t0 + t1) / 2)
+    last = d
+    time.sleep(0.0005)
+gaps = ["%.1f" % ((b - a) * 1000) for a, b in zip(ticks, ticks[1:])]
+print("uvicorn Date ticks every (ms): " + " ".join(gaps))
+EOF_POLL
+fi
 NAMES+=("sntp")
 
 bad=0
