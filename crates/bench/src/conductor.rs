@@ -451,21 +451,24 @@ async fn run(
     }
 
     let saved = if plan.output.save_result {
+        // A shard also ships its digest: counts, time series and sketches in a few kB to
+        // tens of kB, which merge into the whole run's summary when its records are too
+        // many to move (`runs merge-digests`). Written before the result, so a result
+        // file that is there has its digest beside it.
+        if plan.shard.shard.is_some() {
+            use servelab_metrics::digest::ShardDigest;
+            use servelab_metrics::sketch::SHARD_SKETCH_ALPHA;
+            let digest = ShardDigest::new(&summary, &records, SHARD_SKETCH_ALPHA)
+                .map_err(|e| RunError::Failed(format!("shard digest: {e}")))?;
+            let path = result_path.with_extension("digest.json");
+            let text = serde_json::to_string(&digest)
+                .map_err(|e| RunError::Failed(format!("shard digest: {e}")))?;
+            servelab_plan::write_file(&path, text.as_bytes())?;
+            term::note(&format!("Saved the shard's digest to {}", path.display()));
+        }
         let json = servelab_outputs::json::render(&summary, &records, plan.output.save_detailed);
         servelab_plan::write_file(&result_path, json.as_bytes())?;
         term::note(&format!("Saved result to {}", result_path.display()));
-        // A shard also ships its latency sketches: a few kB that merge into the whole run's
-        // percentiles when its records are too many to move (`runs merge-sketches`).
-        if plan.shard.shard.is_some() {
-            use servelab_metrics::sketch::{RunSketch, SHARD_SKETCH_ALPHA};
-            let sketch = RunSketch::from_records(&records, SHARD_SKETCH_ALPHA)
-                .map_err(|e| RunError::Failed(format!("latency sketch: {e}")))?;
-            let path = result_path.with_extension("sketch.json");
-            let text = serde_json::to_string(&sketch)
-                .map_err(|e| RunError::Failed(format!("latency sketch: {e}")))?;
-            servelab_plan::write_file(&path, text.as_bytes())?;
-            term::note(&format!("Saved latency sketches to {}", path.display()));
-        }
         Some(result_path)
     } else {
         None

@@ -238,11 +238,14 @@ async fn sessions_are_split_by_session_across_shards() {
     sim.shutdown().await;
 }
 
-/// Shards that save their result also write their latency sketches; merged, the sketches give
-/// the whole run's percentiles within their stated accuracy of the exact merge's.
+/// Shards that save their result also write their digests; merged, the digests give the
+/// whole run's summary: counts, throughput, goodput, windows, means and extremes as the exact
+/// merge of the records gives them, percentiles within the sketches' stated accuracy of the
+/// exact rank values, and peak concurrency bounded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shards_write_sketches_that_merge_to_the_exact_percentiles() {
-    use servelab_metrics::sketch::{RunSketch, SHARD_SKETCH_ALPHA};
+async fn shards_write_digests_that_merge_to_the_exact_summary() {
+    use servelab_metrics::digest::{merge_digests, ShardDigest};
+    use servelab_metrics::sketch::SHARD_SKETCH_ALPHA;
     let sim = start(SimConfig::fixed(10.0, 1.0).with_port(0)).await.unwrap();
     let url = sim.base_url();
     let dir = tempfile::tempdir().unwrap();
@@ -265,38 +268,74 @@ async fn shards_write_sketches_that_merge_to_the_exact_percentiles() {
         tasks.push(tokio::spawn(async move { Conductor::new(interrupt).bench(&p).await.unwrap() }));
     }
     let mut shards = Vec::new();
-    let mut sketch: Option<RunSketch> = None;
+    let mut digests = Vec::new();
     for t in tasks {
         let out = t.await.unwrap();
-        let path = out.result_path.clone().unwrap().with_extension("sketch.json");
-        let s: RunSketch = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        match &mut sketch {
-            None => sketch = Some(s),
-            Some(m) => m.merge(&s).unwrap(),
-        }
+        let path = out.result_path.clone().unwrap().with_extension("digest.json");
+        let text = std::fs::read(&path).unwrap();
+        // A few kB, not the records.
+        assert!(text.len() < 64 * 1024, "{} bytes", text.len());
+        digests.push(serde_json::from_slice::<ShardDigest>(&text).unwrap());
         let metrics = out.summary.metrics_config();
         shards.push(ShardRun { info: out.summary.info.clone(), records: out.records, metrics });
     }
     let merged = merge_shards(shards, MergeOptions::default()).unwrap();
-    let cfg = MetricsConfig { percentiles: vec![50.0, 90.0], ..MetricsConfig::default() };
-    let exact = servelab_metrics::summarize(&merged.records, &merged.info, &cfg);
-    let sketch = sketch.unwrap();
-    let rows = sketch.quantiles(&[50.0, 90.0]);
-    for (name, n, got) in rows {
-        let d = match name {
-            "TTFT" => &exact.ttft_ms,
-            "TPOT" => &exact.tpot_ms,
-            "ITL" => &exact.itl_ms,
-            _ => &exact.e2el_ms,
-        };
-        assert_eq!(n, d.count, "{name}");
-        for (p, v) in [50.0, 90.0].iter().zip(got) {
-            let want = d.percentile(*p).unwrap();
-            // The sketch's rank is a nearest rank, the summary interpolates: allow the
-            // sketch's accuracy plus one percent for the two definitions.
-            let tol = want * (SHARD_SKETCH_ALPHA + 0.01);
-            assert!((v.unwrap() - want).abs() <= tol, "{name} p{p}: {v:?} vs {want}");
+    let exact = servelab_metrics::summarize(&merged.records, &merged.info, &flags());
+    let got = merge_digests(&digests, MergeOptions::default(), None).unwrap();
+    // Additive figures are exact, over the same global span.
+    assert_eq!(got.info, exact.info);
+    assert_eq!(got.percentiles, exact.percentiles);
+    assert_eq!((got.completed, got.failed), (exact.completed, exact.failed));
+    assert_eq!(got.completed, PROMPTS as u64);
+    assert_eq!(got.total_input_tokens, exact.total_input_tokens);
+    assert_eq!(got.total_output_tokens, exact.total_output_tokens);
+    assert_eq!(got.retokenized_output_tokens, exact.retokenized_output_tokens);
+    assert_eq!(got.duration_s, exact.duration_s);
+    assert_eq!(got.request_throughput, exact.request_throughput);
+    assert_eq!(got.output_throughput, exact.output_throughput);
+    assert_eq!(got.request_goodput, exact.request_goodput);
+    // The first arrival is at the schedule's 0, so the windows are the exact ones.
+    assert_eq!(got.output_tokens_per_window, exact.output_tokens_per_window);
+    assert_eq!(got.peak_output_throughput, exact.peak_output_throughput);
+    assert!(!got.warnings.iter().any(|w| w.contains("rounded down")), "{:?}", got.warnings);
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    assert!(close(got.mean_concurrency, exact.mean_concurrency));
+    assert!(got.peak_concurrency <= exact.peak_concurrency);
+    assert!(got.peak_concurrency >= 1);
+    let pairs = [
+        ("ttft", &got.ttft_ms, &exact.ttft_ms),
+        ("tpot", &got.tpot_ms, &exact.tpot_ms),
+        ("itl", &got.itl_ms, &exact.itl_ms),
+        ("itl_chunk", &got.itl_chunk_ms, &exact.itl_chunk_ms),
+        ("e2el", &got.e2el_ms, &exact.e2el_ms),
+        ("schedule_lag", &got.schedule_lag_ms, &exact.schedule_lag_ms),
+        ("client_queue", &got.client_queue_ms, &exact.client_queue_ms),
+    ];
+    for (name, g, e) in pairs {
+        assert_eq!(g.count, e.count, "{name}");
+        assert_eq!((g.min, g.max), (e.min, e.max), "{name}");
+        assert!(close(g.mean, e.mean) && (g.std - e.std).abs() <= 1e-6 * e.std.max(1.0), "{name}");
+    }
+    // Percentiles: within α of the exact rank-⌊q(n−1)⌋ value of all requests.
+    let mut rows: Vec<&servelab_metrics::RequestRow> =
+        exact.requests.iter().filter(|r| r.is_success()).collect();
+    for (name, f, d) in [
+        ("ttft", (|r: &servelab_metrics::RequestRow| r.ttft_ms) as fn(&_) -> _, &got.ttft_ms),
+        ("e2el", |r: &servelab_metrics::RequestRow| r.e2el_ms, &got.e2el_ms),
+    ] {
+        let mut v: Vec<f64> = rows.iter_mut().filter_map(|r| f(r)).collect();
+        v.sort_by(f64::total_cmp);
+        for (p, x) in &d.percentiles {
+            let want = v[((p / 100.0) * (v.len() - 1) as f64).floor() as usize];
+            assert!((x - want).abs() <= SHARD_SKETCH_ALPHA * want, "{name} p{p}: {x} vs {want}");
         }
     }
+    // Shards that are not one run's are refused as the records' merge refuses them.
+    let mut other = digests[1].clone();
+    other.info.seed += 1;
+    let e = merge_digests(&[digests[0].clone(), other], MergeOptions::default(), None).unwrap_err();
+    assert!(e.to_string().contains("the seed differs"), "{e}");
+    let e = merge_digests(&digests[..1], MergeOptions::default(), None).unwrap_err();
+    assert!(e.to_string().contains("shards missing: [1] of 2"), "{e}");
     sim.shutdown().await;
 }

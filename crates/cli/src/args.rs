@@ -696,16 +696,21 @@ pub enum RunsCommand {
         #[command(flatten)]
         db: DbArg,
     },
-    /// Merge the latency sketches the shards of one run wrote (`NAME-shard-KK-of-NN.sketch.json`,
-    /// a few kB each) and print the whole run's percentiles within the sketches' accuracy:
-    /// for runs too large to ship every record (docs/scale.md).
-    MergeSketches {
-        /// The shards' `.sketch.json` files.
+    /// Merge the digests the shards of one run wrote beside their results
+    /// (`NAME-shard-K-of-N.digest.json`, a few kB to tens of kB each) into one stored run:
+    /// counts, throughput and goodput exact, percentiles within the sketches' 0.5 %, for runs
+    /// too large to ship every record (docs/scale.md).
+    #[command(alias = "merge-sketches")]
+    MergeDigests {
+        /// The shards' `.digest.json` files, or folders of them.
         #[arg(required = true)]
-        files: Vec<PathBuf>,
-        /// Percentiles to print, comma-separated.
-        #[arg(long, default_value = "50,90,99,99.9")]
-        percentiles: String,
+        digests: Vec<String>,
+        /// Percentiles to report, comma-separated (default: the shards' own).
+        #[arg(long)]
+        percentiles: Option<String>,
+        /// The merged run's label and how strict the merge is.
+        #[command(flatten)]
+        merge: MergeArgs,
     },
     /// Merge the shards of one run (`bench --shard K/N`) into one stored run: percentiles over
     /// every request, throughput over the global span (docs/scale.md).
@@ -715,24 +720,33 @@ pub enum RunsCommand {
         /// them (its NAME-shard-K-of-N.json files).
         #[arg(required = true)]
         runs: Vec<String>,
-        /// Label of the merged run.
-        #[arg(long)]
-        label: String,
-        /// Tag the merged run, KEY=VALUE (repeatable).
-        #[arg(long = "tag", value_name = "KEY=VALUE")]
-        tags: Vec<String>,
-        /// Largest allowed difference between the shards' clocks, ms: refused when their
-        /// readings (each with its uncertainty) show a larger one for certain, noted when
-        /// they are too coarse to confirm it.
-        #[arg(long, default_value_t = servelab_metrics::merge::DEFAULT_MAX_CLOCK_SPREAD_MS)]
-        max_clock_spread_ms: f64,
-        /// Merge even when shards are missing or their clocks spread wider (with a warning).
-        #[arg(long)]
-        force: bool,
-        /// The results store.
+        /// The merged run's label and how strict the merge is.
         #[command(flatten)]
-        db: DbArg,
+        merge: MergeArgs,
     },
+}
+
+/// What `runs merge` and `runs merge-digests` share: the merged run's label and tags, how
+/// strict the merge is, and the store.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Label of the merged run.
+    #[arg(long)]
+    pub label: String,
+    /// Tag the merged run, KEY=VALUE (repeatable).
+    #[arg(long = "tag", value_name = "KEY=VALUE")]
+    pub tags: Vec<String>,
+    /// Largest allowed difference between the shards' clocks, ms: refused when their
+    /// readings (each with its uncertainty) show a larger one for certain, noted when they
+    /// are too coarse to confirm it.
+    #[arg(long, default_value_t = servelab_metrics::merge::DEFAULT_MAX_CLOCK_SPREAD_MS)]
+    pub max_clock_spread_ms: f64,
+    /// Merge even when shards are missing or their clocks spread wider (with a warning).
+    #[arg(long)]
+    pub force: bool,
+    /// The results store.
+    #[command(flatten)]
+    pub db: DbArg,
 }
 
 /// The flags of `servelab runs list`.
@@ -866,6 +880,16 @@ pub enum ScaleRunArg {
     Lab,
 }
 
+/// What a scaled bench's merge takes from its shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MergeFromArg {
+    /// Every shard's records, merged exactly (`runs merge`).
+    Records,
+    /// Every shard's digest, a few kB to tens of kB: percentiles within 0.5 %, for runs whose
+    /// records are too many to move (`runs merge-digests`).
+    Digests,
+}
+
 /// What every `servelab scale` command takes.
 #[derive(Debug, Args)]
 pub struct ScaleCommon {
@@ -882,6 +906,9 @@ pub struct ScaleCommon {
     /// Label of the merged run, or of a sweep's merged points (default: the name).
     #[arg(long)]
     pub label: Option<String>,
+    /// What a bench's merge takes from its shards: their records (exact) or their digests.
+    #[arg(long, value_enum, default_value = "records")]
+    pub merge_from: MergeFromArg,
     /// The `--run` command's arguments, the same on every shard (after `--`).
     #[arg(last = true, value_name = "ARGS")]
     pub args: Vec<String>,

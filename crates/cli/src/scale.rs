@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime};
 use clap::Parser;
 use servelab_outputs::term;
 use servelab_plan::time::rfc3339_millis;
-use servelab_scale::{k8s, local, slurm, ScaleRun, ScaleSpec};
+use servelab_scale::{k8s, local, slurm, MergeFrom, ScaleRun, ScaleSpec};
 
-use crate::args::{Cli, Command, LabCommand, ScaleCommand, ScaleCommon, ScaleRunArg};
+use crate::args::{Cli, Command, LabCommand, MergeFromArg, ScaleCommand, ScaleCommon, ScaleRunArg};
 use crate::{ExitStatus, Failure};
 
 /// The run every shard is part of, checked as its shards will check it: the run's arguments
@@ -29,6 +29,10 @@ fn spec(c: &ScaleCommon) -> Result<ScaleSpec, Failure> {
         run,
         args: c.args.clone(),
         label: c.label.clone().unwrap_or_else(|| c.name.clone()),
+        merge_from: match c.merge_from {
+            MergeFromArg::Records => MergeFrom::Records,
+            MergeFromArg::Digests => MergeFrom::Digests,
+        },
     };
     // Reserved flags first: named as such, not as clap's complaint about a repeat.
     spec.check().map_err(Failure::usage)?;
@@ -203,8 +207,11 @@ fn local_outputs(
             let mut store = crate::store::open(&a.db)?;
             let folder = [results.to_string_lossy().into_owned()];
             let label = &spec.scale.label;
-            let (id, summary) =
-                store.merge_into(&folder, label, &[], opts).map_err(Failure::usage)?;
+            let (id, summary) = match spec.scale.merge_from {
+                MergeFrom::Records => store.merge_into(&folder, label, &[], opts),
+                MergeFrom::Digests => store.merge_digests_into(&folder, label, &[], opts, None),
+            }
+            .map_err(Failure::usage)?;
             term::stdout(&servelab_outputs::render_text(&summary));
             term::note(&format!("Stored the merged run as #{id} ({label})"));
             return Ok(exit_of(ended));

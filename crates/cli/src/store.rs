@@ -1,13 +1,13 @@
 //! `servelab runs | compare | report`: open the store, call the library, print.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use servelab_compare::{CompareOptions, Sources};
 use servelab_outputs::term;
 use servelab_store::model::parse_tag;
-use servelab_store::{Filter, RunStatus, Store};
+use servelab_store::{Filter, RunId, RunStatus, Store, ViewError};
 
-use crate::args::{CompareArgs, DbArg, Format, ReportArgs, RunsCommand};
+use crate::args::{CompareArgs, DbArg, Format, MergeArgs, ReportArgs, RunsCommand};
 use crate::{ExitStatus, Failure};
 
 fn db_path(db: &DbArg) -> Result<std::path::PathBuf, Failure> {
@@ -100,22 +100,19 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
                 }
             }
         }
-        RunsCommand::Merge { runs, label, tags: raw, max_clock_spread_ms, force, db } => {
-            let extra = tags(&raw)?;
-            let opts = servelab_metrics::merge::MergeOptions { max_clock_spread_ms, force };
-            let mut store = open(&db)?;
-            let (id, summary) =
-                store.merge_into(&runs, &label, &extra, opts).map_err(|e| match e {
-                    servelab_store::ViewError::Store(e) => Failure::runtime(e),
-                    e => Failure::usage(e),
-                })?;
-            term::stdout(&servelab_outputs::render_text(&summary));
-            term::note(&format!("Stored the merged run as #{id} ({label})"));
+        RunsCommand::Merge { runs, merge } => {
+            merge_runs(&merge, |store, label, tags, opts| {
+                store.merge_into(&runs, label, tags, opts)
+            })?;
         }
-        RunsCommand::MergeSketches { files, percentiles } => {
-            let ps = servelab_metrics::parse_percentiles(&percentiles)
+        RunsCommand::MergeDigests { digests, percentiles, merge } => {
+            let ps = percentiles
+                .map(|p| servelab_metrics::parse_percentiles(&p))
+                .transpose()
                 .map_err(|e| Failure::usage(format!("--percentiles: {e}")))?;
-            term::stdout(&merge_sketches(&files, &ps)?);
+            merge_runs(&merge, |store, label, tags, opts| {
+                store.merge_digests_into(&digests, label, tags, opts, ps.as_deref())
+            })?;
         }
         RunsCommand::Delete { runs, db } => {
             let mut store = open_existing(&db)?;
@@ -130,36 +127,30 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
     Ok(ExitStatus::Success)
 }
 
-/// The merged sketches of `files` as a table: per metric, samples and each percentile.
-pub fn merge_sketches(files: &[PathBuf], ps: &[f64]) -> Result<String, Failure> {
-    use servelab_metrics::sketch::{RunSketch, SHARD_SKETCH_ALPHA};
-    let mut merged: Option<RunSketch> = None;
-    for f in files {
-        let text = std::fs::read_to_string(f)
-            .map_err(|e| Failure::usage(format!("{}: {e}", f.display())))?;
-        let s: RunSketch = serde_json::from_str(&text).map_err(|e| {
-            Failure::usage(format!("{}: not a shard's sketch file ({e})", f.display()))
-        })?;
-        match &mut merged {
-            None => merged = Some(s),
-            Some(m) => m.merge(&s).map_err(|e| Failure::usage(format!("{}: {e}", f.display())))?,
-        }
-    }
-    let Some(m) = merged else { return Err(Failure::usage("give at least one sketch file")) };
-    let headers = ["Metric".to_string(), "Samples".to_string()]
-        .into_iter()
-        .chain(ps.iter().map(|p| format!("P{} (ms)", servelab_metrics::pct_word(*p))));
-    let mut table = servelab_outputs::Table::new(headers);
-    for (name, n, vs) in m.quantiles(ps) {
-        let cells = [name.to_string(), n.to_string()];
-        table.push(cells.into_iter().chain(vs.into_iter().map(servelab_outputs::fmt::num)));
-    }
-    Ok(format!(
-        "Merged sketches of {} shards (each value within {}% of the exact percentile)\n{}",
-        files.len(),
-        SHARD_SKETCH_ALPHA * 100.0,
-        table.to_plain()
-    ))
+/// One merge into the store (`runs merge`, `runs merge-digests`): print the merged run's
+/// summary and say where it was stored.
+fn merge_runs(
+    m: &MergeArgs,
+    merge: impl FnOnce(
+        &mut Store,
+        &str,
+        &[(String, String)],
+        servelab_metrics::merge::MergeOptions,
+    ) -> Result<(RunId, servelab_metrics::Summary), ViewError>,
+) -> Result<(), Failure> {
+    let extra = tags(&m.tags)?;
+    let opts = servelab_metrics::merge::MergeOptions {
+        max_clock_spread_ms: m.max_clock_spread_ms,
+        force: m.force,
+    };
+    let mut store = open(&m.db)?;
+    let (id, summary) = merge(&mut store, &m.label, &extra, opts).map_err(|e| match e {
+        ViewError::Store(e) => Failure::runtime(e),
+        e => Failure::usage(e),
+    })?;
+    term::stdout(&servelab_outputs::render_text(&summary));
+    term::note(&format!("Stored the merged run as #{id} ({})", m.label));
+    Ok(())
 }
 
 pub async fn compare(a: CompareArgs) -> Result<ExitStatus, Failure> {

@@ -99,6 +99,120 @@ async fn two_local_shards_merge_into_one_stored_run() {
     let store = Store::open_existing(&db).unwrap();
     let half = store.list(&Filter { label: Some("half".into()), ..Filter::default() }).unwrap();
     assert_eq!(store.records(half[0].id).unwrap().len(), 10);
+    let exact = store.run(rows[0].id).unwrap().summary.unwrap();
+    drop(store);
+
+    // The same shards merged from the digests beside their results: the same counts, span
+    // and means, without a record.
+    let light = servelab(&["runs", "merge-digests", results_s, "--label", "light", "--db", db_s]);
+    assert!(light.status.success(), "{}", stderr(&light));
+    assert!(String::from_utf8_lossy(&light.stdout).contains("merged from 2 shards' digests"));
+    let store = Store::open_existing(&db).unwrap();
+    let row = store.list(&Filter { label: Some("light".into()), ..Filter::default() }).unwrap();
+    assert!(store.records(row[0].id).unwrap().is_empty());
+    let got = store.run(row[0].id).unwrap();
+    assert!(got.row.tags.contains(&("merged-from".into(), "digests".into())));
+    let got = got.summary.unwrap();
+    assert_eq!((got.completed, got.duration_s), (exact.completed, exact.duration_s));
+    assert_eq!(got.output_tokens_per_window, exact.output_tokens_per_window);
+    assert_eq!((got.ttft_ms.min, got.ttft_ms.max), (exact.ttft_ms.min, exact.ttft_ms.max));
+    assert!((got.ttft_ms.mean - exact.ttft_ms.mean).abs() < 1e-9);
+    drop(store);
+    // Compared with the exact merge as an import is: by its figures, no resampling.
+    let cmp = servelab(&["compare", "rehearsal", "light", "--db", db_s]);
+    assert!(cmp.status.success(), "{}", stderr(&cmp));
+    // A digest is not a result file, and a result file is not a digest.
+    let digest = results.join("run-shard-0-of-2.digest.json");
+    let wrong =
+        servelab(&["runs", "merge", digest.to_str().unwrap(), "--label", "x", "--db", db_s]);
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(stderr(&wrong).contains("runs merge-digests merges digests"), "{}", stderr(&wrong));
+    let wrong = servelab(&["runs", "merge-digests", one, "--label", "x", "--db", db_s]);
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(stderr(&wrong).contains("not a shard's digest"), "{}", stderr(&wrong));
+    sim.shutdown().await;
+}
+
+/// A run too large to move its records, rehearsed: the shards write no records, and the
+/// merge takes their digests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_shards_merged_from_digests_ship_no_records() {
+    let sim = servelab_sim::start(SimConfig::fixed(10.0, 2.0).with_port(0)).await.unwrap();
+    let url = sim.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("r");
+    let db = dir.path().join("s.db");
+    let args: Vec<String> = [
+        "scale",
+        "local",
+        "--shards",
+        "2",
+        "--merge-from",
+        "digests",
+        "--name",
+        "big",
+        "--start-in",
+        "3",
+        "--results",
+        results.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--",
+        "--clock-reference",
+        "none",
+        "--base-url",
+        &url,
+        "--num-prompts",
+        "30",
+        "--request-rate",
+        "60",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "5",
+        "--ignore-eos",
+        "--tokenizer",
+        "cl100k_base",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_servelab")).args(&args).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("merged from 2 shards' digests"), "{text}");
+    let names: Vec<String> = std::fs::read_dir(&results)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".records.jsonl")), "{names:?}");
+    assert_eq!(names.iter().filter(|n| n.ends_with(".digest.json")).count(), 2);
+    let store = Store::open_existing(&db).unwrap();
+    let rows = store.list(&Filter { label: Some("big".into()), ..Filter::default() }).unwrap();
+    let s = store.run(rows[0].id).unwrap().summary.unwrap();
+    assert_eq!((s.completed, s.total_output_tokens), (30, 150));
+    // The simulator was told TTFT 10 ms, ITL 2 ms: measured from the intended send, never
+    // less, and (percentiles within 0.5 %) not far above on this machine.
+    assert!(s.ttft_ms.min >= 10.0 && s.ttft_ms.median < 10.0 * 1.005 + 40.0, "{:?}", s.ttft_ms);
+    assert!(s.itl_ms.median >= 2.0 * 0.995 && s.itl_ms.median < 30.0, "{:?}", s.itl_ms);
+    assert_eq!(s.ttft_ms.count, 30);
+    drop(store);
+    // Without records, the exact merge says what it needs.
+    let exact = servelab(&[
+        "runs",
+        "merge",
+        results.to_str().unwrap(),
+        "--label",
+        "x",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(exact.status.code(), Some(2));
+    assert!(stderr(&exact).contains("--save-detailed"), "{}", stderr(&exact));
     sim.shutdown().await;
 }
 

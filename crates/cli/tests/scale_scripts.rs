@@ -44,6 +44,7 @@ fn scale(url: &str) -> ScaleSpec {
         run: servelab_scale::ScaleRun::Bench,
         args: bench.map(String::from).to_vec(),
         label: "merged run".into(),
+        merge_from: Default::default(),
     }
 }
 
@@ -129,8 +130,8 @@ async fn the_indexed_job_s_pods_and_merge_job_run_as_rendered() {
     for out in run_pods(&spec, &results).await {
         assert!(out.status.success(), "{}", text(&out));
     }
-    // Beside each result: its records and its latency sketch, which the merge must not take.
-    assert!(results.join("run-shard-1-of-2.sketch.json").is_file());
+    // Beside each result: its records and its digest, which the merge must not take.
+    assert!(results.join("run-shard-1-of-2.digest.json").is_file());
 
     let script = k8s::merge_script(&spec);
     let here = format!("dir={}\n", results.display());
@@ -236,6 +237,7 @@ async fn a_sweep_s_indexed_job_pods_write_and_store_the_sweep_as_rendered() {
             run: servelab_scale::ScaleRun::Sweep,
             args: sweep.map(String::from).to_vec(),
             label: "swept".into(),
+            merge_from: Default::default(),
         },
         image: "servelab:test".into(),
         claim: "c".into(),
@@ -296,6 +298,7 @@ async fn the_sbatch_script_of_a_lab_runs_its_tasks_as_rendered() {
             run: servelab_scale::ScaleRun::Lab,
             args: vec![file.to_string_lossy().into_owned()],
             label: "rehearsal".into(),
+            merge_from: Default::default(),
         },
         cpus_per_task: 1,
         nodes: None,

@@ -86,7 +86,10 @@ pub struct RunData {
 impl RunData {
     /// A run servelab measured: everything comes from its summary (and records).
     pub fn from_summary(name: &str, summary: Summary, records: Vec<RequestRecord>) -> RunData {
-        let samples = Some(Samples::new(&summary.requests, &records));
+        // A run merged from shards' digests has no per-request rows: like an import, it is
+        // compared by its figures, without resampled confidence intervals.
+        let samples =
+            (!summary.requests.is_empty()).then(|| Samples::new(&summary.requests, &records));
         RunData {
             name: name.to_string(),
             id: None,

@@ -17,6 +17,7 @@
 
 pub mod bootstrap;
 mod collect;
+pub mod digest;
 pub mod engine;
 mod key;
 pub mod merge;

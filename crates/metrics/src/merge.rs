@@ -148,90 +148,10 @@ pub struct Merged {
 
 /// Merge `shards` into one run; see the module documentation.
 pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged, MergeError> {
-    let first = shards.first().ok_or(MergeError::Empty)?;
-    let name = |i: &RunInfo| match &i.shard {
-        Some(s) => format!("shard {}", s.shard),
-        None => format!("the run started {}", i.started_at),
-    };
-    let first_shard =
-        first.info.shard.clone().ok_or_else(|| MergeError::NotAShard(name(&first.info)))?;
-    let count = first_shard.shard.count;
-    let same = |info: &RunInfo| -> Result<(), MergeError> {
-        let s = info.shard.as_ref().ok_or_else(|| MergeError::NotAShard(name(info)))?;
-        if s.start_at.is_none() {
-            return Err(MergeError::NoStartAt(name(info)));
-        }
-        let fields: [(&'static str, String, String); 9] = [
-            ("the shard count", first_shard.shard.count.to_string(), s.shard.count.to_string()),
-            ("the seed", first.info.seed.to_string(), info.seed.to_string()),
-            ("the dataset", first.info.dataset.clone(), info.dataset.clone()),
-            ("the prompt count", first.info.num_prompts.to_string(), info.num_prompts.to_string()),
-            ("the load", format!("{:?}", first.info.load), format!("{:?}", info.load)),
-            ("the model", first.info.model.clone(), info.model.clone()),
-            ("the endpoint", first.info.endpoint.clone(), info.endpoint.clone()),
-            ("the warm-up count", first.info.num_warmups.to_string(), info.num_warmups.to_string()),
-            (
-                "--start-at",
-                first_shard.start_at.clone().unwrap_or_default(),
-                s.start_at.clone().unwrap_or_default(),
-            ),
-        ];
-        match fields.into_iter().find(|(_, a, b)| a != b) {
-            Some((field, a, b)) => Err(MergeError::Disagree {
-                field,
-                first: name(&first.info),
-                a,
-                other: name(info),
-                b,
-            }),
-            None => Ok(()),
-        }
-    };
-    let mut notes = Vec::new();
-    let mut seen_shards = BTreeSet::new();
-    for s in &shards {
-        same(&s.info)?;
-        if s.metrics != first.metrics {
-            return Err(MergeError::Disagree {
-                field: "the metric settings (--metric-percentiles, --goodput)",
-                first: name(&first.info),
-                a: format!("{:?}", first.metrics),
-                other: name(&s.info),
-                b: format!("{:?}", s.metrics),
-            });
-        }
-        let index = s.info.shard.as_ref().map_or(0, |x| x.shard.index);
-        if !seen_shards.insert(index) {
-            return Err(MergeError::Duplicate(name(&s.info)));
-        }
-    }
-    let missing: Vec<u32> = (0..count).filter(|k| !seen_shards.contains(k)).collect();
-    if !missing.is_empty() {
-        let e = MergeError::Missing { missing, count };
-        if !opts.force {
-            return Err(e);
-        }
-        notes.push(format!("merged with --force: {e}; this run is missing their requests"));
-    }
-    notes.extend(check_clocks(&shards, opts)?);
-    if let Some(n) = unread_clocks(&shards) {
-        notes.push(n);
-    }
-
-    let metrics = first.metrics.clone();
-    let mut info = first.info.clone();
-    info.shard = None;
-    info.interrupted = shards.iter().any(|s| s.info.interrupted);
-    info.simulated = shards.iter().all(|s| s.info.simulated);
-    info.started_at = shards.iter().map(|s| s.info.started_at.clone()).min().unwrap_or_default();
-    let urls: BTreeSet<&str> = shards.iter().map(|s| s.info.base_url.as_str()).collect();
-    if urls.len() > 1 {
-        notes.push(format!(
-            "the shards sent to {} addresses: {}",
-            urls.len(),
-            urls.iter().copied().collect::<Vec<_>>().join(", ")
-        ));
-    }
+    let parts: Vec<(&RunInfo, &MetricsConfig)> =
+        shards.iter().map(|s| (&s.info, &s.metrics)).collect();
+    let (info, mut notes) = join(&parts, opts)?;
+    let metrics = shards[0].metrics.clone();
     let warmups: usize = shards.iter().map(|s| s.records.iter().filter(|r| r.warmup).count()).sum();
     if warmups > 0 {
         notes.push(format!("{warmups} warm-up records of the shards are not kept"));
@@ -256,11 +176,101 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
     Ok(Merged { info, records, metrics, notes })
 }
 
+/// The checks every merge makes of its shards, on their run information and metric settings
+/// alone (so the records' merge and the sketches' merge make the same ones): they are parts of
+/// one run, each once, all there (or `--force`), with clocks that agree. Returns the whole
+/// run's information and what the merge must say.
+pub(crate) fn join(
+    parts: &[(&RunInfo, &MetricsConfig)],
+    opts: MergeOptions,
+) -> Result<(RunInfo, Vec<String>), MergeError> {
+    let &(first, first_metrics) = parts.first().ok_or(MergeError::Empty)?;
+    let name = |i: &RunInfo| match &i.shard {
+        Some(s) => format!("shard {}", s.shard),
+        None => format!("the run started {}", i.started_at),
+    };
+    let first_shard = first.shard.clone().ok_or_else(|| MergeError::NotAShard(name(first)))?;
+    let count = first_shard.shard.count;
+    let same = |info: &RunInfo| -> Result<(), MergeError> {
+        let s = info.shard.as_ref().ok_or_else(|| MergeError::NotAShard(name(info)))?;
+        if s.start_at.is_none() {
+            return Err(MergeError::NoStartAt(name(info)));
+        }
+        let fields: [(&'static str, String, String); 9] = [
+            ("the shard count", first_shard.shard.count.to_string(), s.shard.count.to_string()),
+            ("the seed", first.seed.to_string(), info.seed.to_string()),
+            ("the dataset", first.dataset.clone(), info.dataset.clone()),
+            ("the prompt count", first.num_prompts.to_string(), info.num_prompts.to_string()),
+            ("the load", format!("{:?}", first.load), format!("{:?}", info.load)),
+            ("the model", first.model.clone(), info.model.clone()),
+            ("the endpoint", first.endpoint.clone(), info.endpoint.clone()),
+            ("the warm-up count", first.num_warmups.to_string(), info.num_warmups.to_string()),
+            (
+                "--start-at",
+                first_shard.start_at.clone().unwrap_or_default(),
+                s.start_at.clone().unwrap_or_default(),
+            ),
+        ];
+        match fields.into_iter().find(|(_, a, b)| a != b) {
+            Some((field, a, b)) => {
+                Err(MergeError::Disagree { field, first: name(first), a, other: name(info), b })
+            }
+            None => Ok(()),
+        }
+    };
+    let mut notes = Vec::new();
+    let mut seen_shards = BTreeSet::new();
+    for &(info, metrics) in parts {
+        same(info)?;
+        if metrics != first_metrics {
+            return Err(MergeError::Disagree {
+                field: "the metric settings (--metric-percentiles, --goodput)",
+                first: name(first),
+                a: format!("{first_metrics:?}"),
+                other: name(info),
+                b: format!("{metrics:?}"),
+            });
+        }
+        let index = info.shard.as_ref().map_or(0, |x| x.shard.index);
+        if !seen_shards.insert(index) {
+            return Err(MergeError::Duplicate(name(info)));
+        }
+    }
+    let missing: Vec<u32> = (0..count).filter(|k| !seen_shards.contains(k)).collect();
+    if !missing.is_empty() {
+        let e = MergeError::Missing { missing, count };
+        if !opts.force {
+            return Err(e);
+        }
+        notes.push(format!("merged with --force: {e}; this run is missing their requests"));
+    }
+    let infos: Vec<&RunInfo> = parts.iter().map(|p| p.0).collect();
+    notes.extend(check_clocks(&infos, opts)?);
+    if let Some(n) = unread_clocks(&infos) {
+        notes.push(n);
+    }
+
+    let mut info = first.clone();
+    info.shard = None;
+    info.interrupted = infos.iter().any(|i| i.interrupted);
+    info.simulated = infos.iter().all(|i| i.simulated);
+    info.started_at = infos.iter().map(|i| i.started_at.clone()).min().unwrap_or_default();
+    let urls: BTreeSet<&str> = infos.iter().map(|i| i.base_url.as_str()).collect();
+    if urls.len() > 1 {
+        notes.push(format!(
+            "the shards sent to {} addresses: {}",
+            urls.len(),
+            urls.iter().copied().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Ok((info, notes))
+}
+
 /// What the shards' clock readings say, or why they refuse the merge.
-fn check_clocks(shards: &[ShardRun], opts: MergeOptions) -> Result<Vec<String>, MergeError> {
+fn check_clocks(shards: &[&RunInfo], opts: MergeOptions) -> Result<Vec<String>, MergeError> {
     let read: Vec<&servelab_records::ShardInfo> = shards
         .iter()
-        .filter_map(|s| s.info.shard.as_ref())
+        .filter_map(|s| s.shard.as_ref())
         .filter(|s| s.clock_offset_ms.is_some())
         .collect();
     // Runs of servelab before references were named read the target's Date.
@@ -325,10 +335,10 @@ fn check_clocks(shards: &[ShardRun], opts: MergeOptions) -> Result<Vec<String>, 
 }
 
 /// A note when some shards, not all, have no clock reading.
-fn unread_clocks(shards: &[ShardRun]) -> Option<String> {
+fn unread_clocks(shards: &[&RunInfo]) -> Option<String> {
     let read = shards
         .iter()
-        .filter(|s| s.info.shard.as_ref().is_some_and(|x| x.clock_offset_ms.is_some()))
+        .filter(|s| s.shard.as_ref().is_some_and(|x| x.clock_offset_ms.is_some()))
         .count();
     (read > 0 && read < shards.len())
         .then(|| format!("{} of {} shards have no clock offset", shards.len() - read, shards.len()))

@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use servelab_records::RequestRecord;
 
+use crate::stats::Distribution;
+
 /// The relative accuracy servelab's shard sketches use: 0.5 %.
 pub const DEFAULT_ALPHA: f64 = 0.005;
 
@@ -34,6 +36,11 @@ pub struct DdSketch {
     /// The exact smallest and largest values added.
     min: f64,
     max: f64,
+    /// Mean of the values added and the sum of their squared deviations from it (Welford's
+    /// running pair, merged by Chan et al.'s rule): the mean and standard deviation are not
+    /// approximated by the bins.
+    mean: f64,
+    m2: f64,
 }
 
 /// A sketch that cannot be built or merged.
@@ -60,6 +67,8 @@ impl DdSketch {
             count: 0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
+            mean: 0.0,
+            m2: 0.0,
         })
     }
 
@@ -75,6 +84,9 @@ impl DdSketch {
         self.count += 1;
         self.min = self.min.min(x);
         self.max = self.max.max(x);
+        let delta = x - self.mean;
+        self.mean += delta / self.count as f64;
+        self.m2 += delta * (x - self.mean);
         if x <= MIN_POSITIVE {
             self.zeros += 1;
         } else {
@@ -91,6 +103,13 @@ impl DdSketch {
         for (i, n) in &other.bins {
             *self.bins.entry(*i).or_insert(0) += n;
         }
+        if other.count > 0 {
+            let (na, nb) = (self.count as f64, other.count as f64);
+            let n = na + nb;
+            let delta = other.mean - self.mean;
+            self.mean += delta * nb / n;
+            self.m2 += other.m2 + delta * delta * na * nb / n;
+        }
         self.zeros += other.zeros;
         self.count += other.count;
         self.min = self.min.min(other.min);
@@ -98,9 +117,46 @@ impl DdSketch {
         Ok(())
     }
 
+    /// The relative accuracy `α` it was built with.
+    pub fn alpha(&self) -> f64 {
+        self.alpha
+    }
+
     /// Values added.
     pub fn count(&self) -> u64 {
         self.count
+    }
+
+    /// The mean of the values added (exact up to floating-point rounding); 0 when empty.
+    pub fn mean(&self) -> f64 {
+        self.mean
+    }
+
+    /// Their population standard deviation (`ddof=0`, as the summaries report); 0 when empty.
+    pub fn std(&self) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        (self.m2 / self.count as f64).max(0.0).sqrt()
+    }
+
+    /// The values as a [`Distribution`]: count, mean, standard deviation and extremes exact,
+    /// the median and `percentiles` within `α` (each the sketch's answer for the rank
+    /// `⌊q(n − 1)⌋`). An empty sketch gives the empty distribution.
+    pub fn distribution(&self, percentiles: &[f64]) -> Distribution {
+        if self.count == 0 {
+            return Distribution::from_sorted(&[], percentiles);
+        }
+        let q = |p: f64| self.quantile(p / 100.0).unwrap_or(0.0);
+        Distribution {
+            count: self.count,
+            mean: self.mean,
+            median: q(50.0),
+            std: self.std(),
+            min: self.min,
+            max: self.max,
+            percentiles: percentiles.iter().map(|&p| (p, q(p))).collect(),
+        }
     }
 
     /// Occupied bins (the sketch's size is about 12 bytes each).
@@ -142,9 +198,10 @@ impl DdSketch {
 /// 199–201 ms).
 pub const SHARD_SKETCH_ALPHA: f64 = 0.005;
 
-/// What a shard ships instead of its records: a sketch per latency metric of its measured,
-/// successful requests (as the summary's distributions take them). Merged, the sketches of
-/// all shards answer the whole run's percentiles within the accuracy they were built with.
+/// A sketch of each of a run's distributions, as the summary takes them: TTFT, TPOT, ITL
+/// (per token), per-chunk ITL and E2EL over measured, successful requests; schedule lag and
+/// client queue over every measured request. Merged, the sketches of all shards answer the
+/// whole run's distributions within the accuracy they were built with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSketch {
     /// Time to first token, ms.
@@ -153,22 +210,33 @@ pub struct RunSketch {
     pub tpot_ms: DdSketch,
     /// Per-token inter-token latency, ms.
     pub itl_ms: DdSketch,
+    /// Per-chunk gaps, ms.
+    pub itl_chunk_ms: DdSketch,
     /// End-to-end latency, ms.
     pub e2el_ms: DdSketch,
+    /// Sent minus intended send, ms.
+    pub schedule_lag_ms: DdSketch,
+    /// Intended send minus scheduled arrival, ms.
+    pub client_queue_ms: DdSketch,
 }
 
 impl RunSketch {
-    /// The sketches of `records` at relative accuracy `alpha`.
+    /// The sketches of `records` (warm-ups left out) at relative accuracy `alpha`.
     pub fn from_records(records: &[RequestRecord], alpha: f64) -> Result<RunSketch, SketchError> {
         let empty = DdSketch::new(alpha)?;
         let mut s = RunSketch {
             ttft_ms: empty.clone(),
             tpot_ms: empty.clone(),
             itl_ms: empty.clone(),
-            e2el_ms: empty,
+            itl_chunk_ms: empty.clone(),
+            e2el_ms: empty.clone(),
+            schedule_lag_ms: empty.clone(),
+            client_queue_ms: empty,
         };
         for r in records.iter().filter(|r| !r.warmup) {
             let row = crate::request::row(r);
+            s.schedule_lag_ms.add(row.schedule_lag_ms);
+            s.client_queue_ms.add(row.client_queue_ms);
             if !row.is_success() {
                 continue;
             }
@@ -176,25 +244,34 @@ impl RunSketch {
             add(&mut s.ttft_ms, row.ttft_ms);
             add(&mut s.tpot_ms, row.tpot_ms);
             add(&mut s.e2el_ms, row.e2el_ms);
+            row.itl_chunk_ms.iter().for_each(|v| s.itl_chunk_ms.add(*v));
             crate::request::itl_per_token_ms(r).into_iter().for_each(|v| s.itl_ms.add(v));
         }
         Ok(s)
     }
 
-    /// Per metric (`TTFT`, `TPOT`, `ITL`, `E2EL`): samples and the value at each of
-    /// `percentiles` (`None` when the metric has no sample).
-    pub fn quantiles(&self, percentiles: &[f64]) -> Vec<(&'static str, u64, Vec<Option<f64>>)> {
+    fn named(&self) -> [(&'static str, &DdSketch); 7] {
         [
             ("TTFT", &self.ttft_ms),
             ("TPOT", &self.tpot_ms),
             ("ITL", &self.itl_ms),
             ("E2EL", &self.e2el_ms),
+            ("ITL per chunk", &self.itl_chunk_ms),
+            ("Schedule lag", &self.schedule_lag_ms),
+            ("Client queue", &self.client_queue_ms),
         ]
-        .into_iter()
-        .map(|(name, sk)| {
-            (name, sk.count(), percentiles.iter().map(|p| sk.quantile(p / 100.0)).collect())
-        })
-        .collect()
+    }
+
+    /// Per metric (`TTFT`, `TPOT`, `ITL`, `E2EL`, then per-chunk ITL, schedule lag and client
+    /// queue): samples and the value at each of `percentiles` (`None` when the metric has no
+    /// sample).
+    pub fn quantiles(&self, percentiles: &[f64]) -> Vec<(&'static str, u64, Vec<Option<f64>>)> {
+        self.named()
+            .into_iter()
+            .map(|(name, sk)| {
+                (name, sk.count(), percentiles.iter().map(|p| sk.quantile(p / 100.0)).collect())
+            })
+            .collect()
     }
 
     /// Add another shard's sketches (same accuracy).
@@ -202,7 +279,10 @@ impl RunSketch {
         self.ttft_ms.merge(&other.ttft_ms)?;
         self.tpot_ms.merge(&other.tpot_ms)?;
         self.itl_ms.merge(&other.itl_ms)?;
-        self.e2el_ms.merge(&other.e2el_ms)
+        self.itl_chunk_ms.merge(&other.itl_chunk_ms)?;
+        self.e2el_ms.merge(&other.e2el_ms)?;
+        self.schedule_lag_ms.merge(&other.schedule_lag_ms)?;
+        self.client_queue_ms.merge(&other.client_queue_ms)
     }
 }
 
@@ -294,9 +374,33 @@ mod tests {
         let mut cba = c.clone();
         cba.merge(&b).unwrap();
         cba.merge(&a).unwrap();
-        assert_eq!(ab_c, a_bc);
-        assert_eq!(ab_c, cba);
-        assert_eq!(ab_c, sketch(&[1.0, 2.0, 0.0, 30.0, 4.5, 7.0, 1e4]));
+        // Bins, counts and extremes merge exactly; the mean and the squared deviations to
+        // within floating-point rounding (their sums are not associative bit for bit).
+        let same = |x: &DdSketch, y: &DdSketch| {
+            assert_eq!(
+                (&x.bins, x.zeros, x.count, x.min, x.max),
+                (&y.bins, y.zeros, y.count, y.min, y.max)
+            );
+            assert!(
+                (x.mean - y.mean).abs() <= 1e-12 * y.mean && (x.m2 - y.m2).abs() <= 1e-12 * y.m2
+            );
+        };
+        let all = [1.0, 2.0, 0.0, 30.0, 4.5, 7.0, 1e4];
+        same(&ab_c, &a_bc);
+        same(&ab_c, &cba);
+        same(&ab_c, &sketch(&all));
+        // The mean and the population standard deviation of the union.
+        let mean = all.iter().sum::<f64>() / 7.0;
+        let var = all.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / 7.0;
+        assert!((cba.mean() - mean).abs() < 1e-9 && (cba.std() - var.sqrt()).abs() < 1e-9);
+        let d = cba.distribution(&[50.0, 100.0]);
+        assert_eq!((d.count, d.min, d.max, d.percentiles[1]), (7, 0.0, 1e4, (100.0, 1e4)));
+        // The median is the bin of 4.5 (rank 3), answered within 2 %.
+        assert!((d.median - 4.5).abs() <= 0.02 * 4.5, "{}", d.median);
+        assert_eq!(
+            DdSketch::new(0.02).unwrap().distribution(&[50.0]),
+            Distribution::from_sorted(&[], &[50.0])
+        );
     }
 
     #[test]

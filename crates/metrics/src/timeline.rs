@@ -42,6 +42,46 @@ pub fn peak_concurrency(intervals: &[(Nanos, Nanos)]) -> u64 {
     peak as u64
 }
 
+/// Requests in flight over half-open intervals `[start, end)`, on the grid of instants
+/// `k·grain` (k = 0, 1, … up to the grain of the last end): per grain, the count at its start
+/// instant and the most at any instant within `[k·grain, (k+1)·grain)`. Summed over the
+/// shards of one run, the first is the run's exact count at those instants and the second
+/// bounds the run's count within each grain from above. Grains past [`MAX_WINDOWS`] are left
+/// out; a `grain_ns` of 0 is taken as 1.
+pub fn concurrency_per_grain(intervals: &[(Nanos, Nanos)], grain_ns: u64) -> (Vec<u64>, Vec<u64>) {
+    let g = grain_ns.max(1);
+    let mut events: Vec<(Nanos, i64)> = Vec::with_capacity(intervals.len() * 2);
+    for &(start, end) in intervals.iter().filter(|(s, e)| e > s) {
+        events.push((start, 1));
+        events.push((end, -1));
+    }
+    // At equal times ends (−1) sort before starts, as in [`peak_concurrency`].
+    events.sort_unstable();
+    let Some(&(last, _)) = events.last() else { return (Vec::new(), Vec::new()) };
+    let n = usize::try_from(last / g).map_or(MAX_WINDOWS, |k| (k + 1).min(MAX_WINDOWS));
+    let (mut at, mut most) = (vec![0u64; n], vec![0u64; n]);
+    let (mut now, mut next) = (0i64, 0usize);
+    let mut i = 0;
+    while i < events.len() {
+        let t = events[i].0;
+        // Grains starting before `t` see the count as it stood since the previous instant.
+        while next < n && (next as u64) * g < t {
+            at[next] = now as u64;
+            most[next] = most[next].max(now as u64);
+            next += 1;
+        }
+        while i < events.len() && events[i].0 == t {
+            now += events[i].1;
+            i += 1;
+        }
+        if let Some(m) = usize::try_from(t / g).ok().and_then(|k| most.get_mut(k)) {
+            *m = (*m).max(now as u64);
+        }
+    }
+    at[next..].fill(now as u64);
+    (at, most)
+}
+
 /// Time-weighted mean number of requests in flight over a span of `span_ns`: the sum of the
 /// interval lengths divided by the span (0 for an empty span).
 pub fn mean_concurrency(intervals: &[(Nanos, Nanos)], span_ns: u64) -> f64 {
@@ -77,6 +117,24 @@ mod tests {
         assert_eq!(peak_concurrency(&[(0, 10), (5, 20), (9, 12), (12, 13)]), 3);
         assert_eq!(peak_concurrency(&[]), 0);
         assert_eq!(peak_concurrency(&[(5, 5)]), 0);
+    }
+
+    #[test]
+    fn concurrency_on_a_grid_is_exact_at_its_instants_and_bounded_between() {
+        // [0, 25) and [5, 12) and [12, 30): two at once from 5 to 25 (12 hands over).
+        let iv = [(0, 25), (5, 12), (12, 30), (7, 7)];
+        let (at, most) = concurrency_per_grain(&iv, 10);
+        // At 0: one; at 10: two; at 20: two; at 30 all have ended.
+        assert_eq!(at, vec![1, 2, 2, 0]);
+        assert_eq!(most, vec![2, 2, 2, 0]);
+        // A request inside one grain shows in its maximum, not at the grid's instants.
+        let (at, most) = concurrency_per_grain(&[(0, 100), (31, 38)], 10);
+        assert_eq!(at, vec![1; 10].into_iter().chain([0]).collect::<Vec<_>>());
+        assert_eq!(most[3], 2);
+        assert_eq!(most.iter().max(), Some(&2));
+        assert_eq!(concurrency_per_grain(&[], 10), (vec![], vec![]));
+        // Back to back on one slot at a grid instant: one in flight, as the sweep line says.
+        assert_eq!(concurrency_per_grain(&[(0, 10), (10, 20)], 10), (vec![1, 1, 0], vec![1, 1, 0]));
     }
 
     #[test]

@@ -113,7 +113,8 @@ pub fn merge_script(spec: &K8sSpec) -> String {
     let s = &spec.scale;
     format!(
         "dir={MOUNT}/{name}\n{wait}\
-         exec servelab runs merge \"$dir\" --label {label} --db \"$dir/{DB_NAME}\"\n",
+         exec servelab {merge} \"$dir\" --label {label} --db \"$dir/{DB_NAME}\"\n",
+        merge = s.merge_from.command(),
         name = s.name,
         wait = wait_for_results("dir", s.shards, spec.merge_deadline_s),
         label = sh_quote(&s.label),

@@ -86,6 +86,27 @@ impl ScaleRun {
     }
 }
 
+/// What a bench's merge takes from its shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MergeFrom {
+    /// Every shard's records (`--save-detailed`), merged exactly by `runs merge`.
+    #[default]
+    Records,
+    /// Every shard's digest (a few kB to tens of kB), merged by `runs merge-digests`:
+    /// percentiles within 0.5 %, for runs whose records are too many to move.
+    Digests,
+}
+
+impl MergeFrom {
+    /// The `servelab` subcommand that merges them.
+    pub fn command(self) -> &'static str {
+        match self {
+            MergeFrom::Records => "runs merge",
+            MergeFrom::Digests => "runs merge-digests",
+        }
+    }
+}
+
 /// What cannot be scaled; the message names the input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScaleError {
@@ -112,6 +133,12 @@ pub enum ScaleError {
          letter and ending with a letter or digit (it names Kubernetes objects)"
     )]
     Name(String),
+    /// Digests asked of a sweep or lab, whose shards merge their points themselves.
+    #[error(
+        "--merge-from digests is for a bench: a sweep's or lab's shards merge every point from \
+         records themselves"
+    )]
+    DigestsNotBench,
     /// An empty label, or one with control characters.
     #[error("--label '{}': must be non-empty, without control characters", .0.escape_debug())]
     Label(String),
@@ -132,6 +159,8 @@ pub struct ScaleSpec {
     /// Label of the merged run (a sweep's: of every merged point) in the store; a lab's runs
     /// are labelled by the lab.
     pub label: String,
+    /// What a bench's merge takes from the shards.
+    pub merge_from: MergeFrom,
 }
 
 impl ScaleSpec {
@@ -158,6 +187,9 @@ impl ScaleSpec {
                 return Err(ScaleError::Reserved(flag.to_string(), self.run.name()));
             }
         }
+        if self.merge_from == MergeFrom::Digests && self.run != ScaleRun::Bench {
+            return Err(ScaleError::DigestsNotBench);
+        }
         if self.run == ScaleRun::Lab && self.args.first().is_none_or(|a| a.starts_with('-')) {
             return Err(ScaleError::NoExperiment);
         }
@@ -175,20 +207,14 @@ pub fn shard_args(spec: &ScaleSpec, start_at: &str, dir: &str, db: &str) -> Vec<
     let mut args: Vec<String> = spec.run.name().split(' ').map(String::from).collect();
     args.extend(spec.args.iter().cloned());
     let tail: Vec<String> = match spec.run {
-        ScaleRun::Bench => [
-            "--start-at",
-            start_at,
-            "--save-result",
-            "--save-detailed",
-            "--no-store",
-            "--no-progress",
-            "--result-dir",
-            dir,
-            "--result-filename",
-            RESULT_NAME,
-        ]
-        .map(String::from)
-        .to_vec(),
+        // Merged from digests, a shard ships no records: they are what is too big to move.
+        ScaleRun::Bench => ["--start-at", start_at, "--save-result"]
+            .into_iter()
+            .chain((spec.merge_from == MergeFrom::Records).then_some("--save-detailed"))
+            .chain(["--no-store", "--no-progress", "--result-dir", dir])
+            .chain(["--result-filename", RESULT_NAME])
+            .map(String::from)
+            .collect(),
         ScaleRun::Sweep => vec![
             "--start-at".into(),
             start_at.into(),
@@ -238,7 +264,7 @@ fn header(spec: &ScaleSpec, dir: &str) -> String {
 /// shards are still missing every 10 s; they exit with status 2 naming them when time is up.
 ///
 /// Only result files count (`run-shard-K-of-N.json`, the index zero-padded), not the
-/// `.sketch.json` and `.records.jsonl` beside them. A shard renames its result into place
+/// `.digest.json` and `.records.jsonl` beside them. A shard renames its result into place
 /// after its records are written, so a result file present means the shard's files are whole.
 pub fn wait_for_results(dir_var: &str, shards: u32, wait_s: u64) -> String {
     let stem = RESULT_NAME.strip_suffix(".json").unwrap_or(RESULT_NAME);
@@ -288,6 +314,7 @@ mod tests {
             run: ScaleRun::Bench,
             args: args.iter().map(|a| a.to_string()).collect(),
             label: "l".into(),
+            merge_from: Default::default(),
         }
     }
 
@@ -317,6 +344,9 @@ mod tests {
         assert_eq!(lab(&[]).check(), Err(ScaleError::NoExperiment));
         assert_eq!(lab(&["--no-store"]).check(), reserved("--no-store", "lab run"));
         assert_eq!(lab(&["--db=x", "e.yaml"]).check(), reserved("--db", "lab run"));
+        let digests = |run| ScaleSpec { run, merge_from: MergeFrom::Digests, ..spec("r", &[]) };
+        assert_eq!(digests(ScaleRun::Bench).check(), Ok(()));
+        assert_eq!(digests(ScaleRun::Sweep).check(), Err(ScaleError::DigestsNotBench));
         let bad = ScaleSpec { label: "a\nb".into(), ..spec("r", &[]) };
         assert_eq!(
             bad.check().unwrap_err().to_string(),
@@ -333,6 +363,14 @@ mod tests {
             "bench --num-prompts 10 --start-at 1795600000 --save-result --save-detailed \
              --no-store --no-progress --result-dir /r --result-filename run.json"
         );
+        // Merged from digests, a shard keeps its records to itself.
+        let light = ScaleSpec { merge_from: MergeFrom::Digests, ..bench };
+        assert_eq!(
+            shard_args(&light, "1795600000", "/r", "/r/servelab.db").join(" "),
+            "bench --num-prompts 10 --start-at 1795600000 --save-result --no-store \
+             --no-progress --result-dir /r --result-filename run.json"
+        );
+        assert_eq!(MergeFrom::Digests.command(), "runs merge-digests");
         let sweep = ScaleSpec { run: ScaleRun::Sweep, ..spec("r", &["--concurrency", "8"]) };
         let args = shard_args(&sweep, "1795600000", "/r", "/r/servelab.db");
         assert_eq!(

@@ -88,6 +88,7 @@ mod tests {
                 run: crate::ScaleRun::Bench,
                 args: vec!["--num-prompts".into(), "8".into()],
                 label: "r".into(),
+                merge_from: Default::default(),
             },
             exe: "servelab".into(),
             results: "/tmp/r".into(),

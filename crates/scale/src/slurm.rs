@@ -82,7 +82,8 @@ pub fn render(spec: &SlurmSpec) -> Result<String, ScaleError> {
             "{srun}\n\
              # Every task has ended; a shared filesystem may show another node's files late.\n\
              {wait}\
-             {exe} runs merge \"$results\" --label {qlabel} --db \"$results/{DB_NAME}\"\n",
+             {exe} {merge} \"$results\" --label {qlabel} --db \"$results/{DB_NAME}\"\n",
+            merge = s.merge_from.command(),
             wait = wait_for_results("results", s.shards, VISIBLE_WAIT_S),
             qlabel = sh_quote(&s.label),
         ),

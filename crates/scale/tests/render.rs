@@ -34,6 +34,7 @@ fn scale() -> ScaleSpec {
         .map(String::from)
         .to_vec(),
         label: "llama-70b-rate-200".into(),
+        merge_from: Default::default(),
     }
 }
 
@@ -144,6 +145,7 @@ fn sweep() -> ScaleSpec {
         .map(String::from)
         .to_vec(),
         label: "llama-70b-sweep".into(),
+        merge_from: Default::default(),
     }
 }
 
@@ -178,6 +180,7 @@ fn a_lab_runs_on_slurm_and_is_refused_on_kubernetes() {
         run: servelab_scale::ScaleRun::Lab,
         args: vec!["experiments/vllm-h100.yaml".into()],
         label: "vllm-lab".into(),
+        merge_from: Default::default(),
     };
     let e = k8s::render(&K8sSpec { scale: lab.clone(), ..k8s_spec() }).unwrap_err();
     assert_eq!(e, servelab_scale::ScaleError::LabOnKubernetes);
@@ -205,4 +208,26 @@ fn a_lab_runs_on_slurm_and_is_refused_on_kubernetes() {
     assert!(script.contains(" || rc=$?\n"), "{script}");
     insta::assert_snapshot!("sbatch_lab_4_shards", script);
     assert_eq!(script, include_str!("../../../docs/examples/scale/sbatch-lab-4.sh"));
+}
+
+#[test]
+fn merged_from_digests_the_shards_keep_their_records_and_the_merge_takes_digests() {
+    let light = ScaleSpec { merge_from: servelab_scale::MergeFrom::Digests, ..scale() };
+    let yaml = k8s::render(&K8sSpec { scale: light.clone(), ..k8s_spec() }).unwrap();
+    assert!(!yaml.contains("--save-detailed"), "{yaml}");
+    assert!(yaml.contains("exec servelab runs merge-digests \"$dir\""), "{yaml}");
+    let sbatch = slurm::render(&SlurmSpec {
+        scale: light,
+        cpus_per_task: 2,
+        nodes: None,
+        exe: "servelab".into(),
+        start_at: None,
+        lead_s: 60,
+    })
+    .unwrap();
+    assert!(!sbatch.contains("--save-detailed"), "{sbatch}");
+    assert!(sbatch.contains("servelab runs merge-digests \"$results\""), "{sbatch}");
+    // The default ships records and merges them exactly.
+    let yaml = k8s::render(&k8s_spec()).unwrap();
+    assert!(yaml.contains("--save-detailed") && yaml.contains("exec servelab runs merge \"$dir\""));
 }

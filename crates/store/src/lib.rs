@@ -25,7 +25,7 @@ mod store;
 mod view;
 
 pub use import::{import_file, parse_result_text, ImportError, ImportedRun, SourceTool};
-pub use merge::{read_shard_file, shard_result_files};
+pub use merge::{read_digests, read_shard_file, shard_result_files};
 pub use model::{
     Filter, Headline, NewRun, RunConfig, RunId, RunKind, RunRow, RunStatus, StoredRun,
 };

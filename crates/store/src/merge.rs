@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use servelab_metrics::digest::{merge_digests, ShardDigest};
 use servelab_metrics::merge::{merge_shards, MergeOptions, ShardRun};
 use servelab_metrics::{MetricsConfig, Summary};
 use servelab_records::{RequestRecord, RunInfo, RunKind};
@@ -74,6 +75,50 @@ pub fn shard_result_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(files)
 }
 
+/// The shards' digests `specs` names: `NAME-shard-K-of-N.digest.json` files, or folders of
+/// them (their other files are left alone).
+pub fn read_digests(specs: &[String]) -> Result<Vec<ShardDigest>, String> {
+    let mut files = Vec::new();
+    for spec in specs {
+        let p = Path::new(spec);
+        if p.is_dir() {
+            let entries =
+                std::fs::read_dir(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| {
+                    f.file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(|n| n.strip_suffix(".digest.json"))
+                        .is_some_and(|stem| is_shard_result_name(&format!("{stem}.json")))
+                })
+                .collect();
+            if found.is_empty() {
+                return Err(format!(
+                    "{spec} holds no shard digests (NAME-shard-K-of-N.digest.json, written                      beside each shard's result by bench --shard K/N --save-result)"
+                ));
+            }
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(p.to_path_buf());
+        }
+    }
+    files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+            serde_json::from_str::<ShardDigest>(&text).map_err(|e| {
+                format!(
+                    "{}: not a shard's digest ({e}); digests are the NAME-shard-K-of-N.digest.json                      files shards write beside their results",
+                    f.display()
+                )
+            })
+        })
+        .collect()
+}
+
 /// `STEM-shard-K-of-N.json` with digits K and N, as `bench --shard` names its result file.
 fn is_shard_result_name(name: &str) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
@@ -114,10 +159,10 @@ impl Store {
                 continue;
             }
             if p.extension().is_some_and(|e| e == "json") && p.is_file() {
-                if spec.ends_with(".sketch.json") {
+                if spec.ends_with(".digest.json") {
                     return Err(ViewError::NotFound(format!(
-                        "{spec} is a shard's latency sketch, not its result: give the \
-                         result files (runs merge-sketches merges sketches)"
+                        "{spec} is a shard's digest, not its result: give the result files \
+                         (runs merge-digests merges digests)"
                     )));
                 }
                 out.push(read_shard_file(p).map_err(ViewError::NotFound)?);
@@ -168,6 +213,36 @@ impl Store {
         self.finish_run(id, &summary, status)?;
         Ok((id, summary))
     }
+
+    /// Merge the shards' digests `specs` names ([`read_digests`]) and store the whole run as
+    /// `label`: its summary only (no records), its percentiles within the sketches' accuracy
+    /// (`percentiles` overrides the shards' list). Returns its id and summary.
+    pub fn merge_digests_into(
+        &mut self,
+        specs: &[String],
+        label: &str,
+        tags: &[(String, String)],
+        opts: MergeOptions,
+        percentiles: Option<&[f64]>,
+    ) -> Result<(RunId, Summary), ViewError> {
+        let digests = read_digests(specs).map_err(ViewError::NotFound)?;
+        let summary = merge_digests(&digests, opts, percentiles)
+            .map_err(|e| ViewError::NotFound(e.to_string()))?;
+        let mut tags = tags.to_vec();
+        tags.push(("shards".to_string(), digests.len().to_string()));
+        tags.push(("merged-from".to_string(), "digests".to_string()));
+        let run = NewRun {
+            label: Some(label.to_string()),
+            kind: RunKind::Bench,
+            config: RunConfig::new(summary.info.clone(), &tags),
+            tags,
+        };
+        let id = self.begin_run(&run)?;
+        let status =
+            if summary.info.interrupted { RunStatus::Interrupted } else { RunStatus::Complete };
+        self.finish_run(id, &summary, status)?;
+        Ok((id, summary))
+    }
 }
 
 #[cfg(test)]
@@ -181,7 +256,7 @@ mod tests {
             "run-shard-1-of-2.json",
             "run-shard-0-of-2.json",
             "run-shard-0-of-2.records.jsonl",
-            "run-shard-0-of-2.sketch.json",
+            "run-shard-0-of-2.digest.json",
             "run-shard-0-of-2.json.tmp",
             "run.json",
             "-shard-0-of-2.json",
