@@ -315,10 +315,11 @@ pub fn merge_digests(
         itl_ms: sketches.itl_ms.distribution(&pct),
         itl_chunk_ms: sketches.itl_chunk_ms.distribution(&pct),
         e2el_ms: sketches.e2el_ms.distribution(&pct),
-        ttfc_ms: None,
+        ttfc_ms: (sketches.ttfc_ms.count() > 0).then(|| sketches.ttfc_ms.distribution(&pct)),
         schedule_lag_ms: sketches.schedule_lag_ms.distribution(&pct),
         client_queue_ms: sketches.client_queue_ms.distribution(&pct),
-        read_lag_ms: None,
+        read_lag_ms: (sketches.read_lag_ms.count() > 0)
+            .then(|| sketches.read_lag_ms.distribution(&pct)),
         server: None,
         engine: None,
         retries: sum(&|d| d.retries),
@@ -402,6 +403,11 @@ mod tests {
     #[test]
     fn digests_merge_to_the_exact_summary_of_the_union() {
         let (records, info, digests) = run(0, &cfg());
+        // As shipped: through JSON and back, unchanged (empty sketches too: no TTFC here).
+        for d in &digests {
+            let text = serde_json::to_string(d).unwrap();
+            assert_eq!(&serde_json::from_str::<ShardDigest>(&text).unwrap(), d);
+        }
         let exact = crate::summarize(&records, &info, &cfg());
         let got = merge_digests(&digests, MergeOptions::default(), None).unwrap();
         assert_eq!(got.info, exact.info);

@@ -33,14 +33,29 @@ pub struct DdSketch {
     bins: BTreeMap<i32, u64>,
     /// Values added (zeros included).
     count: u64,
-    /// The exact smallest and largest values added.
+    /// The exact smallest and largest values added (±∞ while empty, `null` in JSON, which
+    /// has no infinity).
+    #[serde(serialize_with = "finite_or_null", deserialize_with = "null_is_plus_infinity")]
     min: f64,
+    #[serde(serialize_with = "finite_or_null", deserialize_with = "null_is_minus_infinity")]
     max: f64,
     /// Mean of the values added and the sum of their squared deviations from it (Welford's
     /// running pair, merged by Chan et al.'s rule): the mean and standard deviation are not
     /// approximated by the bins.
     mean: f64,
     m2: f64,
+}
+
+fn finite_or_null<S: serde::Serializer>(x: &f64, s: S) -> Result<S::Ok, S::Error> {
+    x.is_finite().then_some(*x).serialize(s)
+}
+
+fn null_is_plus_infinity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
+}
+
+fn null_is_minus_infinity<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NEG_INFINITY))
 }
 
 /// A sketch that cannot be built or merged.
@@ -199,8 +214,8 @@ impl DdSketch {
 pub const SHARD_SKETCH_ALPHA: f64 = 0.005;
 
 /// A sketch of each of a run's distributions, as the summary takes them: TTFT, TPOT, ITL
-/// (per token), per-chunk ITL and E2EL over measured, successful requests; schedule lag and
-/// client queue over every measured request. Merged, the sketches of all shards answer the
+/// (per token), per-chunk ITL, E2EL and TTFC over measured, successful requests; schedule
+/// lag, client queue and read lag over every measured request. Merged, the sketches of all shards answer the
 /// whole run's distributions within the accuracy they were built with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSketch {
@@ -218,6 +233,11 @@ pub struct RunSketch {
     pub schedule_lag_ms: DdSketch,
     /// Intended send minus scheduled arrival, ms.
     pub client_queue_ms: DdSketch,
+    /// Time to first answer content, ms, of requests that carried reasoning text.
+    pub ttfc_ms: DdSketch,
+    /// The longest the client took to handle arrived bytes, ms, where the platform gives
+    /// kernel receive times.
+    pub read_lag_ms: DdSketch,
 }
 
 impl RunSketch {
@@ -231,16 +251,20 @@ impl RunSketch {
             itl_chunk_ms: empty.clone(),
             e2el_ms: empty.clone(),
             schedule_lag_ms: empty.clone(),
-            client_queue_ms: empty,
+            client_queue_ms: empty.clone(),
+            ttfc_ms: empty.clone(),
+            read_lag_ms: empty,
         };
         for r in records.iter().filter(|r| !r.warmup) {
             let row = crate::request::row(r);
             s.schedule_lag_ms.add(row.schedule_lag_ms);
             s.client_queue_ms.add(row.client_queue_ms);
+            let add = |sk: &mut DdSketch, v: Option<f64>| v.into_iter().for_each(|v| sk.add(v));
+            add(&mut s.read_lag_ms, row.read_lag_ms);
             if !row.is_success() {
                 continue;
             }
-            let add = |sk: &mut DdSketch, v: Option<f64>| v.into_iter().for_each(|v| sk.add(v));
+            add(&mut s.ttfc_ms, row.ttfc_ms);
             add(&mut s.ttft_ms, row.ttft_ms);
             add(&mut s.tpot_ms, row.tpot_ms);
             add(&mut s.e2el_ms, row.e2el_ms);
@@ -250,7 +274,7 @@ impl RunSketch {
         Ok(s)
     }
 
-    fn named(&self) -> [(&'static str, &DdSketch); 7] {
+    fn named(&self) -> [(&'static str, &DdSketch); 9] {
         [
             ("TTFT", &self.ttft_ms),
             ("TPOT", &self.tpot_ms),
@@ -259,11 +283,13 @@ impl RunSketch {
             ("ITL per chunk", &self.itl_chunk_ms),
             ("Schedule lag", &self.schedule_lag_ms),
             ("Client queue", &self.client_queue_ms),
+            ("TTFC", &self.ttfc_ms),
+            ("Read lag", &self.read_lag_ms),
         ]
     }
 
-    /// Per metric (`TTFT`, `TPOT`, `ITL`, `E2EL`, then per-chunk ITL, schedule lag and client
-    /// queue): samples and the value at each of `percentiles` (`None` when the metric has no
+    /// Per metric (`TTFT`, `TPOT`, `ITL`, `E2EL`, then per-chunk ITL, schedule lag, client
+    /// queue, TTFC and read lag): samples and the value at each of `percentiles` (`None` when the metric has no
     /// sample).
     pub fn quantiles(&self, percentiles: &[f64]) -> Vec<(&'static str, u64, Vec<Option<f64>>)> {
         self.named()
@@ -282,7 +308,9 @@ impl RunSketch {
         self.itl_chunk_ms.merge(&other.itl_chunk_ms)?;
         self.e2el_ms.merge(&other.e2el_ms)?;
         self.schedule_lag_ms.merge(&other.schedule_lag_ms)?;
-        self.client_queue_ms.merge(&other.client_queue_ms)
+        self.client_queue_ms.merge(&other.client_queue_ms)?;
+        self.ttfc_ms.merge(&other.ttfc_ms)?;
+        self.read_lag_ms.merge(&other.read_lag_ms)
     }
 }
 
@@ -424,8 +452,14 @@ mod tests {
         assert_eq!(one.quantile(0.5), Some(12.5));
         let other = DdSketch::new(0.02).unwrap();
         assert_eq!(one.merge(&other), Err(SketchError::Mismatch(0.01, 0.02)));
-        // It ships as a few numbers per bin.
+        // It ships as a few numbers per bin; an empty one too (JSON has no infinity).
         let json = serde_json::to_string(&one).unwrap();
         assert_eq!(serde_json::from_str::<DdSketch>(&json).unwrap(), one);
+        let json = serde_json::to_string(&other).unwrap();
+        assert!(json.contains(r#""min":null,"max":null"#), "{json}");
+        let back = serde_json::from_str::<DdSketch>(&json).unwrap();
+        assert_eq!(back, other);
+        one.merge(&DdSketch::new(0.01).unwrap()).unwrap();
+        assert_eq!(one.distribution(&[50.0]).min, 12.5);
     }
 }
