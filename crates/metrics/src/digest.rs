@@ -165,6 +165,40 @@ fn windows_from_grains(grains: &[u64], first: usize, per: usize) -> Vec<u64> {
     windows
 }
 
+/// The figures a digest merge reports exactly as the merge of the records does: compare
+/// `ExactFigures::of` both summaries to check it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExactFigures {
+    /// Completed and failed requests.
+    pub requests: (u64, u64),
+    /// Prompt and output tokens, and the retokenized output count.
+    pub tokens: (u64, u64, Option<u64>),
+    /// The global span, seconds.
+    pub duration_s: f64,
+    /// Request, output and total token throughput, and goodput.
+    pub throughput: (f64, f64, f64, Option<f64>),
+    /// Output tokens per window and the peak window's rate.
+    pub windows: (Vec<u64>, f64),
+}
+
+impl ExactFigures {
+    /// `s`'s exact figures.
+    pub fn of(s: &Summary) -> ExactFigures {
+        ExactFigures {
+            requests: (s.completed, s.failed),
+            tokens: (s.total_input_tokens, s.total_output_tokens, s.retokenized_output_tokens),
+            duration_s: s.duration_s,
+            throughput: (
+                s.request_throughput,
+                s.output_throughput,
+                s.total_token_throughput,
+                s.request_goodput,
+            ),
+            windows: (s.output_tokens_per_window.clone(), s.peak_output_throughput),
+        }
+    }
+}
+
 /// Why digests cannot be merged.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DigestError {
@@ -411,15 +445,9 @@ mod tests {
         let exact = crate::summarize(&records, &info, &cfg());
         let got = merge_digests(&digests, MergeOptions::default(), None).unwrap();
         assert_eq!(got.info, exact.info);
-        assert_eq!((got.completed, got.failed), (exact.completed, exact.failed));
+        assert_eq!(ExactFigures::of(&got), ExactFigures::of(&exact));
         assert_eq!(got.completed, 34);
-        assert_eq!(got.total_input_tokens, exact.total_input_tokens);
-        assert_eq!(got.total_output_tokens, exact.total_output_tokens);
-        assert_eq!(got.duration_s, exact.duration_s);
-        assert_eq!(got.request_throughput, exact.request_throughput);
-        assert_eq!(got.request_goodput, exact.request_goodput);
-        assert_eq!(got.output_tokens_per_window, exact.output_tokens_per_window);
-        assert_eq!(got.peak_output_throughput, exact.peak_output_throughput);
+        assert!(got.request_goodput.is_some_and(|g| g > 0.0));
         assert!((got.mean_concurrency - exact.mean_concurrency).abs() < 1e-12);
         // The same kinds and counts; messages in shard order, not arrival order.
         assert_eq!(got.failures.len(), 1);
