@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 use servelab_bench::Conductor;
+use servelab_metrics::digest::{merge_digests, ExactFigures, ShardDigest};
 use servelab_metrics::merge::{merge_shards, MergeOptions, ShardRun};
 use servelab_metrics::MetricsConfig;
 use servelab_plan::{
@@ -223,18 +224,38 @@ async fn sessions_are_split_by_session_across_shards() {
         tasks.push(tokio::spawn(async move { Conductor::new(interrupt).bench(&p).await.unwrap() }));
     }
     let mut shards = Vec::new();
+    let mut digests = Vec::new();
     for t in tasks {
         let out = t.await.unwrap();
         let info = out.summary.info.clone();
         let shard = info.shard.clone().unwrap().shard;
         assert!(out.records.iter().all(|r| shard.owns(r.session.unwrap().session)));
+        let alpha = servelab_metrics::sketch::SHARD_SKETCH_ALPHA;
+        digests.push(ShardDigest::new(&out.summary, &out.records, alpha).unwrap());
         shards.push(ShardRun { info, records: out.records, metrics: out.summary.metrics_config() });
     }
     assert_eq!(seen(&sim, mark), single_seen, "the same turns reached the server");
     let merged = merge_shards(shards, MergeOptions::default()).unwrap();
     assert_eq!(merged.records.len(), single.records.len());
-    let m = servelab_metrics::summarize(&merged.records, &merged.info, &MetricsConfig::default());
-    assert_eq!(m.sessions.unwrap().sessions, 10);
+    let m = servelab_metrics::summarize(&merged.records, &merged.info, &flags());
+    let exact = m.sessions.unwrap();
+    assert_eq!(exact.sessions, 10);
+    // The shards' digests give the same session figures (sessions are whole in one shard).
+    let d = merge_digests(&digests, MergeOptions::default(), None).unwrap().sessions.unwrap();
+    assert_eq!((d.sessions, d.completed, d.cut, d.turns), (10, 10, 0, exact.turns));
+    assert_eq!(d.mean_turns, exact.mean_turns);
+    let (g, e) = (&d.session_latency_ms, &exact.session_latency_ms);
+    assert_eq!((g.count, g.min, g.max), (e.count, e.min, e.max));
+    assert!((g.mean - e.mean).abs() <= 1e-9 * e.mean);
+    assert_eq!(d.by_turn.len(), exact.by_turn.len());
+    for (g, e) in d.by_turn.iter().zip(&exact.by_turn) {
+        assert_eq!((g.turn, g.requests, g.failed), (e.turn, e.requests, e.failed));
+        assert_eq!(g.mean_prompt_tokens, e.mean_prompt_tokens);
+        assert_eq!(
+            (g.ttft_ms.count, g.ttft_ms.min, g.ttft_ms.max),
+            (e.ttft_ms.count, e.ttft_ms.min, e.ttft_ms.max)
+        );
+    }
     sim.shutdown().await;
 }
 
@@ -244,7 +265,6 @@ async fn sessions_are_split_by_session_across_shards() {
 /// exact rank values, and peak concurrency bounded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shards_write_digests_that_merge_to_the_exact_summary() {
-    use servelab_metrics::digest::{merge_digests, ExactFigures, ShardDigest};
     use servelab_metrics::sketch::SHARD_SKETCH_ALPHA;
     let sim = start(SimConfig::fixed(10.0, 1.0).with_port(0)).await.unwrap();
     let url = sim.base_url();

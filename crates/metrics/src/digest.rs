@@ -16,13 +16,15 @@
 //!   grain (which sum to an upper bound), so the merge reports the largest exact count seen
 //!   and says how high the peak can be when the two differ.
 //!
-//! Per-turn, per-session, trace, engine and simulator figures are not in a digest; merging
-//! the records (`runs merge`) gives them.
+//! A multi-turn run's session figures merge as the distributions do (every session is whole
+//! in one shard, so its counts add). Trace, engine and simulator figures are not in a
+//! digest; merging the records (`runs merge`) gives them.
 
 use serde::{Deserialize, Serialize};
 use servelab_records::{Nanos, RequestRecord, RunInfo};
 
 use crate::merge::{join, MergeError, MergeOptions};
+use crate::sessions::SessionDigest;
 use crate::sketch::{RunSketch, SketchError};
 use crate::summary::{FailureGroup, Summary};
 use crate::timeline;
@@ -80,6 +82,9 @@ pub struct ShardDigest {
     pub peak_concurrency: u64,
     /// The distributions' sketches.
     pub sketches: RunSketch,
+    /// A multi-turn run's session figures, in mergeable form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionDigest>,
 }
 
 impl ShardDigest {
@@ -129,6 +134,7 @@ impl ShardDigest {
             concurrency_max_per_grain: most,
             peak_concurrency: timeline::peak_concurrency(&intervals),
             sketches: RunSketch::from_records(records, alpha)?,
+            sessions: SessionDigest::of(&summary.requests, alpha)?,
         })
     }
 }
@@ -244,6 +250,14 @@ pub fn merge_digests(
     for d in &digests[1..] {
         sketches.merge(&d.sketches)?;
     }
+    // A shard that started no session has none to add.
+    let mut sessions: Option<SessionDigest> = None;
+    for s in digests.iter().filter_map(|d| d.sessions.as_ref()) {
+        match &mut sessions {
+            Some(all) => all.merge(s)?,
+            None => sessions = Some(s.clone()),
+        }
+    }
     let sum =
         |f: &dyn Fn(&ShardDigest) -> u64| digests.iter().map(f).fold(0u64, u64::saturating_add);
     let completed = sum(&|d| d.completed);
@@ -311,8 +325,8 @@ pub fn merge_digests(
     let mut warnings = vec![format!(
         "merged from {} shards' digests, not their records: percentiles and medians within \
          {alpha_pct}% of the exact values; counts, throughput, goodput, means, standard \
-         deviations and extremes exact; per-turn, session, trace, engine and simulator figures \
-         not included (runs merge on the records gives them)",
+         deviations and extremes exact; trace, engine and simulator figures not included \
+         (runs merge on the records gives them)",
         digests.len()
     )];
     warnings.extend(notes);
@@ -358,7 +372,7 @@ pub fn merge_digests(
         engine: None,
         retries: sum(&|d| d.retries),
         truth: None,
-        sessions: None,
+        sessions: sessions.map(|s| s.summary(&pct)),
         replay: None,
         failures,
         warnings,
