@@ -315,9 +315,7 @@ impl<R: Runner> Runner for ShardedPoints<R> {
             .collect();
         let merged = merge_shards(shards, MergeOptions::default())
             .map_err(|e| RunError::Failed(format!("sharded run {j}: {e}")))?;
-        let mut summary =
-            servelab_metrics::summarize(&merged.records, &merged.info, &merged.metrics);
-        summary.warnings.extend(merged.notes);
+        let mut summary = merged.summary();
         summary.engine = engine_of_last(&files, &last_ends);
         if let Some(r) = self.recording.clone() {
             let mut spec = p.record.clone();

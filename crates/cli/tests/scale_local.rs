@@ -318,3 +318,83 @@ async fn scale_clock_reads_the_target_and_an_ntp_server() {
     assert!(stderr(&out).contains("--base-url: reading the target's clock needs its URL"));
     sim.shutdown().await;
 }
+
+/// A trace replay in two local shards: both merges, from the records and from the digests,
+/// keep the replay's figures (the trace's rows, and how far behind its instants the requests
+/// were sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_trace_replay_keeps_its_lateness_against_the_trace() {
+    let sim = servelab_sim::start(SimConfig::fixed(5.0, 1.0).with_port(0)).await.unwrap();
+    let url = sim.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("r");
+    let db = dir.path().join("s.db");
+    // 41 rows 25 ms apart; one has no output and is skipped.
+    let trace = dir.path().join("trace.jsonl");
+    let rows: String = (0..41)
+        .map(|i| {
+            let out = if i == 7 { 0 } else { 3 };
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": 16, \"output_length\": {out}, \
+                 \"hash_ids\": [{i}]}}\n",
+                25 * i
+            )
+        })
+        .collect();
+    std::fs::write(&trace, rows).unwrap();
+    let (results_s, db_s) = (results.to_str().unwrap(), db.to_str().unwrap());
+    let args: Vec<String> = [
+        "scale",
+        "local",
+        "--shards",
+        "2",
+        "--name",
+        "replay",
+        "--start-in",
+        "3",
+        "--results",
+        results_s,
+        "--db",
+        db_s,
+        "--",
+        "--clock-reference",
+        "none",
+        "--base-url",
+        &url,
+        "--dataset-name",
+        "mooncake",
+        "--dataset-path",
+        trace.to_str().unwrap(),
+        "--ignore-eos",
+        "--tokenizer",
+        "cl100k_base",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_servelab")).args(&args).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let light = servelab(&["runs", "merge-digests", results_s, "--label", "light", "--db", db_s]);
+    assert!(light.status.success(), "{}", stderr(&light));
+    let store = Store::open_existing(&db).unwrap();
+    let summary = |label: &str| {
+        let rows = store.list(&Filter { label: Some(label.into()), ..Filter::default() }).unwrap();
+        store.run(rows[0].id).unwrap().summary.unwrap()
+    };
+    let (exact, got) = (summary("replay"), summary("light"));
+    let r = exact.replay.as_ref().expect("the records' merge keeps the replay");
+    assert_eq!((r.rows.rows, r.rows.zero_length, r.rows.replayed), (41, 1, 40));
+    assert_eq!(r.behind_ms.count, 40);
+    let g = got.replay.as_ref().expect("the digests' merge keeps the replay");
+    assert_eq!(g.rows, r.rows);
+    let (a, b) = (&g.behind_ms, &r.behind_ms);
+    assert_eq!((a.count, a.min, a.max), (b.count, b.min, b.max));
+    assert!((a.mean - b.mean).abs() <= 1e-9 * b.mean.max(1.0));
+    // Both give the p99 the replay's warning reads.
+    assert!(a.percentile(99.0).is_some() && b.percentile(99.0).is_some());
+    sim.shutdown().await;
+}

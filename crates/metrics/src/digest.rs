@@ -16,19 +16,21 @@
 //!   grain (which sum to an upper bound), so the merge reports the largest exact count seen
 //!   and says how high the peak can be when the two differ.
 //!
-//! A multi-turn run's session figures merge as the distributions do (every session is whole
-//! in one shard, so its counts add). Trace, engine and simulator figures are not in a
-//! digest; merging the records (`runs merge`) gives them.
+//! A multi-turn run's session figures and a trace replay's lateness against its trace merge
+//! as the distributions do (every session is whole in one shard, so its counts add; every
+//! shard reads the whole trace, so its row counts are the run's). Engine and simulator
+//! figures are in neither merge: they are a single target's account of one shard's run.
 
 use serde::{Deserialize, Serialize};
 use servelab_records::{Nanos, RequestRecord, RunInfo};
 
 use crate::merge::{join, MergeError, MergeOptions};
 use crate::sessions::SessionDigest;
-use crate::sketch::{RunSketch, SketchError};
+use crate::sketch::{DdSketch, RunSketch, SketchError};
 use crate::summary::{FailureGroup, Summary};
 use crate::timeline;
 use crate::MetricsConfig;
+use crate::TraceRows;
 
 /// The digest format this build writes and reads.
 pub const DIGEST_FORMAT: u32 = 2;
@@ -85,6 +87,10 @@ pub struct ShardDigest {
     /// A multi-turn run's session figures, in mergeable form.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<SessionDigest>,
+    /// A trace replay's rows (the run's: every shard reads the whole trace) and a sketch of
+    /// how far behind its trace instant each request was sent, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<(TraceRows, DdSketch)>,
 }
 
 impl ShardDigest {
@@ -135,6 +141,14 @@ impl ShardDigest {
             peak_concurrency: timeline::peak_concurrency(&intervals),
             sketches: RunSketch::from_records(records, alpha)?,
             sessions: SessionDigest::of(&summary.requests, alpha)?,
+            replay: match &summary.replay {
+                Some(r) => {
+                    let mut behind = DdSketch::new(alpha)?;
+                    summary.requests.iter().for_each(|q| behind.add(crate::replay::behind_ms(q)));
+                    Some((r.rows, behind))
+                }
+                None => None,
+            },
         })
     }
 }
@@ -303,6 +317,13 @@ pub fn merge_digests(
              the shards' digests the peak is between {exact_peak} and {upper_peak}"
         ));
     }
+    let mut replay: Option<(TraceRows, DdSketch)> = None;
+    for (rows, behind) in digests.iter().filter_map(|d| d.replay.as_ref()) {
+        match &mut replay {
+            Some((_, all)) => all.merge(behind)?,
+            None => replay = Some((*rows, behind.clone())),
+        }
+    }
     let pct: Vec<f64> =
         percentiles.map_or_else(|| first.metrics.percentiles.clone(), <[f64]>::to_vec);
     let good = digests.iter().try_fold(0u64, |acc, d| d.good.map(|g| acc + g));
@@ -325,8 +346,7 @@ pub fn merge_digests(
     let mut warnings = vec![format!(
         "merged from {} shards' digests, not their records: percentiles and medians within \
          {alpha_pct}% of the exact values; counts, throughput, goodput, means, standard \
-         deviations and extremes exact; trace, engine and simulator figures not included \
-         (runs merge on the records gives them)",
+         deviations and extremes exact; engine and simulator figures not included",
         digests.len()
     )];
     warnings.extend(notes);
@@ -334,7 +354,7 @@ pub fn merge_digests(
         let k = d.info.shard.as_ref().map(|s| s.shard.to_string()).unwrap_or_default();
         warnings.extend(d.warnings.iter().map(|w| format!("shard {k}: {w}")));
     }
-    Ok(Summary {
+    let mut summary = Summary {
         info,
         percentiles: pct.clone(),
         slo: first.metrics.goodput,
@@ -377,7 +397,12 @@ pub fn merge_digests(
         failures,
         warnings,
         requests: Vec::new(),
-    })
+    };
+    if let Some((rows, behind)) = replay {
+        let behind_ms = behind.distribution(&crate::replay::with_p99(&pct));
+        crate::replay::set(&mut summary, crate::replay::ReplaySummary { rows, behind_ms });
+    }
+    Ok(summary)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 use servelab_records::{RequestRecord, RunInfo};
 
-use crate::MetricsConfig;
+use crate::{MetricsConfig, Summary, TraceRows};
 
 /// The default bound on how far apart the shards' clocks may be, ms. A shard whose clock is
 /// this far off sends its part of the schedule this much early or late, and its records sit
@@ -33,6 +33,9 @@ pub struct ShardRun {
     /// The settings it was summarized with (`--metric-percentiles`, `--goodput`): the merged
     /// run is summarized with them too, as one process given those flags would be.
     pub metrics: MetricsConfig,
+    /// The trace's rows, when the run replayed one (every shard reads the whole trace, so
+    /// they are the run's).
+    pub trace_rows: Option<TraceRows>,
 }
 
 /// How strict the merge is.
@@ -144,6 +147,21 @@ pub struct Merged {
     pub metrics: MetricsConfig,
     /// What the merge did or let through (to add to the summary's warnings).
     pub notes: Vec<String>,
+    /// A trace replay's rows.
+    pub trace_rows: Option<TraceRows>,
+}
+
+impl Merged {
+    /// The whole run's summary: computed once over every record with the shards' settings,
+    /// with the merge's notes, and a replay's figures against its trace's instants.
+    pub fn summary(&self) -> Summary {
+        let mut summary = crate::summarize(&self.records, &self.info, &self.metrics);
+        summary.warnings.extend(self.notes.iter().cloned());
+        if let Some(rows) = self.trace_rows {
+            crate::replay::attach(&mut summary, rows);
+        }
+        summary
+    }
 }
 
 /// Merge `shards` into one run; see the module documentation.
@@ -152,6 +170,7 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
         shards.iter().map(|s| (&s.info, &s.metrics)).collect();
     let (info, mut notes) = join(&parts, opts)?;
     let metrics = shards[0].metrics.clone();
+    let trace_rows = shards.iter().find_map(|s| s.trace_rows);
     let warmups: usize = shards.iter().map(|s| s.records.iter().filter(|r| r.warmup).count()).sum();
     if warmups > 0 {
         notes.push(format!("{warmups} warm-up records of the shards are not kept"));
@@ -173,7 +192,7 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
         }
     }
     records.sort_by_key(|r| r.index);
-    Ok(Merged { info, records, metrics, notes })
+    Ok(Merged { info, records, metrics, notes, trace_rows })
 }
 
 /// The checks every merge makes of its shards, on their run information and metric settings
@@ -379,7 +398,12 @@ mod tests {
         let mut records: Vec<RequestRecord> =
             (0..8).filter(|i| i % u64::from(n) == u64::from(k)).map(|i| record(i, false)).collect();
         records.push(record(k.into(), true));
-        ShardRun { info: info(k, n, offset), records, metrics: crate::MetricsConfig::default() }
+        ShardRun {
+            info: info(k, n, offset),
+            records,
+            metrics: crate::MetricsConfig::default(),
+            trace_rows: None,
+        }
     }
 
     #[test]

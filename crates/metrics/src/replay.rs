@@ -46,15 +46,27 @@ pub struct ReplaySummary {
 /// The replay part of a summary: the rows, and sent − scheduled of every measured request
 /// (for a replay, `scheduled` is the trace instant).
 pub fn summarize(summary: &Summary, rows: TraceRows) -> ReplaySummary {
-    let behind: Vec<f64> =
-        summary.requests.iter().map(|r| (r.sent_ms - r.scheduled_ms).max(0.0)).collect();
-    // The warning and the text section read the p99, whatever percentiles the run asked for.
-    let mut pcts = summary.percentiles.clone();
+    let behind: Vec<f64> = summary.requests.iter().map(behind_ms).collect();
+    ReplaySummary {
+        rows,
+        behind_ms: Distribution::from_unsorted(behind, &with_p99(&summary.percentiles)),
+    }
+}
+
+/// How far behind its trace instant a request was sent, ms (never negative).
+pub fn behind_ms(r: &crate::RequestRow) -> f64 {
+    (r.sent_ms - r.scheduled_ms).max(0.0)
+}
+
+/// `percentiles` with 99 added: the warning and the text section read the p99, whatever
+/// percentiles the run asked for.
+pub fn with_p99(percentiles: &[f64]) -> Vec<f64> {
+    let mut pcts = percentiles.to_vec();
     if !pcts.contains(&99.0) {
         pcts.push(99.0);
         pcts.sort_by(f64::total_cmp);
     }
-    ReplaySummary { rows, behind_ms: Distribution::from_unsorted(behind, &pcts) }
+    pcts
 }
 
 /// The warning of a replay whose sends fell behind the trace (median or p99 of sent − trace
@@ -87,6 +99,11 @@ pub fn behind_warning(r: &ReplaySummary, s: &Summary) -> Option<String> {
 /// Attaches a replay's rows and lateness to `summary`, with the warning when it fell behind.
 pub fn attach(summary: &mut Summary, rows: TraceRows) {
     let r = summarize(summary, rows);
+    set(summary, r);
+}
+
+/// Sets `summary`'s replay figures `r`, with the warning when it fell behind.
+pub fn set(summary: &mut Summary, r: ReplaySummary) {
     if let Some(w) = behind_warning(&r, summary) {
         summary.warnings.push(w);
     }

@@ -26,6 +26,7 @@ pub fn read_shard_file(path: &Path) -> Result<ShardRun, String> {
     let info: RunInfo = serde_json::from_value(run.clone())
         .map_err(|e| format!("{shown}: servelab.run is not a run description: {e}"))?;
     let metrics = shard_metrics(&v["servelab"]);
+    let trace_rows = serde_json::from_value(v["servelab"]["replay"]["rows"].clone()).ok();
     let detail = path.with_extension("records.jsonl");
     let lines = std::fs::read_to_string(&detail).map_err(|e| {
         format!(
@@ -43,7 +44,7 @@ pub fn read_shard_file(path: &Path) -> Result<ShardRun, String> {
                 .map_err(|e| format!("{} line {}: {e}", detail.display(), n + 1))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(ShardRun { info, records, metrics })
+    Ok(ShardRun { info, records, metrics, trace_rows })
 }
 
 /// The metric settings a result file's summary was computed with (`servelab.percentiles`,
@@ -134,8 +135,9 @@ impl Store {
     pub fn shard_run(&self, id: RunId) -> Result<ShardRun, StoreError> {
         let run = self.run(id)?;
         // A shard filed without a summary (it stopped early) was summarized with defaults.
-        let metrics = run.summary.map(|s| s.metrics_config()).unwrap_or_default();
-        Ok(ShardRun { info: run.config.info, records: self.records(id)?, metrics })
+        let metrics = run.summary.as_ref().map(|s| s.metrics_config()).unwrap_or_default();
+        let trace_rows = run.summary.and_then(|s| s.replay.map(|r| r.rows));
+        Ok(ShardRun { info: run.config.info, records: self.records(id)?, metrics, trace_rows })
     }
 
     /// The shards `specs` name: result files (`*.json`, with their `.records.jsonl`), folders
@@ -195,9 +197,7 @@ impl Store {
         let shards = self.shards(specs)?;
         let count = shards.len();
         let merged = merge_shards(shards, opts).map_err(|e| ViewError::NotFound(e.to_string()))?;
-        let mut summary =
-            servelab_metrics::summarize(&merged.records, &merged.info, &merged.metrics);
-        summary.warnings.extend(merged.notes);
+        let summary = merged.summary();
         let mut tags = tags.to_vec();
         tags.push(("shards".to_string(), count.to_string()));
         let run = NewRun {
