@@ -121,7 +121,13 @@ async fn four_shards_send_what_one_process_sends_and_merge_to_its_figures() {
         assert!(out.records.iter().all(|r| s.shard.owns(r.index)));
         assert_eq!(out.records.len(), PROMPTS / 4);
         let metrics = out.summary.metrics_config();
-        shards.push(ShardRun { info, records: out.records, metrics, trace_rows: None });
+        shards.push(ShardRun {
+            info,
+            records: out.records,
+            metrics,
+            trace_rows: None,
+            engine: None,
+        });
     }
     assert_eq!(seen(&sim, mark), single_seen, "the same requests reached the server");
 
@@ -234,7 +240,13 @@ async fn sessions_are_split_by_session_across_shards() {
         let alpha = servelab_metrics::sketch::SHARD_SKETCH_ALPHA;
         digests.push(ShardDigest::new(&out.summary, &out.records, alpha).unwrap());
         let metrics = out.summary.metrics_config();
-        shards.push(ShardRun { info, records: out.records, metrics, trace_rows: None });
+        shards.push(ShardRun {
+            info,
+            records: out.records,
+            metrics,
+            trace_rows: None,
+            engine: None,
+        });
     }
     assert_eq!(seen(&sim, mark), single_seen, "the same turns reached the server");
     let merged = merge_shards(shards, MergeOptions::default()).unwrap();
@@ -300,7 +312,13 @@ async fn shards_write_digests_that_merge_to_the_exact_summary() {
         digests.push(serde_json::from_slice::<ShardDigest>(&text).unwrap());
         let metrics = out.summary.metrics_config();
         let info = out.summary.info.clone();
-        shards.push(ShardRun { info, records: out.records, metrics, trace_rows: None });
+        shards.push(ShardRun {
+            info,
+            records: out.records,
+            metrics,
+            trace_rows: None,
+            engine: None,
+        });
     }
     let merged = merge_shards(shards, MergeOptions::default()).unwrap();
     let exact = servelab_metrics::summarize(&merged.records, &merged.info, &flags());

@@ -170,19 +170,6 @@ fn end_of(text: &str, start_ms: u128) -> Option<End> {
     }
 }
 
-/// The engine's `/metrics` figures for the merged run: the engine counts every shard's
-/// requests, every shard's scrapes start at the run's start and end after its last response,
-/// so those of the shard whose last response ended last (`last_ends[k]`, on the shared
-/// origin) span the whole run (the first such shard: the same choice on every shard). Not the
-/// shard whose end file came last: writing its files may outlast another's responses.
-fn engine_of_last(files: &[PathBuf], last_ends: &[u64]) -> Option<servelab_metrics::EngineMetrics> {
-    let last = last_ends.iter().max()?;
-    let k = last_ends.iter().position(|e| e == last)?;
-    let text = std::fs::read_to_string(files.get(k)?).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    serde_json::from_value(v.get("servelab")?.get("engine")?.clone()).ok()
-}
-
 /// Every shard's end of point `j` (started at `start`) as `dir` holds it now: the end
 /// instant (Unix ms) of each shard, `None` for one not finished; or why a shard failed it.
 fn ends_now(
@@ -308,15 +295,10 @@ impl<R: Runner> Runner for ShardedPoints<R> {
             .map(|f| servelab_store::read_shard_file(f))
             .collect::<Result<Vec<_>, _>>()
             .map_err(RunError::Failed)?;
-        // Each shard's last response end, on the shared origin (its start instant).
-        let last_ends: Vec<u64> = shards
-            .iter()
-            .map(|s| s.records.iter().filter_map(|r| r.end_ns).max().unwrap_or(0))
-            .collect();
         let merged = merge_shards(shards, MergeOptions::default())
             .map_err(|e| RunError::Failed(format!("sharded run {j}: {e}")))?;
-        let mut summary = merged.summary();
-        summary.engine = engine_of_last(&files, &last_ends);
+        // With the engine's figures of the shard that ended last: they span the whole point.
+        let summary = merged.summary();
         if let Some(r) = self.recording.clone() {
             let mut spec = p.record.clone();
             spec.tags.push(("shards".to_string(), self.shard.count.to_string()));
@@ -425,28 +407,6 @@ mod tests {
         .expect("no wait for the missing shard")
         .unwrap_err();
         assert_eq!(e, "sharded run 2: shard 2/3 failed: cannot connect");
-    }
-
-    #[test]
-    fn the_engine_figures_are_those_of_the_shard_that_ended_last() {
-        let dir = tempfile::tempdir().unwrap();
-        let files: Vec<PathBuf> = (0..3).map(|k| dir.path().join(format!("{k}.json"))).collect();
-        for (k, f) in files.iter().enumerate() {
-            let scrapes = k as u64 + 1;
-            let engine = servelab_metrics::EngineMetrics {
-                engine: "vllm".into(),
-                scrapes,
-                ..Default::default()
-            };
-            std::fs::write(f, serde_json::json!({"servelab": {"engine": engine}}).to_string())
-                .unwrap();
-        }
-        // The last responses of shards 1 and 2 ended together, last: the first of them.
-        let e = engine_of_last(&files, &[5_000, 7_000, 7_000]).unwrap();
-        assert_eq!((e.engine.as_str(), e.scrapes), ("vllm", 2));
-        std::fs::write(&files[1], "{\"servelab\": {}}").unwrap();
-        assert_eq!(engine_of_last(&files, &[5_000, 7_000, 7_000]), None, "no /metrics");
-        assert_eq!(engine_of_last(&files, &[]), None);
     }
 
     /// A runner that counts the plans it ran, and fails them (interrupted, or refused).

@@ -117,6 +117,9 @@ async fn two_local_shards_merge_into_one_stored_run() {
     assert_eq!(got.output_tokens_per_window, exact.output_tokens_per_window);
     assert_eq!((got.ttft_ms.min, got.ttft_ms.max), (exact.ttft_ms.min, exact.ttft_ms.max));
     assert!((got.ttft_ms.mean - exact.ttft_ms.mean).abs() < 1e-9);
+    // The engine's /metrics figures: the same shard's (the one that ended last) in both.
+    assert!(exact.engine.as_ref().is_some_and(|e| e.generation_tokens.is_some()));
+    assert_eq!(got.engine, exact.engine);
     drop(store);
     // Compared with the exact merge as an import is: by its figures, no resampling.
     let cmp = servelab(&["compare", "rehearsal", "light", "--db", db_s]);

@@ -18,19 +18,20 @@
 //!
 //! A multi-turn run's session figures and a trace replay's lateness against its trace merge
 //! as the distributions do (every session is whole in one shard, so its counts add; every
-//! shard reads the whole trace, so its row counts are the run's). Engine and simulator
-//! figures are in neither merge: they are a single target's account of one shard's run.
+//! shard reads the whole trace, so its row counts are the run's). The engine's `/metrics`
+//! figures are those of the shard that ended last, as in the records' merge. The built-in
+//! simulator's truth is in neither merge: it is its account of one shard's requests.
 
 use serde::{Deserialize, Serialize};
 use servelab_records::{Nanos, RequestRecord, RunInfo};
 
-use crate::merge::{join, MergeError, MergeOptions};
+use crate::merge::{engine_of_last, join, MergeError, MergeOptions};
 use crate::sessions::SessionDigest;
 use crate::sketch::{DdSketch, RunSketch, SketchError};
 use crate::summary::{FailureGroup, Summary};
 use crate::timeline;
 use crate::MetricsConfig;
-use crate::TraceRows;
+use crate::{EngineMetrics, TraceRows};
 
 /// The digest format this build writes and reads.
 pub const DIGEST_FORMAT: u32 = 2;
@@ -91,6 +92,9 @@ pub struct ShardDigest {
     /// how far behind its trace instant each request was sent, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<(TraceRows, DdSketch)>,
+    /// What the engine's `/metrics` said over the shard's run, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineMetrics>,
 }
 
 impl ShardDigest {
@@ -149,6 +153,7 @@ impl ShardDigest {
                 }
                 None => None,
             },
+            engine: summary.engine.clone(),
         })
     }
 }
@@ -346,7 +351,7 @@ pub fn merge_digests(
     let mut warnings = vec![format!(
         "merged from {} shards' digests, not their records: percentiles and medians within \
          {alpha_pct}% of the exact values; counts, throughput, goodput, means, standard \
-         deviations and extremes exact; engine and simulator figures not included",
+         deviations and extremes exact; the simulator's truth not included",
         digests.len()
     )];
     warnings.extend(notes);
@@ -389,7 +394,7 @@ pub fn merge_digests(
         read_lag_ms: (sketches.read_lag_ms.count() > 0)
             .then(|| sketches.read_lag_ms.distribution(&pct)),
         server: None,
-        engine: None,
+        engine: engine_of_last(digests.iter().map(|d| (d.last_end_ns, d.engine.as_ref()))),
         retries: sum(&|d| d.retries),
         truth: None,
         sessions: sessions.map(|s| s.summary(&pct)),

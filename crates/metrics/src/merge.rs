@@ -15,7 +15,9 @@ use std::collections::BTreeSet;
 
 use servelab_records::{RequestRecord, RunInfo};
 
-use crate::{MetricsConfig, Summary, TraceRows};
+use servelab_records::Nanos;
+
+use crate::{EngineMetrics, MetricsConfig, Summary, TraceRows};
 
 /// The default bound on how far apart the shards' clocks may be, ms. A shard whose clock is
 /// this far off sends its part of the schedule this much early or late, and its records sit
@@ -36,6 +38,8 @@ pub struct ShardRun {
     /// The trace's rows, when the run replayed one (every shard reads the whole trace, so
     /// they are the run's).
     pub trace_rows: Option<TraceRows>,
+    /// What the engine's `/metrics` said over the shard's run, when it has one.
+    pub engine: Option<EngineMetrics>,
 }
 
 /// How strict the merge is.
@@ -149,6 +153,8 @@ pub struct Merged {
     pub notes: Vec<String>,
     /// A trace replay's rows.
     pub trace_rows: Option<TraceRows>,
+    /// The engine's `/metrics` figures over the whole run ([`engine_of_last`]).
+    pub engine: Option<EngineMetrics>,
 }
 
 impl Merged {
@@ -160,8 +166,27 @@ impl Merged {
         if let Some(rows) = self.trace_rows {
             crate::replay::attach(&mut summary, rows);
         }
+        summary.engine = self.engine.clone();
         summary
     }
+}
+
+/// The engine's `/metrics` figures for a merged run, from `shards` as (last response end on
+/// the shared origin, engine figures). The engine counts every shard's requests, and every
+/// shard's scrapes start at the run's start and end after its last response, so those of the
+/// shard whose last response ended last span the whole run (the first such shard, so every
+/// reader picks the same). `None` when that shard has none: another's would miss the end.
+pub fn engine_of_last<'a>(
+    shards: impl IntoIterator<Item = (Option<Nanos>, Option<&'a EngineMetrics>)>,
+) -> Option<EngineMetrics> {
+    let mut best: Option<(Nanos, Option<&EngineMetrics>)> = None;
+    for (end, engine) in shards {
+        let Some(end) = end else { continue };
+        if best.is_none_or(|(b, _)| end > b) {
+            best = Some((end, engine));
+        }
+    }
+    best.and_then(|(_, e)| e.cloned())
 }
 
 /// Merge `shards` into one run; see the module documentation.
@@ -171,6 +196,9 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
     let (info, mut notes) = join(&parts, opts)?;
     let metrics = shards[0].metrics.clone();
     let trace_rows = shards.iter().find_map(|s| s.trace_rows);
+    let engine = engine_of_last(
+        shards.iter().map(|s| (s.records.iter().filter_map(|r| r.end_ns).max(), s.engine.as_ref())),
+    );
     let warmups: usize = shards.iter().map(|s| s.records.iter().filter(|r| r.warmup).count()).sum();
     if warmups > 0 {
         notes.push(format!("{warmups} warm-up records of the shards are not kept"));
@@ -192,7 +220,7 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
         }
     }
     records.sort_by_key(|r| r.index);
-    Ok(Merged { info, records, metrics, notes, trace_rows })
+    Ok(Merged { info, records, metrics, notes, trace_rows, engine })
 }
 
 /// The checks every merge makes of its shards, on their run information and metric settings
@@ -403,7 +431,31 @@ mod tests {
             records,
             metrics: crate::MetricsConfig::default(),
             trace_rows: None,
+            engine: None,
         }
+    }
+
+    #[test]
+    fn the_engine_figures_are_those_of_the_shard_that_ended_last() {
+        let engine =
+            |scrapes| EngineMetrics { engine: "vllm".into(), scrapes, ..Default::default() };
+        let (a, b, c) = (engine(1), engine(2), engine(3));
+        // The last responses of the second and third shards ended together, last: the first
+        // of them.
+        let e = engine_of_last([
+            (Some(5_000), Some(&a)),
+            (Some(7_000), Some(&b)),
+            (Some(7_000), Some(&c)),
+        ]);
+        assert_eq!(e.map(|e| e.scrapes), Some(2));
+        // That shard scraped nothing: none, not another shard's shorter account.
+        assert_eq!(engine_of_last([(Some(5_000), Some(&a)), (Some(7_000), None)]), None);
+        // A shard with no response ended is not the last.
+        assert_eq!(
+            engine_of_last([(None, Some(&c)), (Some(1), Some(&a))]).map(|e| e.scrapes),
+            Some(1)
+        );
+        assert_eq!(engine_of_last([]), None);
     }
 
     #[test]
