@@ -120,14 +120,7 @@ async fn four_shards_send_what_one_process_sends_and_merge_to_its_figures() {
         // Each shard sent exactly its own quarter, under global indices.
         assert!(out.records.iter().all(|r| s.shard.owns(r.index)));
         assert_eq!(out.records.len(), PROMPTS / 4);
-        let metrics = out.summary.metrics_config();
-        shards.push(ShardRun {
-            info,
-            records: out.records,
-            metrics,
-            trace_rows: None,
-            engine: None,
-        });
+        shards.push(ShardRun::new(&out.summary, out.records));
     }
     assert_eq!(seen(&sim, mark), single_seen, "the same requests reached the server");
 
@@ -239,14 +232,7 @@ async fn sessions_are_split_by_session_across_shards() {
         assert!(out.records.iter().all(|r| shard.owns(r.session.unwrap().session)));
         let alpha = servelab_metrics::sketch::SHARD_SKETCH_ALPHA;
         digests.push(ShardDigest::new(&out.summary, &out.records, alpha).unwrap());
-        let metrics = out.summary.metrics_config();
-        shards.push(ShardRun {
-            info,
-            records: out.records,
-            metrics,
-            trace_rows: None,
-            engine: None,
-        });
+        shards.push(ShardRun::new(&out.summary, out.records));
     }
     assert_eq!(seen(&sim, mark), single_seen, "the same turns reached the server");
     let merged = merge_shards(shards, MergeOptions::default()).unwrap();
@@ -310,15 +296,7 @@ async fn shards_write_digests_that_merge_to_the_exact_summary() {
         // A few kB, not the records.
         assert!(text.len() < 64 * 1024, "{} bytes", text.len());
         digests.push(serde_json::from_slice::<ShardDigest>(&text).unwrap());
-        let metrics = out.summary.metrics_config();
-        let info = out.summary.info.clone();
-        shards.push(ShardRun {
-            info,
-            records: out.records,
-            metrics,
-            trace_rows: None,
-            engine: None,
-        });
+        shards.push(ShardRun::new(&out.summary, out.records));
     }
     let merged = merge_shards(shards, MergeOptions::default()).unwrap();
     let exact = servelab_metrics::summarize(&merged.records, &merged.info, &flags());

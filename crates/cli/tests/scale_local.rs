@@ -6,6 +6,7 @@
 #[path = "../../client/tests/common/ntp.rs"]
 mod ntp;
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 use servelab_sim::SimConfig;
@@ -15,17 +16,55 @@ fn servelab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_servelab")).args(args).output().expect("binary runs")
 }
 
+/// The simulator (TTFT and ITL in ms) on 127.0.0.1:0, a temporary folder, and in it the
+/// results folder and the store the tests name.
+async fn setup(
+    ttft_ms: f64,
+    itl_ms: f64,
+) -> (servelab_sim::SimHandle, tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let sim = servelab_sim::start(SimConfig::fixed(ttft_ms, itl_ms).with_port(0)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (results, db) = (dir.path().join("r"), dir.path().join("s.db"));
+    (sim, dir, results, db)
+}
+
+/// `servelab scale local` of 2 shards named `name`, into `results` and the store `db`, with
+/// the scale `flags`, then the run's `args` after `--`.
+fn scale_local(
+    name: &str,
+    results: &Path,
+    db: &Path,
+    flags: &[&str],
+    args: &[&str],
+) -> Vec<String> {
+    let (results, db) = (results.to_str().unwrap(), db.to_str().unwrap());
+    ["scale", "local", "--shards", "2", "--name", name, "--results", results, "--db", db]
+        .iter()
+        .chain(flags)
+        .chain(&["--"])
+        .chain(args)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// `servelab ARGS` whose shards are child processes: run off the runtime that serves the
+/// simulator.
+async fn off_runtime(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        servelab(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap()
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_local_shards_merge_into_one_stored_run() {
-    let sim = servelab_sim::start(SimConfig::fixed(10.0, 2.0).with_port(0)).await.unwrap();
+    let (sim, _dir, results, db) = setup(10.0, 2.0).await;
     let url = sim.base_url();
-    let dir = tempfile::tempdir().unwrap();
-    let results = dir.path().join("r");
-    let db = dir.path().join("s.db");
     let (results_s, db_s) = (results.to_str().unwrap(), db.to_str().unwrap());
     // Both shards read their clocks against one NTP server (on this host: offset 0).
     let ntp = format!("ntp://{}", ntp::ntp_server(0).await);
@@ -48,29 +87,8 @@ async fn two_local_shards_merge_into_one_stored_run() {
         "--tokenizer",
         "cl100k_base",
     ];
-    let mut args = vec![
-        "scale",
-        "local",
-        "--shards",
-        "2",
-        "--name",
-        "rehearsal",
-        "--start-in",
-        "4",
-        "--results",
-        results_s,
-        "--db",
-        db_s,
-        "--",
-    ];
-    args.extend(bench);
-    let args: Vec<String> = args.into_iter().map(String::from).collect();
-    // The shards are child processes: run them off the runtime that serves the simulator.
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_servelab")).args(&args).output().unwrap()
-    })
-    .await
-    .unwrap();
+    let args = scale_local("rehearsal", &results, &db, &["--start-in", "4"], &bench);
+    let out = off_runtime(args).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("Stored the merged run as #1 (rehearsal)"), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -140,27 +158,10 @@ async fn two_local_shards_merge_into_one_stored_run() {
 /// merge takes their digests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_shards_merged_from_digests_ship_no_records() {
-    let sim = servelab_sim::start(SimConfig::fixed(10.0, 2.0).with_port(0)).await.unwrap();
+    let (sim, _dir, results, db) = setup(10.0, 2.0).await;
     let url = sim.base_url();
-    let dir = tempfile::tempdir().unwrap();
-    let results = dir.path().join("r");
-    let db = dir.path().join("s.db");
-    let args: Vec<String> = [
-        "scale",
-        "local",
-        "--shards",
-        "2",
-        "--merge-from",
-        "digests",
-        "--name",
-        "big",
-        "--start-in",
-        "3",
-        "--results",
-        results.to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-        "--",
+    let flags = ["--merge-from", "digests", "--start-in", "3"];
+    let args = [
         "--clock-reference",
         "none",
         "--base-url",
@@ -176,15 +177,8 @@ async fn local_shards_merged_from_digests_ship_no_records() {
         "--ignore-eos",
         "--tokenizer",
         "cl100k_base",
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_servelab")).args(&args).output().unwrap()
-    })
-    .await
-    .unwrap();
+    ];
+    let out = off_runtime(scale_local("big", &results, &db, &flags, &args)).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("merged from 2 shards' digests"), "{text}");
@@ -224,28 +218,9 @@ async fn local_shards_merged_from_digests_ship_no_records() {
 /// alike), not a failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_local_shards_of_a_sweep_store_its_merged_points() {
-    let sim = servelab_sim::start(SimConfig::fixed(10.0, 2.0).with_port(0)).await.unwrap();
+    let (sim, _dir, results, db) = setup(10.0, 2.0).await;
     let url = sim.base_url();
-    let dir = tempfile::tempdir().unwrap();
-    let results = dir.path().join("r");
-    let db = dir.path().join("s.db");
-    let (results_s, db_s) = (results.to_str().unwrap(), db.to_str().unwrap());
-    let args: Vec<String> = [
-        "scale",
-        "local",
-        "--run",
-        "sweep",
-        "--shards",
-        "2",
-        "--name",
-        "swept",
-        "--start-in",
-        "3",
-        "--results",
-        results_s,
-        "--db",
-        db_s,
-        "--",
+    let args = [
         "--base-url",
         &url,
         "--scenario",
@@ -265,14 +240,9 @@ async fn two_local_shards_of_a_sweep_store_its_merged_points() {
         "ttft_p99:1",
         "--slo-max-probes",
         "0",
-    ]
-    .map(String::from)
-    .to_vec();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_servelab")).args(&args).output().unwrap()
-    })
-    .await
-    .unwrap();
+    ];
+    let flags = ["--run", "sweep", "--start-in", "3"];
+    let out = off_runtime(scale_local("swept", &results, &db, &flags, &args)).await;
     let log = std::fs::read_to_string(results.join("shard-1.log")).unwrap_or_default();
     assert_eq!(out.status.code(), Some(1), "{}\nshard 1: {log}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -327,11 +297,8 @@ async fn scale_clock_reads_the_target_and_an_ntp_server() {
 /// were sent).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sharded_trace_replay_keeps_its_lateness_against_the_trace() {
-    let sim = servelab_sim::start(SimConfig::fixed(5.0, 1.0).with_port(0)).await.unwrap();
+    let (sim, dir, results, db) = setup(5.0, 1.0).await;
     let url = sim.base_url();
-    let dir = tempfile::tempdir().unwrap();
-    let results = dir.path().join("r");
-    let db = dir.path().join("s.db");
     // 41 rows 25 ms apart; one has no output and is skipped.
     let trace = dir.path().join("trace.jsonl");
     let rows: String = (0..41)
@@ -346,20 +313,8 @@ async fn a_sharded_trace_replay_keeps_its_lateness_against_the_trace() {
         .collect();
     std::fs::write(&trace, rows).unwrap();
     let (results_s, db_s) = (results.to_str().unwrap(), db.to_str().unwrap());
-    let args: Vec<String> = [
-        "scale",
-        "local",
-        "--shards",
-        "2",
-        "--name",
-        "replay",
-        "--start-in",
-        "3",
-        "--results",
-        results_s,
-        "--db",
-        db_s,
-        "--",
+    let trace_s = trace.to_str().unwrap();
+    let args = [
         "--clock-reference",
         "none",
         "--base-url",
@@ -367,19 +322,13 @@ async fn a_sharded_trace_replay_keeps_its_lateness_against_the_trace() {
         "--dataset-name",
         "mooncake",
         "--dataset-path",
-        trace.to_str().unwrap(),
+        trace_s,
         "--ignore-eos",
         "--tokenizer",
         "cl100k_base",
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_servelab")).args(&args).output().unwrap()
-    })
-    .await
-    .unwrap();
+    ];
+    let args = scale_local("replay", &results, &db, &["--start-in", "3"], &args);
+    let out = off_runtime(args).await;
     assert!(out.status.success(), "{}", stderr(&out));
     let light = servelab(&["runs", "merge-digests", results_s, "--label", "light", "--db", db_s]);
     assert!(light.status.success(), "{}", stderr(&light));

@@ -42,6 +42,19 @@ pub struct ShardRun {
     pub engine: Option<EngineMetrics>,
 }
 
+impl ShardRun {
+    /// A shard as its own run summarized it, with its records.
+    pub fn new(summary: &Summary, records: Vec<RequestRecord>) -> ShardRun {
+        ShardRun {
+            info: summary.info.clone(),
+            records,
+            metrics: summary.metrics_config(),
+            trace_rows: summary.replay.as_ref().map(|r| r.rows),
+            engine: summary.engine.clone(),
+        }
+    }
+}
+
 /// How strict the merge is.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MergeOptions {

@@ -254,9 +254,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn per_turn_ttft_and_session_latency() {
-        let rows = [
+    /// Three sessions: two of two turns, one cut short.
+    fn rows() -> [RequestRow; 5] {
+        [
             // Session 0: two turns, 1 s think time between them.
             row(0, 0, 0.0, 50.0, 200.0, true),
             row(0, 1, 1200.0, 20.0, 1300.0, true),
@@ -265,8 +265,12 @@ mod tests {
             row(1, 1, 400.0, 30.0, 500.0, true),
             // Session 2: its first turn failed, so it has no second.
             row(2, 0, 20.0, 0.0, 90.0, false),
-        ];
-        let s = summarize(&rows, &[50.0]).unwrap();
+        ]
+    }
+
+    #[test]
+    fn per_turn_ttft_and_session_latency() {
+        let s = summarize(&rows(), &[50.0]).unwrap();
         assert_eq!((s.sessions, s.completed, s.cut, s.turns), (3, 2, 1, 5));
         assert!((s.mean_turns - 5.0 / 3.0).abs() < 1e-12);
         assert_eq!(s.session_latency_ms.count, 2);
@@ -283,13 +287,7 @@ mod tests {
 
     #[test]
     fn session_digests_merge_to_the_figures_of_all_sessions() {
-        let rows = [
-            row(0, 0, 0.0, 50.0, 200.0, true),
-            row(0, 1, 1200.0, 20.0, 1300.0, true),
-            row(1, 0, 10.0, 70.0, 300.0, true),
-            row(1, 1, 400.0, 30.0, 500.0, true),
-            row(2, 0, 20.0, 0.0, 90.0, false),
-        ];
+        let rows = rows();
         let exact = summarize(&rows, &[50.0, 100.0]).unwrap();
         // Split by session, as shards split a multi-turn run.
         let (a, b): (Vec<RequestRow>, Vec<RequestRow>) =
