@@ -192,11 +192,12 @@ async fn local_shards_merged_from_digests_ship_no_records() {
     let rows = store.list(&Filter { label: Some("big".into()), ..Filter::default() }).unwrap();
     let s = store.run(rows[0].id).unwrap().summary.unwrap();
     assert_eq!((s.completed, s.total_output_tokens), (30, 150));
-    // The simulator was told TTFT 10 ms, ITL 2 ms: measured from the intended send, never
-    // less, and (percentiles within 0.5 %) not far above on this machine.
+    // The simulator was told TTFT 10 ms, ITL 2 ms. TTFT counts from the intended send, so it
+    // is never less; the median (within 0.5 %) is not far above on this machine. A token
+    // sent late shortens the gap to the next, on time, so ITL sits around 2 ms both ways.
     assert!(s.ttft_ms.min >= 10.0 && s.ttft_ms.median < 10.0 * 1.005 + 40.0, "{:?}", s.ttft_ms);
-    assert!(s.itl_ms.median >= 2.0 * 0.995 && s.itl_ms.median < 30.0, "{:?}", s.itl_ms);
-    assert_eq!(s.ttft_ms.count, 30);
+    assert!((s.itl_ms.median - 2.0).abs() < 1.0, "{:?}", s.itl_ms);
+    assert_eq!((s.ttft_ms.count, s.itl_ms.count), (30, 120));
     drop(store);
     // Without records, the exact merge says what it needs.
     let exact = servelab(&[
