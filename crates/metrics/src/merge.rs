@@ -209,9 +209,10 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
     let (info, mut notes) = join(&parts, opts)?;
     let metrics = shards[0].metrics.clone();
     let trace_rows = shards.iter().find_map(|s| s.trace_rows);
-    let engine = engine_of_last(
-        shards.iter().map(|s| (s.records.iter().filter_map(|r| r.end_ns).max(), s.engine.as_ref())),
-    );
+    // Measured requests' ends, as a shard's digest counts them.
+    let last_end =
+        |s: &ShardRun| s.records.iter().filter(|r| !r.warmup).filter_map(|r| r.end_ns).max();
+    let engine = engine_of_last(shards.iter().map(|s| (last_end(s), s.engine.as_ref())));
     let warmups: usize = shards.iter().map(|s| s.records.iter().filter(|r| r.warmup).count()).sum();
     if warmups > 0 {
         notes.push(format!("{warmups} warm-up records of the shards are not kept"));
