@@ -10,6 +10,7 @@ use servelab_plan::time::rfc3339_millis;
 use servelab_scale::{k8s, local, slurm, MergeFrom, ScaleRun, ScaleSpec};
 
 use crate::args::{Cli, Command, LabCommand, MergeFromArg, ScaleCommand, ScaleCommon, ScaleRunArg};
+use crate::store::Shards;
 use crate::{ExitStatus, Failure};
 
 /// The run every shard is part of, checked as its shards will check it: the run's arguments
@@ -204,16 +205,12 @@ fn local_outputs(
                 max_clock_spread_ms: a.max_clock_spread_ms,
                 force: false,
             };
-            let mut store = crate::store::open(&a.db)?;
             let folder = [results.to_string_lossy().into_owned()];
-            let label = &spec.scale.label;
-            let (id, summary) = match spec.scale.merge_from {
-                MergeFrom::Records => store.merge_into(&folder, label, &[], opts),
-                MergeFrom::Digests => store.merge_digests_into(&folder, label, &[], opts, None),
-            }
-            .map_err(Failure::usage)?;
-            term::stdout(&servelab_outputs::render_text(&summary));
-            term::note(&format!("Stored the merged run as #{id} ({label})"));
+            let shards = match spec.scale.merge_from {
+                MergeFrom::Records => Shards::Records(&folder),
+                MergeFrom::Digests => Shards::Digests(&folder, None),
+            };
+            crate::store::merge_and_store(&a.db, &spec.scale.label, &[], opts, shards)?;
             return Ok(exit_of(ended));
         }
         ScaleRun::Sweep => results.join(servelab_scale::SWEEP_DIR).join("summary.md"),

@@ -5,7 +5,7 @@ use std::path::Path;
 use servelab_compare::{CompareOptions, Sources};
 use servelab_outputs::term;
 use servelab_store::model::parse_tag;
-use servelab_store::{Filter, RunId, RunStatus, Store, ViewError};
+use servelab_store::{Filter, RunStatus, Store, ViewError};
 
 use crate::args::{CompareArgs, DbArg, Format, MergeArgs, ReportArgs, RunsCommand};
 use crate::{ExitStatus, Failure};
@@ -101,18 +101,14 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
             }
         }
         RunsCommand::Merge { runs, merge } => {
-            merge_runs(&merge, |store, label, tags, opts| {
-                store.merge_into(&runs, label, tags, opts)
-            })?;
+            merge_runs(&merge, Shards::Records(&runs))?;
         }
         RunsCommand::MergeDigests { digests, percentiles, merge } => {
             let ps = percentiles
                 .map(|p| servelab_metrics::parse_percentiles(&p))
                 .transpose()
                 .map_err(|e| Failure::usage(format!("--percentiles: {e}")))?;
-            merge_runs(&merge, |store, label, tags, opts| {
-                store.merge_digests_into(&digests, label, tags, opts, ps.as_deref())
-            })?;
+            merge_runs(&merge, Shards::Digests(&digests, ps.as_deref()))?;
         }
         RunsCommand::Delete { runs, db } => {
             let mut store = open_existing(&db)?;
@@ -127,29 +123,44 @@ pub fn runs(cmd: RunsCommand) -> Result<ExitStatus, Failure> {
     Ok(ExitStatus::Success)
 }
 
-/// One merge into the store (`runs merge`, `runs merge-digests`): print the merged run's
-/// summary and say where it was stored.
-fn merge_runs(
-    m: &MergeArgs,
-    merge: impl FnOnce(
-        &mut Store,
-        &str,
-        &[(String, String)],
-        servelab_metrics::merge::MergeOptions,
-    ) -> Result<(RunId, servelab_metrics::Summary), ViewError>,
-) -> Result<(), Failure> {
-    let extra = tags(&m.tags)?;
+/// What a merge reads: the shards' records, or their digests (with the percentiles to
+/// report, if not the shards' own).
+pub enum Shards<'a> {
+    /// Run ids, labels, result files or folders of them (`runs merge`).
+    Records(&'a [String]),
+    /// Digest files or folders of them (`runs merge-digests`).
+    Digests(&'a [String], Option<&'a [f64]>),
+}
+
+/// `runs merge` and `runs merge-digests` as their flags give them.
+fn merge_runs(m: &MergeArgs, shards: Shards) -> Result<(), Failure> {
     let opts = servelab_metrics::merge::MergeOptions {
         max_clock_spread_ms: m.max_clock_spread_ms,
         force: m.force,
     };
-    let mut store = open(&m.db)?;
-    let (id, summary) = merge(&mut store, &m.label, &extra, opts).map_err(|e| match e {
+    merge_and_store(&m.db, &m.label, &tags(&m.tags)?, opts, shards)
+}
+
+/// One merge into the store (`runs merge`, `runs merge-digests`, `scale local`): print the
+/// merged run's summary and say where it was stored.
+pub fn merge_and_store(
+    db: &DbArg,
+    label: &str,
+    tags: &[(String, String)],
+    opts: servelab_metrics::merge::MergeOptions,
+    shards: Shards,
+) -> Result<(), Failure> {
+    let mut store = open(db)?;
+    let merged = match shards {
+        Shards::Records(specs) => store.merge_into(specs, label, tags, opts),
+        Shards::Digests(specs, ps) => store.merge_digests_into(specs, label, tags, opts, ps),
+    };
+    let (id, summary) = merged.map_err(|e| match e {
         ViewError::Store(e) => Failure::runtime(e),
         e => Failure::usage(e),
     })?;
     term::stdout(&servelab_outputs::render_text(&summary));
-    term::note(&format!("Stored the merged run as #{id} ({})", m.label));
+    term::note(&format!("Stored the merged run as #{id} ({label})"));
     Ok(())
 }
 

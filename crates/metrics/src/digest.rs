@@ -134,10 +134,7 @@ impl ShardDigest {
             warnings: summary.warnings.clone(),
             first_intended_ns: measured.iter().map(|r| r.intended_ns).min(),
             last_end_ns: measured.iter().filter_map(|r| r.end_ns).max(),
-            busy_ns: intervals
-                .iter()
-                .map(|&(s, e)| e.saturating_sub(s))
-                .fold(0, u64::saturating_add),
+            busy_ns: u64::try_from(timeline::busy_ns(&intervals)).unwrap_or(u64::MAX),
             grain_ns,
             tokens_per_grain: timeline::tokens_per_window(&events, 0, grain_ns),
             concurrency_at_grain: at,

@@ -24,19 +24,26 @@ pub fn tokens_per_window(events: &[(Nanos, u64)], origin: Nanos, window_ns: u64)
     windows
 }
 
-/// Peak number of requests in flight over half-open intervals `[start, end)`: an exact sweep
-/// line where, at equal times, an end is processed before a start (so back-to-back requests
-/// on one slot count once).
-pub fn peak_concurrency(intervals: &[(Nanos, Nanos)]) -> u64 {
-    let mut events: Vec<(Nanos, i8)> = Vec::with_capacity(intervals.len() * 2);
+/// The starts (+1) and ends (−1) of non-empty intervals in time order; at equal times ends
+/// sort before starts, so back-to-back requests on one slot count once.
+fn changes(intervals: &[(Nanos, Nanos)]) -> Vec<(Nanos, i64)> {
+    let mut events: Vec<(Nanos, i64)> = Vec::with_capacity(intervals.len() * 2);
     for &(start, end) in intervals.iter().filter(|(s, e)| e > s) {
         events.push((start, 1));
         events.push((end, -1));
     }
     events.sort_unstable();
+    events
+}
+
+/// Peak number of requests in flight over half-open intervals `[start, end)`: an exact sweep
+/// line where, at equal times, an end is processed before a start (so back-to-back requests
+/// on one slot count once).
+pub fn peak_concurrency(intervals: &[(Nanos, Nanos)]) -> u64 {
+    let events = changes(intervals);
     let (mut now, mut peak) = (0i64, 0i64);
     for (_, d) in events {
-        now += i64::from(d);
+        now += d;
         peak = peak.max(now);
     }
     peak as u64
@@ -50,13 +57,7 @@ pub fn peak_concurrency(intervals: &[(Nanos, Nanos)]) -> u64 {
 /// out; a `grain_ns` of 0 is taken as 1.
 pub fn concurrency_per_grain(intervals: &[(Nanos, Nanos)], grain_ns: u64) -> (Vec<u64>, Vec<u64>) {
     let g = grain_ns.max(1);
-    let mut events: Vec<(Nanos, i64)> = Vec::with_capacity(intervals.len() * 2);
-    for &(start, end) in intervals.iter().filter(|(s, e)| e > s) {
-        events.push((start, 1));
-        events.push((end, -1));
-    }
-    // At equal times ends (−1) sort before starts, as in [`peak_concurrency`].
-    events.sort_unstable();
+    let events = changes(intervals);
     let Some(&(last, _)) = events.last() else { return (Vec::new(), Vec::new()) };
     let n = usize::try_from(last / g).map_or(MAX_WINDOWS, |k| (k + 1).min(MAX_WINDOWS));
     let (mut at, mut most) = (vec![0u64; n], vec![0u64; n]);
@@ -88,8 +89,12 @@ pub fn mean_concurrency(intervals: &[(Nanos, Nanos)], span_ns: u64) -> f64 {
     if span_ns == 0 {
         return 0.0;
     }
-    let busy: u128 = intervals.iter().map(|&(s, e)| u128::from(e.saturating_sub(s))).sum();
-    busy as f64 / span_ns as f64
+    busy_ns(intervals) as f64 / span_ns as f64
+}
+
+/// The summed lengths of the intervals, ns (what [`mean_concurrency`] divides by the span).
+pub fn busy_ns(intervals: &[(Nanos, Nanos)]) -> u128 {
+    intervals.iter().map(|&(s, e)| u128::from(e.saturating_sub(s))).sum()
 }
 
 #[cfg(test)]

@@ -67,11 +67,18 @@ fn shard_metrics(servelab: &serde_json::Value) -> MetricsConfig {
 /// sketches (`.sketch.json`) or records (`.records.jsonl`) beside them. The one filter every
 /// merge of a results folder uses (`runs merge DIR`, `scale local`).
 pub fn shard_result_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    shard_files(dir, ".json")
+}
+
+/// The files in `dir` named `STEM-shard-K-of-N` + `suffix` (a result's `.json`, a digest's
+/// `.digest.json`), sorted.
+fn shard_files(dir: &Path, suffix: &str) -> Result<Vec<PathBuf>, String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let named = |n: &str| n.strip_suffix(suffix).is_some_and(is_shard_stem);
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(is_shard_result_name))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(named))
         .collect();
     files.sort();
     Ok(files)
@@ -84,23 +91,12 @@ pub fn read_digests(specs: &[String]) -> Result<Vec<ShardDigest>, String> {
     for spec in specs {
         let p = Path::new(spec);
         if p.is_dir() {
-            let entries =
-                std::fs::read_dir(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-            let mut found: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| {
-                    f.file_name()
-                        .and_then(|n| n.to_str())
-                        .and_then(|n| n.strip_suffix(".digest.json"))
-                        .is_some_and(|stem| is_shard_result_name(&format!("{stem}.json")))
-                })
-                .collect();
+            let found = shard_files(p, ".digest.json")?;
             if found.is_empty() {
                 return Err(format!(
                     "{spec} holds no shard digests (NAME-shard-K-of-N.digest.json, written                      beside each shard's result by bench --shard K/N --save-result)"
                 ));
             }
-            found.sort();
             files.extend(found);
         } else {
             files.push(p.to_path_buf());
@@ -121,13 +117,13 @@ pub fn read_digests(specs: &[String]) -> Result<Vec<ShardDigest>, String> {
         .collect()
 }
 
-/// `STEM-shard-K-of-N.json` with digits K and N, as `bench --shard` names its result file.
-fn is_shard_result_name(name: &str) -> bool {
+/// `STEM-shard-K-of-N` with digits K and N, as `bench --shard` names its files.
+fn is_shard_stem(stem: &str) -> bool {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
-    let Some(stem) = name.strip_suffix(".json") else { return false };
     let Some((head, count)) = stem.rsplit_once("-of-") else { return false };
     let Some((run, index)) = head.rsplit_once("-shard-") else { return false };
-    // A sketch is `STEM-shard-K-of-N.sketch.json`: its count is not all digits.
+    // A digest is `STEM-shard-K-of-N.digest.json`: as a result's stem, its count is not all
+    // digits.
     !run.is_empty() && digits(index) && digits(count)
 }
 
