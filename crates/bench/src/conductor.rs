@@ -233,7 +233,10 @@ async fn run(
     let opts = BodyOptions {
         api: req.api,
         model: model.clone(),
+        max_tokens_field: req.max_tokens_field,
         ignore_eos: req.ignore_eos,
+        min_tokens: req.ignore_eos,
+        stream_usage: req.stream_usage,
         continuous_usage: req.continuous_usage.unwrap_or(simulated),
         extra: req.extra_body.clone(),
     };
@@ -734,6 +737,7 @@ mod tests {
             read_lag_ns: None,
             retries: 0,
             session: None,
+            stream: Default::default(),
         };
         // Prompts 0 and 2 of 3 carry images; request 3 cycles back to prompt 0.
         let with_images = [true, false, true];

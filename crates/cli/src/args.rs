@@ -75,6 +75,38 @@ pub enum Command {
     /// script, or run the shards here; the shards merge into one run (docs/scale.md).
     #[command(subcommand)]
     Scale(ScaleCommand),
+    /// Check in seconds what an OpenAI-compatible server actually does (streaming, [DONE],
+    /// usage, length fields, ignore_eos, /metrics, ...) and say which flags to use with it.
+    Doctor(Box<DoctorArgs>),
+}
+
+/// The flags of `servelab doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Server base URL, e.g. http://127.0.0.1:8000.
+    #[arg(long)]
+    pub base_url: String,
+    /// Model name to request (default: the first model of /v1/models).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Tokenizer to count the prompt with (default: the model's, as bench resolves it).
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+    /// The API you mean to benchmark; both are probed.
+    #[arg(long, value_enum, default_value = "openai")]
+    pub backend: Backend,
+    /// Extra request header NAME:VALUE (repeatable). The API key comes from OPENAI_API_KEY.
+    #[arg(long = "header", value_name = "NAME:VALUE")]
+    pub headers: Vec<String>,
+    /// Longest one probe request may take, seconds (each asks for 8 tokens).
+    #[arg(long, default_value_t = 15.0, value_name = "SECS")]
+    pub request_timeout: f64,
+    /// Also read the server's clock from its Date header to the millisecond (takes seconds).
+    #[arg(long)]
+    pub clock: bool,
+    /// One JSON object: every check with its typed value, and the advice.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The flags of `servelab predict`: an engine file and every sweep flag.
@@ -235,6 +267,21 @@ pub enum ContinuousUsage {
     Off,
 }
 
+/// Which body field carries the requested output length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MaxTokensFieldArg {
+    /// `max_tokens` for completions, `max_completion_tokens` for chat (OpenAI's API).
+    Auto,
+    /// `max_tokens` for both (servers that ignore `max_completion_tokens`).
+    #[value(name = "max_tokens", alias = "max-tokens")]
+    MaxTokens,
+    /// `max_completion_tokens` for both.
+    #[value(name = "max_completion_tokens", alias = "max-completion-tokens")]
+    MaxCompletionTokens,
+    /// Both fields.
+    Both,
+}
+
 /// The flags of `servelab bench`, shared by `servelab sweep` and lab profiles.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -276,6 +323,18 @@ pub struct BenchArgs {
     /// chunk's token count comes from the server.
     #[arg(long, value_enum, default_value = "auto", help_heading = "Target")]
     pub continuous_usage: ContinuousUsage,
+    /// Which body field carries the output length: auto is `max_tokens` for completions and
+    /// `max_completion_tokens` for chat; `servelab doctor` says which one a server honours.
+    #[arg(long, value_enum, default_value = "auto", help_heading = "Target")]
+    pub max_tokens_field: MaxTokensFieldArg,
+    /// Send no `stream_options` (for a server that refuses the field); usage then comes only
+    /// where the server sends it unasked.
+    #[arg(long, help_heading = "Target")]
+    pub no_stream_usage: bool,
+    /// Skip the preflight (`servelab doctor`'s fast checks) before the run: the request
+    /// fields are sent as given, whether or not the server accepts them.
+    #[arg(long, help_heading = "Target")]
+    pub no_preflight: bool,
     /// With no target: the built-in simulator serves this engine file's deployment, its
     /// engine model deciding when every token is sent (docs/predict.md). A file, or the name
     /// of a built-in one (those of examples/engines/, e.g. qwen3-8b-h100-tp1).

@@ -17,13 +17,14 @@ use servelab_store::StoreRecording;
 use servelab_sweep::render::parse_columns;
 use servelab_sweep::{default_scenario, grid_levels, KneeRule, PromptPolicy, SweepPlan};
 use servelab_workload::{
-    HfDatasetSpec, ImageFormat, ImageOptions, ImageSize, SessionSource, SessionSpec,
-    SyntheticSessions, ThinkTime, TraceFormat, TraceOptions, TraceSpec,
+    HfDatasetSpec, ImageFormat, ImageOptions, ImageSize, MaxTokensField, SessionSource,
+    SessionSpec, SyntheticSessions, ThinkTime, TraceFormat, TraceOptions, TraceSpec,
 };
 use std::time::Duration;
 
 use crate::args::{
-    Backend, BenchArgs, ContinuousUsage, DatasetName, ProfileArgs, RampUp, SweepArgs,
+    Backend, BenchArgs, ContinuousUsage, DatasetName, MaxTokensFieldArg, ProfileArgs, RampUp,
+    SweepArgs,
 };
 
 /// Prompts of the zero-setup run.
@@ -112,6 +113,13 @@ fn plan(
         api_key,
         extra_body,
         ignore_eos: a.ignore_eos,
+        max_tokens_field: match a.max_tokens_field {
+            MaxTokensFieldArg::Auto => MaxTokensField::Auto,
+            MaxTokensFieldArg::MaxTokens => MaxTokensField::MaxTokens,
+            MaxTokensFieldArg::MaxCompletionTokens => MaxTokensField::MaxCompletionTokens,
+            MaxTokensFieldArg::Both => MaxTokensField::Both,
+        },
+        stream_usage: !a.no_stream_usage,
         continuous_usage: match a.continuous_usage {
             ContinuousUsage::Auto => None,
             ContinuousUsage::On => Some(true),

@@ -489,6 +489,9 @@ pub async fn wait_ready(target: &Target, timeout: Duration) -> Result<(), String
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = String::from("no answer");
     loop {
+        // A server without a health route (404) that answers /v1/models with anything but
+        // 503 is up: `transformers serve` answers 500 there without a Hugging Face cache.
+        let mut no_health = false;
         for path in ["/health", "/v1/models"] {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
@@ -496,6 +499,8 @@ pub async fn wait_ready(target: &Target, timeout: Duration) -> Result<(), String
             }
             match get_within(target, path, left.min(PROBE_TIMEOUT)).await {
                 Ok((200, _)) => return Ok(()),
+                Ok((404 | 405, _)) if path == "/health" => no_health = true,
+                Ok((status, _)) if no_health && status != 503 => return Ok(()),
                 Ok((status, _)) => last = format!("GET {path} answered HTTP {status}"),
                 Err(e) => last = format!("GET {path}: {e}"),
             }

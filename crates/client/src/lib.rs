@@ -9,6 +9,8 @@
 
 mod ahead;
 pub mod clock;
+pub mod decode;
+pub mod doctor;
 pub mod http;
 mod limits;
 pub mod openai;
@@ -19,6 +21,7 @@ pub mod scrape;
 pub mod server_timings;
 mod session;
 pub mod sse;
+pub mod stream;
 mod text;
 mod timed_io;
 pub mod tokens;

@@ -5,20 +5,26 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use servelab_records::{ChunkKind, Usage};
-pub use servelab_workload::Api;
+pub use servelab_workload::{Api, MaxTokensField};
 use servelab_workload::{ChatMessage, PromptBody};
 
 /// What goes into every request body besides the prompt.
 #[derive(Debug, Clone)]
 pub struct BodyOptions {
-    /// Which endpoint the body is for: `prompt` and `max_tokens` (completions) or `messages`
-    /// and `max_completion_tokens` (chat).
+    /// Which endpoint the body is for: `prompt` (completions) or `messages` (chat).
     pub api: Api,
     /// The `model` field, as the server lists it.
     pub model: String,
-    /// Send `ignore_eos` (and `min_tokens` equal to `max_tokens`), so every request generates
-    /// exactly its requested output length.
+    /// Which field(s) carry the requested output length.
+    pub max_tokens_field: MaxTokensField,
+    /// Send `ignore_eos`, so a request does not end at the model's end-of-sequence token.
     pub ignore_eos: bool,
+    /// Send `min_tokens` equal to the requested length (with `ignore_eos`, a server may still
+    /// stop early on a stop token; `min_tokens` pins it).
+    pub min_tokens: bool,
+    /// Send `stream_options: {"include_usage": true}` (OpenAI's way to get the usage object
+    /// in a stream). Off for a server that refuses the field.
+    pub stream_usage: bool,
     /// Ask for usage in every chunk (vLLM's `continuous_usage_stats`), giving exact per-chunk
     /// token counts without tokenizing anything.
     pub continuous_usage: bool,
@@ -32,31 +38,27 @@ pub fn request_body(opts: &BodyOptions, prompt: &PromptBody, max_tokens: Option<
     let mut body = Map::new();
     body.insert("model".into(), Value::String(opts.model.clone()));
     match opts.api {
-        Api::Completions => {
-            body.insert("prompt".into(), Value::String(prompt_text(prompt)));
-            if let Some(n) = max_tokens {
-                body.insert("max_tokens".into(), json!(n));
-            }
-        }
-        Api::Chat => {
-            body.insert("messages".into(), messages(prompt));
-            if let Some(n) = max_tokens {
-                body.insert("max_completion_tokens".into(), json!(n));
-            }
+        Api::Completions => body.insert("prompt".into(), Value::String(prompt_text(prompt))),
+        Api::Chat => body.insert("messages".into(), messages(prompt)),
+    };
+    if let Some(n) = max_tokens {
+        for field in opts.max_tokens_field.names(opts.api) {
+            body.insert((*field).into(), json!(n));
         }
     }
     body.insert("stream".into(), Value::Bool(true));
-    let mut stream_options = json!({"include_usage": true});
-    if opts.continuous_usage {
-        stream_options["continuous_usage_stats"] = Value::Bool(true);
+    if opts.stream_usage {
+        let mut stream_options = json!({"include_usage": true});
+        if opts.continuous_usage {
+            stream_options["continuous_usage_stats"] = Value::Bool(true);
+        }
+        body.insert("stream_options".into(), stream_options);
     }
-    body.insert("stream_options".into(), stream_options);
     if opts.ignore_eos {
         body.insert("ignore_eos".into(), Value::Bool(true));
-        if let Some(n) = max_tokens {
-            // With ignore_eos a server may still stop early on a stop token; min_tokens pins it.
-            body.insert("min_tokens".into(), json!(n));
-        }
+    }
+    if let (true, Some(n)) = (opts.min_tokens, max_tokens) {
+        body.insert("min_tokens".into(), json!(n));
     }
     for (k, v) in &opts.extra {
         body.insert(k.clone(), v.clone());
@@ -92,8 +94,13 @@ pub struct Event<'a> {
     pub kind: Option<ChunkKind>,
     /// The server's token counts, when the event has a `usage` object.
     pub usage: Option<Usage>,
-    /// The first choice has a non-null `finish_reason`.
-    pub finished: bool,
+    /// Choice 0's `finish_reason`, when non-null.
+    pub finish_reason: Option<String>,
+    /// The event carried choices other than index 0 (`n` > 1), which are not measured.
+    pub other_choices: bool,
+    /// Choice 0's output came as tool-call deltas (`tool_calls`) or a `refusal`, not as
+    /// content: its name, when so.
+    pub other_output: Option<&'static str>,
 }
 
 /// Why an event could not be used.
@@ -107,7 +114,7 @@ pub enum EventError {
 
 #[derive(Deserialize)]
 struct RawEvent<'a> {
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "null_as_empty")]
     choices: Vec<RawChoice<'a>>,
     #[serde(default)]
     usage: Option<RawUsage>,
@@ -119,8 +126,20 @@ struct RawEvent<'a> {
     message: Option<Cow<'a, str>>,
 }
 
+/// `"choices": null` (sent by some proxies on usage-only chunks) reads as no choices.
+fn null_as_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
 #[derive(Deserialize)]
 struct RawChoice<'a> {
+    /// Which choice this is; servers that send one choice may leave it out.
+    #[serde(default)]
+    index: Option<u64>,
     #[serde(borrow, default)]
     text: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
@@ -137,6 +156,24 @@ struct RawDelta<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "null_as_empty")]
+    tool_calls: Vec<RawToolCall<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RawToolCall<'a> {
+    #[serde(borrow, default)]
+    function: Option<RawFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct RawFunction<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -198,17 +235,47 @@ pub fn parse_event(data: &str) -> Result<Event<'_>, EventError> {
         None => None,
     };
     let mut ev = Event { usage, ..Event::default() };
-    if let Some(choice) = raw.choices.into_iter().next() {
-        ev.finished = choice.finish_reason.is_some_and(|f| !f.is_null());
+    // Choice 0 by its index, not its position: with n > 1 choices interleave, and a server
+    // may list them in any order.
+    let mut choice0 = None;
+    for (pos, c) in raw.choices.into_iter().enumerate() {
+        if c.index.unwrap_or(pos as u64) == 0 && choice0.is_none() {
+            choice0 = Some(c);
+        } else {
+            ev.other_choices = true;
+        }
+    }
+    if let Some(choice) = choice0 {
+        ev.finish_reason = match choice.finish_reason {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s),
+            Some(other) => Some(other.to_string()),
+        };
         if let Some(t) = choice.text {
             ev.text = t;
             ev.kind = Some(ChunkKind::Content);
         } else if let Some(d) = choice.delta {
+            let has_content = d.content.is_some();
             if let Some(r) = d.reasoning_content.or(d.reasoning).filter(|r| !r.is_empty()) {
                 ev.text = r;
                 ev.kind = Some(ChunkKind::Reasoning);
-            } else if let Some(c) = d.content {
+            } else if let Some(c) = d.content.filter(|c| !c.is_empty()) {
                 ev.text = c;
+                ev.kind = Some(ChunkKind::Content);
+            } else if let Some(r) = d.refusal.filter(|r| !r.is_empty()) {
+                ev.text = r;
+                ev.kind = Some(ChunkKind::Content);
+                ev.other_output = Some("refusal");
+            } else if !d.tool_calls.is_empty() {
+                // A tool call's name and argument text are what the model generated.
+                let mut text = String::new();
+                for f in d.tool_calls.into_iter().filter_map(|t| t.function) {
+                    text.extend(f.name.into_iter().chain(f.arguments));
+                }
+                ev.text = Cow::Owned(text);
+                ev.kind = Some(ChunkKind::Content);
+                ev.other_output = Some("tool_calls");
+            } else if has_content {
                 ev.kind = Some(ChunkKind::Content);
             }
         }
@@ -232,7 +299,10 @@ mod tests {
         BodyOptions {
             api,
             model: "m".into(),
+            max_tokens_field: MaxTokensField::Auto,
             ignore_eos: true,
+            min_tokens: true,
+            stream_usage: true,
             continuous_usage: true,
             extra: serde_json::from_str(r#"{"temperature":0,"model":"x"}"#).unwrap(),
         }
@@ -255,6 +325,7 @@ mod tests {
         let mut o = opts(Api::Chat);
         o.extra.clear();
         o.ignore_eos = false;
+        o.min_tokens = false;
         o.continuous_usage = false;
         let b = request_body(&o, &PromptBody::Text("hi".into()), Some(3));
         let v: Value = serde_json::from_slice(&b).unwrap();
@@ -271,6 +342,7 @@ mod tests {
         let mut o = opts(Api::Chat);
         o.extra.clear();
         o.ignore_eos = false;
+        o.min_tokens = false;
         o.continuous_usage = false;
         let chat = PromptBody::Chat(vec![
             ChatMessage::new("system", "be brief"),
@@ -296,7 +368,10 @@ mod tests {
     fn parses_completion_chat_reasoning_and_usage_events() {
         let e =
             parse_event(r#"{"choices":[{"index":0,"text":" a","finish_reason":null}]}"#).unwrap();
-        assert_eq!((e.text.as_ref(), e.kind, e.finished), (" a", Some(ChunkKind::Content), false));
+        assert_eq!(
+            (e.text.as_ref(), e.kind, e.finish_reason),
+            (" a", Some(ChunkKind::Content), None)
+        );
         let e =
             parse_event(r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#).unwrap();
         assert_eq!((e.text.as_ref(), e.kind), ("", Some(ChunkKind::Content)));
@@ -308,7 +383,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e.text, "\u{e9}");
-        assert!(e.finished);
+        assert_eq!(e.finish_reason.as_deref(), Some("length"));
         assert_eq!(
             e.usage,
             Some(Usage { prompt_tokens: 3, completion_tokens: 2, reasoning_tokens: None })
@@ -316,6 +391,46 @@ mod tests {
         let e = parse_event(r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}"#)
             .unwrap();
         assert_eq!((e.kind, e.usage.map(|u| u.completion_tokens)), (None, Some(9)));
+    }
+
+    #[test]
+    fn choice_zero_is_found_by_its_index_and_others_are_flagged() {
+        let e = parse_event(
+            r#"{"choices":[{"index":1,"text":"B"},{"index":0,"text":"A","finish_reason":"stop"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (e.text.as_ref(), e.finish_reason.as_deref(), e.other_choices),
+            ("A", Some("stop"), true)
+        );
+        let e = parse_event(r#"{"choices":[{"index":1,"delta":{"content":"B"}}]}"#).unwrap();
+        assert_eq!((e.kind, e.other_choices), (None, true));
+        // No index: the first listed is choice 0.
+        let e = parse_event(r#"{"choices":[{"text":"A"}]}"#).unwrap();
+        assert_eq!((e.text.as_ref(), e.other_choices), ("A", false));
+        let e =
+            parse_event(r#"{"choices":null,"usage":{"prompt_tokens":1,"completion_tokens":2}}"#)
+                .unwrap();
+        assert_eq!((e.kind, e.usage.map(|u| u.completion_tokens)), (None, Some(2)));
+    }
+
+    #[test]
+    fn tool_calls_and_refusals_are_output() {
+        let e = parse_event(
+            r#"{"choices":[{"index":0,"delta":{"content":null,"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"get","arguments":"{\"a\""}}]}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (e.text.as_ref(), e.kind, e.other_output),
+            ("get{\"a\"", Some(ChunkKind::Content), Some("tool_calls"))
+        );
+        let e = parse_event(r#"{"choices":[{"delta":{"refusal":"No."}}]}"#).unwrap();
+        assert_eq!((e.text.as_ref(), e.other_output), ("No.", Some("refusal")));
+        // A role-only delta carries nothing; an empty content delta is content of no text.
+        let e = parse_event(r#"{"choices":[{"delta":{"role":"assistant"}}]}"#).unwrap();
+        assert_eq!(e.kind, None);
+        let e = parse_event(r#"{"choices":[{"delta":{"content":"","logprobs":null}}]}"#).unwrap();
+        assert_eq!((e.kind, e.text.as_ref()), (Some(ChunkKind::Content), ""));
     }
 
     #[test]

@@ -15,16 +15,16 @@ use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use servelab_load::{Arrival, Arrivals, Dispatch, Exhausted};
-use servelab_records::{Chunk, FailureKind, Outcome, RequestRecord, SessionTurn, Usage};
+use servelab_records::{FailureKind, Outcome, RequestRecord, SessionTurn};
 use tokio::sync::{mpsc, watch};
 
 use crate::ahead::{Ahead, Order};
 use crate::http::{connect, drive, Conn, Pool, Target};
 use crate::limits::{guarded, Expired, Limits};
-use crate::openai::{parse_event, EventError};
 use crate::scrape::Baseline;
 use crate::session::{Reply, SessionRun};
-use crate::sse::{human_bytes, SseData, SseParser};
+use crate::sse::human_bytes;
+use crate::stream::{fail, Progress as StreamProgress, StreamReader};
 use crate::timed_io::{since_epoch, ReadEnd, ReadStamp};
 
 pub use crate::planned::{PlannedRequest, RequestSource};
@@ -413,6 +413,7 @@ impl Issue {
             read_lag_ns: None,
             retries: 0,
             session: None,
+            stream: Default::default(),
         }
     }
 
@@ -602,12 +603,6 @@ pub fn measured_index(id: &str) -> Option<u64> {
     id.strip_prefix("servelab-")?.parse().ok()
 }
 
-/// A failure outcome. Messages may quote the server (an error body, an in-stream error), so
-/// they are made safe to print here, where every failure enters a record.
-fn fail(kind: FailureKind, message: String) -> Outcome {
-    Outcome::Failure { kind, message: crate::text::sanitize_owned(message) }
-}
-
 fn connect_failed(ctx: &Ctx, e: &std::io::Error) -> Outcome {
     fail(FailureKind::Connect, format!("connect {}: {e}", ctx.target.addr))
 }
@@ -673,6 +668,7 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
         |name| resp.headers().get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     let resp_type = header(http::header::CONTENT_TYPE);
     let location = if status.is_redirection() { header(http::header::LOCATION) } else { None };
+    let encoding = header(http::header::CONTENT_ENCODING);
     let mut body = resp.into_body();
     if !status.is_success() {
         let (bytes, whole) = read_capped(&mut conn, &mut body, MAX_ERROR_BODY).await;
@@ -699,14 +695,11 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
         return fail(FailureKind::HttpStatus, message);
     }
 
-    // Not declared an event stream (an HTML page, a plain JSON answer): still parsed as one,
-    // in case the server merely mislabels it, but its start is kept to say what it was if
-    // no event comes. Event streams never take this branch.
-    let mut not_sse = (!is_event_stream(resp_type.as_deref()))
-        .then(|| NotSse { content_type: resp_type.unwrap_or_default(), start: Vec::new() });
-    let mut parser = SseParser::new();
-    let mut events = Vec::new();
-    let mut stream = StreamState::default();
+    let mut reader = match StreamReader::new(status.as_u16(), resp_type, encoding.as_deref()) {
+        Ok(r) => r,
+        Err(outcome) => return outcome,
+    };
+    let mut last_t = rec.sent_ns;
     loop {
         let frame = match drive(&mut conn.driver, body.frame()).await {
             None => break,
@@ -720,16 +713,12 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             rec.read_lag_ns = rec.read_lag_ns.max(Some(now.saturating_sub(t)));
         }
         let Ok(data) = frame.into_data() else { continue };
-        if let Some(n) = &mut not_sse {
-            n.keep(&data);
-        }
-        let pushed = parser.push(&data, &mut events);
+        last_t = t;
         let before = rec.chunks.len();
-        for ev in events.drain(..) {
-            if let Err(outcome) = stream.on_event(ev, t, rec) {
-                return outcome;
-            }
-        }
+        let progress = match reader.feed(&data, t, rec) {
+            Ok(p) => p,
+            Err(outcome) => return outcome,
+        };
         // Once output has started, a silent stream is stuck (an engine stopping mid-stream
         // can keep its connections open: llama-server on SIGTERM does); before it, a long
         // queue or prefill is normal and only the request timeout applies.
@@ -741,96 +730,33 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
         // Exact when the server sends per-chunk usage; otherwise one per chunk, an estimate.
         let tokens: u64 = added.iter().map(|c| u64::from(c.tokens.unwrap_or(1))).sum();
         ctx.progress.tokens.fetch_add(tokens, Ordering::Relaxed);
-        if stream.done {
+        if progress == StreamProgress::Done {
             // The response ends at the read that carried [DONE].
             rec.end_ns = Some(t);
-            break;
-        }
-        if let Err(e) = pushed {
-            if let Some(outcome) = not_sse.as_ref().and_then(|n| n.failure(&stream)) {
-                return outcome;
+            // Read the body's terminator so the connection can be reused; a server that
+            // keeps the body open after [DONE] only costs us the connection, not the result.
+            let rest = async {
+                while let Some(Ok(f)) = body.frame().await {
+                    if let Ok(d) = f.into_data() {
+                        let _ = reader.feed(&d, t, rec);
+                    }
+                }
+            };
+            let drained =
+                tokio::time::timeout(Duration::from_secs(1), drive(&mut conn.driver, rest)).await;
+            if drained.is_ok() {
+                ctx.pool.put(conn);
             }
-            return fail(
-                FailureKind::Malformed,
-                format!("{e} (the server sent more without an event boundary)"),
-            );
+            return reader.finish(t, rec);
         }
     }
-    rec.usage = stream.usage;
-    if stream.done {
-        // Read the body's terminator so the connection can be reused; a server that keeps
-        // the body open after [DONE] only costs us the connection, not the result.
-        let rest = async { while let Some(Ok(_)) = body.frame().await {} };
-        let drained =
-            tokio::time::timeout(Duration::from_secs(1), drive(&mut conn.driver, rest)).await;
-        if drained.is_ok() {
-            ctx.pool.put(conn);
-        }
-        Outcome::Success
-    } else if let Some(outcome) = not_sse.as_ref().and_then(|n| n.failure(&stream)) {
-        outcome
-    } else if !parser.pending().is_empty() {
-        fail(FailureKind::Incomplete, "stream ended inside an event".into())
-    } else {
-        fail(FailureKind::Incomplete, "stream ended without data: [DONE]".into())
+    // The body ended without [DONE]: complete if a finish_reason came, ending at the last read.
+    let outcome = reader.finish(last_t, rec);
+    if matches!(outcome, Outcome::Success) {
+        rec.end_ns = Some(last_t);
+        ctx.pool.put(conn);
     }
-}
-
-/// True for `text/event-stream` (any case, with or without parameters).
-fn is_event_stream(content_type: Option<&str>) -> bool {
-    content_type.is_some_and(|t| {
-        t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("text/event-stream")
-    })
-}
-
-/// A 2xx answer not declared `text/event-stream`: its type and the start of its body.
-struct NotSse {
-    content_type: String,
-    start: Vec<u8>,
-}
-
-impl NotSse {
-    /// Bytes of the body kept to describe it.
-    const KEEP: usize = 4096;
-
-    fn keep(&mut self, data: &[u8]) {
-        let take = data.len().min(Self::KEEP - self.start.len());
-        self.start.extend_from_slice(&data[..take]);
-    }
-
-    /// When no event came, the failure that names what the server sent instead.
-    fn failure(&self, stream: &StreamState) -> Option<Outcome> {
-        if stream.seen_event {
-            return None;
-        }
-        let text = String::from_utf8_lossy(&self.start);
-        let ty = match self.content_type.trim() {
-            "" => "no content-type".to_string(),
-            t => format!("content-type '{t}'"),
-        };
-        let media = self.content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-        let json = media == "application/json" || media.ends_with("+json");
-        let message = if json && text.trim_start().starts_with('{') && text.contains("\"choices\"")
-        {
-            format!(
-                "the server ignored \"stream\": true and answered with one JSON completion \
-                 ({ty}) instead of an event stream: {}",
-                excerpt(&text)
-            )
-        } else {
-            format!("HTTP 200 with {ty} instead of text/event-stream: {}", excerpt(&text))
-        };
-        Some(fail(FailureKind::Malformed, message))
-    }
-}
-
-/// The first 200 characters of `s`, whitespace runs folded, for a message.
-fn excerpt(s: &str) -> String {
-    let folded: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match folded.char_indices().nth(200) {
-        Some((i, _)) => format!("{}...", &folded[..i]),
-        None => folded,
-    }
+    outcome
 }
 
 /// How much of an error response's body is read: enough for any real error message; the
@@ -869,6 +795,8 @@ fn build_request(
         .header(http::header::HOST, ctx.target.authority.as_str())
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::ACCEPT, "text/event-stream")
+        // A compressed stream is decoded, but compression adds buffering that delays tokens.
+        .header(http::header::ACCEPT_ENCODING, "identity")
         .header("x-request-id", request_id(rec));
     let mut req = req.body(Full::new(body))?;
     let headers = req.headers_mut();
@@ -881,64 +809,6 @@ fn build_request(
         }
     }
     Ok(req)
-}
-
-/// Per-stream parsing state.
-#[derive(Default)]
-struct StreamState {
-    usage: Option<Usage>,
-    /// Cumulative completion tokens from continuous usage, to turn totals into per-chunk counts.
-    seen_tokens: u64,
-    /// A chunk with text but no usage came: the server does not send usage per chunk, so a
-    /// usage on a later chunk is the request's total, not that chunk's share (llama.cpp puts
-    /// it on the final `finish_reason` chunk of `/v1/completions`).
-    usage_not_continuous: bool,
-    done: bool,
-    /// Any event came (even a malformed one): the body was an event stream.
-    seen_event: bool,
-}
-
-impl StreamState {
-    fn on_event(&mut self, ev: SseData, t: u64, rec: &mut RequestRecord) -> Result<(), Outcome> {
-        self.seen_event = true;
-        let data = match ev {
-            SseData::Text(s) => s,
-            SseData::InvalidUtf8 => {
-                return Err(fail(FailureKind::Malformed, "event data is not valid UTF-8".into()))
-            }
-        };
-        if data.trim() == "[DONE]" {
-            self.done = true;
-            return Ok(());
-        }
-        // llama.cpp's engine-side timings ride on the last events; the last one seen wins.
-        if let Some(t) = crate::server_timings::from_event(&data) {
-            rec.server = Some(t);
-        }
-        let ev = parse_event(&data).map_err(|e| match e {
-            EventError::Server(m) => fail(FailureKind::StreamError, m),
-            EventError::Malformed(m) => fail(FailureKind::Malformed, m),
-        })?;
-        let mut tokens = None;
-        if ev.kind.is_some() && ev.usage.is_none() && !ev.text.is_empty() {
-            self.usage_not_continuous = true;
-        }
-        if let Some(u) = ev.usage {
-            // Continuous usage: the growth of completion_tokens is this chunk's token count.
-            if ev.kind.is_some() && !self.usage_not_continuous {
-                let delta = u.completion_tokens.saturating_sub(self.seen_tokens);
-                tokens = Some(u32::try_from(delta).unwrap_or(u32::MAX));
-            }
-            self.seen_tokens = self.seen_tokens.max(u.completion_tokens);
-            self.usage = Some(u);
-        }
-        if let Some(kind) = ev.kind {
-            if !ev.text.is_empty() || tokens.is_some_and(|n| n > 0) {
-                rec.chunks.push(Chunk { t_ns: t, kind, text: ev.text.into_owned(), tokens });
-            }
-        }
-        Ok(())
-    }
 }
 
 fn classify_hyper(e: &hyper::Error) -> FailureKind {

@@ -168,7 +168,10 @@ mod tests {
         let opts = BodyOptions {
             api: Api::Chat,
             model: "m".into(),
+            max_tokens_field: Default::default(),
             ignore_eos: false,
+            min_tokens: false,
+            stream_usage: true,
             continuous_usage: false,
             extra: Default::default(),
         };

@@ -11,12 +11,26 @@
 /// this many bytes (nor reserves more).
 pub const MAX_EVENT_BYTES: usize = 16 << 20;
 
-/// Splits a byte stream into SSE event payloads (the joined `data:` lines of each event).
+/// Splits a byte stream into SSE event payloads (the joined `data:` lines of each event), as
+/// the WHATWG event-stream grammar reads it: lines end at CRLF, LF or a lone CR, a blank line
+/// ends an event, a leading UTF-8 byte-order mark is skipped, comments and other fields are
+/// ignored.
 #[derive(Debug)]
 pub struct SseParser {
+    /// The current event's data so far (`data_len` bytes), then the line being read.
     buf: Vec<u8>,
-    /// Where to resume searching for an event boundary, so a long event is not rescanned.
-    scan_from: usize,
+    /// How many leading bytes of `buf` are the event's data.
+    data_len: usize,
+    /// The current event has a `data` field (its data may be empty).
+    has_data: bool,
+    /// Bytes of the current event in completed lines, terminators included.
+    event_len: usize,
+    /// The last byte read was a CR: an LF right after it belongs to the same line end.
+    after_cr: bool,
+    /// Leading bytes matched against the byte-order mark; `None` once past the stream start.
+    bom: Option<usize>,
+    /// The stream began with a byte-order mark.
+    saw_bom: bool,
     /// The largest event accepted ([`MAX_EVENT_BYTES`] unless set).
     limit: usize,
 }
@@ -55,6 +69,8 @@ pub(crate) fn human_bytes(n: usize) -> String {
     }
 }
 
+const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
+
 impl SseParser {
     /// A parser that accepts events of at most [`MAX_EVENT_BYTES`].
     pub fn new() -> Self {
@@ -63,59 +79,139 @@ impl SseParser {
 
     /// A parser that accepts events of at most `limit` bytes (at least 4).
     pub fn with_limit(limit: usize) -> Self {
-        Self { buf: Vec::new(), scan_from: 0, limit: limit.max(4) }
+        Self {
+            buf: Vec::new(),
+            data_len: 0,
+            has_data: false,
+            event_len: 0,
+            after_cr: false,
+            bom: Some(0),
+            saw_bom: false,
+            limit: limit.max(4),
+        }
     }
 
     /// Feed bytes from one network read; append each completed event's data to `out`.
     /// Events with no `data` field (comments such as `: ping`, bare `event:` lines) are skipped.
     /// An event longer than the limit is an error; events completed before it are in `out`.
     pub fn push(&mut self, mut bytes: &[u8], out: &mut Vec<SseData>) -> Result<(), EventTooLarge> {
+        if let Some(matched) = self.bom {
+            // The mark may arrive split over reads; bytes that turn out not to be it are
+            // stream bytes after all.
+            let mut m = matched;
+            while m < BOM.len() && bytes.first() == Some(&BOM[m]) {
+                m += 1;
+                bytes = &bytes[1..];
+            }
+            if m == BOM.len() {
+                self.bom = None;
+                self.saw_bom = true;
+            } else if bytes.is_empty() {
+                self.bom = Some(m);
+                return Ok(());
+            } else {
+                self.bom = None;
+                self.scan(&BOM[..m], out)?;
+            }
+        }
+        self.scan(bytes, out)
+    }
+
+    fn scan(&mut self, mut bytes: &[u8], out: &mut Vec<SseData>) -> Result<(), EventTooLarge> {
         while !bytes.is_empty() {
-            if self.buf.is_empty() {
-                // Common case: the read starts at an event boundary. Scan it in place and keep
-                // only an incomplete tail, instead of copying every byte through the buffer.
-                let mut start = 0;
-                while let Some((end, next)) = find_boundary(bytes, start) {
-                    if next - start > self.limit {
-                        return Err(self.overflow());
-                    }
-                    if let Some(data) = event_data(&bytes[start..end]) {
-                        out.push(data);
-                    }
-                    start = next;
-                }
-                let tail = &bytes[start..];
-                if tail.len() > self.limit {
+            if std::mem::take(&mut self.after_cr) && bytes[0] == b'\n' {
+                self.event_len += 1;
+                bytes = &bytes[1..];
+                continue;
+            }
+            let Some(i) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') else {
+                let line = self.buf.len() - self.data_len;
+                if self.event_len + line + bytes.len() > self.limit {
                     return Err(self.overflow());
                 }
-                self.append(tail);
-                self.scan_from = self.buf.len().saturating_sub(3);
+                self.append(bytes);
                 return Ok(());
-            }
-            // An event is pending: add no more than it may still grow by, so the buffer stays
-            // within the limit; whatever completes it is scanned, the rest goes round again.
-            let room = self.limit - self.buf.len();
-            if room == 0 {
+            };
+            // The line is the partial one held plus this read's bytes up to the terminator.
+            self.event_len += self.buf.len() - self.data_len + i + 1;
+            if self.event_len > self.limit {
                 return Err(self.overflow());
             }
-            let (now, later) = bytes.split_at(bytes.len().min(room));
-            bytes = later;
-            self.append(now);
-            let mut start = 0;
-            while let Some((end, next)) = find_boundary(&self.buf, start.max(self.scan_from)) {
-                if let Some(data) = event_data(&self.buf[start..end]) {
-                    out.push(data);
-                }
-                start = next;
-                self.scan_from = next;
+            if self.buf.len() == self.data_len {
+                // Common case: the whole line is in this read; no copy into the buffer.
+                self.line(&bytes[..i], out);
+            } else {
+                self.append(&bytes[..i]);
+                let line = self.buf.split_off(self.data_len);
+                self.line(&line, out);
             }
-            if start > 0 {
-                self.buf.drain(..start);
+            if bytes[i] == b'\r' {
+                self.after_cr = true;
             }
-            // A boundary may straddle reads ("\r\n" then "\r\n"): rescan the last 3 bytes.
-            self.scan_from = self.buf.len().saturating_sub(3);
+            bytes = &bytes[i + 1..];
         }
         Ok(())
+    }
+
+    /// One complete line (without its terminator).
+    fn line(&mut self, line: &[u8], out: &mut Vec<SseData>) {
+        if line.is_empty() {
+            self.dispatch(out);
+            return;
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(0) => return, // a comment
+            Some(c) => {
+                let v = &line[c + 1..];
+                (&line[..c], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        if field != b"data" {
+            return; // event, id, retry and unknown fields do not change the data
+        }
+        if self.has_data {
+            self.append(b"\n");
+        }
+        self.append(value);
+        self.data_len = self.buf.len();
+        self.has_data = true;
+    }
+
+    /// End the current event: hand out its data, if it had any.
+    fn dispatch(&mut self, out: &mut Vec<SseData>) {
+        if self.has_data {
+            let mut data = std::mem::take(&mut self.buf);
+            data.truncate(self.data_len);
+            out.push(match String::from_utf8(data) {
+                Ok(s) => SseData::Text(s),
+                Err(_) => SseData::InvalidUtf8,
+            });
+        }
+        self.buf.clear();
+        self.data_len = 0;
+        self.has_data = false;
+        self.event_len = 0;
+    }
+
+    /// The body ended: an event whose lines all ended but that lacked its closing blank line
+    /// is handed out (a server that closes right after `data: [DONE]\n` meant it). A
+    /// half-sent line stays pending: see [`SseParser::in_event`].
+    pub fn finish(&mut self, out: &mut Vec<SseData>) {
+        if self.has_data && self.buf.len() == self.data_len {
+            self.dispatch(out);
+        }
+    }
+
+    /// True when the bytes so far end inside an event: a partial line, or data lines not yet
+    /// closed by a blank line.
+    pub fn in_event(&self) -> bool {
+        self.has_data || self.buf.len() > self.data_len
+    }
+
+    /// The stream began with a UTF-8 byte-order mark (skipped).
+    pub fn saw_bom(&self) -> bool {
+        self.saw_bom
     }
 
     /// Append to the buffer, growing it by doubling but never past the limit (a plain
@@ -131,11 +227,14 @@ impl SseParser {
 
     fn overflow(&mut self) -> EventTooLarge {
         self.buf = Vec::new();
-        self.scan_from = 0;
+        self.data_len = 0;
+        self.has_data = false;
+        self.event_len = 0;
         EventTooLarge { limit: self.limit }
     }
 
-    /// Bytes received that do not yet form a complete event.
+    /// Bytes held that do not yet form a complete event: the event's data so far and the
+    /// line being read.
     pub fn pending(&self) -> &[u8] {
         &self.buf
     }
@@ -144,47 +243,6 @@ impl SseParser {
     pub fn capacity(&self) -> usize {
         self.buf.capacity()
     }
-}
-
-/// The first event boundary (a blank line) at or after `from`: returns (end of event, start of next).
-fn find_boundary(buf: &[u8], from: usize) -> Option<(usize, usize)> {
-    let mut i = from;
-    while i < buf.len() {
-        if buf[i] == b'\n' {
-            if buf.get(i + 1) == Some(&b'\n') {
-                return Some((i, i + 2));
-            }
-            if buf.get(i + 1) == Some(&b'\r') && buf.get(i + 2) == Some(&b'\n') {
-                return Some((i, i + 3));
-            }
-        } else if buf[i] == b'\r' && buf.get(i + 1) == Some(&b'\r') {
-            return Some((i, i + 2));
-        }
-        i += 1;
-    }
-    None
-}
-
-/// Joined `data:` field values of one event (per the SSE spec: one optional space after the
-/// colon is dropped; multiple data lines join with '\n').
-fn event_data(event: &[u8]) -> Option<SseData> {
-    let mut data: Option<Vec<u8>> = None;
-    for line in event.split(|&b| b == b'\n') {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(rest) = line.strip_prefix(b"data:") else { continue };
-        let value = rest.strip_prefix(b" ").unwrap_or(rest);
-        match &mut data {
-            None => data = Some(value.to_vec()),
-            Some(d) => {
-                d.push(b'\n');
-                d.extend_from_slice(value);
-            }
-        }
-    }
-    data.map(|d| match String::from_utf8(d) {
-        Ok(s) => SseData::Text(s),
-        Err(_) => SseData::InvalidUtf8,
-    })
 }
 
 #[cfg(test)]
@@ -301,6 +359,60 @@ mod tests {
         p.push(format!("}}\n\n{stream}").as_bytes(), &mut out).unwrap();
         assert_eq!(out.len(), 201);
         assert!(p.pending().is_empty());
+    }
+
+    #[test]
+    fn cr_only_line_ends_split_lines_and_events_at_every_cut() {
+        let stream = b"id: 1\rdata: a\rdata: b\r\rdata: [DONE]\r\r";
+        for cut in 0..stream.len() {
+            let out = feed(&[&stream[..cut], &stream[cut..]]);
+            assert_eq!(out, vec![text("a\nb"), text("[DONE]")], "cut {cut}");
+        }
+        // CRLF split between reads is one line end, not a line end and a blank line.
+        assert_eq!(feed(&[b"data: a\r", b"\ndata: b\r\n\r\n"]), vec![text("a\nb")]);
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped_even_when_split() {
+        let stream = b"\xEF\xBB\xBFdata: first\n\ndata: second\n\n";
+        for cut in 0..6 {
+            let mut p = SseParser::new();
+            let mut out = Vec::new();
+            p.push(&stream[..cut], &mut out).unwrap();
+            p.push(&stream[cut..], &mut out).unwrap();
+            assert_eq!(out, vec![text("first"), text("second")], "cut {cut}");
+            assert!(p.saw_bom());
+        }
+        // Only at the start; bytes that begin like a mark but are not one are kept.
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        p.push(b"\xEF", &mut out).unwrap();
+        p.push(b"data: x\n\n", &mut out).unwrap();
+        assert!(!p.saw_bom());
+        assert_eq!(out, vec![], "the stray byte made the field name \\xEFdata");
+        assert_eq!(feed(&[b"data: a\n\n\xEF\xBB\xBFdata: b\n\n"]), vec![text("a")]);
+    }
+
+    #[test]
+    fn a_field_without_colon_and_finish_at_the_end_of_the_body() {
+        assert_eq!(feed(&[b"data\n\n"]), vec![text("")]);
+        let mut p = SseParser::new();
+        let mut out = Vec::new();
+        p.push(b"data: [DONE]\n", &mut out).unwrap();
+        assert!(out.is_empty() && p.in_event());
+        p.finish(&mut out);
+        assert_eq!(out, vec![text("[DONE]")]);
+        assert!(!p.in_event());
+        // A half-sent line is not an event.
+        let mut p = SseParser::new();
+        p.push(b"data: {\"a\"", &mut out).unwrap();
+        p.finish(&mut out);
+        assert_eq!(out.len(), 1);
+        assert!(p.in_event());
+        // Comments alone leave nothing pending.
+        let mut p = SseParser::new();
+        p.push(b": ping\n\n: ping\n", &mut out).unwrap();
+        assert!(!p.in_event());
     }
 
     #[test]

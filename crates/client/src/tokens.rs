@@ -89,6 +89,7 @@ mod tests {
             read_lag_ns: None,
             retries: 0,
             session: None,
+            stream: Default::default(),
         };
         attribute_tokens(&mut rec, &tok);
         let total: u32 = rec.chunks.iter().map(|c| c.tokens.unwrap()).sum();

@@ -45,6 +45,7 @@ fn records(n: u64, conc: u64, ttft: u64, itl: u64, tokens: u64) -> Vec<RequestRe
                 read_lag_ns: None,
                 retries: 0,
                 session: None,
+                stream: Default::default(),
             }
         })
         .collect()

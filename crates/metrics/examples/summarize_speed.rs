@@ -41,6 +41,7 @@ fn main() {
                 read_lag_ns: None,
                 retries: 0,
                 session: None,
+                stream: Default::default(),
             }
         })
         .collect();

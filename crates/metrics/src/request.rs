@@ -233,6 +233,7 @@ pub(crate) mod tests {
             read_lag_ns: None,
             retries: 0,
             session: None,
+            stream: Default::default(),
         }
     }
 

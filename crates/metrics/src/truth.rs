@@ -209,6 +209,7 @@ mod tests {
             read_lag_ns: None,
             retries: 0,
             session: None,
+            stream: Default::default(),
         }
     }
 

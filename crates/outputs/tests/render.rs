@@ -32,6 +32,7 @@ fn record(index: u64, intended_ms: u64, end_ms: u64, chunks: Vec<Chunk>) -> Requ
         read_lag_ns: Some(index * 50_000),
         retries: 0,
         session: None,
+        stream: Default::default(),
     }
 }
 

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use servelab_load::{LoadSpec, Shard};
 use servelab_metrics::MetricsConfig;
 use servelab_records::RunKind;
-use servelab_workload::{Api, DatasetSpec};
+use servelab_workload::{Api, DatasetSpec, MaxTokensField};
 
 /// Where requests go.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,8 +51,13 @@ pub struct RequestSpec {
     pub api_key: Option<String>,
     /// Merged into every request body.
     pub extra_body: Map<String, Value>,
-    /// Ask the server to ignore EOS so every request generates its full output length.
+    /// Ask the server to ignore EOS so every request generates its full output length
+    /// (`ignore_eos`, and `min_tokens` equal to the length).
     pub ignore_eos: bool,
+    /// Which field(s) carry the requested output length.
+    pub max_tokens_field: MaxTokensField,
+    /// Send `stream_options.include_usage` (off for a server that refuses it).
+    pub stream_usage: bool,
     /// Ask for usage in every chunk; `None`: on for the built-in simulator, off otherwise
     /// (servers may reject unknown fields).
     pub continuous_usage: Option<bool>,
@@ -69,6 +74,8 @@ impl RequestSpec {
             api_key: None,
             extra_body: Map::new(),
             ignore_eos: false,
+            max_tokens_field: MaxTokensField::Auto,
+            stream_usage: true,
             continuous_usage: None,
         }
     }

@@ -280,6 +280,7 @@ fn record(r: &servelab_engine::RequestRecord, scheduled_ns: u64) -> RequestRecor
         read_lag_ns: None,
         retries: 0,
         session: None,
+        stream: Default::default(),
     }
 }
 

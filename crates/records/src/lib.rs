@@ -68,6 +68,63 @@ pub struct RequestRecord {
     /// older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionTurn>,
+    /// What the server's stream did that a client has to allow for without failing the
+    /// request (no `[DONE]`, bytes after it, other choices, a compressed body, ...), and the
+    /// `finish_reason` it gave. Empty (omitted) for a stream exactly as OpenAI's.
+    #[serde(default, skip_serializing_if = "StreamNotes::is_plain")]
+    pub stream: StreamNotes,
+}
+
+/// How a response stream departed from OpenAI's own, as far as a client must allow for it.
+/// Each departure servelab accepts is noted here, per request, so a run can say once what the
+/// server did instead of hiding it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct StreamNotes {
+    /// The `finish_reason` of choice 0 (`stop`, `length`, ...), when the server gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// The stream ended after a `finish_reason` without `data: [DONE]` (`transformers serve`
+    /// does this); accepted as complete.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_done: bool,
+    /// More bytes came after `data: [DONE]`; they were not read as output.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_done: bool,
+    /// Events carried choices other than index 0 (`n` > 1); only choice 0 is measured.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub other_choices: bool,
+    /// The body came content-encoded (`gzip`, `deflate`, `br`) and was decoded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// A UTF-8 byte-order mark preceded the first event (skipped, as the SSE spec says).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bom: bool,
+    /// Where the `usage` object came, when it came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_at: Option<UsageAt>,
+    /// Output came only as tool-call arguments or a refusal, not as content (counted as output
+    /// all the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_output: Option<String>,
+}
+
+impl StreamNotes {
+    /// True when there is nothing to record (no finish reason, no departure).
+    pub fn is_plain(&self) -> bool {
+        *self == StreamNotes::default()
+    }
+}
+
+/// Where a stream's `usage` object came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageAt {
+    /// On every output chunk, cumulative (vLLM's `continuous_usage_stats`).
+    PerChunk,
+    /// On the chunk that carried the `finish_reason` (llama.cpp, `transformers serve`).
+    FinishChunk,
+    /// On its own chunk with no choices, after the last output (OpenAI, vLLM).
+    Separate,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -408,6 +465,7 @@ mod tests {
             read_lag_ns: None,
             retries: 0,
             session: None,
+            stream: StreamNotes::default(),
         }
     }
 

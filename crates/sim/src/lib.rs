@@ -6,7 +6,8 @@
 //! A [`SimConfig`] (or the CLI's [`SimArgs`], validated into one) says what the engine
 //! serves and how it times tokens: an [`EngineModel`] ([`FixedModel`], [`PerTokenModel`], or
 //! any other) decides TTFT and ITL, [`Jitter`] adds seeded noise, and in engine-model mode an
-//! engine file's scheduler decides instead. A [`Fault`] can be injected per request. The
+//! engine file's scheduler decides instead. A [`Fault`] can be injected per request, and
+//! [`Quirks`] make every request behave like a particular real server's. The
 //! running sim, a [`SimHandle`], keeps one [`TruthRecord`] per finished request: when every
 //! chunk was meant to go out and when it did, the timing a client's measurements are checked
 //! against.
@@ -23,6 +24,8 @@ mod fault;
 mod metrics;
 mod model;
 mod parse_pool;
+mod quirk;
+pub mod replay;
 mod server;
 mod stepper;
 mod sys;
@@ -40,6 +43,7 @@ pub use fault::{Fault, FaultParseError};
 pub use model::{
     EngineModel, EngineState, FixedModel, Jitter, JitterDist, PerTokenModel, RequestShape,
 };
+pub use quirk::{Quirk, QuirkParseError, Quirks};
 pub use truth::{ImageSeen, TruthChunk, TruthRecord};
 
 use engine::Engine;

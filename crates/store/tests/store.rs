@@ -34,6 +34,7 @@ fn record(index: u64, ttft_ms: u64) -> RequestRecord {
         read_lag_ns: None,
         retries: 0,
         session: None,
+        stream: Default::default(),
     }
 }
 

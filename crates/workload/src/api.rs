@@ -28,3 +28,45 @@ impl Api {
         }
     }
 }
+
+/// Which body field carries the requested output length. OpenAI's chat API deprecated
+/// `max_tokens` for `max_completion_tokens`, and servers differ in which they read: vLLM and
+/// SGLang read both, `transformers serve` 5.x reads only `max_tokens` and generates its
+/// default length when given the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MaxTokensField {
+    /// `max_tokens` for completions, `max_completion_tokens` for chat (OpenAI's current API).
+    #[default]
+    Auto,
+    /// `max_tokens` for both APIs.
+    MaxTokens,
+    /// `max_completion_tokens` for both APIs.
+    MaxCompletionTokens,
+    /// Both fields, the same value.
+    Both,
+}
+
+impl MaxTokensField {
+    /// The field names a request of `api` carries its output length in.
+    pub fn names(self, api: Api) -> &'static [&'static str] {
+        match (self, api) {
+            (MaxTokensField::Auto, Api::Completions) | (MaxTokensField::MaxTokens, _) => {
+                &["max_tokens"]
+            }
+            (MaxTokensField::Auto, Api::Chat) | (MaxTokensField::MaxCompletionTokens, _) => {
+                &["max_completion_tokens"]
+            }
+            (MaxTokensField::Both, _) => &["max_tokens", "max_completion_tokens"],
+        }
+    }
+
+    /// The flag value that selects this (`auto`, `max_tokens`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::Auto => "auto",
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::Both => "both",
+        }
+    }
+}

@@ -32,7 +32,7 @@ mod wordcount;
 
 use std::path::PathBuf;
 
-pub use api::Api;
+pub use api::{Api, MaxTokensField};
 pub use error::DatasetError;
 pub use hf::HfDatasetSpec;
 pub use image::{random_image_data_url, ImageFormat, ImageSize};
