@@ -17,7 +17,9 @@ use base64::Engine as _;
 use serde::Deserialize;
 use servelab_workload::Tokenizer;
 
+use crate::quirk::{is_openai_field, Quirks};
 use crate::truth::ImageSeen;
+use crate::SimConfig;
 
 /// Which OpenAI endpoint a request came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,26 +39,43 @@ impl Endpoint {
 }
 
 /// An error answered with vLLM's body shape:
-/// `{"error":{"message":..,"type":..,"param":..,"code":<status>}}`.
+/// `{"error":{"message":..,"type":..,"param":..,"code":<status>}}`, or with FastAPI's
+/// `{"detail":..}` when `detail` is set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
     pub status: u16,
     pub kind: &'static str,
     pub message: String,
     pub param: Option<&'static str>,
+    /// The body is `{"detail":<message>}` (a FastAPI server's, e.g. `transformers serve`).
+    pub detail: bool,
 }
 
 impl ApiError {
     pub fn bad_request(message: impl Into<String>, param: Option<&'static str>) -> Self {
-        Self { status: 400, kind: "BadRequestError", message: message.into(), param }
+        Self { status: 400, kind: "BadRequestError", message: message.into(), param, detail: false }
     }
 
     pub fn new(status: u16, kind: &'static str, message: impl Into<String>) -> Self {
-        Self { status, kind, message: message.into(), param: None }
+        Self { status, kind, message: message.into(), param: None, detail: false }
+    }
+
+    /// 422 for a field this server does not accept (the `reject-*` quirks).
+    fn unsupported_field(field: &'static str) -> Self {
+        Self {
+            status: 422,
+            kind: "UnprocessableEntityError",
+            message: format!("'{field}' is not a supported request field on this server"),
+            param: Some(field),
+            detail: false,
+        }
     }
 
     /// The JSON body (no trailing newline).
     pub fn body(&self) -> String {
+        if self.detail {
+            return format!("{{\"detail\":{}}}", json_str(&self.message));
+        }
         // Built by hand to keep vLLM's field order.
         format!(
             "{{\"error\":{{\"message\":{},\"type\":\"{}\",\"param\":{},\"code\":{}}}}}",
@@ -163,9 +182,13 @@ struct RawRequest {
 pub struct GenRequest {
     pub endpoint: Endpoint,
     pub stream: bool,
+    /// A stream ends with usage (a `choices: []` event, or on the finish chunk).
     pub include_usage: bool,
     /// Cumulative usage on every event (only with include_usage, like vLLM).
     pub continuous_usage: bool,
+    /// The stream's final usage rides on the `finish_reason` event instead of its own
+    /// `choices: []` event (the `usage-on-finish-chunk` and `ignore-stream-options` quirks).
+    pub usage_on_finish: bool,
     pub prompt_tokens: u64,
     pub max_tokens: u64,
     pub min_tokens: u64,
@@ -313,17 +336,56 @@ fn ids_hashes(ids: &[u32], images: &[ImageSeen]) -> Vec<u64> {
     prefix_block_hashes(ids, h.finish())
 }
 
-/// Parse and validate a request body like vLLM would.
+/// The `reject-*` quirks: 422 for a body with a field the server refuses. Parses the body's
+/// top-level keys a second time, so it runs only when one of those quirks is on.
+fn reject_fields(endpoint: Endpoint, body: &[u8], q: Quirks) -> Result<(), ApiError> {
+    use std::collections::BTreeMap;
+    let keys: BTreeMap<String, serde::de::IgnoredAny> = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}"), None))?;
+    if q.reject_unknown_fields {
+        let chat = endpoint == Endpoint::Chat;
+        let unknown: Vec<String> = keys
+            .keys()
+            .filter(|k| !is_openai_field(chat, k))
+            .map(|k| format!("'{}'", k.replace('\\', "\\\\").replace('\'', "\\'")))
+            .collect();
+        if !unknown.is_empty() {
+            return Err(ApiError {
+                status: 422,
+                kind: "UnprocessableEntityError",
+                message: format!(
+                    "Fields not in the OpenAI request schema: {{{}}}",
+                    unknown.join(", ")
+                ),
+                param: None,
+                detail: true,
+            });
+        }
+    }
+    if q.reject_ignore_eos && keys.contains_key("ignore_eos") {
+        return Err(ApiError::unsupported_field("ignore_eos"));
+    }
+    if q.reject_min_tokens && keys.contains_key("min_tokens") {
+        return Err(ApiError::unsupported_field("min_tokens"));
+    }
+    Ok(())
+}
+
+/// Parse and validate a request body like vLLM would (or like the server `cfg.quirks`
+/// describes): the served model, `max_model_len` and the quirks come from `cfg`.
 pub fn parse_request(
     endpoint: Endpoint,
     body: &[u8],
-    served_model: &str,
-    max_model_len: u64,
+    cfg: &SimConfig,
     tok: &Tokenizer,
     needs: PromptNeeds,
 ) -> Result<GenRequest, ApiError> {
+    let (served_model, max_model_len, q) = (cfg.model.as_str(), cfg.max_model_len, cfg.quirks);
     let raw: RawRequest = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("invalid request body: {e}"), None))?;
+    if q.reject_unknown_fields || q.reject_ignore_eos || q.reject_min_tokens {
+        reject_fields(endpoint, body, q)?;
+    }
     if let Some(m) = &raw.model {
         if m != served_model {
             return Err(ApiError {
@@ -331,6 +393,7 @@ pub fn parse_request(
                 kind: "NotFoundError",
                 message: format!("The model `{m}` does not exist."),
                 param: Some("model"),
+                detail: false,
             });
         }
     }
@@ -356,6 +419,7 @@ pub fn parse_request(
         ));
     }
     let asked = match endpoint {
+        Endpoint::Chat if q.ignore_max_completion_tokens => raw.max_tokens,
         Endpoint::Chat => raw.max_completion_tokens.or(raw.max_tokens),
         Endpoint::Completions => raw.max_tokens,
     };
@@ -369,6 +433,10 @@ pub fn parse_request(
         Some(m) => m as u64,
         None => match endpoint {
             Endpoint::Completions => COMPLETIONS_DEFAULT_MAX_TOKENS,
+            // Capped so that the default alone never makes the request too long.
+            Endpoint::Chat if q.ignore_max_completion_tokens => {
+                cfg.default_max_tokens.min(max_model_len - prompt_tokens).max(1)
+            }
             Endpoint::Chat => (max_model_len - prompt_tokens).max(1),
         },
     };
@@ -401,7 +469,9 @@ pub fn parse_request(
         }
         Some(m) => m as u64,
     };
+    let stream = raw.stream.unwrap_or(false);
     let opts: StreamOptions = match raw.stream_options {
+        _ if q.ignore_stream_options => StreamOptions::default(),
         None | Some(serde_json::Value::Null) => StreamOptions::default(),
         Some(v) => {
             let non_empty = v.as_object().is_some_and(|m| !m.is_empty());
@@ -419,12 +489,15 @@ pub fn parse_request(
             })?
         }
     };
-    let include_usage = opts.include_usage.unwrap_or(false);
+    // ignore-stream-options: usage on the finish chunk whether asked or not, never per chunk.
+    let include_usage =
+        !q.no_usage && (q.ignore_stream_options || opts.include_usage.unwrap_or(false));
     Ok(GenRequest {
         endpoint,
-        stream: raw.stream.unwrap_or(false),
+        stream,
         include_usage,
         continuous_usage: include_usage && opts.continuous_usage_stats.unwrap_or(false),
+        usage_on_finish: include_usage && (q.ignore_stream_options || q.usage_on_finish_chunk),
         prompt_tokens,
         max_tokens,
         min_tokens,
@@ -548,21 +621,23 @@ impl Render {
         self.tail(out, Some(completion));
     }
 
-    /// The whole non-streaming response body.
+    /// The whole non-streaming response body (`usage: false`: without its `usage` field).
     pub fn full_response(
         &self,
         reasoning: &str,
         content: &str,
         finish: &str,
         completion: u64,
+        usage: bool,
     ) -> String {
-        let usage = self.usage(completion);
+        let usage =
+            if usage { format!(",\"usage\":{}", self.usage(completion)) } else { String::new() };
         match self.endpoint {
             Endpoint::Completions => format!(
                 "{{\"id\":\"{}\",\"object\":\"text_completion\",\"created\":{},\"model\":{},\
                  \"choices\":[{{\"index\":0,\"text\":{},\"logprobs\":null,\
-                 \"finish_reason\":\"{finish}\",\"stop_reason\":null,\"prompt_logprobs\":null}}],\
-                 \"usage\":{usage}}}",
+                 \"finish_reason\":\"{finish}\",\"stop_reason\":null,\"prompt_logprobs\":null}}]\
+                 {usage}}}",
                 self.id,
                 self.created,
                 self.model_json,
@@ -574,8 +649,8 @@ impl Render {
                     "{{\"id\":\"{}\",\"object\":\"chat.completion\",\"created\":{},\"model\":{},\
                      \"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\
                      \"reasoning_content\":{r},\"content\":{},\"tool_calls\":[]}},\
-                     \"logprobs\":null,\"finish_reason\":\"{finish}\",\"stop_reason\":null}}],\
-                     \"usage\":{usage}}}",
+                     \"logprobs\":null,\"finish_reason\":\"{finish}\",\"stop_reason\":null}}]\
+                     {usage}}}",
                     self.id,
                     self.created,
                     self.model_json,
@@ -586,10 +661,14 @@ impl Render {
     }
 }
 
-/// The error object vLLM sends inside a stream, then `[DONE]`.
-pub fn stream_error_events(out: &mut String) {
+/// The error object vLLM sends inside a stream, then `[DONE]` unless `done` is false (the
+/// `no-done` quirk).
+pub fn stream_error_events(out: &mut String, done: bool) {
     let e = ApiError::new(500, "InternalServerError", "servelab-sim injected stream error");
-    let _ = write!(out, "data: {}\n\ndata: [DONE]\n\n", e.body());
+    let _ = write!(out, "data: {}\n\n", e.body());
+    if done {
+        out.push_str("data: [DONE]\n\n");
+    }
 }
 
 /// The `/v1/models` body.
@@ -619,7 +698,8 @@ mod tests {
     }
 
     fn parse(ep: Endpoint, body: &str) -> Result<GenRequest, ApiError> {
-        parse_request(ep, body.as_bytes(), "m", 100, &tok(), PromptNeeds::default())
+        let cfg = SimConfig::default().with_model("m").with_max_model_len(100);
+        parse_request(ep, body.as_bytes(), &cfg, &tok(), PromptNeeds::default())
     }
 
     #[test]

@@ -174,7 +174,7 @@ impl SseBody {
                 Some(Fault::StreamError) => {
                     self.fault_fired = true;
                     let mut s = String::new();
-                    stream_error_events(&mut s);
+                    stream_error_events(&mut s, !engine.cfg.quirks.no_done);
                     return Poll::Ready(Ok(Some(s)));
                 }
                 Some(Fault::Malformed) => {
@@ -199,13 +199,16 @@ impl SseBody {
                 // engine that fails a request after accepting it.
                 self.refused = true;
                 let mut s = String::new();
-                stream_error_events(&mut s);
+                stream_error_events(&mut s, !engine.cfg.quirks.no_done);
                 return Poll::Ready(Ok(Some(s)));
             }
             Poll::Ready(None) => return Poll::Ready(Ok(None)),
         };
         let r = &job.render;
         let usage = |c: u64| job.req.continuous_usage.then_some(c);
+        // The stream's usage: its own final event, or on the finish_reason event (quirks).
+        let final_usage = job.req.include_usage && job.fault != Some(Fault::NoUsage);
+        let on_finish = final_usage && job.req.usage_on_finish;
         let mut frame = String::with_capacity(512);
         if self.first_event && r.endpoint == Endpoint::Chat {
             // vLLM sends the role chunk when the first token is produced.
@@ -218,12 +221,14 @@ impl SseBody {
         self.first_event = false;
         let answer = (self.reply.is_some() && !ev.reasoning).then(|| text.clone());
         let finish = ev.last.then_some(job.gen.finish);
-        r.token_event(&mut frame, &text, ev.reasoning, finish, usage(ev.cumulative));
+        let ev_usage =
+            if ev.last && on_finish { Some(ev.cumulative) } else { usage(ev.cumulative) };
+        r.token_event(&mut frame, &text, ev.reasoning, finish, ev_usage);
         if ev.last {
-            if job.req.include_usage && job.fault != Some(Fault::NoUsage) {
+            if final_usage && !on_finish {
                 r.usage_event(&mut frame, ev.cumulative);
             }
-            if job.fault != Some(Fault::NoDone) {
+            if job.fault != Some(Fault::NoDone) && !engine.cfg.quirks.no_done {
                 frame.push_str("data: [DONE]\n\n");
             }
         }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::fault::{parse_fault_rate, Fault};
 use crate::model::{EngineModel, FixedModel, Jitter, JitterDist, PerTokenModel};
+use crate::quirk::{Quirk, Quirks};
 use crate::SimError;
 
 /// Which built-in [`EngineModel`] times the requests.
@@ -101,6 +102,30 @@ pub struct SimArgs {
     /// With --engine: tokens per step (the chunked-prefill budget), instead of the file's.
     #[arg(long, requires = "engine")]
     pub max_num_batched_tokens: Option<u32>,
+    /// Quirks of real servers, applied to every request: a comma-separated LIST, repeatable.
+    ///
+    /// no-done                       streams end without `data: [DONE]`
+    /// reject-ignore-eos             a body with `ignore_eos` gets 422 naming it
+    /// reject-min-tokens             a body with `min_tokens` gets 422 naming it
+    /// reject-unknown-fields         top-level fields outside OpenAI's request schema get 422
+    /// ignore-max-completion-tokens  chat length: `max_tokens`, else --default-max-tokens
+    /// ignore-stream-options         usage always on the finish_reason chunk, never per chunk
+    /// usage-on-finish-chunk         requested usage on the finish_reason chunk, not its own
+    /// no-usage                      no usage object ever
+    /// models-error                  GET /v1/models answers 500
+    /// no-metrics                    GET /metrics answers 404
+    /// no-keep-alive                 `Connection: close` on every response, then close
+    /// transformers                  `transformers serve` 5.17.0: no-done, reject-unknown-fields,
+    ///                               ignore-max-completion-tokens, ignore-stream-options,
+    ///                               models-error, no-metrics
+    ///
+    /// See docs/sim.md, "Quirks of real servers".
+    #[arg(long = "quirk", value_name = "LIST", verbatim_doc_comment)]
+    pub quirk: Vec<String>,
+    /// Chat output length when the request sets no `max_tokens` under the
+    /// ignore-max-completion-tokens quirk.
+    #[arg(long, default_value_t = 1024)]
+    pub default_max_tokens: u64,
 }
 
 /// Tokens per SSE event: uniform in `min..=max` (equal for a fixed K).
@@ -177,6 +202,12 @@ pub struct SimConfig {
     /// is sent, instead of `engine_model`, `jitter`, `tokens_per_chunk` and `max_num_seqs`.
     /// `None`: off.
     pub engine: Option<Arc<servelab_engine::EngineConfig>>,
+    /// Quirks of real servers applied to every request ([`Quirks::NONE`]: none, vLLM's
+    /// behaviour).
+    pub quirks: Quirks,
+    /// Chat output length when a request sets no `max_tokens` under
+    /// [`Quirk::IgnoreMaxCompletionTokens`] (capped by what `max_model_len` leaves).
+    pub default_max_tokens: u64,
 }
 
 impl Default for SimConfig {
@@ -217,6 +248,8 @@ impl SimConfig {
             truth_text: false,
             seed: 0,
             engine: None,
+            quirks: Quirks::NONE,
+            default_max_tokens: DEFAULT_MAX_TOKENS,
         }
     }
 
@@ -307,7 +340,28 @@ impl SimConfig {
         self.seed = seed;
         self
     }
+    /// Also have the quirk `q` (a preset adds all its parts).
+    pub fn with_quirk(mut self, q: Quirk) -> Self {
+        self.quirks.insert(q);
+        self
+    }
+    /// Also have every quirk of `qs`.
+    pub fn with_quirks(mut self, qs: impl IntoIterator<Item = Quirk>) -> Self {
+        for q in qs {
+            self.quirks.insert(q);
+        }
+        self
+    }
+    /// Chat output length without `max_tokens` under
+    /// [`Quirk::IgnoreMaxCompletionTokens`] (at least 1).
+    pub fn with_default_max_tokens(mut self, n: u64) -> Self {
+        self.default_max_tokens = n.max(1);
+        self
+    }
 }
+
+/// Default of `--default-max-tokens`.
+pub const DEFAULT_MAX_TOKENS: u64 = 1024;
 
 impl SimArgs {
     /// Validate the options into a configuration; errors name the bad option.
@@ -343,6 +397,13 @@ impl SimArgs {
                 parse_fault_rate(s).map_err(|e| SimError::Config(format!("--fault-rate: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let mut quirks = Quirks::NONE;
+        for list in &self.quirk {
+            quirks.add_list(list).map_err(|e| SimError::Config(format!("--quirk: {e}")))?;
+        }
+        if self.default_max_tokens == 0 {
+            return Err(SimError::Config("--default-max-tokens must be at least 1".to_string()));
+        }
         Ok(SimConfig {
             host: self.host,
             port: self.port,
@@ -360,6 +421,8 @@ impl SimArgs {
             truth_log: self.truth_log,
             truth_text: self.truth_text,
             seed: self.seed,
+            quirks,
+            default_max_tokens: self.default_max_tokens,
             engine: match &self.engine {
                 Some(p) => {
                     let edit = |f: &mut servelab_engine::EngineFile| {
@@ -446,5 +509,30 @@ mod tests {
         assert!(e.contains("nope"), "{e}");
         let e = parse(&["--max-num-seqs", "0"]).unwrap_err().to_string();
         assert!(e.contains("--max-num-seqs"), "{e}");
+        let e = parse(&["--quirk", "no-done,nope"]).unwrap_err().to_string();
+        assert!(e.contains("--quirk") && e.contains("'nope'"), "{e}");
+        assert!(e.contains("no-done, reject-ignore-eos") && e.contains("transformers"), "{e}");
+        assert!(matches!(parse(&["--quirk", "x"]), Err(SimError::Config(_))));
+    }
+
+    #[test]
+    fn quirks_are_comma_separated_and_repeatable() {
+        let c = parse(&[]).unwrap();
+        assert!(c.quirks.is_empty());
+        assert_eq!(c.default_max_tokens, 1024);
+        let c = parse(&[
+            "--quirk",
+            "no-done,no-usage",
+            "--quirk",
+            "no-keep-alive",
+            "--default-max-tokens",
+            "7",
+        ])
+        .unwrap();
+        assert_eq!(c.quirks.names(), ["no-done", "no-usage", "no-keep-alive"]);
+        assert_eq!(c.default_max_tokens, 7);
+        let c = parse(&["--quirk", "transformers"]).unwrap();
+        assert_eq!(c.quirks, SimConfig::default().with_quirk(Quirk::Transformers).quirks);
+        assert!(c.quirks.no_done && c.quirks.models_error && !c.quirks.no_keep_alive);
     }
 }

@@ -421,6 +421,7 @@ mod tests {
             stream: true,
             include_usage: false,
             continuous_usage: false,
+            usage_on_finish: false,
             prompt_tokens: 1,
             max_tokens: max,
             min_tokens: min,

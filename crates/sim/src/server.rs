@@ -121,6 +121,13 @@ async fn route(
             let status = if engine.starting_up() { 503 } else { 200 };
             Ok(response(status, "application/json", Bytes::new()))
         }
+        // The quirks: routes of a server that fails or lacks them.
+        (&Method::GET, None) if path == "/v1/models" && engine.cfg.quirks.models_error => {
+            Ok(response(500, "text/plain; charset=utf-8", "Internal Server Error"))
+        }
+        (&Method::GET, None) if path == "/metrics" && engine.cfg.quirks.no_metrics => {
+            Ok(json(404, r#"{"detail":"Not Found"}"#))
+        }
         (&Method::GET, None) if path == "/v1/models" => Ok(json(
             200,
             api::models_body(&engine.cfg.model, engine.created, engine.cfg.max_model_len),
@@ -193,14 +200,7 @@ async fn generate(
                 hashes: e.cfg.engine.as_ref().is_some_and(|c| c.scheduler.prefix_caching),
                 text: e.cfg.truth_text,
             };
-            api::parse_request(
-                endpoint,
-                &body,
-                &e.cfg.model,
-                e.cfg.max_model_len,
-                &e.tokenizer,
-                needs,
-            )
+            api::parse_request(endpoint, &body, &e.cfg, &e.tokenizer, needs)
         })
         .await;
     let gen_req = match parsed {
@@ -375,17 +375,25 @@ async fn complete(mut job: Job) -> Result<Resp, io::Error> {
     }
     engine.metrics.generation_tokens.fetch_add(total, Relaxed);
     drop(slot);
+    let usage = !engine.cfg.quirks.no_usage;
     let resp = match job.fault {
         Some(Fault::StreamError) => {
             error(&ApiError::new(500, "InternalServerError", "servelab-sim injected stream error"))
         }
         Some(Fault::Malformed) => {
             // Cut in half by bytes (never panics on a char boundary): not valid JSON.
-            let full =
-                Bytes::from(job.render.full_response(&reasoning, &content, job.gen.finish, total));
+            let full = Bytes::from(job.render.full_response(
+                &reasoning,
+                &content,
+                job.gen.finish,
+                total,
+                usage,
+            ));
             json(200, full.slice(..full.len() / 2))
         }
-        _ => json(200, job.render.full_response(&reasoning, &content, job.gen.finish, total)),
+        _ => {
+            json(200, job.render.full_response(&reasoning, &content, job.gen.finish, total, usage))
+        }
     };
     if job.fault.is_none() {
         let m = &engine.metrics;
@@ -419,9 +427,22 @@ async fn serve_conn(engine: Arc<Engine>, tcp: TcpStream, mut stop: watch::Receiv
     let _ = tcp.set_nodelay(true);
     let reset = Arc::new(ConnFlags::default());
     let io = ConnIo { tcp, flags: reset.clone() };
-    let svc = hyper::service::service_fn(move |req| route(engine.clone(), reset.clone(), req));
+    // The no-keep-alive quirk: every response says `Connection: close`, and hyper then
+    // closes the connection after it.
+    let close = engine.cfg.quirks.no_keep_alive;
+    let svc = hyper::service::service_fn(move |req| {
+        let r = route(engine.clone(), reset.clone(), req);
+        async move {
+            let mut r = r.await?;
+            if close {
+                r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok::<_, io::Error>(r)
+        }
+    });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
+        .keep_alive(!close)
         .serve_connection(TokioIo::new(io), svc);
     tokio::select! {
         _ = conn => {}
