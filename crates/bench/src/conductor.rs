@@ -230,7 +230,7 @@ async fn run(
     let tokenizer = resolve_tokenizer(w.tokenizer.as_deref(), &model, simulated)?;
     let work = Work::load(&w.dataset, w.num_prompts, &tokenizer.tokenizer, w.seed)
         .map_err(|e| usage(&e))?;
-    let opts = BodyOptions {
+    let mut opts = BodyOptions {
         api: req.api,
         model: model.clone(),
         max_tokens_field: req.max_tokens_field,
@@ -240,6 +240,14 @@ async fn run(
         continuous_usage: req.continuous_usage.unwrap_or(simulated),
         extra: req.extra_body.clone(),
     };
+    let adaptation = if req.preflight && !simulated {
+        crate::preflight::check(&target, &mut opts).await
+    } else {
+        crate::preflight::Adaptation::default()
+    };
+    for note in &adaptation.notes {
+        term::warn(note);
+    }
     let planned = |p: &Prompt| PlannedRequest {
         body: request_body(&opts, &p.body, p.output_tokens).into(),
         prompt_tokens: Some(p.prompt_tokens),
@@ -440,6 +448,12 @@ async fn run(
         servelab_metrics::replay::attach(&mut summary, rows);
     }
     summary.warnings.extend(images_without_usage(&records, &with_images));
+    summary.warnings.extend(adaptation.notes.iter().cloned());
+    if adaptation.dropped_ignore_eos {
+        let mut conduct = servelab_metrics::conduct::Conduct::default();
+        records.iter().filter(|r| !r.warmup).for_each(|r| conduct.add(r));
+        summary.warnings.extend(conduct.ended_early());
+    }
     if let Some(note) = &tokenizer.estimate_note {
         summary.warnings.push(note.clone());
     }

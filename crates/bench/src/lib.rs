@@ -16,6 +16,7 @@
 mod clock;
 mod conductor;
 mod drain;
+pub mod preflight;
 mod progress;
 mod signals;
 mod truth;

@@ -120,6 +120,7 @@ fn plan(
             MaxTokensFieldArg::Both => MaxTokensField::Both,
         },
         stream_usage: !a.no_stream_usage,
+        preflight: !a.no_preflight,
         continuous_usage: match a.continuous_usage {
             ContinuousUsage::Auto => None,
             ContinuousUsage::On => Some(true),

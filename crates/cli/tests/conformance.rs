@@ -4,8 +4,10 @@
 //! TTFT, chunk count, where usage came, and the notes on what the server did.
 //!
 //! Timing tolerance: the replay server writes each frame at its stated time after the request
-//! arrived; a 2-core CI machine may delay a write or the client's read by several
-//! milliseconds, never make it early (beyond the sub-millisecond between send and arrival).
+//! arrived; a 2-core CI machine may delay a write or the client's read by tens of
+//! milliseconds when builds run beside the tests (71 ms seen for a 40 ms frame), never make it
+//! early. The lower bound is what tells the frames apart (a first token taken from a role-only
+//! chunk written earlier would read early); the upper bound only catches gross errors.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,7 +19,7 @@ use servelab_sim::replay::{start_replay, Exchange, Fixture};
 mod common;
 
 /// Scheduling noise allowed on a loaded 2-core machine.
-const SLACK_MS: f64 = 25.0;
+const SLACK_MS: f64 = 150.0;
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/servers")
@@ -259,4 +261,245 @@ fn every_fixture_parses_and_its_expectations_can_be_reached() {
             }
         }
     }
+}
+
+/// `transformers serve` as the corpus records it refuses `ignore_eos` with 422 and sends no
+/// `[DONE]`: a scenario sweep (which always asks for `ignore_eos`) still measures every
+/// request, because the preflight leaves the refused field out and the run says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_sweep_adapts_to_transformers_serve() {
+    use clap::Parser;
+    use servelab::args::{Cli, Command};
+    let fixture = Fixture::load(&corpus_dir().join("transformers-serve.yaml")).unwrap();
+    let server = start_replay(fixture, "127.0.0.1", 0).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.base_url();
+    let args = [
+        "servelab",
+        "sweep",
+        "--base-url",
+        &url,
+        "--no-progress",
+        "--no-store",
+        "--backend",
+        "openai-chat",
+        "--model",
+        "corpus-model",
+        "--scenario",
+        "16:8",
+        "--concurrency",
+        "1,2",
+        "--num-prompts",
+        "4",
+        "--settle-secs",
+        "0",
+        "--tokenizer",
+        "cl100k_base",
+        "--server-metrics-interval",
+        "0",
+        "--output-dir",
+        dir.path().to_str().unwrap(),
+    ];
+    let Command::Sweep(a) = Cli::try_parse_from(args).unwrap().command else { unreachable!() };
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    tokio::time::timeout(Duration::from_secs(120), servelab::sweep(&a, rx))
+        .await
+        .expect("sweep within 120 s")
+        .expect("sweep runs");
+    for c in [1, 2] {
+        let p = dir.path().join(format!("points/16x8/concurrency-{c}.json"));
+        let point: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&p).expect("point result")).unwrap();
+        let s = &point["summary"];
+        let planned = s["info"]["num_prompts"].as_u64();
+        assert_eq!((s["completed"].as_u64(), s["failed"].as_u64()), (planned, Some(0)), "{s}");
+        let warnings: Vec<&str> =
+            s["warnings"].as_array().unwrap().iter().filter_map(|w| w.as_str()).collect();
+        let has = |w: &str| warnings.iter().any(|x| x.contains(w));
+        assert!(has("refuses ignore_eos (HTTP 422"), "{warnings:?}");
+        assert!(
+            has(&format!("sent no data: [DONE] in {0} of {0}", planned.unwrap())),
+            "{warnings:?}"
+        );
+    }
+    // Every measured request went without the refused fields; only the probes carried one
+    // (each point probes its target: in a lab the engine may have restarted between points).
+    let bodies: Vec<Value> = server.served().into_iter().filter_map(|s| s.body).collect();
+    let with_eos = bodies.iter().filter(|b| b.get("ignore_eos").is_some()).count();
+    assert_eq!(with_eos, 2, "one ignore_eos probe per point");
+    server.shutdown().await;
+}
+
+/// The simulator with the `transformers` quirks: ignores `max_completion_tokens`, refuses
+/// `ignore_eos`. The preflight sends the length as `max_tokens` instead and drops
+/// `ignore_eos`; without the preflight every request fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_adapts_to_a_server_with_transformers_quirks_and_says_so() {
+    let cfg = servelab_sim::SimConfig::fixed(5.0, 1.0)
+        .with_quirk(servelab_sim::Quirk::Transformers)
+        .with_port(0);
+    let sim = servelab_sim::start(cfg).await.unwrap();
+    let args = [
+        "--backend",
+        "openai-chat",
+        "--model",
+        "servelab-sim",
+        "--num-prompts",
+        "4",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "8",
+        "--ignore-eos",
+        "--tokenizer",
+        "cl100k_base",
+        "--server-metrics-interval",
+        "0",
+    ];
+    let out =
+        common::run_bench(&common::bench_settings(&sim.base_url(), &args), Duration::from_secs(60))
+            .await;
+    let s = &out.summary;
+    assert_eq!((s.completed, s.failed), (4, 0), "{:?}", s.failures);
+    for r in out.records.iter().filter(|r| !r.warmup) {
+        let got = r.usage.map(|u| u.completion_tokens).unwrap();
+        assert!(got <= 8, "asked 8, got {got}: the length went in a field the server reads");
+        assert!(r.stream.no_done);
+    }
+    let w = s.warnings.join("\n");
+    assert!(
+        w.contains("the server ignores max_completion_tokens; the length was sent as max_tokens"),
+        "{w}"
+    );
+    assert!(w.contains("refuses ignore_eos"), "{w}");
+
+    let mut no = args.to_vec();
+    no.push("--no-preflight");
+    let out =
+        common::run_bench(&common::bench_settings(&sim.base_url(), &no), Duration::from_secs(60))
+            .await;
+    assert_eq!(out.summary.completed, 0);
+    assert!(out.summary.failures.iter().any(|f| f.messages.iter().any(|m| m.contains("HTTP 422"))));
+    sim.shutdown().await;
+}
+
+/// What servelab measured of one fixture, in a table row: taken from the exchanges' own
+/// expectations, so the table cannot say more than the tests check.
+fn docs_row(fx: &Fixture) -> String {
+    let streamed: Vec<&Value> = fx
+        .exchanges
+        .iter()
+        .filter(|x| backend(x).is_some())
+        .filter_map(|x| x.expect.as_ref())
+        .filter(|e| e.get("outcome").and_then(Value::as_str) == Some("success"))
+        .collect();
+    let notes = |n: &str| {
+        streamed.iter().any(|e| {
+            e.get("notes").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == n))
+        })
+    };
+    let done = if notes("no_done") { "**not sent**" } else { "sent" };
+    let mut usage: Vec<&str> =
+        streamed.iter().filter_map(|e| e.get("usage_at").and_then(Value::as_str)).collect();
+    usage.sort_unstable();
+    usage.dedup();
+    let usage =
+        if usage.is_empty() { "never".to_string() } else { usage.join(", ").replace('_', " ") };
+    let refuses = |field: &str| {
+        fx.exchanges
+            .iter()
+            .find(|x| x.when.has.iter().any(|h| h == field) && x.status >= 400)
+            .map(|x| format!("**refused** ({})", x.status))
+    };
+    let eos = refuses("ignore_eos").unwrap_or_else(|| "accepted".into());
+    let reasoning = if streamed.iter().any(|e| e.get("reasoning").is_some()) { "yes" } else { "-" };
+    let metrics = fx.exchanges.iter().find(|x| x.method == "GET" && x.path == "/metrics").map_or(
+        "-".to_string(),
+        |x| {
+            if x.status != 200 {
+                return format!("none ({})", x.status);
+            }
+            let body: String = x
+                .frames
+                .iter()
+                .filter_map(|f| f.bytes().ok())
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .collect();
+            if body.trim_start().starts_with(['[', '{']) {
+                return "JSON".into();
+            }
+            // The first of the engine's own series (not the Python client's process ones).
+            let name = body
+                .lines()
+                .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+                .filter_map(|l| l.split(['{', ' ']).next())
+                .find(|n| !n.starts_with("python_") && !n.starts_with("process_"))
+                .unwrap_or("");
+            format!("`{name}`")
+        },
+    );
+    let mut treat = Vec::new();
+    if notes("no_done") {
+        treat.push("complete after its finish_reason, noted per run");
+    }
+    if refuses("ignore_eos").is_some() {
+        treat.push("preflight leaves ignore_eos out, counts early ends");
+    }
+    if reasoning == "yes" {
+        treat.push("reasoning chunks are output (TTFT at the first)");
+    }
+    if treat.is_empty() {
+        treat.push("as OpenAI's");
+    }
+    format!(
+        "| {} | {} | {done} | {usage} | {eos} | {reasoning} | {metrics} | {} | {} |",
+        fx.server,
+        fx.version,
+        treat.join("; "),
+        streamed.len()
+    )
+}
+
+/// docs/conformance.md's generated part: the summary table and each server's traits.
+fn docs_generated() -> String {
+    let mut out = String::from(
+        "| server | version | `[DONE]` | usage came | `ignore_eos` | reasoning | /metrics | servelab | streams tested |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let fixtures: Vec<(PathBuf, Fixture)> =
+        corpus().into_iter().map(|p| (p.clone(), Fixture::load(&p).unwrap())).collect();
+    for (_, fx) in &fixtures {
+        out.push_str(&docs_row(fx));
+        out.push('\n');
+    }
+    for (path, fx) in &fixtures {
+        let file = path.file_name().unwrap().to_string_lossy();
+        out.push_str(&format!("\n### {} {}\n\n", fx.server, fx.version));
+        out.push_str(&format!(
+            "Fixture: [`testdata/servers/{file}`](../testdata/servers/{file}). {}\n\n",
+            fx.summary.trim()
+        ));
+        for (k, v) in &fx.traits {
+            out.push_str(&format!("- **{k}**: {}\n", v.trim()));
+        }
+        out.push_str("\nRead from:\n");
+        for s in &fx.sources {
+            out.push_str(&format!("- {}\n", s.trim()));
+        }
+    }
+    out
+}
+
+/// The docs table is the corpus's, regenerated with `SERVELAB_UPDATE_DOCS=1`.
+#[test]
+fn the_docs_table_is_the_corpus() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/conformance.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/conformance.md");
+    const MARK: &str = "<!-- generated by crates/cli/tests/conformance.rs: do not edit below -->\n";
+    let head = doc.split(MARK).next().unwrap_or("").to_string();
+    let want = format!("{head}{MARK}{}", docs_generated());
+    if std::env::var_os("SERVELAB_UPDATE_DOCS").is_some() {
+        std::fs::write(&path, &want).unwrap();
+        return;
+    }
+    assert!(doc == want, "docs/conformance.md is out of date: run SERVELAB_UPDATE_DOCS=1 cargo nextest run -p servelab --test conformance the_docs_table");
 }

@@ -428,6 +428,22 @@ pub async fn get(target: &Target, path: &str) -> std::io::Result<(u16, Bytes)> {
     Ok((status, body))
 }
 
+/// The value of header `name` in the answer to `GET path`, when one came within `timeout`.
+pub async fn get_header(
+    target: &Target,
+    path: &str,
+    name: &str,
+    timeout: std::time::Duration,
+) -> Option<String> {
+    let ask = async {
+        let mut conn = connect(target.addr).await.ok()?;
+        let sent = conn.sender.send_request(get_request(target, path).ok()?);
+        let resp = drive(&mut conn.driver, sent).await.ok()?;
+        resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+    };
+    tokio::time::timeout(timeout, ask).await.ok().flatten()
+}
+
 /// A GET of `path` on `target`: its Host and its extra headers.
 pub(crate) fn get_request(
     target: &Target,

@@ -248,7 +248,13 @@ async fn invalid_utf8_in_an_event_is_malformed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_without_done_is_incomplete() {
     let r = stream_of(vec![text_event("a").into(), text_event("b").into()], true).await;
-    assert_eq!(failure(&r), Some((FailureKind::Incomplete, "stream ended without data: [DONE]")));
+    assert_eq!(
+        failure(&r),
+        Some((
+            FailureKind::Incomplete,
+            "stream ended without data: [DONE] and without a finish_reason, after 2 output chunks"
+        ))
+    );
     assert_eq!(r.output_text(), "ab");
     let r = stream_of(vec![text_event("a").into(), b"data: {\"choi".to_vec()], true).await;
     assert_eq!(failure(&r), Some((FailureKind::Incomplete, "stream ended inside an event")));

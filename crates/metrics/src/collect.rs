@@ -55,6 +55,8 @@ pub struct Collector {
     server: Vec<ServerSample>,
     /// Re-sends after the server closed an idle kept-alive connection unanswered.
     retries: u64,
+    /// What the server's streams did, and whether it generated what was asked.
+    conduct: crate::conduct::Conduct,
 }
 
 fn min_opt(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
@@ -85,6 +87,7 @@ impl Collector {
             return;
         }
         self.retries += u64::from(r.retries);
+        self.conduct.add(r);
         self.first_intended = min_opt(self.first_intended, Some(r.intended_ns));
         self.last_end = max_opt(self.last_end, r.end_ns);
         if let Some(end) = r.end_ns {
@@ -138,6 +141,7 @@ impl Collector {
         self.unknown_chunk_counts += other.unknown_chunk_counts;
         self.server.extend(other.server);
         self.retries += other.retries;
+        self.conduct = self.conduct.merge(other.conduct);
         self
     }
 
@@ -164,6 +168,7 @@ impl Collector {
             unknown_chunk_counts,
             server,
             retries,
+            conduct,
         } = self;
         rows.sort_by_key(|r| r.index);
         itl_token_ms.sort_by_key(|(index, _)| *index);
@@ -222,6 +227,7 @@ impl Collector {
                  ITL and peak throughput count such a chunk as one token"
             ));
         }
+        warnings.extend(conduct.warnings(info.backend == "openai-chat"));
         if completed == 0 && !rows.is_empty() && !info.interrupted {
             warnings.push("all requests failed: check the endpoint and arguments".to_string());
         }

@@ -17,6 +17,7 @@
 
 pub mod bootstrap;
 mod collect;
+pub mod conduct;
 pub mod digest;
 pub mod engine;
 mod key;

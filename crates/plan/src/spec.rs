@@ -58,6 +58,9 @@ pub struct RequestSpec {
     pub max_tokens_field: MaxTokensField,
     /// Send `stream_options.include_usage` (off for a server that refuses it).
     pub stream_usage: bool,
+    /// Probe a real server before the run and adapt the request fields to what it accepts
+    /// (`servelab doctor`'s fast checks); off: send them as given.
+    pub preflight: bool,
     /// Ask for usage in every chunk; `None`: on for the built-in simulator, off otherwise
     /// (servers may reject unknown fields).
     pub continuous_usage: Option<bool>,
@@ -76,6 +79,7 @@ impl RequestSpec {
             ignore_eos: false,
             max_tokens_field: MaxTokensField::Auto,
             stream_usage: true,
+            preflight: true,
             continuous_usage: None,
         }
     }

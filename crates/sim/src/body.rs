@@ -220,7 +220,9 @@ impl SseBody {
         }
         self.first_event = false;
         let answer = (self.reply.is_some() && !ev.reasoning).then(|| text.clone());
-        let finish = ev.last.then_some(job.gen.finish);
+        // The no-done fault cuts the stream short: no finish_reason either (the no-done quirk
+        // keeps it, as transformers serve does).
+        let finish = (ev.last && job.fault != Some(Fault::NoDone)).then_some(job.gen.finish);
         let ev_usage =
             if ev.last && on_finish { Some(ev.cumulative) } else { usage(ev.cumulative) };
         r.token_event(&mut frame, &text, ev.reasoning, finish, ev_usage);

@@ -39,7 +39,8 @@ pub enum Fault {
     Malformed,
     /// An error object inside the stream, then `[DONE]`.
     StreamError,
-    /// The stream ends without `data: [DONE]`.
+    /// The stream is cut short: it ends without a `finish_reason` and without `data: [DONE]`
+    /// (the `no-done` quirk, by contrast, keeps the `finish_reason`, as real servers do).
     NoDone,
     /// No usage chunk even if requested.
     NoUsage,

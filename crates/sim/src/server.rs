@@ -119,7 +119,12 @@ async fn route(
         (_, Some(_)) => Ok(method_not_allowed("POST")),
         (&Method::GET, None) if path == "/health" => {
             let status = if engine.starting_up() { 503 } else { 200 };
-            Ok(response(status, "application/json", Bytes::new()))
+            let mut r = response(status, "application/json", Bytes::new());
+            // Tells servelab's preflight that this server honours every field as asked.
+            if engine.cfg.quirks == crate::quirk::Quirks::NONE {
+                r.headers_mut().insert("x-servelab-sim", HeaderValue::from_static("exact"));
+            }
+            Ok(r)
         }
         // The quirks: routes of a server that fails or lacks them.
         (&Method::GET, None) if path == "/v1/models" && engine.cfg.quirks.models_error => {

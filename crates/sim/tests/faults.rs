@@ -107,6 +107,7 @@ async fn malformed_stream_error_no_done_no_usage() {
 
     let r = with_fault(&sim, "no-done", STREAM).await.unwrap();
     assert!(!r.text().contains("[DONE]"));
+    assert!(!r.text().contains("\"finish_reason\":\""), "cut short: {}", r.text());
     assert!(r.text().contains("\"usage\""));
     assert_eq!(outcome(&sim), "no-done");
 

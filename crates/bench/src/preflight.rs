@@ -1,0 +1,103 @@
+//! Before a run against a real server: the fast part of `servelab doctor`, and what the run
+//! changes because of it.
+//!
+//! A server that refuses `ignore_eos` (HTTP 422 from `transformers serve`) would fail every
+//! request of the run; one that ignores `max_completion_tokens` would generate its default
+//! length instead of the workload's. Where it is safe, the run adapts (leaves the refused
+//! field out, sends the length in the field the server reads) and says so in its warnings;
+//! it never changes what is measured silently. `--no-preflight` sends the fields as given.
+
+use std::time::Duration;
+
+use servelab_client::doctor::{preflight, FieldCheck, Preflight};
+use servelab_client::{BodyOptions, Target};
+use servelab_workload::MaxTokensField;
+
+/// How long one probe request may take: eight output tokens, on a server that may queue.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What the preflight changed in the request bodies, and why.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Adaptation {
+    /// One sentence per change or finding, for the run's warnings.
+    pub notes: Vec<String>,
+    /// `ignore_eos` was asked for but left out: requests may end early, which the run counts.
+    pub dropped_ignore_eos: bool,
+}
+
+/// Probe `target` and adapt `opts` to it. The built-in simulator without quirks (its
+/// `/health` says `x-servelab-sim: exact`) honours every field and is not probed.
+pub async fn check(target: &Target, opts: &mut BodyOptions) -> Adaptation {
+    let exact =
+        servelab_client::http::get_header(target, "/health", "x-servelab-sim", PROBE_TIMEOUT)
+            .await
+            .is_some_and(|v| v == "exact");
+    if exact {
+        return Adaptation::default();
+    }
+    let p = preflight(target, opts.api, Some(&opts.model), PROBE_TIMEOUT).await;
+    adapt(&p, opts)
+}
+
+/// The changes `p` calls for in `opts` (a pure function of the probes' findings).
+pub fn adapt(p: &Preflight, opts: &mut BodyOptions) -> Adaptation {
+    let mut a = Adaptation::default();
+    let Some(c) = &p.checks else {
+        a.notes.push(
+            "preflight: the server could not be probed (no model known or no answer); the run \
+             sends its requests as asked"
+                .into(),
+        );
+        return a;
+    };
+    let backend = opts.api.backend();
+    if !c.stream.ok() {
+        a.notes.push(format!(
+            "preflight: a short streamed {backend} request did not succeed; the run goes ahead \
+             as asked (servelab doctor --base-url ... tells why)"
+        ));
+        return a;
+    }
+    let refusal = |f: &FieldCheck| match f {
+        FieldCheck::Refused { status, message } => Some(format!("HTTP {status}: {message}")),
+        _ => None,
+    };
+    if opts.ignore_eos {
+        if let Some(why) = refusal(&c.ignore_eos) {
+            opts.ignore_eos = false;
+            a.dropped_ignore_eos = true;
+            a.notes.push(format!(
+                "preflight: the server refuses ignore_eos ({why}); sent without it, so requests \
+                 may end before their requested length"
+            ));
+        }
+    }
+    if opts.min_tokens {
+        if let Some(why) = refusal(&c.min_tokens) {
+            opts.min_tokens = false;
+            a.notes
+                .push(format!("preflight: the server refuses min_tokens ({why}); sent without it"));
+        }
+    }
+    if opts.max_tokens_field == MaxTokensField::Auto {
+        let default = opts.max_tokens_field.names(opts.api)[0];
+        match c.max_tokens.as_ref().map(|m| m.field()) {
+            Some(Some(MaxTokensField::Auto)) | None => {}
+            Some(Some(f)) => {
+                opts.max_tokens_field = f;
+                a.notes.push(format!(
+                    "preflight: the server ignores {default}; the length was sent as {} \
+                     (--max-tokens-field {})",
+                    f.names(opts.api).join(" and "),
+                    f.as_str()
+                ));
+            }
+            Some(None) => a.notes.push(
+                "preflight: the server honoured neither max_tokens nor max_completion_tokens in \
+                 its probe; outputs may run to its own limit"
+                    .into(),
+            ),
+        }
+    }
+    a
+}
