@@ -133,6 +133,19 @@ pub enum PredictCommand {
     Calibrate(CalibrateArgs),
 }
 
+/// The flags of `servelab sim replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The fixture file, e.g. testdata/servers/transformers-serve.yaml.
+    pub fixture: PathBuf,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to bind (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+}
+
 /// The flags of `servelab predict calibrate`.
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
@@ -168,6 +181,9 @@ pub struct CalibrateArgs {
 pub enum SimCommand {
     /// Serve the simulated engine until Ctrl-C.
     Serve(Box<servelab_sim::SimArgs>),
+    /// Serve a conformance fixture (testdata/servers/*.yaml: what one real server sends,
+    /// byte for byte and on its timing) until Ctrl-C.
+    Replay(ReplayArgs),
 }
 
 /// The API a backend speaks. `vllm`, `sglang` and `lmdeploy` are the OpenAI backends under

@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod args;
+pub mod doctor;
 pub mod exit;
 pub mod resolve;
 mod scale;
@@ -59,6 +60,12 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
             servelab_sim::serve(*args, term::note).await.map_err(Failure::runtime)?;
             Ok(ExitStatus::Success)
         }
+        Command::Sim(SimCommand::Replay(a)) => {
+            servelab_sim::replay::serve_replay(&a.fixture, &a.host, a.port, term::note)
+                .await
+                .map_err(Failure::runtime)?;
+            Ok(ExitStatus::Success)
+        }
         Command::Bench(a) => {
             // Checked before the run, not after it.
             let sections = match &a.percentile_metrics {
@@ -104,6 +111,7 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
         Command::Compare(a) => store::compare(*a).await,
         Command::Report(a) => store::report(*a).await,
         Command::Scale(cmd) => scale::scale(cmd).await,
+        Command::Doctor(a) => doctor::doctor(&a).await,
     }
 }
 
