@@ -804,8 +804,9 @@ impl Options {
 /// through the measuring loop, bounded by `request_timeout` and stopped once it streams far
 /// past 8 tokens.
 ///
-/// `target` is the server (its path is ignored: each API's endpoint is used under the base
-/// URL's prefix; its headers and credentials are sent). Never fails: what could not be done
+/// `target` is the server: its headers and credentials are sent; its path is used for `api`
+/// when it is one of its own (bench's `--endpoint`), else `api`'s default endpoint under the
+/// base URL's path prefix. Never fails: what could not be done
 /// is in the result ([`Preflight::checks`] is `None` when the server did not answer or no
 /// model is known). [`Preflight::advice`] says which flags to use; `bench`, `sweep` and
 /// `lab` can call this before they start.
@@ -817,7 +818,7 @@ pub async fn preflight(
 ) -> Preflight {
     let reach = reach(target, model).await;
     let checks = match (&reach.model, reach.reachable()) {
-        (Some(m), true) => Some(api_checks(target, api, m, request_timeout).await),
+        (Some(m), true) => Some(api_checks(target, api, true, m, request_timeout).await),
         _ => None,
     };
     Preflight { base_url: target.base_url.clone(), api, reach, checks }
@@ -868,10 +869,10 @@ pub async fn diagnose(target: &Target, opts: &Options) -> Diagnosis {
         Api::Chat => Api::Completions,
         Api::Completions => Api::Chat,
     };
-    diagnosis.other = Some(api_checks(target, other_api, &model, timeout).await);
+    diagnosis.other = Some(api_checks(target, other_api, false, &model, timeout).await);
     let Some(used) = diagnosis.used().cloned() else { return diagnosis };
     if used.stream.ok() {
-        let at = endpoint(target, used.stream.api);
+        let at = endpoint(target, used.stream.api, used.stream.api == opts.api);
         let base = used.stream.options(&model);
         let prompt = PromptBody::Text(PROMPT.into());
         let unasked = BodyOptions { stream_usage: false, ..base.clone() };
@@ -905,17 +906,28 @@ pub async fn diagnose(target: &Target, opts: &Options) -> Diagnosis {
     diagnosis
 }
 
-/// `target` pointed at `api`'s endpoint under its base URL's path prefix.
-fn endpoint(target: &Target, api: Api) -> Target {
+/// `target` pointed at `api`'s endpoint under its base URL's path prefix; for the API asked
+/// for (`asked`), a path of the target's own (bench's `--endpoint`) is kept.
+fn endpoint(target: &Target, api: Api, asked: bool) -> Target {
     let rest = target.base_url.split_once("://").map_or(target.base_url.as_str(), |(_, r)| r);
     let prefix = rest.find('/').map_or("", |i| &rest[i..]).trim_end_matches('/');
+    let own = target.path.strip_prefix(prefix).unwrap_or(&target.path);
+    let custom = !matches!(own, "" | "/" | "/v1/completions" | "/v1/chat/completions");
     let mut at = target.clone();
-    at.path = format!("{prefix}{}", api.default_endpoint());
+    if !(asked && custom) {
+        at.path = format!("{prefix}{}", api.default_endpoint());
+    }
     at
 }
 
-async fn api_checks(target: &Target, api: Api, model: &str, timeout: Duration) -> ApiChecks {
-    let at = endpoint(target, api);
+async fn api_checks(
+    target: &Target,
+    api: Api,
+    asked: bool,
+    model: &str,
+    timeout: Duration,
+) -> ApiChecks {
+    let at = endpoint(target, api, asked);
     let stream = stream_check(&at, api, model, timeout).await;
     if !stream.ok() {
         let why = || "streaming failed".to_string();
@@ -2289,9 +2301,15 @@ mod tests {
     #[tokio::test]
     async fn endpoints_keep_the_base_urls_prefix() {
         let t = Target::resolve("http://127.0.0.1:8000/gw/", "/v1/completions").await.unwrap();
-        assert_eq!(endpoint(&t, Api::Chat).path, "/gw/v1/chat/completions");
-        let t = Target::resolve("http://127.0.0.1:8000", "/x").await.unwrap();
-        assert_eq!(endpoint(&t, Api::Completions).path, "/v1/completions");
+        assert_eq!(endpoint(&t, Api::Chat, false).path, "/gw/v1/chat/completions");
+        assert_eq!(endpoint(&t, Api::Completions, true).path, "/gw/v1/completions");
+        let t = Target::resolve("http://127.0.0.1:8000", "/").await.unwrap();
+        assert_eq!(endpoint(&t, Api::Completions, true).path, "/v1/completions");
+        // bench's --endpoint is kept for the API asked for, not for the other.
+        let t =
+            Target::resolve("http://127.0.0.1:8000/gw", "/openai/v1/completions").await.unwrap();
+        assert_eq!(endpoint(&t, Api::Completions, true).path, "/gw/openai/v1/completions");
+        assert_eq!(endpoint(&t, Api::Chat, false).path, "/gw/v1/chat/completions");
     }
 
     #[test]
