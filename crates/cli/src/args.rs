@@ -75,7 +75,7 @@ pub enum Command {
     /// script, or run the shards here; the shards merge into one run (docs/scale.md).
     #[command(subcommand)]
     Scale(ScaleCommand),
-    /// Check in seconds what an OpenAI-compatible server actually does (streaming, [DONE],
+    /// Check in seconds what an OpenAI-compatible server actually does (streaming, `[DONE]`,
     /// usage, length fields, ignore_eos, /metrics, ...) and say which flags to use with it.
     Doctor(Box<DoctorArgs>),
 }

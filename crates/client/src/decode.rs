@@ -156,30 +156,26 @@ mod tests {
         let mut d = BodyDecoder::for_encoding(Some(header)).unwrap();
         let mut out = Vec::new();
         for p in encoded.chunks(piece) {
-            d.feed(p, |b| -> Result<(), String> { Ok(out.extend_from_slice(b)) }, |e| e).unwrap();
+            let sink = |b: &[u8]| -> Result<(), String> {
+                out.extend_from_slice(b);
+                Ok(())
+            };
+            d.feed(p, sink, |e| e).unwrap();
         }
         out
     }
 
     fn encoded(kind: &str) -> Vec<u8> {
-        let mut w: Box<dyn FnMut(&[u8]) -> Vec<u8>> = match kind {
-            "gzip" => Box::new(|b| {
-                let mut e = GzEncoder::new(Vec::new(), Compression::default());
-                e.write_all(b).unwrap();
-                e.finish().unwrap()
-            }),
-            "zlib" => Box::new(|b| {
-                let mut e = ZlibEncoder::new(Vec::new(), Compression::default());
-                e.write_all(b).unwrap();
-                e.finish().unwrap()
-            }),
-            _ => Box::new(|b| {
-                let mut e = DeflateEncoder::new(Vec::new(), Compression::default());
-                e.write_all(b).unwrap();
-                e.finish().unwrap()
-            }),
-        };
-        w(PLAIN)
+        fn done<W: Write>(mut e: W, finish: impl FnOnce(W) -> std::io::Result<Vec<u8>>) -> Vec<u8> {
+            e.write_all(PLAIN).unwrap();
+            finish(e).unwrap()
+        }
+        let level = Compression::default();
+        match kind {
+            "gzip" => done(GzEncoder::new(Vec::new(), level), GzEncoder::finish),
+            "zlib" => done(ZlibEncoder::new(Vec::new(), level), ZlibEncoder::finish),
+            _ => done(DeflateEncoder::new(Vec::new(), level), DeflateEncoder::finish),
+        }
     }
 
     #[test]
