@@ -69,7 +69,7 @@ impl BodyDecoder {
     }
 
     /// Decode `input` and hand each piece of plain bytes to `sink` (in order, each at most
-    /// about [`STEP`] × the compression ratio). Stops at the first error of either.
+    /// about 1 KiB × the compression ratio). Stops at the first error of either.
     pub fn feed<E>(
         &mut self,
         input: &[u8],

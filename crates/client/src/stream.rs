@@ -3,7 +3,7 @@
 //! This is where servelab's contract with a server lives. It accepts what real servers send
 //! (a stream that ends after a `finish_reason` without `[DONE]`, usage on any chunk or none,
 //! choices by index, tool calls, compressed bodies, CR line ends, a byte-order mark) and notes
-//! each departure from OpenAI's own stream in the record ([`StreamNotes`]) so the run can say
+//! each departure from OpenAI's own stream in the record (`StreamNotes`) so the run can say
 //! what the server did. It refuses what cannot be a measurement: a stream with no output at
 //! all, or one that stopped before any sign of its end.
 
