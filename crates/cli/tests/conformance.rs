@@ -138,6 +138,9 @@ fn check(expect: &Value, r: &RequestRecord) -> Vec<String> {
         };
         bad.extend(differ("usage_at", want.into(), got.into()));
     }
+    if let Some(want) = expect.get("encoding").and_then(Value::as_str) {
+        bad.extend(differ("encoding", want.into(), r.stream.encoding.clone().unwrap_or_default()));
+    }
     if let Some(want) = expect.get("finish_reason").and_then(Value::as_str) {
         bad.extend(differ(
             "finish_reason",
@@ -241,6 +244,17 @@ corpus_tests! {
     litellm => "litellm.yaml",
     openai => "openai.yaml",
     anthropic_openai => "anthropic-openai.yaml",
+}
+
+/// The edges of the stream contract, one case each (testdata/hostile-server.yaml): compressed,
+/// close-delimited and length-framed bodies, a BOM, CR line ends, keep-alive comments, choices
+/// out of order, bytes after `[DONE]`, streams cut short or without output, a 204, an
+/// encoding servelab cannot decode, JSON instead of a stream, tool calls as the only output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_server_is_read_as_the_contract_says() {
+    let path = corpus_dir().join("../hostile-server.yaml");
+    let bad = run_fixture(&path).await;
+    assert!(bad.is_empty(), "hostile-server.yaml:\n{}", bad.join("\n"));
 }
 
 /// Every exchange has a unique name, frames that decode, and — where it has an `expect` — the
@@ -502,4 +516,122 @@ fn the_docs_table_is_the_corpus() {
         return;
     }
     assert!(doc == want, "docs/conformance.md is out of date: run SERVELAB_UPDATE_DOCS=1 cargo nextest run -p servelab --test conformance the_docs_table");
+}
+
+/// Every corpus server through a scenario sweep (which asks for `ignore_eos`) and a lab whose
+/// engines are replays of the servers: every request measured, whatever the server refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_corpus_server_runs_a_scenario_sweep_and_a_lab() {
+    use clap::Parser;
+    use servelab::args::{Cli, Command, LabRunArgs};
+    let mut bad = Vec::new();
+    let tmp = tempfile::tempdir().unwrap();
+    for path in corpus() {
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let server = start_replay(Fixture::load(&path).unwrap(), "127.0.0.1", 0).await.unwrap();
+        let dir = tmp.path().join(&name);
+        let url = server.base_url();
+        let args = [
+            "servelab",
+            "sweep",
+            "--base-url",
+            &url,
+            "--no-progress",
+            "--no-store",
+            "--backend",
+            "openai-chat",
+            "--model",
+            "corpus-model",
+            "--scenario",
+            "16:8",
+            "--concurrency",
+            "1,2",
+            "--num-prompts",
+            "4",
+            "--settle-secs",
+            "0",
+            "--tokenizer",
+            "cl100k_base",
+            "--server-metrics-interval",
+            "0",
+            "--output-dir",
+            dir.to_str().unwrap(),
+        ];
+        let Command::Sweep(a) = Cli::try_parse_from(args).unwrap().command else { unreachable!() };
+        let (_tx, rx) = tokio::sync::watch::channel(false);
+        match tokio::time::timeout(Duration::from_secs(120), servelab::sweep(&a, rx)).await {
+            Ok(Ok(_)) => {}
+            other => bad.push(format!("{name}: sweep ended {other:?}")),
+        }
+        for c in [1, 2] {
+            let p = dir.join(format!("points/16x8/concurrency-{c}.json"));
+            let Ok(bytes) = std::fs::read(&p) else {
+                bad.push(format!("{name}: no point at concurrency {c}"));
+                continue;
+            };
+            let point: Value = serde_json::from_slice(&bytes).unwrap();
+            let s = &point["summary"];
+            if s["failed"].as_u64() != Some(0) || s["completed"].as_u64() == Some(0) {
+                bad.push(format!(
+                    "{name} sweep c={c}: {} completed, failures {}",
+                    s["completed"], s["failures"]
+                ));
+            }
+        }
+        server.shutdown().await;
+    }
+
+    // One lab, one engine per server: each a replay launched as a process.
+    let bin = env!("CARGO_BIN_EXE_servelab");
+    let engines: String = corpus()
+        .iter()
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            // LiteLLM's /health wants the master key; its liveliness probe does not, and is
+            // what a lab of LiteLLM names as its ready_url.
+            let fx = Fixture::load(p).unwrap();
+            let ready = if fx.find("GET", "/health/liveliness", None).is_some() {
+                ", ready_url: 'http://127.0.0.1:{port}/health/liveliness'"
+            } else {
+                ""
+            };
+            format!(
+                "  - {{name: {name}, command: '{bin} sim replay {} --port {{port}}', ready_timeout_secs: 30, stop_grace_secs: 3{ready}}}\n",
+                p.display()
+            )
+        })
+        .collect();
+    let yaml = format!(
+        "name: corpus\nstrategy: baseline\nengines:\n{engines}profiles:\n  - {{name: chat, backend: openai-chat, model: corpus-model, dataset_name: random, \
+         random_input_len: 16, random_output_len: 8, ignore_eos: true, num_prompts: 4, max_concurrency: 2, \
+         seed: 1, tokenizer: cl100k_base, server_metrics_interval: 0}}\n"
+    );
+    let file = tmp.path().join("corpus-lab.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let a = LabRunArgs {
+        experiment: file,
+        resume: false,
+        output_dir: Some(tmp.path().join("lab")),
+        db: None,
+        no_store: true,
+        shard: None,
+        start_at: None,
+        clock_reference: None,
+    };
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let (finish, _) = servelab::run_experiment(&a, rx).await.unwrap_or_else(|e| panic!("lab: {e}"));
+    let servelab_lab::Finish::Done { trials, .. } = finish else { panic!("interrupted?") };
+    assert_eq!(trials.len(), corpus().len());
+    for t in &trials {
+        let p = t.profiles.first();
+        if t.failure().is_some() || p.map(|p| (p.completed, p.failed)) != Some((4, 0)) {
+            bad.push(format!(
+                "lab trial {}: {:?} {:?}",
+                t.spec.id,
+                t.failure(),
+                p.map(|p| (p.completed, p.failed))
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

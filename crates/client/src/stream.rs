@@ -74,10 +74,18 @@ impl StreamReader {
         rec: &mut RequestRecord,
     ) -> Result<Progress, Outcome> {
         if self.state.done {
-            // Whatever follows [DONE] is not output; it is noted, not read.
-            if !data.is_empty() {
-                rec.stream.after_done = true;
-            }
+            // Whatever follows [DONE] is not output; it is noted, not read. A compressed
+            // body's trailer (gzip's checksum) decodes to nothing and is not noted.
+            let mut more = false;
+            let _ = self.decoder.feed(
+                data,
+                |plain| {
+                    more |= plain.iter().any(|b| !b.is_ascii_whitespace());
+                    Ok::<(), ()>(())
+                },
+                |_| (),
+            );
+            rec.stream.after_done |= more;
             return Ok(Progress::Done);
         }
         let StreamReader { decoder, parser, events, state, not_sse } = self;
