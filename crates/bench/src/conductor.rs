@@ -51,6 +51,8 @@ pub struct Conductor {
     metrics: Option<Target>,
     /// The last clock reading of a shard, for the next runs.
     clocks: Clocks,
+    /// What each target's preflight found, for the next runs against it.
+    preflights: crate::preflight::Preflights,
 }
 
 impl Conductor {
@@ -64,6 +66,7 @@ impl Conductor {
             drain_timeout: Duration::from_secs(120),
             metrics: None,
             clocks: Clocks::default(),
+            preflights: Default::default(),
         }
     }
 
@@ -102,7 +105,8 @@ impl Conductor {
         }
         let recording = self.recording.clone();
         let truth = self.sim.as_ref().filter(|_| simulated).map(|(_, h)| (h, h.truth_len()));
-        run(plan, &base_url, truth, recording, &mut self.clocks, self.interrupt.clone()).await
+        let (clocks, preflights) = (&mut self.clocks, &mut self.preflights);
+        run(plan, &base_url, truth, recording, clocks, preflights, self.interrupt.clone()).await
     }
 
     /// The base URL of a running simulator set up as `spec`, started on first use.
@@ -149,6 +153,10 @@ impl Conductor {
 }
 
 impl Runner for Conductor {
+    fn target_restarted(&mut self) {
+        self.preflights.forget();
+    }
+
     async fn run(&mut self, plan: &Plan) -> Result<Summary, RunError> {
         if *self.interrupt.borrow() {
             return Err(RunError::Interrupted);
@@ -195,6 +203,7 @@ async fn run(
     truth: Option<(&servelab_sim::SimHandle, usize)>,
     recording: Option<Arc<dyn Recording>>,
     clocks: &mut Clocks,
+    preflights: &mut crate::preflight::Preflights,
     interrupt: watch::Receiver<bool>,
 ) -> Result<BenchOutcome, RunError> {
     let usage = |e: &dyn std::fmt::Display| RunError::Usage(e.to_string());
@@ -241,7 +250,7 @@ async fn run(
         extra: req.extra_body.clone(),
     };
     let adaptation = if req.preflight && !simulated {
-        crate::preflight::check(&target, &mut opts).await
+        preflights.check(base_url, &target, &mut opts).await
     } else {
         crate::preflight::Adaptation::default()
     };

@@ -7,11 +7,12 @@
 //! field out, sends the length in the field the server reads) and says so in its warnings;
 //! it never changes what is measured silently. `--no-preflight` sends the fields as given.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use servelab_client::doctor::{preflight, FieldCheck, Preflight};
 use servelab_client::{BodyOptions, Target};
-use servelab_workload::MaxTokensField;
+use servelab_workload::{Api, MaxTokensField};
 
 /// How long one probe request may take: eight output tokens, on a server that may queue.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -23,6 +24,51 @@ pub struct Adaptation {
     pub notes: Vec<String>,
     /// `ignore_eos` was asked for but left out: requests may end early, which the run counts.
     pub dropped_ignore_eos: bool,
+}
+
+/// What each target's preflight found, so the points of a sweep probe their server once:
+/// by base URL, endpoint, model and the fields asked for. Forgotten when the target is
+/// launched anew ([`servelab_plan::Runner::target_restarted`]).
+#[derive(Debug, Default)]
+pub struct Preflights(HashMap<Asked, (Sent, Adaptation)>);
+
+/// The target and the request fields a run asks for.
+type Asked = (String, String, String, Api, bool, bool, MaxTokensField);
+
+/// The fields sent after adapting.
+type Sent = (bool, bool, MaxTokensField);
+
+impl Preflights {
+    /// [`check`], or what it found for the same target and fields before.
+    pub async fn check(
+        &mut self,
+        base_url: &str,
+        target: &Target,
+        opts: &mut BodyOptions,
+    ) -> Adaptation {
+        let asked: Asked = (
+            base_url.to_string(),
+            target.path.clone(),
+            opts.model.clone(),
+            opts.api,
+            opts.ignore_eos,
+            opts.min_tokens,
+            opts.max_tokens_field,
+        );
+        if let Some(((eos, min, field), a)) = self.0.get(&asked) {
+            (opts.ignore_eos, opts.min_tokens, opts.max_tokens_field) = (*eos, *min, *field);
+            return a.clone();
+        }
+        let a = check(target, opts).await;
+        let sent = (opts.ignore_eos, opts.min_tokens, opts.max_tokens_field);
+        self.0.insert(asked, (sent, a.clone()));
+        a
+    }
+
+    /// Forget every finding (the server may not be the one probed).
+    pub fn forget(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// Probe `target` and adapt `opts` to it. The built-in simulator without quirks (its

@@ -223,6 +223,10 @@ async fn wait_for_ends(
 }
 
 impl<R: Runner> Runner for ShardedPoints<R> {
+    fn target_restarted(&mut self) {
+        self.inner.target_restarted();
+    }
+
     async fn run(&mut self, plan: &Plan) -> Result<Summary, RunError> {
         let (j, start) = self.next_point(plan);
         let mut p = plan.clone();

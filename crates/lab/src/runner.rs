@@ -385,6 +385,7 @@ async fn launch_trial<R: Runner>(
     let mut start = None;
     match wait_ready(&mut engine, &ready_url, engine_spec.ready_timeout, &mut interrupt).await {
         Ok(()) => {
+            runner.target_restarted();
             let secs = started.elapsed().as_secs_f64();
             result.startup_secs = Some(secs);
             note(&format!("trial {}: ready in {secs:.1} s at {base_url}", spec.id));

@@ -34,6 +34,10 @@ pub trait Runner {
         async {}
     }
 
+    /// The target was launched anew (a lab trial's engine): what the runner learnt about
+    /// the server before (its preflight findings) no longer holds.
+    fn target_restarted(&mut self) {}
+
     /// This process will not run `plan`, the run it was due to run next (a lab trial whose
     /// engine died ends early here): a runner whose peers run their parts of the same runs
     /// tells them why, so they do not wait for this part. Runners alone need do nothing.

@@ -2,7 +2,7 @@
 //! as text or as chat messages.
 
 /// Which OpenAI API a backend speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Api {
     /// `/v1/completions`: `prompt` in, `choices[0].text` out.
     Completions,
@@ -33,7 +33,7 @@ impl Api {
 /// `max_tokens` for `max_completion_tokens`, and servers differ in which they read: vLLM and
 /// SGLang read both, `transformers serve` 5.x reads only `max_tokens` and generates its
 /// default length when given the other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum MaxTokensField {
     /// `max_tokens` for completions, `max_completion_tokens` for chat (OpenAI's current API).
     #[default]
