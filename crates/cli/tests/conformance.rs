@@ -277,22 +277,19 @@ fn every_fixture_parses_and_its_expectations_can_be_reached() {
     }
 }
 
-/// `transformers serve` as the corpus records it refuses `ignore_eos` with 422 and sends no
-/// `[DONE]`: a scenario sweep (which always asks for `ignore_eos`) still measures every
-/// request, because the preflight leaves the refused field out and the run says so.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_scenario_sweep_adapts_to_transformers_serve() {
+/// `servelab sweep --scenario 16:8 --concurrency 1,2` of chat against `url`, results in `dir`,
+/// within 120 s (`Err` when it took longer).
+async fn corpus_sweep(
+    url: &str,
+    dir: &Path,
+) -> Result<Result<servelab::ExitStatus, servelab::Failure>, tokio::time::error::Elapsed> {
     use clap::Parser;
     use servelab::args::{Cli, Command};
-    let fixture = Fixture::load(&corpus_dir().join("transformers-serve.yaml")).unwrap();
-    let server = start_replay(fixture, "127.0.0.1", 0).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let url = server.base_url();
     let args = [
         "servelab",
         "sweep",
         "--base-url",
-        &url,
+        url,
         "--no-progress",
         "--no-store",
         "--backend",
@@ -312,11 +309,22 @@ async fn a_scenario_sweep_adapts_to_transformers_serve() {
         "--server-metrics-interval",
         "0",
         "--output-dir",
-        dir.path().to_str().unwrap(),
+        dir.to_str().unwrap(),
     ];
     let Command::Sweep(a) = Cli::try_parse_from(args).unwrap().command else { unreachable!() };
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    tokio::time::timeout(Duration::from_secs(120), servelab::sweep(&a, rx))
+    tokio::time::timeout(Duration::from_secs(120), servelab::sweep(&a, rx)).await
+}
+
+/// `transformers serve` as the corpus records it refuses `ignore_eos` with 422 and sends no
+/// `[DONE]`: a scenario sweep (which always asks for `ignore_eos`) still measures every
+/// request, because the preflight leaves the refused field out and the run says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scenario_sweep_adapts_to_transformers_serve() {
+    let fixture = Fixture::load(&corpus_dir().join("transformers-serve.yaml")).unwrap();
+    let server = start_replay(fixture, "127.0.0.1", 0).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    corpus_sweep(&server.base_url(), dir.path())
         .await
         .expect("sweep within 120 s")
         .expect("sweep runs");
@@ -522,44 +530,14 @@ fn the_docs_table_is_the_corpus() {
 /// engines are replays of the servers: every request measured, whatever the server refuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_corpus_server_runs_a_scenario_sweep_and_a_lab() {
-    use clap::Parser;
-    use servelab::args::{Cli, Command, LabRunArgs};
+    use servelab::args::LabRunArgs;
     let mut bad = Vec::new();
     let tmp = tempfile::tempdir().unwrap();
     for path in corpus() {
         let name = path.file_stem().unwrap().to_string_lossy().into_owned();
         let server = start_replay(Fixture::load(&path).unwrap(), "127.0.0.1", 0).await.unwrap();
         let dir = tmp.path().join(&name);
-        let url = server.base_url();
-        let args = [
-            "servelab",
-            "sweep",
-            "--base-url",
-            &url,
-            "--no-progress",
-            "--no-store",
-            "--backend",
-            "openai-chat",
-            "--model",
-            "corpus-model",
-            "--scenario",
-            "16:8",
-            "--concurrency",
-            "1,2",
-            "--num-prompts",
-            "4",
-            "--settle-secs",
-            "0",
-            "--tokenizer",
-            "cl100k_base",
-            "--server-metrics-interval",
-            "0",
-            "--output-dir",
-            dir.to_str().unwrap(),
-        ];
-        let Command::Sweep(a) = Cli::try_parse_from(args).unwrap().command else { unreachable!() };
-        let (_tx, rx) = tokio::sync::watch::channel(false);
-        match tokio::time::timeout(Duration::from_secs(120), servelab::sweep(&a, rx)).await {
+        match corpus_sweep(&server.base_url(), &dir).await {
             Ok(Ok(_)) => {}
             other => bad.push(format!("{name}: sweep ended {other:?}")),
         }
