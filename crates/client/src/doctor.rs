@@ -37,7 +37,7 @@ use servelab_records::{
 use servelab_workload::{PromptBody, Tokenizer};
 use tokio::sync::{mpsc, watch};
 
-use crate::http::{connect, drive, get_request, read_body, within, Target};
+use crate::http::{connect, drive, get_request, get_with_headers, read_body, within, Target};
 use crate::openai::{request_body, Api, BodyOptions, MaxTokensField};
 use crate::runner::{run, PlannedRequest, Progress, RunConfig};
 
@@ -1065,18 +1065,10 @@ async fn send(at: &Target, opts: &BodyOptions, prompt: &PromptBody, timeout: Dur
     }
 }
 
-/// One GET with its headers; the body at most [`crate::http::MAX_GET_BODY`].
+/// One GET with its headers, within [`GET_TIMEOUT`]; the body at most
+/// [`crate::http::MAX_GET_BODY`].
 async fn get_full(target: &Target, path: &str) -> std::io::Result<(u16, HeaderMap, Bytes)> {
-    within(GET_TIMEOUT, async {
-        let mut conn = connect(target.addr).await?;
-        let sent = conn.sender.send_request(get_request(target, path)?);
-        let resp = drive(&mut conn.driver, sent).await.map_err(std::io::Error::other)?;
-        let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let body = read_body(&mut conn, resp.into_body()).await?;
-        Ok((status, headers, body))
-    })
-    .await
+    within(GET_TIMEOUT, get_with_headers(target, path)).await
 }
 
 fn header(headers: &HeaderMap, name: http::header::HeaderName) -> Option<String> {

@@ -420,28 +420,28 @@ pub const MAX_GET_BODY: usize = 32 << 20;
 /// [`MAX_GET_BODY`]). Not bounded in time: wrap it in a timeout.
 /// Cancel-safe: dropping the future closes its connection.
 pub async fn get(target: &Target, path: &str) -> std::io::Result<(u16, Bytes)> {
+    get_with_headers(target, path).await.map(|(status, _, body)| (status, body))
+}
+
+/// [`get`], with the answer's headers.
+pub async fn get_with_headers(
+    target: &Target,
+    path: &str,
+) -> std::io::Result<(u16, http::HeaderMap, Bytes)> {
     let mut conn = connect(target.addr).await?;
     let sent = conn.sender.send_request(get_request(target, path)?);
     let resp = drive(&mut conn.driver, sent).await.map_err(std::io::Error::other)?;
     let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
     let body = read_body(&mut conn, resp.into_body()).await?;
-    Ok((status, body))
+    Ok((status, headers, body))
 }
 
-/// The value of header `name` in the answer to `GET path`, when one came within `timeout`.
-pub async fn get_header(
-    target: &Target,
-    path: &str,
-    name: &str,
-    timeout: std::time::Duration,
-) -> Option<String> {
-    let ask = async {
-        let mut conn = connect(target.addr).await.ok()?;
-        let sent = conn.sender.send_request(get_request(target, path).ok()?);
-        let resp = drive(&mut conn.driver, sent).await.ok()?;
-        resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
-    };
-    tokio::time::timeout(timeout, ask).await.ok().flatten()
+/// A server with no health route (its `/health` answered `health`, 404 or 405) is up once
+/// `/v1/models` answers anything but 503 (`models`): `transformers serve` answers 500 there
+/// without a Hugging Face cache, and Ollama has no `/health`.
+pub fn up_without_health_route(health: u16, models: u16) -> bool {
+    matches!(health, 404 | 405) && models != 503
 }
 
 /// A GET of `path` on `target`: its Host and its extra headers.
@@ -505,9 +505,7 @@ pub async fn wait_ready(target: &Target, timeout: Duration) -> Result<(), String
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = String::from("no answer");
     loop {
-        // A server without a health route (404) that answers /v1/models with anything but
-        // 503 is up: `transformers serve` answers 500 there without a Hugging Face cache.
-        let mut no_health = false;
+        let mut health = None;
         for path in ["/health", "/v1/models"] {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
@@ -515,9 +513,13 @@ pub async fn wait_ready(target: &Target, timeout: Duration) -> Result<(), String
             }
             match get_within(target, path, left.min(PROBE_TIMEOUT)).await {
                 Ok((200, _)) => return Ok(()),
-                Ok((404 | 405, _)) if path == "/health" => no_health = true,
-                Ok((status, _)) if no_health && status != 503 => return Ok(()),
-                Ok((status, _)) => last = format!("GET {path} answered HTTP {status}"),
+                Ok((status, _)) if health.is_some_and(|h| up_without_health_route(h, status)) => {
+                    return Ok(())
+                }
+                Ok((status, _)) => {
+                    health = health.or(Some(status));
+                    last = format!("GET {path} answered HTTP {status}");
+                }
                 Err(e) => last = format!("GET {path}: {e}"),
             }
         }

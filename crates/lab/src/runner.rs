@@ -238,14 +238,13 @@ async fn wait_ready(
             Ok(t) => match tokio::time::timeout(Duration::from_secs(2), http::get(&t, &path)).await
             {
                 Ok(Ok((200, _))) => return Ok(()),
-                // No health route (Ollama has none): up once /v1/models answers, with anything
-                // but 503 (`transformers serve` answers 500 there without a model cache).
-                Ok(Ok((404 | 405, _))) if path == "/health" => {
+                // No health route (Ollama has none): up once /v1/models says so.
+                Ok(Ok((s @ (404 | 405), _))) if path == "/health" => {
                     match tokio::time::timeout(Duration::from_secs(2), http::get(&t, "/v1/models"))
                         .await
                     {
-                        Ok(Ok((s, _))) if s != 503 => return Ok(()),
-                        _ => format!("GET {path} answered HTTP 404 and /v1/models did not answer"),
+                        Ok(Ok((m, _))) if http::up_without_health_route(s, m) => return Ok(()),
+                        _ => format!("GET {path} answered HTTP {s} and /v1/models did not answer"),
                     }
                 }
                 Ok(Ok((s, _))) => format!("GET {path} answered HTTP {s}"),
