@@ -150,7 +150,8 @@ pub enum Router {
     /// Replica `i mod n` for the i-th request.
     #[default]
     RoundRobin,
-    /// The replica with the fewest running + waiting requests (lowest index on ties).
+    /// The replica with the fewest requests in its API server, waiting, running or in the
+    /// step it is computing (lowest index on ties).
     LeastLoaded,
 }
 

@@ -92,6 +92,18 @@ struct Slot {
     frontend_free: u64,
     /// Requests in its API server, not yet in the scheduler.
     in_frontend: usize,
+    /// Requests of the step in flight that finished in it (a prefill-only request always
+    /// does): the scheduler has dropped them, but the GPU computes them until `busy_until`.
+    leaving: usize,
+}
+
+impl Slot {
+    /// The least-loaded router's measure at `now_ns`: requests in the API server, waiting,
+    /// running, and those the step in flight still computes.
+    fn load(&self, now_ns: u64) -> usize {
+        let leaving = if self.busy_until > now_ns { self.leaving } else { 0 };
+        self.worker.load() + self.in_frontend + leaving
+    }
 }
 
 /// KV transfer: fixed latency plus bytes over the link.
@@ -137,7 +149,14 @@ impl Engine {
             for _ in 0..n {
                 let stream = slots.len() as u64;
                 let worker = Worker::new(&spec, blocks, stream);
-                slots.push(Slot { worker, role, busy_until: 0, frontend_free: 0, in_frontend: 0 });
+                slots.push(Slot {
+                    worker,
+                    role,
+                    busy_until: 0,
+                    frontend_free: 0,
+                    in_frontend: 0,
+                    leaving: 0,
+                });
             }
             Ok(())
         };
@@ -182,8 +201,8 @@ impl Engine {
         self.slots.len()
     }
 
-    /// Picks a worker of `role` by the router.
-    fn route(&mut self, role: Role) -> usize {
+    /// Picks a worker of `role` by the router at `now_ns`.
+    fn route(&mut self, role: Role, now_ns: u64) -> usize {
         let idx: Vec<usize> =
             (0..self.slots.len()).filter(|&i| self.slots[i].role == role).collect();
         let k = usize::from(role == Role::Decode);
@@ -194,8 +213,7 @@ impl Engine {
                 i
             }
             Router::LeastLoaded => {
-                let load = |i: usize| self.slots[i].worker.load() + self.slots[i].in_frontend;
-                *idx.iter().min_by_key(|&&i| (load(i), i)).unwrap_or(&idx[0])
+                *idx.iter().min_by_key(|&&i| (self.slots[i].load(now_ns), i)).unwrap_or(&idx[0])
             }
         }
     }
@@ -220,7 +238,7 @@ impl Engine {
         } else {
             check(Role::Both, shape.output_tokens)?;
         }
-        let w = self.route(role);
+        let w = self.route(role, now_ns);
         let (fixed, per_token) = self.frontend_ns;
         let serial = (per_token * f64::from(shape.prompt_tokens)).round() as u64;
         let slot = &mut self.slots[w];
@@ -266,7 +284,7 @@ impl Engine {
             }
             self.in_flight.pop();
             let Some(shape) = self.parked.remove(&id) else { continue };
-            let w = self.route(Role::Decode);
+            let w = self.route(Role::Decode, now_ns);
             let pre = shape.prompt_tokens.saturating_sub(1);
             // Checked at arrival, so this cannot be rejected.
             let _ = self.slots[w].worker.add(
@@ -292,6 +310,7 @@ impl Engine {
             let Some(ws) = s.worker.step() else { continue };
             let end = now_ns + ws.duration_ns;
             s.busy_until = end;
+            s.leaving = ws.finished.len();
             let role = s.role;
             let mut out = StepOutcome {
                 worker: i,

@@ -181,7 +181,8 @@ impl Worker {
         !self.running.is_empty() || !self.waiting.is_empty()
     }
 
-    /// Running plus waiting requests (the least-loaded router's measure).
+    /// Running plus waiting requests; the engine adds those its step in flight still computes
+    /// (the least-loaded router's measure).
     pub fn load(&self) -> usize {
         self.running.len() + self.waiting.len()
     }
