@@ -222,7 +222,11 @@ async fn run(
         target.set_api_key(key).map_err(|e| usage(&e))?;
     }
     let limits = &plan.limits;
-    http::wait_ready(&target, limits.ready_timeout).await.map_err(|last| {
+    // Ctrl-C and SIGTERM end the waits before the run as they end the run itself.
+    let mut stop = interrupt.clone();
+    let ready =
+        http::unless_interrupted(&mut stop, http::wait_ready(&target, limits.ready_timeout));
+    ready.await.ok_or(RunError::Interrupted)?.map_err(|last| {
         RunError::Failed(format!(
             "{base_url} did not become ready within {:.0} s ({last}); is the server running? \
              (raise --ready-timeout for slow starts)",
@@ -231,7 +235,10 @@ async fn run(
     })?;
     let model = match &req.model {
         Some(m) => m.clone(),
-        None => http::first_model(&target).await.map_err(|e| failed(&e))?,
+        None => http::unless_interrupted(&mut stop, http::first_model(&target))
+            .await
+            .ok_or(RunError::Interrupted)?
+            .map_err(|e| failed(&e))?,
     };
 
     // Workload.
@@ -250,7 +257,9 @@ async fn run(
         extra: req.extra_body.clone(),
     };
     let adaptation = if req.preflight && !simulated {
-        preflights.check(base_url, &target, &mut opts).await
+        http::unless_interrupted(&mut stop, preflights.check(base_url, &target, &mut opts))
+            .await
+            .ok_or(RunError::Interrupted)?
     } else {
         crate::preflight::Adaptation::default()
     };

@@ -83,3 +83,78 @@ fn help_exits_0() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("--max-concurrency"));
 }
+
+/// A `--duration` with every arrival at once and no cap would never end (issue 28): refused,
+/// naming the flag and the two ways out.
+#[test]
+fn an_endless_duration_is_refused() {
+    let out = servelab(&["bench", "--duration", "1", "--no-store"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--duration 1: with no --request-rate"), "{stderr}");
+    assert!(stderr.contains("--max-concurrency (closed loop)"), "{stderr}");
+}
+
+/// A cap far above the run's size costs nothing: `u64::MAX` for 5 prompts used to spawn
+/// workers until memory ran out.
+#[test]
+fn a_huge_concurrency_cap_runs_as_the_prompts_allow() {
+    let out = servelab(&[
+        "bench",
+        "--num-prompts",
+        "5",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--max-concurrency",
+        "18446744073709551615",
+        "--no-store",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Successful requests:                     5 "), "{stdout}");
+}
+
+/// SIGTERM during the readiness wait ends the run at once (it waited out `--ready-timeout`).
+#[test]
+fn sigterm_ends_the_readiness_wait() {
+    use std::io::Read;
+    // A server that accepts and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for mut s in listener.incoming().flatten().take(64) {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            held.push(s);
+        }
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_servelab"))
+        .args(["bench", "--base-url", &url, "--ready-timeout", "120", "--no-store"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let started = std::time::Instant::now();
+    // Bounded: before the fix the wait ran its full 120 s.
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("bench ignored SIGTERM during the readiness wait");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+}

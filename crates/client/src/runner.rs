@@ -166,7 +166,28 @@ pub async fn run(
 ) -> std::io::Result<RunEnd> {
     let pool = Pool::default();
     let conns = cfg.preconnect.max(1).min(cfg.max_concurrency.unwrap_or(usize::MAX));
-    pool.preconnect(cfg.target.addr, conns).await?;
+    // A server that stopped accepting after it answered readiness leaves a connect hanging
+    // for the kernel's SYN retries (over two minutes): bound it as a request is bounded.
+    let mut stop = interrupt.clone();
+    let opening =
+        crate::http::unless_interrupted(&mut stop, pool.preconnect(cfg.target.addr, conns));
+    match tokio::time::timeout(cfg.request_timeout, opening).await {
+        Err(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no connection to {} opened within {:.0} s (--request-timeout): the server \
+                     accepts no connections",
+                    cfg.target.addr,
+                    cfg.request_timeout.as_secs_f64()
+                ),
+            ))
+        }
+        Ok(None) => {
+            return Ok(RunEnd { stop: StopReason::Interrupted, origin: Instant::now(), issued: 0 })
+        }
+        Ok(Some(opened)) => opened?,
+    }
     let mut pool = Some(pool);
     if !cfg.warmups.is_empty() {
         let warm = Phase {
@@ -292,8 +313,13 @@ async fn phase(
     match cfg.max_concurrency {
         // A cap of N is N workers: the task that frees a slot takes the next arrival itself,
         // with no hand-off through another task that a loaded runtime would schedule late.
-        Some(n) => {
-            for _ in 0..n {
+        Some(cap) => {
+            let n = issue.dispatch().most_in_flight(cap);
+            for i in 0..n {
+                // A large cap takes a while to spawn: an interrupt stops it.
+                if i % 1024 == 0 && *interrupt.borrow() {
+                    break;
+                }
                 tasks.spawn(worker(issue.clone(), interrupt.clone()));
             }
         }

@@ -30,6 +30,8 @@ pub enum Exhausted {
 /// Callers that wait for a free concurrency slot check [`Dispatch::past_duration`] with the
 /// moment the slot freed: a request that could only start after the limit is not issued.
 pub struct Dispatch {
+    /// What the schedule draws from (`Burst` for explicit instants).
+    arrivals: Arrivals,
     schedule: Schedule,
     requests: usize,
     /// `Some(limit)`: duration mode, requests cycle until the limit.
@@ -43,6 +45,7 @@ impl Dispatch {
     /// origin), cycle through them until that limit instead.
     pub fn new(arrivals: Arrivals, seed: u64, requests: usize, duration_ns: Option<u64>) -> Self {
         Self {
+            arrivals,
             schedule: Schedule::new(arrivals, seed),
             requests,
             duration_ns,
@@ -56,6 +59,7 @@ impl Dispatch {
     pub fn at_offsets(offsets: Arc<[u64]>, duration_ns: Option<u64>) -> Self {
         let requests = offsets.len();
         Self {
+            arrivals: Arrivals::Burst,
             schedule: Schedule::at_offsets(offsets),
             requests,
             duration_ns,
@@ -87,6 +91,27 @@ impl Dispatch {
         Some(Arrival { index, request: index as usize % self.requests, scheduled_ns })
     }
 
+    /// How many of a cap of `cap` requests in flight can ever be used: no more than the
+    /// arrivals there will be. A cap's workers are spawned up front, so a cap far above the
+    /// run's size (`--max-concurrency 1000000` for 5 prompts) must not cost a million tasks.
+    /// Without a duration the arrivals are the requests (or the instants); with one, a finite
+    /// rate bounds them by twice the expected count (a gamma count beyond that has negligible
+    /// probability, and even then only a cap that every arrival fills would bind); an endless
+    /// burst leaves the cap as it is (`Plan::check` refuses a burst duration without one).
+    pub fn most_in_flight(&self, cap: usize) -> usize {
+        let arrivals = match (self.duration_ns, self.arrivals) {
+            (None, _) => self.requests as f64,
+            (Some(_), Arrivals::Burst) => {
+                return if self.schedule.is_explicit() { cap.min(self.requests) } else { cap };
+            }
+            (Some(d), Arrivals::Gamma { rate, .. } | Arrivals::Constant { rate }) => {
+                2.0 * rate * d as f64 / 1e9 + 64.0
+            }
+        };
+        // `as` saturates: an absurd rate × duration leaves the cap.
+        cap.min(arrivals.ceil() as usize).max(1)
+    }
+
     /// True when `t_ns` is at or after the duration limit (never without one).
     pub fn past_duration(&self, t_ns: u64) -> bool {
         self.duration_ns.is_some_and(|d| t_ns >= d)
@@ -111,6 +136,22 @@ impl Dispatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cap_never_spawns_more_workers_than_arrivals() {
+        let burst = |n, d| Dispatch::new(Arrivals::Burst, 0, n, d);
+        assert_eq!(burst(5, None).most_in_flight(1_000_000), 5);
+        assert_eq!(burst(5, None).most_in_flight(usize::MAX), 5);
+        assert_eq!(burst(500, None).most_in_flight(8), 8);
+        // A burst that cycles for a duration uses the whole cap.
+        assert_eq!(burst(5, Some(1_000_000_000)).most_in_flight(300), 300);
+        // 4/s for 10 s: at most 2 × 40 + 64 arrivals.
+        let paced = Dispatch::new(Arrivals::Constant { rate: 4.0 }, 0, 3, Some(10_000_000_000));
+        assert_eq!(paced.most_in_flight(usize::MAX), 144);
+        assert_eq!(paced.most_in_flight(16), 16);
+        let replay = Dispatch::at_offsets(vec![0, 5, 9].into(), Some(1_000));
+        assert_eq!(replay.most_in_flight(usize::MAX), 3);
+    }
 
     fn all(d: &mut Dispatch) -> Vec<(u64, usize, u64)> {
         std::iter::from_fn(|| d.next_arrival())

@@ -85,6 +85,11 @@ impl Schedule {
         s
     }
 
+    /// True for explicit instants ([`Schedule::at_offsets`]).
+    pub fn is_explicit(&self) -> bool {
+        self.offsets.is_some()
+    }
+
     /// The first `n` arrivals.
     pub fn take_n(arrivals: Arrivals, seed: u64, n: usize) -> Vec<u64> {
         Self::new(arrivals, seed).take(n).collect()

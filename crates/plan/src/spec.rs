@@ -301,7 +301,23 @@ impl Plan {
             return Err(PlanError("--num-prompts: must be at least 1".into()));
         }
         self.load.validate().map_err(|e| PlanError(e.to_string()))?;
-        if matches!(self.workload.dataset, DatasetSpec::Trace(_)) {
+        let trace = matches!(self.workload.dataset, DatasetSpec::Trace(_));
+        // With every arrival at time zero and no cap, a duration has no end: the loop would
+        // send the prompts again and again at once until memory ran out.
+        if let (Some(d), None, None, None, false) = (
+            self.load.duration_s,
+            self.load.request_rate,
+            self.load.max_concurrency,
+            &self.ramp,
+            trace,
+        ) {
+            return Err(PlanError(format!(
+                "--duration {d}: with no --request-rate (all at once) and no --max-concurrency \
+                 every request of the duration would be sent at the same instant, without end; \
+                 give a finite --request-rate (open loop) or a --max-concurrency (closed loop)"
+            )));
+        }
+        if trace {
             // The trace's timestamps are the arrival process: a rate would be ignored.
             let flag = if self.ramp.is_some() {
                 Some("--ramp-up-strategy/--ramp-up-start-rps/--ramp-up-end-rps")
@@ -456,6 +472,15 @@ mod tests {
         assert!(p.check().unwrap_err().0.starts_with("--shard 1/4 with --duration needs"));
         p.load.request_rate = Some(5.0);
         assert_eq!(p.check(), Ok(()));
+        // A duration needs a rate or a cap to end.
+        let mut q = plan();
+        q.load.duration_s = Some(1.0);
+        let e = q.check().unwrap_err().0;
+        assert!(e.starts_with("--duration 1: with no --request-rate"), "{e}");
+        q.load.max_concurrency = Some(2);
+        assert_eq!(q.check(), Ok(()));
+        q.load = LoadSpec { request_rate: Some(3.0), duration_s: Some(1.0), ..LoadSpec::default() };
+        assert_eq!(q.check(), Ok(()));
         // One shard of one is the whole run: no time zero to share.
         p.shard = ShardSpec { shard: Some(Shard::WHOLE), ..ShardSpec::default() };
         assert_eq!(p.check(), Ok(()));
