@@ -6,10 +6,10 @@
 //! | rule | judgement | when |
 //! |---|---|---|
 //! | V1 | throughput champion | the highest total token throughput at the heaviest shared level (2+ models) |
-//! | V2 | degrades the hardest under load | the largest mean-TTFT growth, lightest to heaviest shared level, of all models, at least 2x; not the champion |
+//! | V2 | degrades the hardest under load | the highest mean TTFT at the heaviest shared level (absolute, not growth), at least 2x its lightest and 2x the median of the others; not the champion |
 //! | V3 | best balance (for a large model, when it is one and larger than the champion) | the lowest sum of ranks in single-request TTFT, throughput and TPOT under load among the models left, if it ties or beats the champion's sum or has the fastest first token |
-//! | V3L | best balance for a large model | when V3 named no large model: the large model with the lowest rank sum of all large ones (2+ in the scenario), if no rule above judged it and its TTFT grows less than 10x |
-//! | V4 | latency-bound: TTFT explodes with concurrency | a model left whose mean TTFT grows 10x or more |
+//! | V3L | best balance for a large model | when V3 named no large model: the large model with the lowest rank sum of all large ones (2+ in the scenario), if no rule above judged it and it is not latency-bound (V4) |
+//! | V4 | latency-bound: TTFT explodes with concurrency | a model left whose mean TTFT grows 10x or more and is 3x the median of the other models' at the heaviest level |
 //! | V5 | its figures | any other model |
 //! | W1 | variant comparison | each model beside the first one of the same model: the same `model=` tag, else the same label without its quantization words (`big-70b-awq`, `big-70b-fp8`) |
 //!
@@ -34,6 +34,10 @@ const TPOT: MetricKey = MetricKey::stat(Metric::Tpot, Stat::Mean);
 pub const DEGRADES: f64 = 2.0;
 /// Mean TTFT growing at least this many times: latency-bound, TTFT explodes (V2, V4).
 pub const EXPLODES: f64 = 10.0;
+/// A model whose mean TTFT at the heaviest level is at least this many times the median of
+/// the other models' stands out from the field (V4): when every request is sent at once,
+/// every model's TTFT grows tens of times, so growth alone does not tell models apart.
+pub const LAGS: f64 = 3.0;
 /// A variant whose mean TPOT differs by at least this fraction is significantly faster or
 /// slower (W1).
 pub const SIGNIFICANT: f64 = 0.10;
@@ -147,9 +151,14 @@ pub struct ScenarioVerdicts {
     pub variants: Vec<Verdict>,
 }
 
-/// A model's figures at the lightest (`l`) and heaviest (`h`) judged level.
+/// A model's figures at the lightest (`l`) and heaviest (`h`) judged level it ran; `h` is
+/// the scenario's heaviest judged level unless the model did not run there (`at_h` false).
 #[derive(Debug, Clone, Copy)]
 struct Figures {
+    /// The row of its `h` figures.
+    h: usize,
+    /// Whether `h` is the scenario's heaviest judged level.
+    at_h: bool,
     thr_l: Option<f64>,
     thr_h: Option<f64>,
     thr_max: Option<f64>,
@@ -160,12 +169,17 @@ struct Figures {
 }
 
 impl Figures {
-    /// Mean TTFT at the heaviest level over the lightest.
+    /// Mean TTFT at its heaviest level over the lightest.
     fn growth(&self) -> Option<f64> {
         match (self.ttft_l, self.ttft_h) {
             (Some(a), Some(b)) if a > 0.0 => Some(b / a),
             _ => None,
         }
+    }
+
+    /// A figure at the scenario's heaviest level: `None` for a model that did not run it.
+    fn at_heaviest(&self, v: Option<f64>) -> Option<f64> {
+        v.filter(|_| self.at_h)
     }
 }
 
@@ -194,14 +208,34 @@ fn first_token(f: &Figures, l: &Row) -> String {
     }
 }
 
-/// Ranks (1 = best) of each entry for a metric; an entry without the value ranks last.
-fn ranks(vals: &[Option<f64>], m: MetricKey) -> Vec<usize> {
+/// Ranks (1 = best) of each entry for a metric among the entries that have it; `None` for
+/// an entry without the value (never ranked last with a missing figure).
+fn ranks(vals: &[Option<f64>], m: MetricKey) -> Vec<Option<usize>> {
     let have: Vec<(String, f64)> =
         vals.iter().enumerate().filter_map(|(i, v)| Some((i.to_string(), (*v)?))).collect();
     let ranked = rank_values(m, &have);
     (0..vals.len())
-        .map(|i| ranked.iter().find(|r| r.name == i.to_string()).map_or(vals.len(), |r| r.rank))
+        .map(|i| ranked.iter().find(|r| r.name == i.to_string()).map(|r| r.rank))
         .collect()
+}
+
+/// ` (rank k of m)`, `m` the models that have the figure; empty without a rank or a field.
+fn rank_words(r: Option<usize>, of: usize) -> String {
+    match r {
+        Some(k) if of > 1 => format!(" (rank {k} of {of})"),
+        _ => String::new(),
+    }
+}
+
+/// The median of some values (the mean of the middle two for an even count).
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
 }
 
 /// The verdicts of one scenario; `None` when no model has a level with its throughput.
@@ -217,37 +251,64 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
     let figs: Vec<Figures> = v
         .entries
         .iter()
-        .map(|e| Figures {
-            thr_l: e.value(li, TOTAL, o),
-            thr_h: e.value(hi, TOTAL, o),
-            thr_max: shared.iter().filter_map(|&i| e.value(i, TOTAL, o)).reduce(f64::max),
-            ttft_l: e.value(li, TTFT, o),
-            ttft_h: e.value(hi, TTFT, o),
-            tpot_l: e.value(li, TPOT, o),
-            tpot_h: e.value(hi, TPOT, o),
+        .map(|e| {
+            // A model that did not run the heaviest level is judged at its own heaviest.
+            let own = shared.iter().rev().copied().find(|&i| e.value(i, TOTAL, o).is_some());
+            let hh = own.unwrap_or(hi);
+            Figures {
+                h: hh,
+                at_h: hh == hi && own.is_some(),
+                thr_l: e.value(li, TOTAL, o),
+                thr_h: e.value(hh, TOTAL, o),
+                thr_max: shared.iter().filter_map(|&i| e.value(i, TOTAL, o)).reduce(f64::max),
+                ttft_l: e.value(li, TTFT, o),
+                ttft_h: e.value(hh, TTFT, o),
+                tpot_l: e.value(li, TPOT, o),
+                tpot_h: e.value(hh, TPOT, o),
+            }
         })
         .collect();
     let mut judged: Vec<Option<Verdict>> = vec![None; n];
     let name = |i: usize| v.entries[i].name.clone();
-    let thr_h: Vec<Option<f64>> = figs.iter().map(|f| f.thr_h).collect();
+    // Ranks under load are among the models that ran the heaviest level.
+    let thr_h: Vec<Option<f64>> = figs.iter().map(|f| f.at_heaviest(f.thr_h)).collect();
+    let ttft_h: Vec<Option<f64>> = figs.iter().map(|f| f.at_heaviest(f.ttft_h)).collect();
+    let tpot_h: Vec<Option<f64>> = figs.iter().map(|f| f.at_heaviest(f.tpot_h)).collect();
+    let ttft_l: Vec<Option<f64>> = figs.iter().map(|f| f.ttft_l).collect();
+    let count = |vals: &[Option<f64>]| vals.iter().flatten().count();
+    let (n_thr, n_ttft, n_tpot) = (count(&thr_h), count(&ttft_l), count(&tpot_h));
     let r_thr = ranks(&thr_h, TOTAL);
-    let r_ttft = ranks(&figs.iter().map(|f| f.ttft_l).collect::<Vec<_>>(), TTFT);
-    let r_tpot = ranks(&figs.iter().map(|f| f.tpot_h).collect::<Vec<_>>(), TPOT);
-    let score = |i: usize| r_thr[i] + r_ttft[i] + r_tpot[i];
+    let r_ttft = ranks(&ttft_l, TTFT);
+    let r_tpot = ranks(&tpot_h, TPOT);
+    // Rank sum under load and for the first token; `None` for a model without all three.
+    let score = |i: usize| Some(r_thr[i]? + r_ttft[i]? + r_tpot[i]?);
+    let better = |a: usize, b: usize| match (score(a), score(b)) {
+        (Some(x), Some(y)) => y < x || (y == x && thr_h[b] > thr_h[a]),
+        (None, Some(_)) => true,
+        _ => false,
+    };
+    // How far a model's mean TTFT under load stands above the field's: its value over the
+    // median of the other models' (V2, V4). Growth against its own light level alone
+    // would call every model latency-bound when all are sent at once.
+    let above_field = |i: usize| -> Option<(f64, f64)> {
+        let mine = ttft_h[i]?;
+        let others =
+            median((0..n).filter(|&j| j != i).filter_map(|j| ttft_h[j]).collect::<Vec<_>>())?;
+        (others > 0.0).then_some((mine / others, others))
+    };
+    let latency_bound = |i: usize| {
+        figs[i].growth().is_some_and(|g| g >= EXPLODES)
+            && above_field(i).is_some_and(|(x, _)| x >= LAGS)
+    };
 
     // V1: the throughput champion.
-    let champ =
-        (n >= 2)
-            .then(|| {
-                (0..n).filter(|&i| thr_h[i].is_some()).reduce(|a, b| {
-                    if thr_h[b] > thr_h[a] {
-                        b
-                    } else {
-                        a
-                    }
-                })
-            })
-            .flatten();
+    let champ = (n >= 2)
+        .then(|| {
+            (0..n)
+                .filter(|&i| thr_h[i].is_some())
+                .reduce(|a, b| if thr_h[b] > thr_h[a] { b } else { a })
+        })
+        .flatten();
     if let Some(c) = champ {
         let f = &figs[c];
         let every = shared.iter().all(|&i| {
@@ -265,7 +326,7 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
             }
             _ => String::new(),
         };
-        let lowest = if r_tpot[c] == 1 { "lowest " } else { "" };
+        let lowest = if r_tpot[c] == Some(1) { "lowest " } else { "" };
         judged[c] = Some(Verdict {
             rule: "V1",
             model: name(c),
@@ -280,11 +341,12 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
         });
     }
 
-    // V2: degrades the hardest (of all models), unless that is the champion.
+    // V2: degrades the worst in absolute terms: the highest mean TTFT at the heaviest level,
+    // standing out from the field and grown at least 2x; never the champion.
     let hardest = (n >= 2 && li != hi)
         .then(|| {
-            (0..n).filter(|&i| figs[i].growth().is_some()).reduce(|a, b| {
-                if figs[b].growth() > figs[a].growth() {
+            (0..n).filter(|&i| ttft_h[i].is_some()).reduce(|a, b| {
+                if ttft_h[b] > ttft_h[a] {
                     b
                 } else {
                     a
@@ -292,22 +354,31 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
             })
         })
         .flatten()
-        .filter(|&i| figs[i].growth().is_some_and(|g| g >= DEGRADES) && Some(i) != champ);
+        .filter(|&i| {
+            figs[i].growth().is_some_and(|g| g >= DEGRADES)
+                && above_field(i).is_some_and(|(x, _)| x >= DEGRADES)
+                && Some(i) != champ
+        });
     if let Some(d) = hardest {
         let f = &figs[d];
         let g = f.growth().unwrap_or(0.0);
+        let (x, others) = above_field(d).unwrap_or((0.0, 0.0));
         let bound =
-            if g >= EXPLODES { " (latency-bound: TTFT explodes with concurrency)" } else { "" };
+            if latency_bound(d) { " (latency-bound: TTFT explodes with concurrency)" } else { "" };
         judged[d] = Some(Verdict {
             rule: "V2",
             model: name(d),
             headline: format!("{} degrades the hardest under load{bound}.", name(d)),
             text: format!(
-                "Mean TTFT grows {g:.1}x, from {} at {} to {} at {}; mean TPOT {} → {}; total throughput caps at {}.",
-                ms(f.ttft_l),
-                l.words(),
+                "Mean TTFT reaches {} at {}, the highest of {} models and {x:.1}x the median of \
+                 the others ({}), from {} at {} ({g:.1}x); mean TPOT {} → {}; total throughput \
+                 caps at {}.",
                 ms(f.ttft_h),
                 h.words(),
+                count(&ttft_h),
+                ms(Some(others)),
+                ms(f.ttft_l),
+                l.words(),
                 grouped(f.tpot_l, 2),
                 ms(f.tpot_h),
                 tps(f.thr_max),
@@ -316,35 +387,30 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
     }
 
     // V3: the best balance among the models left.
-    let left: Vec<usize> = (0..n).filter(|&i| judged[i].is_none()).collect();
-    let balance = left
-        .iter()
-        .copied()
-        .reduce(|a, b| {
-            if score(b) < score(a) || (score(b) == score(a) && thr_h[b] > thr_h[a]) {
-                b
-            } else {
-                a
-            }
-        })
-        .filter(|&b| n >= 2 && (champ.is_none_or(|c| score(b) <= score(c)) || r_ttft[b] == 1));
+    let left: Vec<usize> = (0..n).filter(|&i| judged[i].is_none() && score(i).is_some()).collect();
+    let balance =
+        left.iter().copied().reduce(|a, b| if better(a, b) { b } else { a }).filter(|&b| {
+            n >= 2
+                && (champ.is_none_or(|c| score(c).is_none_or(|cs| score(b) <= Some(cs)))
+                    || r_ttft[b] == Some(1))
+        });
     let size: Vec<Option<f64>> = v.entries.iter().map(model_size).collect();
     let large = |i: usize| size[i].is_some_and(|p| p >= LARGE_PARAMS_B);
     // The figures of a balance judgement (V3, V3L), ranked among `among` models.
     let balance_text = |b: usize, among: &str| -> String {
         let f = &figs[b];
-        let first = if r_ttft[b] == 1 {
+        let first = if r_ttft[b] == Some(1) {
             format!("Fastest first token: {}", first_token(f, l))
         } else {
-            format!("{} (rank {} of {n})", upper_first(&first_token(f, l)), r_ttft[b])
+            format!("{}{}", upper_first(&first_token(f, l)), rank_words(r_ttft[b], n_ttft))
         };
         format!(
-            "{first}; {} at {} (rank {} of {n}) with mean TPOT {} (rank {} of {n}){among}.",
+            "{first}; {} at {}{} with mean TPOT {}{}{among}.",
             tps(f.thr_h),
             h.words(),
-            r_thr[b],
+            rank_words(r_thr[b], n_thr),
             ms(f.tpot_h),
-            r_tpot[b],
+            rank_words(r_tpot[b], n_tpot),
         )
     };
     if let Some(b) = balance {
@@ -368,11 +434,11 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
     let n_large = (0..n).filter(|&i| large(i)).count();
     let v3_large = balance.is_some_and(large);
     // The best rank sum of all the large models, when no other judgement took it and it is
-    // not latency-bound.
+    // not latency-bound against the field.
     let large_balance = (n_large >= 2 && !v3_large)
         .then(|| {
-            (0..n).filter(|&i| large(i) && thr_h[i].is_some()).reduce(|a, b| {
-                if score(b) < score(a) || (score(b) == score(a) && thr_h[b] > thr_h[a]) {
+            (0..n).filter(|&i| large(i) && score(i).is_some()).reduce(|a, b| {
+                if better(a, b) {
                     b
                 } else {
                     a
@@ -380,8 +446,7 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
             })
         })
         .flatten()
-        .filter(|&i| judged[i].is_none())
-        .filter(|&i| li == hi || figs[i].growth().is_none_or(|g| g < EXPLODES));
+        .filter(|&i| judged[i].is_none() && !latency_bound(i));
     if let Some(b) = large_balance {
         let among = format!(
             "; {} parameters, the best rank sum of the {n_large} models of {} or more",
@@ -402,30 +467,49 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
             continue;
         }
         let f = &figs[i];
-        let growth = f.growth().filter(|_| li != hi);
+        let hr = &v.rows[f.h];
+        let growth = f.growth().filter(|_| li != f.h);
         let ttft = match growth {
             Some(g) => format!(
                 "mean TTFT {} at {} → {} at {} ({g:.1}x)",
                 ms(f.ttft_l),
                 l.words(),
                 ms(f.ttft_h),
-                h.words()
+                hr.words()
             ),
             None => first_token(f, l),
         };
-        let rank = if n > 1 { format!(" (rank {} of {n})", r_thr[i]) } else { String::new() };
-        let figures = format!(
-            "{} at {}{rank}, mean TPOT {} there; {ttft}.",
-            tps(f.thr_h),
-            h.words(),
-            ms(f.tpot_h)
-        );
-        judged[i] = Some(if growth.is_some_and(|g| g >= EXPLODES) {
+        let figures = if f.at_h {
+            format!(
+                "{} at {}{}, mean TPOT {} there; {ttft}.",
+                tps(f.thr_h),
+                h.words(),
+                rank_words(r_thr[i], n_thr),
+                ms(f.tpot_h)
+            )
+        } else if f.thr_h.is_some() {
+            format!(
+                "not run at {}; at {}, its heaviest level: {}, mean TPOT {} there; {ttft}.",
+                h.words(),
+                hr.words(),
+                tps(f.thr_h),
+                ms(f.tpot_h)
+            )
+        } else {
+            format!("no level shared with another model; {ttft}.")
+        };
+        judged[i] = Some(if latency_bound(i) {
+            let (x, others) = above_field(i).unwrap_or((0.0, 0.0));
             Verdict {
                 rule: "V4",
                 model: name(i),
                 headline: format!("{} is latency-bound: TTFT explodes with concurrency.", name(i)),
-                text: upper_first(&figures),
+                text: format!(
+                    "{} Mean TTFT at {} is {x:.1}x the median of the other models ({}).",
+                    upper_first(&figures),
+                    h.words(),
+                    ms(Some(others))
+                ),
             }
         } else {
             Verdict {

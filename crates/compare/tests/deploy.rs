@@ -120,8 +120,9 @@ fn per_model_verdicts_carry_their_figures() {
     );
     assert_eq!(
         s.models[3].text,
-        "Mean TTFT grows 68.3x, from 60.00 ms at 1 concurrent to 4,100.00 ms at 100 concurrent; \
-         mean TPOT 12.00 → 66.00 ms; total throughput caps at 1,000.00 tok/s."
+        "Mean TTFT reaches 4,100.00 ms at 100 concurrent, the highest of 4 models and 25.6x the \
+         median of the others (160.00 ms), from 60.00 ms at 1 concurrent (68.3x); mean TPOT \
+         12.00 → 66.00 ms; total throughput caps at 1,000.00 tok/s."
     );
     assert_eq!(s.variants.len(), 1);
     assert_eq!(
@@ -353,4 +354,112 @@ fn point_by_point_text_snapshot() {
         p.points.into_iter().map(|x| (x.heading, compare(&x.subjects, &o))).collect();
     assert_eq!(points.len(), 3, "1, 10 and 100 prompts, each its own comparison");
     insta::assert_snapshot!(render_points(&points, &p.unmatched, false));
+}
+
+/// The shape of a published nine-model write-up at 1, 10 and 100 prompts all at once, where
+/// every model's TTFT grows tens of times (queueing at 100 concurrent is normal): the
+/// verdicts must still tell the models apart. `None` is a level a model did not run.
+type Published = (&'static str, [Option<[f64; 3]>; 3]);
+
+fn published() -> Vec<RunData> {
+    let table: [Published; 9] = [
+        (
+            "qwen3-8b",
+            [Some([110.0, 25.0, 9.0]), Some([1000.0, 60.0, 10.0]), Some([6500.0, 900.0, 14.0])],
+        ),
+        // 181x its 37 ms base, but 6.7 s is far from the worst in absolute terms.
+        (
+            "llama-3.1-8b",
+            [Some([105.0, 37.0, 9.5]), Some([950.0, 80.0, 10.5]), Some([6000.0, 6700.0, 15.0])],
+        ),
+        (
+            "qwen3-32b",
+            [Some([40.0, 60.0, 24.0]), Some([360.0, 120.0, 26.0]), Some([2400.0, 2500.0, 38.0])],
+        ),
+        (
+            "llama-3.3-70b-fp8",
+            [Some([25.0, 90.0, 38.0]), Some([220.0, 200.0, 42.0]), Some([1500.0, 6000.0, 60.0])],
+        ),
+        (
+            "llama-3.3-70b-awq",
+            [Some([30.0, 70.0, 32.0]), Some([260.0, 160.0, 36.0]), Some([1400.0, 7000.0, 64.0])],
+        ),
+        (
+            "gemma-3-27b",
+            [Some([45.0, 50.0, 21.0]), Some([400.0, 140.0, 23.0]), Some([2600.0, 3000.0, 33.0])],
+        ),
+        (
+            "mistral-small-24b",
+            [Some([50.0, 45.0, 20.0]), Some([430.0, 110.0, 22.0]), Some([2800.0, 2200.0, 30.0])],
+        ),
+        // 95x its 400 ms base, and 38 s at 100 concurrent: the worst by far.
+        (
+            "mixtral-8x22b",
+            [Some([20.0, 400.0, 50.0]), Some([150.0, 1800.0, 70.0]), Some([600.0, 38000.0, 160.0])],
+        ),
+        // Never run at 100 prompts.
+        ("phi-4-14b", [Some([60.0, 30.0, 15.0]), Some([550.0, 70.0, 16.0]), None]),
+    ];
+    let mut out = Vec::new();
+    for (name, figs) in table {
+        for (n, f) in [1, 10, 100].into_iter().zip(figs) {
+            if let Some(f) = f {
+                out.push(run(name, "random(1000:1000)", n, None, f));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn published_verdicts_tell_nine_models_apart() {
+    let o = CompareOptions::default();
+    let v = verdicts(&scenario_views(&published()), &o);
+    let s = &v[0];
+    let rules: Vec<(&str, &str)> = s.models.iter().map(|m| (m.model.as_str(), m.rule)).collect();
+    assert_eq!(
+        rules,
+        [
+            ("qwen3-8b", "V1"),
+            ("llama-3.1-8b", "V5"),
+            ("qwen3-32b", "V3L"),
+            ("llama-3.3-70b-fp8", "V5"),
+            ("llama-3.3-70b-awq", "V5"),
+            ("gemma-3-27b", "V5"),
+            ("mistral-small-24b", "V5"),
+            ("mixtral-8x22b", "V2"),
+            ("phi-4-14b", "V5"),
+        ]
+    );
+    let by = |m: &str| s.models.iter().find(|v| v.model == m).unwrap();
+    assert_eq!(
+        by("mixtral-8x22b").headline,
+        "mixtral-8x22b degrades the hardest under load (latency-bound: TTFT explodes with concurrency)."
+    );
+    assert_eq!(
+        by("mixtral-8x22b").text,
+        "Mean TTFT reaches 38,000.00 ms at 100 concurrent, the highest of 8 models and 12.7x the \
+         median of the others (3,000.00 ms), from 400.00 ms at 1 concurrent (95.0x); mean TPOT \
+         50.00 → 160.00 ms; total throughput caps at 600.00 tok/s."
+    );
+    assert_eq!(by("qwen3-32b").headline, "qwen3-32b offers the best balance for a large model.");
+    // A model without the heaviest level is judged at its own heaviest, never ranked last
+    // with a missing figure.
+    let phi = by("phi-4-14b");
+    assert_eq!(
+        phi.text,
+        "Not run at 100 concurrent; at 10 concurrent, its heaviest level: 550.00 tok/s, mean \
+         TPOT 16.00 ms there; mean TTFT 30.00 ms at 1 concurrent → 70.00 ms at 10 concurrent \
+         (2.3x)."
+    );
+    assert!(
+        s.models.iter().all(|m| !m.text.contains("- tok/s") && !m.text.contains("9 of 9")),
+        "{:#?}",
+        s.models
+    );
+    assert_eq!(s.variants.len(), 1);
+    assert_eq!(
+        s.variants[0].headline,
+        "llama-3.3-70b-awq improves significantly over llama-3.3-70b-fp8 at 1 concurrent (one model by label: llama-3.3-70b)."
+    );
 }
