@@ -521,6 +521,77 @@ async fn repeats_run_every_profile_again_with_fresh_prompts() {
     assert!(second.contains("\"seed\": 2,") && second.contains("lab.repeat=2"), "{second}");
 }
 
+/// Issue 25: every built-in used seed 42, so a 1,000-token random prompt was an exact prefix
+/// of the 1,024-token one, and an engine with a prefix cache served the second profile from
+/// the first one's prompts. Two profiles of those shapes on the engine-model simulator (prefix
+/// caching on, as in vLLM) and a repeat: the simulator's own truth log shows that no prompt
+/// of one run starts like a prompt of another, its /metrics count no prefix-cache hit, and
+/// each run says the cache state it started from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profiles_and_repeats_send_prompts_of_their_own() {
+    let m = marker("seeds");
+    let tmp = tempfile::tempdir().unwrap();
+    let truth = tmp.path().join("truth.jsonl");
+    let engine =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/engines/qwen3-8b-h100-tp1.yaml");
+    let command = format!(
+        "{BIN} sim serve --port {{port}} --served-model-name {m} --engine {engine} \
+         --truth-log {} --truth-text",
+        truth.display()
+    );
+    let profile = |name: &str, isl: u32| {
+        format!(
+            "  - {{name: {name}, base: throughput, random_input_len: {isl}, random_output_len: 4, \
+             num_prompts: 3, tokenizer: cl100k_base}}\n"
+        )
+    };
+    let yaml = format!(
+        "name: seeds-test\nstrategy: baseline\nengines:\n\
+         \x20 - {{name: sim, command: '{command}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
+         profiles:\n{}{}acceptance: {{repeats: 2}}\n",
+        profile("long", 1024),
+        profile("short", 1000),
+    );
+    let file = write(tmp.path(), &yaml);
+    let dir = tmp.path().join("out");
+    let a = LabRunArgs { no_store: true, ..args(&file, &dir) };
+    let Finish::Done { trials, .. } = run(&a).await else { panic!("interrupted?") };
+    assert_no_survivors(&m);
+    let runs: Vec<(String, u32, Option<u32>)> =
+        trials[0].profiles.iter().map(|p| (p.profile.clone(), p.repeat, p.after_runs)).collect();
+    let want = |n: &str, r, a| (n.to_string(), r, Some(a));
+    assert_eq!(
+        runs,
+        vec![want("long", 0, 0), want("short", 0, 1), want("long", 1, 2), want("short", 1, 3)]
+    );
+    for p in &trials[0].profiles {
+        assert_eq!(p.engine.prefix_cache_hit_rate, Some(0.0), "{} #{}", p.profile, p.repeat);
+    }
+    // The truth: 12 prompts, no two alike in their first 64 characters (the chat template
+    // adds nothing to a completion prompt).
+    let text = std::fs::read_to_string(&truth).unwrap();
+    let prompts: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| v["prompt"].as_str().expect("--truth-text keeps prompts").to_string())
+        .collect();
+    assert_eq!(prompts.len(), 12);
+    let mut heads: Vec<String> = prompts.iter().map(|p| p.chars().take(64).collect()).collect();
+    heads.sort();
+    heads.dedup();
+    assert_eq!(heads.len(), 12, "runs shared prompt prefixes: {prompts:#?}");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let row = |cells: &[&str]| {
+        md.lines().any(|l| {
+            let l: Vec<&str> = l.split('|').map(str::trim).collect();
+            l.len() > cells.len() && l[1..=cells.len()] == *cells
+        })
+    };
+    assert!(row(&["sim", "long", "fresh engine"]), "{md}");
+    assert!(row(&["sim", "short #2", "warmed by 3 runs"]), "{md}");
+    assert!(md.contains("drawn from lab seed 42"), "{md}");
+}
+
 /// `acceptance.interleave`: each greedy step launches the candidate and the current best in
 /// turn (A B B A), one round of profiles per launch, and judges the ratios of neighbouring
 /// launches.

@@ -29,6 +29,9 @@ pub struct Experiment {
     pub objective: Objective,
     /// When a trial counts, and when a gain is real.
     pub acceptance: Acceptance,
+    /// The seed every profile's prompts are derived from (default 42; see
+    /// [`crate::seeds::run_seed`]).
+    pub seed: u64,
 }
 
 /// How to launch and reach one engine. Templates may hold `{port}` (a free port chosen per
@@ -139,6 +142,7 @@ impl Default for Acceptance {
 struct ExperimentFile {
     name: Option<String>,
     strategy: Option<Strategy>,
+    seed: Option<u64>,
     engines: Vec<EngineFile>,
     profiles: Vec<Value>,
     #[serde(default)]
@@ -280,7 +284,9 @@ pub fn parse(text: &str) -> Result<Experiment, LabError> {
             format!("applies to greedy steps; strategy {} has none", strategy.name()),
         ));
     }
-    Ok(Experiment { name, strategy, engines, profiles, options, objective, acceptance })
+    crate::seeds::check(&profiles, acceptance.repeats)?;
+    let seed = f.seed.unwrap_or(crate::seeds::DEFAULT_LAB_SEED);
+    Ok(Experiment { name, strategy, engines, profiles, options, objective, acceptance, seed })
 }
 
 fn secs(field: String, v: Option<f64>, default: f64) -> Result<Duration, LabError> {

@@ -26,6 +26,7 @@ pub mod profile;
 pub mod report;
 mod runner;
 pub mod sections;
+pub mod seeds;
 pub mod shards;
 pub mod strategy;
 pub mod trial;

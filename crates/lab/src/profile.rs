@@ -25,6 +25,10 @@ pub struct ProfileSpec {
     pub name: String,
     /// `(snake_case option name, value)` pairs, in order.
     pub options: Vec<(String, ArgValue)>,
+    /// `shared_prefixes: true`: the profile draws its prompts from the lab's seed itself, so
+    /// profiles that set it share prompts on purpose, and their prefix-cache hits are
+    /// credited (see [`crate::seeds`]). Not a bench option.
+    pub shared_prefixes: bool,
 }
 
 impl ProfileSpec {
@@ -80,10 +84,11 @@ fn v(s: &str) -> ArgValue {
 }
 
 /// The arrival options every built-in profile shares, as GPUStack's published profiles run:
-/// 1,000 requests per second at constant spacing (`--burstiness inf`, not Poisson) with seed
-/// 42, so every engine and every trial sees the same requests at the same offsets.
-pub const BUILTIN_ARRIVALS: [(&str, &str); 3] =
-    [("request_rate", "1000"), ("burstiness", "inf"), ("seed", "42")];
+/// 1,000 requests per second at constant spacing (`--burstiness inf`, not Poisson). The seed
+/// is the lab's, derived per profile and run ([`crate::seeds::run_seed`]), so every engine
+/// and every trial sees the same requests at the same offsets, and no two profiles share
+/// prompts.
+pub const BUILTIN_ARRIVALS: [(&str, &str); 2] = [("request_rate", "1000"), ("burstiness", "inf")];
 
 /// A built-in profile by name: GPUStack's four (ShareGPT; random 1024:128, 32000:100 and
 /// 1000:2000 with exact lengths), each with [`BUILTIN_ARRIVALS`].
@@ -110,7 +115,7 @@ pub fn builtin(name: &str) -> Option<ProfileSpec> {
         _ => return None,
     };
     options.extend(BUILTIN_ARRIVALS.iter().map(|(k, val)| (k.to_string(), v(val))));
-    Some(ProfileSpec { name: name.to_string(), options })
+    Some(ProfileSpec { name: name.to_string(), options, shared_prefixes: false })
 }
 
 /// The names of the built-in profiles.
@@ -153,8 +158,11 @@ pub fn from_yaml(i: usize, value: &Value) -> Result<ProfileSpec, LabError> {
             }
             let mut spec = match &base {
                 Some(b) => builtin(b).ok_or_else(|| unknown_builtin(at("base"), b))?,
-                None => builtin(&name)
-                    .unwrap_or_else(|| ProfileSpec { name: name.clone(), options: Vec::new() }),
+                None => builtin(&name).unwrap_or_else(|| ProfileSpec {
+                    name: name.clone(),
+                    options: Vec::new(),
+                    shared_prefixes: false,
+                }),
             };
             spec.name = name;
             for (k, val) in m {
@@ -164,6 +172,13 @@ pub fn from_yaml(i: usize, value: &Value) -> Result<ProfileSpec, LabError> {
                     continue;
                 }
                 let key = key.replace('-', "_");
+                if key == "shared_prefixes" {
+                    spec.shared_prefixes = match val {
+                        Value::Bool(b) => *b,
+                        _ => return Err(invalid(at(&key), "must be true or false")),
+                    };
+                    continue;
+                }
                 if let Some((_, why)) = OWNED_BY_LAB.iter().find(|(k, _)| *k == key) {
                     return Err(invalid(at(&key), format!("not allowed in a profile: {why}")));
                 }
@@ -249,9 +264,7 @@ mod tests {
                 "--request-rate",
                 "1000",
                 "--burstiness",
-                "inf",
-                "--seed",
-                "42"
+                "inf"
             ]
         );
         let l = builtin("long-context").unwrap();
@@ -260,12 +273,14 @@ mod tests {
         let g = builtin("generation-heavy").unwrap();
         assert_eq!(g.get("random_output_len"), Some(&v("2000")));
         assert_eq!(g.get("num_prompts"), Some(&v("200")));
-        // GPUStack's arrivals on every built-in: constant rate 1000, seed 42.
+        // GPUStack's arrivals on every built-in: constant rate 1000; no seed of their own
+        // (one seed for all made one profile's prompts prefixes of another's).
         for name in BUILTIN_NAMES {
             let p = builtin(name).unwrap();
             assert_eq!(p.get("request_rate"), Some(&v("1000")), "{name}");
             assert_eq!(p.get("burstiness"), Some(&v("inf")), "{name}");
-            assert_eq!(p.get("seed"), Some(&v("42")), "{name}");
+            assert_eq!(p.get("seed"), None, "{name}");
+            assert!(!p.shared_prefixes, "{name}");
         }
         assert!(builtin("fast").is_none());
     }
@@ -310,8 +325,11 @@ mod tests {
         assert_eq!(p.get("ignore_eos"), None);
         assert_eq!(p.get("random_input_len"), Some(&v("1024")));
         // Named like a built-in, with no base: starts from that built-in.
-        let p = from_yaml(0, &yaml("{name: throughput, num_prompts: 4}")).unwrap();
-        assert_eq!(p.get("seed"), Some(&v("42")));
+        let p = from_yaml(0, &yaml("{name: throughput, num_prompts: 4, shared_prefixes: true}"))
+            .unwrap();
+        assert!(p.shared_prefixes);
+        assert!(!p.args().iter().any(|a| a.contains("shared")), "{:?}", p.args());
+        assert_eq!(p.get("random_input_len"), Some(&v("1024")));
         assert_eq!(p.get("num_prompts"), Some(&v("4")));
         // The arrivals can be switched back to everything at once.
         let p = from_yaml(0, &yaml("{name: t, base: throughput, request_rate: inf}")).unwrap();

@@ -64,12 +64,33 @@ fn objective_line(exp: &Experiment) -> String {
     format!(
         "Strategy {}; objective: maximise {}{slo}.{runs} A configuration counts only with \
          success rate ≥ {:.1}% in every run; a change counts when it exceeds max({}%, the \
-         {:.0}% bootstrap interval of the difference{run_bar}).",
+         {:.0}% bootstrap interval of the difference{run_bar}). {}",
         exp.strategy.name(),
         exp.objective.metric.label(),
         a.min_success_rate * 100.0,
         a.min_gain_pct,
-        a.confidence * 100.0
+        a.confidence * 100.0,
+        cache_line(exp)
+    )
+}
+
+/// What each run's prompts and cache state were, so a prefix cache's gain can be judged.
+pub fn cache_line(exp: &Experiment) -> String {
+    let shared: Vec<&str> =
+        exp.profiles.iter().filter(|p| p.shared_prefixes).map(|p| p.name.as_str()).collect();
+    let shared = if shared.is_empty() {
+        String::new()
+    } else {
+        format!(" (except {}, which share prompts on purpose)", shared.join(", "))
+    };
+    format!(
+        "Cache state: every launch starts a fresh engine; its first run starts with a cold \
+         cache and later runs follow runs of other prompts (the engine metrics say which). \
+         Each profile and each repeat sends prompts of its own, drawn from lab seed {}{shared}, \
+         so no run is served from another's prefix cache; a gain in a profile that does not \
+         reuse prefixes by design, made with over {:.0}% prefix-cache hits, is not credited.",
+        exp.seed,
+        crate::seeds::REUSE_BAR * 100.0
     )
 }
 
@@ -164,6 +185,7 @@ pub fn engine_table(trials: &[TrialResult]) -> Table {
     let mut t = Table::new([
         "trial",
         "profile",
+        "started on",
         "prefix-cache hit",
         "peak KV-cache usage",
         "preemptions",
@@ -174,7 +196,7 @@ pub fn engine_table(trials: &[TrialResult]) -> Table {
         "prompt tokens",
         "generation tokens",
     ])
-    .with_align(&[[Align::Left; 2].as_slice(), &[Align::Right; 9]].concat());
+    .with_align(&[[Align::Left; 3].as_slice(), &[Align::Right; 9]].concat());
     let (pct, num) = (percent, fixed);
     for tr in trials {
         for p in &tr.profiles {
@@ -187,9 +209,16 @@ pub fn engine_table(trials: &[TrialResult]) -> Table {
             } else {
                 p.profile.clone()
             };
+            let started = match p.after_runs {
+                Some(0) => "fresh engine".to_string(),
+                Some(1) => "warmed by 1 run".to_string(),
+                Some(n) => format!("warmed by {n} runs"),
+                None => MISSING.to_string(),
+            };
             t.push([
                 tr.spec.id.clone(),
                 name,
+                started,
                 pct(e.prefix_cache_hit_rate),
                 pct(e.kv_cache_usage),
                 num(e.preemptions, 0),

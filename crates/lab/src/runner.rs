@@ -490,6 +490,8 @@ async fn run_profiles<R: Runner>(
         }
         let mut r = ProfileResult::from_summary(&p.name, &summary, exp.objective.slo.as_ref());
         r.repeat = repeat;
+        // The cache state this run started from: runs earlier in this launch warmed it.
+        r.after_runs = Some(u32::try_from(n).unwrap_or(u32::MAX));
         result.profiles.push(r);
         let run_no = if of > 1 { format!(" (run {} of {of})", repeat + 1) } else { String::new() };
         note(&format!(
@@ -557,8 +559,8 @@ pub fn profile_plans(exp: &Experiment, plans: Vec<Plan>) -> Vec<Plan> {
         .collect()
 }
 
-/// One run of a profile in a trial: fresh prompts per run (the same per run number in every
-/// trial), filed in the store under the trial.
+/// One run of a profile in a trial: prompts of its own per profile and run (the same per run
+/// number in every trial), filed in the store under the trial.
 fn run_plan(
     base: &Plan,
     exp: &Experiment,
@@ -568,7 +570,10 @@ fn run_plan(
     repeat: u32,
 ) -> Plan {
     let mut p = base.clone();
-    p.workload.seed = p.workload.seed.wrapping_add(u64::from(repeat));
+    // Fresh prompts per profile and per run, the same in every trial (crate::seeds).
+    if let Some(spec) = exp.profiles.iter().find(|s| s.name == profile) {
+        p.workload.seed = crate::seeds::run_seed(exp.seed, spec, repeat);
+    }
     let run = if repeat > 0 { format!("#{}", repeat + 1) } else { String::new() };
     p.record.label = Some(format!("{}/{}/{profile}{run}", exp.name, trial.id));
     p.record.tags.extend([

@@ -43,6 +43,31 @@ pub struct ProfileDelta {
     pub run_noise_pct: Option<f64>,
     /// Whether the change clears the noise bar, and which way.
     pub verdict: Verdict,
+    /// The candidate's prefix-cache hit rate (percent, mean over its runs) when it was above
+    /// [`crate::seeds::REUSE_BAR`] in a profile whose prompts should not repeat: a gain there
+    /// came from reuse the workload does not have, so it is not credited (verdict `same`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uncredited_hits_pct: Option<f64>,
+}
+
+/// A gain in a profile whose prompts should not repeat (see [`crate::seeds`]), made while
+/// the engine served more than [`crate::seeds::REUSE_BAR`] of its prompt tokens from its
+/// prefix cache, is owed to reuse across runs, not to the option: not credited.
+fn withhold_reuse(d: &mut ProfileDelta, cand: &TrialResult, exp: &Experiment) {
+    let Some(spec) = exp.profiles.iter().find(|p| p.name == d.profile) else { return };
+    if crate::seeds::reuses_prefixes(spec) {
+        return;
+    }
+    let hits: Vec<f64> =
+        cand.runs(&d.profile).iter().filter_map(|r| r.engine.prefix_cache_hit_rate).collect();
+    if hits.is_empty() {
+        return;
+    }
+    let mean = hits.iter().sum::<f64>() / hits.len() as f64;
+    if mean > crate::seeds::REUSE_BAR && d.verdict == Verdict::Better {
+        d.verdict = Verdict::Same;
+        d.uncredited_hits_pct = Some(mean * 100.0);
+    }
 }
 
 /// What a step did with its trial.
@@ -237,7 +262,7 @@ pub fn deltas(
         if let Some(r) = run_noise {
             noise = noise.max(r);
         }
-        out.push(ProfileDelta {
+        let mut d = ProfileDelta {
             profile: p.name.clone(),
             base: b,
             value: v,
@@ -245,7 +270,10 @@ pub fn deltas(
             noise_pct: noise,
             run_noise_pct: run_noise,
             verdict: verdict(delta_pct, noise),
-        });
+            uncredited_hits_pct: None,
+        };
+        withhold_reuse(&mut d, cand, exp);
+        out.push(d);
     }
     out
 }
@@ -289,8 +317,13 @@ pub fn judge(
 /// Kept when better than noise in at least one profile and worse in none; the reason says
 /// which.
 fn decide(ds: &[ProfileDelta]) -> (Decision, String) {
-    let show = |d: &ProfileDelta| {
-        format!("{} {:+.1}% (noise ±{:.1}%)", d.profile, d.delta_pct, d.noise_pct)
+    let show = |d: &ProfileDelta| match d.uncredited_hits_pct {
+        Some(h) => format!(
+            "{} {:+.1}% (noise ±{:.1}%; not credited: {h:.1}% prefix-cache hits on prompts \
+             that should not repeat)",
+            d.profile, d.delta_pct, d.noise_pct
+        ),
+        None => format!("{} {:+.1}% (noise ±{:.1}%)", d.profile, d.delta_pct, d.noise_pct),
     };
     let worse: Vec<String> = ds.iter().filter(|d| d.verdict == Verdict::Worse).map(show).collect();
     if !worse.is_empty() {
@@ -351,7 +384,7 @@ pub fn paired_deltas(
             .collect();
         let (delta_pct, bar) = paired(&logs, pooled_sd(&groups), a.confidence);
         let noise = bar.map_or(a.min_gain_pct, |b| b.max(a.min_gain_pct));
-        out.push(ProfileDelta {
+        let mut d = ProfileDelta {
             profile: p.name.clone(),
             base: b,
             value: v,
@@ -359,7 +392,10 @@ pub fn paired_deltas(
             noise_pct: noise,
             run_noise_pct: bar,
             verdict: verdict(delta_pct, noise),
-        });
+            uncredited_hits_pct: None,
+        };
+        withhold_reuse(&mut d, cand, exp);
+        out.push(d);
     }
     out
 }
@@ -636,6 +672,7 @@ mod tests {
         ProfileResult {
             profile: name.to_string(),
             repeat: 0,
+            after_runs: None,
             completed: 4,
             failed,
             duration_s: 1.0,
@@ -783,6 +820,52 @@ mod tests {
         assert!(o.steps[2].reason.starts_with("within noise: p +1.0%"), "{}", o.steps[2].reason);
         assert_eq!(o.steps[4].decision, Decision::Kept);
         assert_eq!(o.recommended.as_deref(), Some("run-a --flaky"));
+    }
+
+    /// The issue-25 case: a prefix-cache option "won" a profile whose prompts an earlier
+    /// profile had sent (99.2 % hits). A gain made on reused prompts is not credited unless
+    /// the profile reuses prefixes by design; hits below the bar do not matter.
+    #[test]
+    fn a_gain_made_on_reused_prompts_is_not_credited() {
+        let e = exp("greedy");
+        let mut cached = trial(&e, "a", &["fast"], 104.0, 0);
+        cached.profiles[0].engine.prefix_cache_hit_rate = Some(0.992);
+        cached.profiles[1].engine.prefix_cache_hit_rate = Some(0.01);
+        let done = vec![
+            trial(&e, "a", &[], 100.0, 0),
+            trial(&e, "b", &[], 10.0, 0),
+            cached,
+            // The next steps, whichever way this one goes.
+            trial(&e, "a", &["slow"], 100.0, 0),
+            trial(&e, "a", &["flaky"], 100.0, 0),
+            trial(&e, "a", &["fast", "slow"], 104.0, 0),
+            trial(&e, "a", &["fast", "flaky"], 104.0, 0),
+        ];
+        let Next::Done(o) = next(&e, &done) else { panic!() };
+        let s = &o.steps[2];
+        assert_eq!(s.decision, Decision::Kept, "q's gain still counts: {}", s.reason);
+        assert_eq!(s.deltas[0].verdict, Verdict::Same);
+        assert_eq!(s.deltas[0].uncredited_hits_pct, Some(99.2));
+        assert_eq!(s.deltas[1].verdict, Verdict::Better);
+        assert_eq!(s.reason, "better: q +4.0% (noise ±2.0%)");
+        // Every profile's gain on reused prompts: nothing left to keep it for.
+        let mut all = done.clone();
+        all[2].profiles[1].engine.prefix_cache_hit_rate = Some(0.128);
+        let Next::Done(o) = next(&e, &all) else { panic!() };
+        assert_eq!(o.steps[2].decision, Decision::Rejected);
+        assert_eq!(
+            o.steps[2].reason,
+            "within noise: p +4.0% (noise ±2.0%; not credited: 99.2% prefix-cache hits on \
+             prompts that should not repeat), q +4.0% (noise ±2.0%; not credited: 12.8% \
+             prefix-cache hits on prompts that should not repeat)"
+        );
+        // A profile that shares prefixes by design earns its hits.
+        let mut shared = exp("greedy");
+        shared.profiles[0].shared_prefixes = true;
+        shared.profiles[1].shared_prefixes = true;
+        let Next::Done(o) = next(&shared, &all) else { panic!() };
+        assert_eq!(o.steps[2].decision, Decision::Kept);
+        assert_eq!(o.steps[2].deltas[0].uncredited_hits_pct, None);
     }
 
     /// A trial whose profiles ran once per value in `runs` (the same values for p and q).

@@ -105,6 +105,11 @@ pub struct ProfileResult {
     /// Which run of the profile this is, from 0.
     #[serde(default)]
     pub repeat: u32,
+    /// The cache state the run started from: how many profile runs (other prompts) this
+    /// launch of the engine served before it; `Some(0)` is a fresh engine. `None` in trials
+    /// saved before servelab kept it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_runs: Option<u32>,
     /// Measured requests that succeeded.
     pub completed: u64,
     /// Measured requests that failed.
@@ -155,6 +160,7 @@ impl ProfileResult {
         ProfileResult {
             profile: profile.to_string(),
             repeat: 0,
+            after_runs: None,
             completed: s.completed,
             failed: s.failed,
             duration_s: s.duration_s,
@@ -327,6 +333,7 @@ mod tests {
         ProfileResult {
             profile: name.to_string(),
             repeat: 0,
+            after_runs: None,
             completed: 4,
             failed,
             duration_s: 2.0,
