@@ -159,8 +159,9 @@ pub struct CalibrateArgs {
     #[arg(required = true, value_name = "TABLE")]
     pub tables: Vec<PathBuf>,
     /// Parameters to fit: eta_gemm, eta_attn, eta_mem, eta_link, step_overhead_us,
-    /// layer_overhead_us, per_seq_overhead_us, frontend_us, allreduce_us.
-    #[arg(long, default_value = "eta_gemm,allreduce_us,per_seq_overhead_us,frontend_us")]
+    /// layer_overhead_us, per_seq_overhead_us, frontend_us, allreduce_base_us,
+    /// allreduce_hop_us.
+    #[arg(long, default_value = "eta_gemm,layer_overhead_us,per_seq_overhead_us,frontend_us")]
     pub params: String,
     /// Loss evaluations at most (each simulates every kept cell).
     #[arg(long, default_value_t = 80)]
@@ -620,12 +621,10 @@ pub struct SweepArgs {
     /// At most this many probe runs per scenario for the SLO search (plus one confirming run).
     #[arg(long, default_value_t = 6, help_heading = "Sweep")]
     pub slo_max_probes: usize,
-    /// Knee: throughput must still rise by more than this percentage per doubling of load.
+    /// Knee: the load after which a doubling adds less than this percentage of output
+    /// throughput. Latency is not part of it: `--slo` decides what is acceptable.
     #[arg(long, default_value_t = 10.0, help_heading = "Sweep")]
     pub knee_min_gain_pct: f64,
-    /// Knee: P99 TTFT must stay below this multiple of its value at the lowest level.
-    #[arg(long, default_value_t = 3.0, help_heading = "Sweep")]
-    pub knee_max_ttft_factor: f64,
     /// Table columns: load, request_throughput, output_throughput, total_throughput,
     /// peak_concurrency, completed, failed, or METRIC_STAT (ttft_p99, tpot_mean, e2el_median).
     #[arg(long, default_value = DEFAULT_COLUMNS, help_heading = "Sweep")]

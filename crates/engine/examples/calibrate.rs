@@ -7,8 +7,8 @@
 //! `cargo run --release -p servelab-engine --example calibrate -- [--defaults] ENGINE.yaml
 //! TABLE.md [param,param,...] [max_evals]`; `--defaults` starts from the default calibration
 //! instead of the engine file's. (params: eta_gemm, eta_attn, eta_mem, eta_link,
-//! step_overhead_us, layer_overhead_us, per_seq_overhead_us, frontend_us, allreduce_us;
-//! default eta_gemm,allreduce_us,per_seq_overhead_us,frontend_us).
+//! step_overhead_us, layer_overhead_us, per_seq_overhead_us, frontend_us, allreduce_base_us,
+//! allreduce_hop_us; default eta_gemm,layer_overhead_us,per_seq_overhead_us,frontend_us).
 #![allow(clippy::print_stdout)]
 
 use servelab_engine::{calibrate, load_engine_file, parse_sweep_tables, FitOptions, FitParam};

@@ -37,8 +37,11 @@ pub enum FitParam {
     PerSeqOverheadUs,
     /// [`Calibration::frontend_us`], bounds 10–200,000 µs.
     FrontendUs,
-    /// [`Calibration::allreduce_us`], bounds 1–500 µs (starts from the link-derived value).
-    AllreduceUs,
+    /// [`Calibration::allreduce_base_us`], bounds 0.5–200 µs.
+    AllreduceBaseUs,
+    /// [`Calibration::allreduce_hop_us`], bounds 0.1–100 µs (starts from NVLink's 2 µs when
+    /// unset).
+    AllreduceHopUs,
 }
 
 impl FitParam {
@@ -53,12 +56,13 @@ impl FitParam {
             FitParam::LayerOverheadUs => (0.5, 200.0),
             FitParam::PerSeqOverheadUs => (1.0, 500.0),
             FitParam::FrontendUs => (10.0, 200_000.0),
-            FitParam::AllreduceUs => (1.0, 500.0),
+            FitParam::AllreduceBaseUs => (0.5, 200.0),
+            FitParam::AllreduceHopUs => (0.1, 100.0),
         }
     }
 
     /// Every parameter, in the order the docs list them.
-    pub const ALL: [FitParam; 9] = [
+    pub const ALL: [FitParam; 10] = [
         FitParam::EtaGemm,
         FitParam::EtaAttn,
         FitParam::EtaMem,
@@ -67,7 +71,8 @@ impl FitParam {
         FitParam::LayerOverheadUs,
         FitParam::PerSeqOverheadUs,
         FitParam::FrontendUs,
-        FitParam::AllreduceUs,
+        FitParam::AllreduceBaseUs,
+        FitParam::AllreduceHopUs,
     ];
 
     /// The parameter named by its [`FitParam::key`].
@@ -86,7 +91,8 @@ impl FitParam {
             FitParam::LayerOverheadUs => "layer_overhead_us",
             FitParam::PerSeqOverheadUs => "per_seq_overhead_us",
             FitParam::FrontendUs => "frontend_us",
-            FitParam::AllreduceUs => "allreduce_us",
+            FitParam::AllreduceBaseUs => "allreduce_base_us",
+            FitParam::AllreduceHopUs => "allreduce_hop_us",
         }
     }
 
@@ -101,8 +107,9 @@ impl FitParam {
             FitParam::LayerOverheadUs => c.layer_overhead_us,
             FitParam::PerSeqOverheadUs => c.per_seq_overhead_us,
             FitParam::FrontendUs => c.frontend_us,
-            // The usual TP4 NVLink value when not set: 6 hops × 2 µs.
-            FitParam::AllreduceUs => c.allreduce_us.unwrap_or(12.0),
+            FitParam::AllreduceBaseUs => c.allreduce_base_us,
+            // The NVLink hop latency of the GPU presets when not set.
+            FitParam::AllreduceHopUs => c.allreduce_hop_us.unwrap_or(2.0),
         }
     }
 
@@ -119,7 +126,8 @@ impl FitParam {
             FitParam::LayerOverheadUs => c.layer_overhead_us = v,
             FitParam::PerSeqOverheadUs => c.per_seq_overhead_us = v,
             FitParam::FrontendUs => c.frontend_us = v,
-            FitParam::AllreduceUs => c.allreduce_us = Some(v),
+            FitParam::AllreduceBaseUs => c.allreduce_base_us = v,
+            FitParam::AllreduceHopUs => c.allreduce_hop_us = Some(v),
         }
     }
 }
@@ -146,7 +154,9 @@ impl Default for FitOptions {
         Self {
             params: vec![
                 FitParam::EtaGemm,
-                FitParam::AllreduceUs,
+                // The per-layer time a roofline misses, paid at every TP; the all-reduce
+                // keeps its physical latency (a table at one TP cannot tell them apart).
+                FitParam::LayerOverheadUs,
                 FitParam::PerSeqOverheadUs,
                 FitParam::FrontendUs,
             ],

@@ -25,8 +25,15 @@ pub struct Calibration {
     pub step_overhead_us: f64,
     /// Fixed GPU time per layer per step: kernel latencies a roofline misses (µs).
     pub layer_overhead_us: f64,
-    /// Fixed time per TP all-reduce call (launch, synchronisation, small-message latency), µs;
-    /// `None`: 2(n−1) ring hops × the GPU's link latency.
+    /// Fixed time per TP all-reduce call at any TP above 1 (kernel launch, the flags the
+    /// GPUs exchange before and after), µs.
+    pub allreduce_base_us: f64,
+    /// Latency of one exchange step of an all-reduce, µs; two steps through a switch (NVSwitch),
+    /// 2(n−1) around a ring (PCIe). `None`: the GPU's intra-node link latency.
+    pub allreduce_hop_us: Option<f64>,
+    /// Replaced by `allreduce_base_us` and `allreduce_hop_us`: a per-call figure fitted at one
+    /// TP was charged whole at every TP. Accepted only to refuse it with that explanation.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub allreduce_us: Option<f64>,
     /// CPU time per sequence per step: input preparation, sampling, detokenisation (µs).
     pub per_seq_overhead_us: f64,
@@ -53,6 +60,8 @@ impl Default for Calibration {
             eta_link: 0.7,
             step_overhead_us: 1000.0,
             layer_overhead_us: 10.0,
+            allreduce_base_us: 4.0,
+            allreduce_hop_us: None,
             allreduce_us: None,
             per_seq_overhead_us: 20.0,
             frontend_us: 1000.0,
@@ -82,15 +91,27 @@ impl Calibration {
             ("calibration.per_seq_overhead_us", self.per_seq_overhead_us),
             ("calibration.frontend_us", self.frontend_us),
             ("calibration.frontend_per_token_us", self.frontend_per_token_us),
+            ("calibration.allreduce_base_us", self.allreduce_base_us),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(EngineError::invalid(key, format!("expected a value >= 0, got {v}")));
             }
         }
         if let Some(v) = self.allreduce_us {
+            return Err(EngineError::invalid(
+                "calibration.allreduce_us",
+                format!(
+                    "no longer read ({v} µs per call was charged whole at every TP): give \
+                     allreduce_base_us (per call) and allreduce_hop_us (per exchange step), or \
+                     move the part a TP-1 deployment also pays into layer_overhead_us \
+                     (+2 × the excess per call; docs/predict.md, \"TP all-reduce\")"
+                ),
+            ));
+        }
+        if let Some(v) = self.allreduce_hop_us {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(EngineError::invalid(
-                    "calibration.allreduce_us",
+                    "calibration.allreduce_hop_us",
                     format!("expected a value >= 0, got {v}"),
                 ));
             }
@@ -535,6 +556,10 @@ scheduler:
             ("model: qwen3-32b\ngpu: h20\nscheduler: {max_num_seqs: 0}\n", "scheduler.max_num_seqs:"),
             ("model: qwen3-32b\ngpu: h20\nbogus: 1\n", "unknown field `bogus`, expected one of"),
             ("model: qwen3-32b\ngpu: h20\ncalibration: {eta_mem: 1.5}\n", "calibration.eta_mem:"),
+            (
+                "model: qwen3-32b\ngpu: h20\ncalibration: {allreduce_us: 59.85}\n",
+                "calibration.allreduce_us: no longer read",
+            ),
             ("model: llama-3.3-70b\ngpu: l40s\n", "tp: llama-3.3-70b weights"),
             ("gpu: h20\n", "model: missing"),
             (

@@ -4,7 +4,7 @@
 //! the TP group (all GPUs of a group do the same work in lockstep). Activation traffic is
 //! ignored: next to weights and KV it is small at the batch sizes served.
 
-use crate::config::WorkerSpec;
+use crate::config::{Calibration, WorkerSpec};
 use crate::dtype::ComputeClass;
 
 /// What a step computes, aggregated over its sequences. Build it with [`BatchShape::add`].
@@ -87,7 +87,7 @@ pub struct StepCost {
     pub attn_prefill: f64,
     /// Attention of decodes: reads each running sequence's whole KV.
     pub attn_decode: f64,
-    /// TP all-reduces: 2 per layer.
+    /// TP all-reduces: 2 per layer, each `latency + 2(n−1)/n × tokens × hidden × 2 B / link`.
     pub all_reduce: f64,
     /// Fixed step, per-layer and per-sequence overheads.
     pub overhead: f64,
@@ -104,6 +104,34 @@ impl StepCost {
             + self.all_reduce
             + self.overhead
     }
+}
+
+/// Bytes of one activation element on the wire: engines all-reduce in the model's 16-bit
+/// activation type, whatever the weight format.
+const ACTIVATION_BYTES: f64 = 2.0;
+
+/// Fraction of an all-reduce's message each GPU sends (and receives): `2(n−1)/n`, the
+/// reduce-scatter plus all-gather that bandwidth-optimal all-reduces (ring, two-shot) move;
+/// nccl-tests calls it the bus-bandwidth factor. 0 at TP 1.
+pub fn bus_factor(tp: u32) -> f64 {
+    if tp <= 1 {
+        return 0.0;
+    }
+    let n = f64::from(tp);
+    2.0 * (n - 1.0) / n
+}
+
+/// Latency of one all-reduce call of a TP group, µs: `base + steps × hop`. Through a switch
+/// (NVSwitch) every GPU reaches every other in one hop, and the engines' own all-reduce
+/// (vLLM's and SGLang's custom kernel, TensorRT-LLM's) does a reduce-scatter step and an
+/// all-gather step: 2 steps at any TP. Over point-to-point links a ring takes 2(n−1) steps
+/// (NCCL's latency model: a base per call plus a per-step hardware latency). 0 at TP 1.
+pub fn allreduce_latency_us(tp: u32, switched: bool, link_us: f64, c: &Calibration) -> f64 {
+    if tp <= 1 {
+        return 0.0;
+    }
+    let steps = if switched { 2.0 } else { 2.0 * (f64::from(tp) - 1.0) };
+    c.allreduce_base_us + steps * c.allreduce_hop_us.unwrap_or(link_us)
 }
 
 /// Per-GPU constants of one worker, precomputed so a step costs a few multiplications.
@@ -166,7 +194,6 @@ impl CostModel {
             .as_ref()
             .map_or((0.0, 0.0), |x| (f64::from(x.experts), f64::from(x.experts_per_token)));
         let lm_params = m.embedding_params() as f64;
-        let hops = 2.0 * (tp - 1.0);
         Self {
             tp,
             half_flops: g.flops(ComputeClass::Half) * c.eta_gemm,
@@ -193,10 +220,9 @@ impl CostModel {
             win_layers: f64::from(m.sliding_layers),
             kv_layer_bytes: w.kv_bytes_per_token_per_gpu() / layers,
             ar_calls: if w.tp > 1 { 2.0 * layers } else { 0.0 },
-            // Ring all-reduce: each GPU sends and receives 2(n−1)/n of the message.
-            ar_bytes_per_token: f64::from(m.hidden) * 2.0 * hops / tp,
+            ar_bytes_per_token: f64::from(m.hidden) * ACTIVATION_BYTES * bus_factor(w.tp),
             ar_link_bw: g.intra.bandwidth_gb_s * 1e9 * c.eta_link,
-            ar_latency: c.allreduce_us.unwrap_or(hops * g.intra.latency_us) * 1e-6,
+            ar_latency: allreduce_latency_us(w.tp, g.intra_switched, g.intra.latency_us, c) * 1e-6,
             overhead: (c.step_overhead_us + layers * c.layer_overhead_us) * 1e-6,
             per_seq: c.per_seq_overhead_us * 1e-6,
             window: m.sliding_window.map(u64::from),
@@ -331,7 +357,8 @@ mod tests {
     /// GEMMs: 2 × 3000 × (64 × 94,371,840 + 64 × 393,216,000) / 4 = 4.68e13 FLOP at
     /// 148e12 × 0.7 → 0.4518 s, split as QKVO 0.0874 s and MLP 0.3644 s.
     /// Attention: 4 × 8192 × (3000·3001/2) × 64 / 4 = 2.360e12 FLOP at 74e12 → 0.03190 s.
-    /// All-reduce: 128 × (6 hops × 2 µs + 3000 × 5120 × 2 B × 2·3/4 / 315e9) = 128 × 158.3 µs.
+    /// All-reduce: 128 × (4 µs + 2 steps × 2 µs + 3000 × 5120 × 2 B × 2·3/4 / 315e9) =
+    /// 128 × 154.3 µs (H20 boards are NVSwitch: two steps at any TP).
     /// LM head (memory-bound) 0.12 ms; overhead 1 + 0.64 + 0.02 ms. Total ≈ 0.506 s.
     #[test]
     fn prefill_step_qwen3_32b_h20_tp4() {
@@ -344,9 +371,36 @@ mod tests {
         close(c.attn_proj, 2.0 * 3000.0 * 64.0 * 94_371_840.0 / 4.0 / rate);
         close(c.mlp, 2.0 * 3000.0 * 64.0 * 393_216_000.0 / 4.0 / rate);
         close(c.attn_prefill, 4.0 * 8192.0 * 4_501_500.0 * 64.0 / 4.0 / 74e12);
-        let ar = 128.0 * (6.0 * 2e-6 + 3000.0 * 5120.0 * 2.0 * 1.5 / 315e9);
+        let ar = 128.0 * (8e-6 + 3000.0 * 5120.0 * 2.0 * 1.5 / 315e9);
         close(c.all_reduce, ar);
         assert!((c.total() - 0.506).abs() < 0.002, "{}", c.total());
+    }
+
+    /// All-reduce latency: `base + steps × hop`, two steps through NVSwitch at any TP, 2(n−1)
+    /// around a PCIe ring; the bus factor 2(n−1)/n.
+    #[test]
+    fn allreduce_latency_and_bus_factor_by_tp_and_link() {
+        let c = Calibration::default();
+        assert_eq!(allreduce_latency_us(1, true, 2.0, &c), 0.0);
+        for tp in [2, 4, 8] {
+            assert_eq!(allreduce_latency_us(tp, true, 2.0, &c), 8.0);
+        }
+        assert_eq!(allreduce_latency_us(2, false, 5.0, &c), 14.0);
+        assert_eq!(allreduce_latency_us(4, false, 5.0, &c), 34.0);
+        let c = Calibration { allreduce_base_us: 1.0, allreduce_hop_us: Some(3.0), ..c };
+        assert_eq!(allreduce_latency_us(4, false, 5.0, &c), 19.0);
+        assert_eq!(
+            (bus_factor(1), bus_factor(2), bus_factor(4), bus_factor(8)),
+            (0.0, 1.0, 1.5, 1.75)
+        );
+        // L40S (PCIe) at TP 4 pays the ring; an H100 (NVSwitch) does not.
+        let l40s = CostModel::new(&worker("model: qwen3-8b\ngpu: l40s\ntp: 4\n", 4));
+        let h100 = CostModel::new(&worker("model: qwen3-8b\ngpu: h100\ntp: 4\n", 4));
+        let mut b = BatchShape::default();
+        b.add(1, 100, true, None);
+        // 72 calls × (latency + 4096 × 2 B × 1.5 / (link × 0.7)).
+        close(l40s.breakdown(&b).all_reduce, 72.0 * (34e-6 + 12_288.0 / (32e9 * 0.7)));
+        close(h100.breakdown(&b).all_reduce, 72.0 * (8e-6 + 12_288.0 / (450e9 * 0.7)));
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub struct GpuSpec {
     pub mem_gb: f64,
     /// GPU-to-GPU link inside a node (NVLink or PCIe), used by TP all-reduce.
     pub intra: LinkSpec,
+    /// Whether every GPU of a node reaches every other in one hop through a switch (NVSwitch
+    /// on HGX boards): an all-reduce then takes two exchange steps at any TP, instead of the
+    /// 2(n−1) steps of a ring over point-to-point links (PCIe through the host).
+    pub intra_switched: bool,
     /// Network link per GPU between nodes, used for the P/D KV transfer.
     pub network: LinkSpec,
 }
@@ -55,6 +59,9 @@ fn preset_table() -> Vec<GpuSpec> {
         mem_bw_gb_s: bw,
         mem_gb: gb,
         intra,
+        // HGX boards (A100, H100, H200, H20, B200) connect their GPUs through NVSwitch; an
+        // L40S node is a PCIe ring, and GB10 has one GPU. Set below.
+        intra_switched: false,
         network,
     };
     vec![
@@ -133,6 +140,12 @@ fn preset_table() -> Vec<GpuSpec> {
             link(25.0, RDMA_US),
         ),
     ]
+    .into_iter()
+    .map(|mut g| {
+        g.intra_switched = !matches!(g.name.as_str(), "l40s" | "gb10");
+        g
+    })
+    .collect()
 }
 
 /// Names of the GPU presets.
