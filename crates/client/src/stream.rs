@@ -266,6 +266,32 @@ struct StreamState {
     other_output: Option<&'static str>,
     /// Any event came (even a malformed one): the body was an event stream.
     seen_event: bool,
+    /// Output text kept in the record's chunks so far.
+    kept_bytes: usize,
+}
+
+/// The most output chunks one response may leave in its record. A record keeps every chunk
+/// (its time, text and tokens) until the run ends, so a server sending millions of tiny events
+/// would otherwise cost gigabytes; no engine streams this many for one request (2^18 is twice
+/// a 128k-token output sent token by token).
+pub const MAX_CHUNKS: usize = 1 << 18;
+
+/// The most output text one response may leave in its record (as the event limit, 16 MiB,
+/// about 4 M tokens of English).
+pub const MAX_OUTPUT_BYTES: usize = 16 << 20;
+
+/// The failure of a response past [`MAX_CHUNKS`] or [`MAX_OUTPUT_BYTES`].
+fn too_large(chunks: usize, bytes: usize) -> Outcome {
+    fail(
+        FailureKind::TooLarge,
+        format!(
+            "the response passed what servelab keeps of one response ({MAX_CHUNKS} output chunks \
+             or {} MiB of output text; it had sent {chunks} chunks and {:.1} MiB): read no \
+             further",
+            MAX_OUTPUT_BYTES >> 20,
+            bytes as f64 / f64::from(1u32 << 20)
+        ),
+    )
 }
 
 impl StreamState {
@@ -324,6 +350,10 @@ impl StreamState {
         }
         if let Some(kind) = ev.kind {
             if !ev.text.is_empty() || tokens.is_some_and(|n| n > 0) {
+                self.kept_bytes = self.kept_bytes.saturating_add(ev.text.len());
+                if rec.chunks.len() >= MAX_CHUNKS || self.kept_bytes > MAX_OUTPUT_BYTES {
+                    return Err(too_large(rec.chunks.len(), self.kept_bytes));
+                }
                 rec.chunks.push(Chunk { t_ns: t, kind, text: ev.text.into_owned(), tokens });
             }
         }
@@ -398,6 +428,30 @@ mod tests {
         // Without the finish_reason it stays incomplete.
         let (_, o) = read(None, &[A]);
         assert_eq!(kind(&o), Some(FailureKind::Incomplete));
+    }
+
+    #[test]
+    fn a_response_past_the_chunk_or_text_bound_is_too_large_and_keeps_no_more() {
+        // Millions of tiny events: the record stops at the chunk bound.
+        let many = A.repeat(MAX_CHUNKS + 5);
+        let (rec, o) = read(None, &[&many, FIN]);
+        assert_eq!(kind(&o), Some(FailureKind::TooLarge), "{o:?}");
+        assert_eq!(rec.chunks.len(), MAX_CHUNKS);
+        // A few huge events: the text bound.
+        let big = "x".repeat(6 << 20);
+        let ev = format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{big}\"}}}}]}}\n\n"
+        );
+        let (rec, o) = read(None, &[ev.as_bytes(), ev.as_bytes(), ev.as_bytes(), FIN]);
+        assert_eq!(kind(&o), Some(FailureKind::TooLarge), "{o:?}");
+        assert_eq!(rec.chunks.len(), 2);
+        let Outcome::Failure { message, .. } = o else { unreachable!() };
+        assert!(message.contains("262144 output chunks or 16 MiB"), "{message}");
+        assert!(message.contains("it had sent 2 chunks and 18.0 MiB"), "{message}");
+        // Just under both bounds is a success.
+        let (rec, o) = read(None, &[&A.repeat(1000), ev.as_bytes(), FIN]);
+        assert_eq!(o, Outcome::Success);
+        assert_eq!(rec.chunks.len(), 1001);
     }
 
     #[test]

@@ -381,3 +381,26 @@ async fn a_server_that_closes_unanswered_fails_after_one_counted_retry() {
     assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), sends);
     assert_eq!(records[0].retries, 1);
 }
+
+/// Millions of tiny events (3 M cost 1.5 GB before the bound): the request fails as
+/// `too_large` at the chunk bound, and the server's endless stream is read no further.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endless_tiny_events_fail_as_too_large_at_the_chunk_bound() {
+    let start = Instant::now();
+    let r = one(|mut s, _| async move {
+        let _ = write_all(&mut s, &[SSE_HEAD]).await;
+        let ev = b"data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n".repeat(4096);
+        let piece = chunk(&ev);
+        // 3 M events, far past the bound, unless the client stops reading.
+        for _ in 0..750 {
+            if !write_all(&mut s, &[&piece]).await {
+                return;
+            }
+        }
+    })
+    .await;
+    let (kind, message) = failure(&r).expect("fails");
+    assert_eq!(kind, FailureKind::TooLarge, "{message}");
+    assert_eq!(r.chunks.len(), servelab_client::stream::MAX_CHUNKS);
+    assert!(start.elapsed() < TIMEOUT, "failed only after {:?}", start.elapsed());
+}

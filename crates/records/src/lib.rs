@@ -229,11 +229,14 @@ pub enum FailureKind {
     Incomplete,
     /// The run was interrupted (Ctrl-C or duration end) while the request was in flight.
     Cancelled,
+    /// The response passed what servelab keeps of one response (its output text or its
+    /// chunk count); it was read no further.
+    TooLarge,
 }
 
 impl FailureKind {
     /// Every failure kind, in report order.
-    pub const ALL: [FailureKind; 8] = [
+    pub const ALL: [FailureKind; 9] = [
         FailureKind::HttpStatus,
         FailureKind::Timeout,
         FailureKind::Connect,
@@ -242,6 +245,7 @@ impl FailureKind {
         FailureKind::Malformed,
         FailureKind::Incomplete,
         FailureKind::Cancelled,
+        FailureKind::TooLarge,
     ];
 
     /// The snake_case name stored and shown: `http_status`, `timeout`, ...
@@ -255,6 +259,7 @@ impl FailureKind {
             FailureKind::Malformed => "malformed",
             FailureKind::Incomplete => "incomplete",
             FailureKind::Cancelled => "cancelled",
+            FailureKind::TooLarge => "too_large",
         }
     }
 }
