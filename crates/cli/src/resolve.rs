@@ -510,7 +510,7 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
         loads,
         prompts: PromptPolicy::scaled(a.prompts_per_concurrency, a.min_prompts, a.max_prompts)?,
         fresh_prompts: !a.same_prompts,
-        knee: KneeRule::from_flags(a.knee_min_gain_pct, a.knee_max_ttft_factor)?,
+        knee: KneeRule::from_flags(a.knee_min_gain_pct)?,
         slo: a.slo.as_deref().map(|s| SloSpec::parse("--slo", s)).transpose()?,
         slo_resolution,
         slo_max_probes: a.slo_max_probes,

@@ -121,7 +121,7 @@ async fn grid_table_knee_slo_and_charts() {
     let knee = s.knee.as_ref().expect("a knee");
     assert_eq!(knee.load, 4.0, "{knee:?}");
     assert!(knee.reason.is_some());
-    assert!(md.contains("Saturation: the curve bends at concurrency 4"), "{md}");
+    assert!(md.contains("Saturation: throughput stops rising past concurrency 4 (the knee)"), "{md}");
 
     // SLO: P99 TTFT 70 ms holds up to 4 slots (20 ms) and breaks with any queueing (~135 ms).
     let slo = s.slo.as_ref().expect("an SLO outcome");

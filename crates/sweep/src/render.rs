@@ -4,7 +4,7 @@
 use servelab_load::Axis;
 use servelab_metrics::{Metric, MetricKey, Stat};
 use servelab_outputs::csv::field;
-use servelab_outputs::fmt::{round2 as num, MISSING};
+use servelab_outputs::fmt::{grouped, round2 as num, MISSING};
 use servelab_outputs::markdown::{Align, Table};
 
 use crate::error::{invalid, SweepError};
@@ -163,24 +163,45 @@ pub fn csv(points: &[PointResult]) -> String {
     out
 }
 
-/// The sentence about saturation.
+/// The sentence about saturation: where added load stops buying throughput, and beside it
+/// (never as a reason for it) how TTFT has grown there; an SLO, when given, judges latency.
 pub fn knee_sentence(s: &ScenarioResult) -> String {
     let unit = s.axis.noun();
-    match &s.knee {
-        None => "Saturation: no points measured.".into(),
-        Some(k) => match (&k.reason, s.points.len()) {
-            (_, 1) => format!("Saturation: one level measured ({unit} {}); no curve.", k.load),
-            (Some(r), _) => format!(
-                "Saturation: the curve bends at {unit} {} (the highest load that still gains \
-                 throughput with TTFT in bounds): {r}.",
-                k.load
-            ),
-            (None, _) => format!(
-                "Saturation: not reached; throughput still rises at the highest {unit} measured \
-                 ({}). Extend the grid to find the knee.",
-                k.load
-            ),
-        },
+    let Some(k) = &s.knee else {
+        // Levels at rate inf send every prompt at once: no load axis to bend.
+        return if s.points.is_empty() {
+            "Saturation: no points measured.".into()
+        } else {
+            "Saturation: not applicable; every level sends all its prompts at once (rate inf), \
+             so there is no load curve to bend."
+                .into()
+        };
+    };
+    if s.points.iter().filter(|p| p.load.value().is_finite()).count() == 1 {
+        return format!("Saturation: one level measured ({unit} {}); no curve.", k.load);
+    }
+    let slo = if s.slo.is_some() {
+        "the SLO below says which loads are acceptable"
+    } else {
+        "whether that is acceptable is for an SLO to say (`--slo ttft_p99:MS`)"
+    };
+    let latency = match (k.ttft_growth(), k.ttft_p99_ms, k.lowest) {
+        (Some(g), Some(t), Some((l, _))) => format!(
+            " P99 TTFT there is {} ms, {g:.1}x its value at {unit} {l}; {slo}.",
+            grouped(Some(t), 2)
+        ),
+        _ => String::new(),
+    };
+    match &k.reason {
+        Some(r) => format!(
+            "Saturation: throughput stops rising past {unit} {} (the knee): {r}.{latency}",
+            k.load
+        ),
+        None => format!(
+            "Saturation: not reached; throughput still rises at the highest {unit} measured \
+             ({}). Extend the grid to find the knee.{latency}",
+            k.load
+        ),
     }
 }
 
