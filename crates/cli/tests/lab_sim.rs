@@ -409,6 +409,15 @@ fn sigterm_stops_the_engine_too() {
     assert!(err.contains("terminated: stopping the engine"), "{err}");
 }
 
+/// Issue 28: a lab killed with SIGKILL runs no handler, and left its `sh -c` wrapper and the
+/// engine running. The engine's watchdog sees the lab's end of its pipe close and kills the
+/// group: nothing of it is left within the helper's 5 s bound.
+#[test]
+fn sigkill_of_the_lab_takes_its_engine_down() {
+    let (code, err) = signal_the_binary("sigkill", &["KILL"]);
+    assert_eq!(code, None, "killed by a signal: {err}");
+}
+
 /// `examples/lab-sim.yaml`, as README and docs/lab.md tell users to run it (from the
 /// repository root), with the real binary: its engines are the engine-model simulator, so its
 /// options trade off as on a real engine. It must keep more sequences and TP 2, reject the

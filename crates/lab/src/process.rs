@@ -2,8 +2,17 @@
 //! server with worker processes is stopped as a whole), its output goes to a log file, and
 //! a guard kills the group on every exit path: a normal stop (SIGTERM, then SIGKILL after a
 //! grace period), an error, an interrupt, or a panic (the guard's `Drop`).
+//!
+//! A lab killed with SIGKILL runs none of that, so each group also has a watchdog: a process
+//! forked before the engine's shell execs, outside the group, blocked reading a pipe whose
+//! only write end the lab holds. The kernel closes it when the lab dies, however it dies;
+//! the watchdog then SIGKILLs the group. A lab that stops the engine itself writes a byte
+//! first, and the watchdog leaves quietly. (`PR_SET_PDEATHSIG` would reach only the shell,
+//! not the engine it starts, and fires when the spawning *thread* exits, which a tokio
+//! blocking thread does after 10 s idle.)
 
 use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -17,26 +26,98 @@ pub struct Engine {
     pgid: i32,
     /// Set once the group has been stopped and the leader reaped.
     stopped: bool,
+    /// The write end of the watchdog's pipe (see the module's docs); `None` once released.
+    watchdog: Option<OwnedFd>,
 }
 
-/// The two libc calls this module needs.
+/// The libc calls this module needs.
 enum Sys {
     /// `killpg(pgid, sig)`.
     KillGroup(i32, i32),
     /// `atexit(handler)`.
     AtExit(extern "C" fn()),
+    /// `pipe2(fds, O_CLOEXEC)`: (read end, write end).
+    Pipe,
 }
 
-/// The one place with `unsafe`: plain libc calls with integer or function-pointer arguments.
+/// The one place with `unsafe` besides [`watchdog_hook`]: plain libc calls with integer or
+/// function-pointer arguments.
 #[allow(unsafe_code)]
-fn sys(call: Sys) -> i32 {
-    match call {
+fn sys(call: Sys) -> std::io::Result<i32> {
+    let ret = match call {
         // SAFETY: killpg takes two integers and reads no memory of ours; callers pass only
         // groups we created with process_group(0) (checked > 1 by signal_group).
         Sys::KillGroup(pgid, sig) => unsafe { libc::killpg(pgid, sig) },
         // SAFETY: registers a function with no captured state; it runs at exit and only
         // calls try_lock and killpg.
         Sys::AtExit(f) => unsafe { libc::atexit(f) },
+        Sys::Pipe => {
+            let mut fds = [-1; 2];
+            // SAFETY: pipe2 writes two ints into the array we pass, which outlives the call.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            return Ok(fds[0] << 16 | fds[1]);
+        }
+    };
+    if ret == 0 {
+        Ok(0)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// A pipe whose ends close on exec: (read end, write end).
+#[allow(unsafe_code)]
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let both = sys(Sys::Pipe)?;
+    let (r, w) = (both >> 16, both & 0xffff);
+    // SAFETY: pipe2 just returned these two descriptors, open and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(r), OwnedFd::from_raw_fd(w)) })
+}
+
+/// Runs in the engine's shell between fork and exec (after `process_group(0)` made it a
+/// group leader): forks the watchdog, which leaves the group, closes every descriptor but
+/// the pipe's read end (it must not hold the lab's sockets or files, nor the write end), and
+/// waits. A byte read: the lab stopped the engine itself, nothing to do. End of file: the
+/// lab is gone, SIGKILL the group. Only async-signal-safe calls (fork, setpgid, close, read,
+/// killpg, _exit): the lab is multithreaded, so nothing may allocate or lock here.
+#[allow(unsafe_code)]
+fn watchdog_hook(read_end: i32) -> std::io::Result<()> {
+    // SAFETY: every call below is async-signal-safe and touches only integers and a
+    // one-byte stack buffer; the forked watchdog never returns (it ends in _exit).
+    unsafe {
+        let group = libc::getpgrp();
+        match libc::fork() {
+            -1 => Err(std::io::Error::last_os_error()),
+            0 => {
+                libc::setpgid(0, 0);
+                // close_range(2) (Linux 5.9): everything below and above the read end.
+                let below = if read_end > 0 {
+                    libc::syscall(libc::SYS_close_range, 0u32, (read_end - 1) as u32, 0u32)
+                } else {
+                    0
+                };
+                let above =
+                    libc::syscall(libc::SYS_close_range, (read_end + 1) as u32, u32::MAX, 0u32);
+                if below != 0 || above != 0 {
+                    for fd in (0..65_536).filter(|&fd| fd != read_end) {
+                        libc::close(fd);
+                    }
+                }
+                let mut byte = 0u8;
+                loop {
+                    let n = libc::read(read_end, (&raw mut byte).cast(), 1);
+                    if n == 0 && group > 1 {
+                        libc::killpg(group, libc::SIGKILL);
+                    }
+                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                        libc::_exit(0);
+                    }
+                }
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -46,11 +127,7 @@ fn signal_group(pgid: i32, sig: i32) -> std::io::Result<()> {
         // Never signal group 0 (our own) or 1 (init's): only groups we created.
         return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
     }
-    if sys(Sys::KillGroup(pgid, sig)) == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    sys(Sys::KillGroup(pgid, sig)).map(|_| ())
 }
 
 /// Groups of engines not yet stopped. `std::process::exit` (a second Ctrl-C) runs no
@@ -69,7 +146,7 @@ extern "C" fn kill_live_groups() {
 
 fn register(pgid: i32) {
     AT_EXIT.call_once(|| {
-        sys(Sys::AtExit(kill_live_groups));
+        let _ = sys(Sys::AtExit(kill_live_groups));
     });
     if let Ok(mut g) = LIVE.lock() {
         g.push(pgid);
@@ -149,18 +226,36 @@ impl Engine {
     pub fn spawn(command: &str, env: &[(String, String)], log: &Path) -> std::io::Result<Engine> {
         let out = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
         let err = out.try_clone()?;
-        let child = Command::new("sh")
-            .arg("-c")
+        let (read_end, write_end) = pipe()?;
+        let r = read_end.as_raw_fd();
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
             .arg(command)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
-            .process_group(0)
-            .spawn()?;
+            .process_group(0);
+        #[allow(unsafe_code)]
+        // SAFETY: the hook makes only async-signal-safe calls (see watchdog_hook).
+        unsafe {
+            cmd.pre_exec(move || watchdog_hook(r));
+        }
+        let spawned = cmd.spawn();
+        // The watchdog has its copy; ours would keep the pipe open after the lab dies.
+        drop(read_end);
+        let mut watchdog = Some(write_end);
+        let child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                // A watchdog may have been forked before exec failed: let it go quietly.
+                release(&mut watchdog);
+                return Err(e);
+            }
+        };
         let pgid = i32::try_from(child.id()).map_err(std::io::Error::other)?;
         register(pgid);
-        Ok(Engine { child, pgid, stopped: false })
+        Ok(Engine { child, pgid, stopped: false, watchdog })
     }
 
     /// The leader's exit status, if it has exited.
@@ -203,7 +298,16 @@ impl Engine {
         // by init; signal once more in case one was mid-fork.
         let _ = signal_group(self.pgid, libc::SIGKILL);
         unregister(self.pgid);
+        release(&mut self.watchdog);
         self.stopped = true;
+    }
+}
+
+/// Tell the watchdog the lab stopped the engine itself (a byte), then close the pipe.
+fn release(watchdog: &mut Option<OwnedFd>) {
+    if let Some(fd) = watchdog.take() {
+        let mut f = std::fs::File::from(fd);
+        let _ = std::io::Write::write_all(&mut f, b"x");
     }
 }
 
@@ -310,6 +414,69 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(!alive(pid), "sleep {pid} survived the guard");
+    }
+
+    /// The lab dying (its end of the pipe closed without the byte, as the kernel closes it
+    /// for a SIGKILLed lab) takes the whole group down: the shell and what it started.
+    #[test]
+    fn the_watchdog_kills_the_group_when_the_lab_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let cmd = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+        let mut e = Engine::spawn(&cmd, &[], &dir.path().join("l")).unwrap();
+        let pid = read_pid(&pidfile);
+        let shell = e.pgid;
+        let w = watchdog_of(shell).expect("every engine has a watchdog");
+        assert!(alive(pid) && alive(shell) && alive(w));
+        // What the kernel does for a dead lab: close the write end, no byte.
+        drop(e.watchdog.take());
+        let t0 = Instant::now();
+        while (alive(pid) || e.exited().is_none()) && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!alive(pid), "sleep {pid} outlived the lab's pipe");
+        assert_eq!(e.exited().map(describe).as_deref(), Some("signal 9"));
+        assert!(gone_within(w, Duration::from_secs(5)), "watchdog {w} lingers");
+        unregister(e.pgid);
+        e.stopped = true;
+    }
+
+    /// The watchdog of group `pgid`: a child of its leader in a group of its own.
+    fn watchdog_of(pgid: i32) -> Option<i32> {
+        for _ in 0..200 {
+            for d in std::fs::read_dir("/proc").unwrap().flatten() {
+                let Ok(pid) = d.file_name().to_string_lossy().parse::<i32>() else { continue };
+                let Ok(stat) = std::fs::read_to_string(d.path().join("stat")) else { continue };
+                let rest = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+                let f: Vec<&str> = rest.split_whitespace().take(3).collect();
+                if f.get(1) == Some(&pgid.to_string().as_str())
+                    && f.get(2) == Some(&pid.to_string().as_str())
+                {
+                    return Some(pid);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    fn gone_within(pid: i32, limit: Duration) -> bool {
+        let t0 = Instant::now();
+        while alive(pid) && t0.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        !alive(pid)
+    }
+
+    /// A normal stop tells the watchdog to leave: it must not linger.
+    #[test]
+    fn a_stopped_engine_leaves_no_watchdog() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Engine::spawn("sleep 30", &[], &dir.path().join("l")).unwrap();
+        let w = watchdog_of(e.pgid).expect("every engine has a watchdog");
+        assert!(alive(w));
+        drop(e);
+        assert!(gone_within(w, Duration::from_secs(5)), "watchdog {w} lingers");
     }
 
     #[test]
