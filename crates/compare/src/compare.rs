@@ -1,14 +1,15 @@
 //! Side-by-side comparison against a baseline (the first subject), with a noise verdict per
 //! metric.
 //!
-//! Noise: with 2+ repeated runs on both sides, the bootstrap is over the repeats' values
-//! (run-to-run noise, any metric). Otherwise latency metrics bootstrap over per-request
+//! Noise: with 2+ repeated runs on both sides, run-to-run noise (any metric): Welch's t
+//! interval while either side has fewer than 5 runs, else the bootstrap over the repeats. Otherwise latency metrics bootstrap over per-request
 //! samples (request-to-request noise within a run); run-level metrics (throughputs, success
 //! rate) of single runs have no noise estimate and say so.
 
 use serde::Serialize;
 
 use crate::data::{Identity, Subject};
+use crate::welch::{welch_interval, MIN_BOOTSTRAP_REPEATS};
 use servelab_metrics::bootstrap::{diff_interval, Interval};
 use servelab_metrics::{Metric, MetricKey, Stat, HEADLINE};
 use servelab_records::LoadSpec;
@@ -36,6 +37,15 @@ impl Default for CompareOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Noise {
+    /// Welch's t interval over repeated runs, when either side has fewer than
+    /// [`crate::welch::MIN_BOOTSTRAP_REPEATS`] (a bootstrap of so few runs understates the
+    /// noise).
+    FewRepeats {
+        /// The baseline's runs.
+        baseline: usize,
+        /// This subject's runs.
+        this: usize,
+    },
     /// Bootstrap over repeated runs (counts of the baseline's and this subject's runs).
     Repeats {
         /// The baseline's runs.
@@ -162,6 +172,11 @@ fn noise(
     seed: u64,
 ) -> (Option<Interval>, Noise) {
     let (ra, rb) = (repeat_units(base, metric), repeat_units(this, metric));
+    if ra.len() >= 2 && rb.len() >= 2 && ra.len().min(rb.len()) < MIN_BOOTSTRAP_REPEATS {
+        let flat = |u: &[Vec<f64>]| u.iter().flatten().copied().collect::<Vec<f64>>();
+        let i = welch_interval(&flat(&ra), &flat(&rb), o.level);
+        return (i, Noise::FewRepeats { baseline: ra.len(), this: rb.len() });
+    }
     if ra.len() >= 2 && rb.len() >= 2 {
         let i = diff_interval(&ra, &rb, Stat::Mean, o.resamples, seed, o.level);
         return (i, Noise::Repeats { baseline: ra.len(), this: rb.len() });

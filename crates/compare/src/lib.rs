@@ -11,6 +11,7 @@
 //! | [`verdict`] | one written verdict per model, and variants of one model |
 //! | [`render`] | the comparison as plain text, Markdown, JSON |
 //! | [`report`] | the report: Markdown and HTML with inline SVG charts |
+//! | `welch` | Welch's t interval for repeated runs too few to bootstrap |
 
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
@@ -24,6 +25,7 @@ pub mod render;
 pub mod report;
 mod sources;
 pub mod verdict;
+mod welch;
 
 pub use compare::{
     compare, pair, CompareOptions, Comparison, Delta, MetricRow, Noise, Pairing, Point, Verdict,

@@ -6,20 +6,23 @@ use servelab_outputs::Table;
 
 use crate::compare::{Comparison, Delta, Noise, Verdict};
 
-/// `+1.23 (+4.5%) better`.
+/// `+1.23 (+4.5%) better [+0.40, +2.06]`: the difference, its verdict, and the interval it
+/// was judged on (so "within noise" and "worse" can be checked by eye).
 pub fn delta_cell(d: Option<&Delta>) -> String {
     let Some(d) = d else { return MISSING.into() };
     let pct = d.pct.map(|p| format!(" ({p:+.1}%)")).unwrap_or_default();
+    let band = d.interval.map(|i| format!(" [{:+.2}, {:+.2}]", i.lo, i.hi)).unwrap_or_default();
     let word = match d.verdict {
         Verdict::Better => "better",
         Verdict::Worse => "worse",
         Verdict::WithinNoise => "within noise",
         Verdict::Unknown => "no noise estimate",
     };
-    format!("{:+.2}{pct} {word}", d.abs)
+    format!("{:+.2}{pct} {word}{band}", d.abs)
 }
 
-/// Metric rows × (baseline, then value and delta for each other subject). The best value
+/// Metric rows × (baseline, then value and delta for each other subject; the delta carries
+/// its interval in brackets). The best value
 /// of each metric is marked `*`.
 pub fn comparison_table(c: &Comparison) -> Table {
     let mut headers = vec!["Metric".to_string()];
@@ -73,6 +76,12 @@ pub fn notes(c: &Comparison) -> Vec<String> {
     };
     let level = c.options.level * 100.0;
     let how = format!("{} resamples, seed {}", c.options.resamples, c.options.seed);
+    if uses(|n| matches!(n, Noise::FewRepeats { .. })) {
+        out.push(format!(
+            "noise: {level:.0}% Welch t interval over repeated runs (fewer than 5 a side: a \
+             bootstrap of so few runs would understate it)"
+        ));
+    }
     if uses(|n| matches!(n, Noise::Repeats { .. })) {
         out.push(format!("noise: {level:.0}% bootstrap interval over repeated runs ({how})"));
     }

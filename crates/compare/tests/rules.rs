@@ -68,7 +68,11 @@ fn deltas_are_against_the_baseline_and_noise_comes_from_requests() {
     let ttft = row(MetricKey::stat(Metric::Ttft, Stat::Mean)).deltas[1].unwrap();
     assert_eq!(ttft.abs, -10.0);
     assert_eq!(ttft.verdict, Verdict::Better);
-    assert_eq!(delta_cell(Some(&ttft)), "-10.00 (-20.0%) better");
+    let band = ttft.interval.unwrap();
+    assert_eq!(
+        delta_cell(Some(&ttft)),
+        format!("-10.00 (-20.0%) better [{:+.2}, {:+.2}]", band.lo, band.hi)
+    );
     assert_eq!(row(MetricKey::stat(Metric::Ttft, Stat::Mean)).best, Some(1));
     assert!(
         row(MetricKey::stat(Metric::Itl, Stat::Mean)).deltas[1].is_none(),
@@ -91,7 +95,33 @@ fn repeated_runs_give_run_to_run_noise_for_throughput() {
     assert_eq!(thr.values, vec![Some(101.0), Some(100.0)]);
     let d = thr.deltas[1].unwrap();
     assert_eq!(d.verdict, Verdict::WithinNoise);
-    assert_eq!(d.noise, servelab_compare::Noise::Repeats { baseline: 2, this: 2 });
+    assert_eq!(d.noise, servelab_compare::Noise::FewRepeats { baseline: 2, this: 2 });
+}
+
+/// Issue 25: two repeats a side, B 2.5 % slower on every run. The bootstrap over two runs
+/// called it "worse"; the interval must show and say "within noise".
+#[test]
+fn two_repeats_at_2_5_percent_are_within_noise_and_the_band_is_shown() {
+    let a = Subject {
+        name: "a".into(),
+        runs: vec![run("a", 4, 100.0, 50.0, 60.0, 10, 0), run("a", 4, 101.0, 50.0, 60.0, 10, 0)],
+    };
+    let b = Subject {
+        name: "b".into(),
+        runs: vec![run("b", 4, 97.5, 50.0, 60.0, 10, 0), run("b", 4, 98.6, 50.0, 60.0, 10, 0)],
+    };
+    let c = compare(&[a, b], &opts());
+    let thr = c.rows.iter().find(|r| r.metric == MetricKey::of(Metric::OutputThroughput)).unwrap();
+    let d = thr.deltas[1].unwrap();
+    assert_eq!(d.verdict, Verdict::WithinNoise, "{d:?}");
+    let i = d.interval.unwrap();
+    assert_eq!(
+        delta_cell(Some(&d)),
+        format!("-2.45 (-2.4%) within noise [{:+.2}, {:+.2}]", i.lo, i.hi)
+    );
+    let text = render_plain(&c);
+    assert!(text.contains("within noise ["), "{text}");
+    assert!(text.contains("Welch t interval over repeated runs"), "{text}");
 }
 
 #[test]
