@@ -300,8 +300,10 @@ pub struct Pairing {
 /// Match operands (each one subject or more, as `subjects_of` splits them) point by
 /// point. When every operand is one subject, they are compared as they are (differences
 /// in workload or load are then named by the comparison). Otherwise each identity of the
-/// first operand that every other operand also has becomes one point; the rest are listed
-/// as unmatched. An error when no identity is shared: nothing would be compared.
+/// first operand that every other operand also has becomes one point, or, failing that, the
+/// one subject of the same scenario, dataset and load with another prompt count (not at
+/// rate inf without a cap; the comparison names the difference); the rest are listed as
+/// unmatched. An error when no identity is shared: nothing would be compared.
 pub fn pair(operands: Vec<Vec<Subject>>) -> Result<Pairing, String> {
     if operands.iter().all(|o| o.len() == 1) {
         let subjects = operands.into_iter().flatten().collect();
@@ -313,7 +315,30 @@ pub fn pair(operands: Vec<Vec<Subject>>) -> Result<Pairing, String> {
         let Some(id) = first.identity() else { continue };
         let found: Vec<Option<usize>> = operands
             .iter()
-            .map(|o| o.iter().position(|s| s.identity().as_ref() == Some(&id)))
+            .zip(&used)
+            .map(|(o, u)| {
+                o.iter().position(|s| s.identity().as_ref() == Some(&id)).or_else(|| {
+                    // The same point run with another prompt count (a prediction beside a
+                    // measurement, a sweep scaling prompts differently): compared, and the
+                    // comparison names the difference as a caveat. Not at rate inf without a
+                    // cap, where the prompt count is the load.
+                    if id.load == LoadSpec::default().to_string() {
+                        return None;
+                    }
+                    let like = |s: &Subject| {
+                        s.identity().is_some_and(|t| {
+                            t.scenario == id.scenario
+                                && t.dataset == id.dataset
+                                && t.load == id.load
+                        })
+                    };
+                    let mut c = o.iter().enumerate().filter(|(i, s)| !u[*i] && like(s));
+                    match (c.next(), c.next()) {
+                        (Some((i, _)), None) => Some(i),
+                        _ => None,
+                    }
+                })
+            })
             .collect();
         if found.iter().all(Option::is_some) {
             let idx: Vec<usize> = found.into_iter().flatten().collect();
@@ -334,11 +359,17 @@ pub fn pair(operands: Vec<Vec<Subject>>) -> Result<Pairing, String> {
         })
         .collect();
     if points.is_empty() {
+        // A few examples, not every point of two sweeps (that made a 3 KB line).
+        const SHOWN: usize = 3;
+        let more = match unmatched.len().saturating_sub(SHOWN) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
         return Err(format!(
-            "no workload and load is common to every operand, so nothing is comparable point \
-             by point: {}. Compare runs of one workload and load: pass run ids (see \
-             `servelab runs list --label LABEL`) or sweeps of the same scenarios and levels",
-            unmatched.join(", ")
+            "no workload and load is common to every operand ({}{more}). Compare runs of one \
+             workload and load: pass run ids (`servelab runs list --label LABEL`) or sweeps \
+             of the same scenarios and levels",
+            unmatched[..unmatched.len().min(SHOWN)].join("; ")
         ));
     }
     Ok(Pairing { points, unmatched })

@@ -165,3 +165,35 @@ fn sweeps_without_a_common_point_are_refused() {
     assert!(e.starts_with("no workload and load is common to every operand"), "{e}");
     assert!(e.contains("pass run ids"), "{e}");
 }
+
+/// Issue 25 item 8: a predicted sweep (10 prompts per level) against a measured one (200
+/// per level) by label: compared point by point, the prompt counts named as a caveat.
+#[test]
+fn sweeps_with_other_prompt_counts_compare_with_a_caveat() {
+    let predicted: Vec<RunData> =
+        [1, 2, 4].map(|c| sweep_point("pred", "chat", c, c as f64)).into();
+    let measured: Vec<RunData> = [1, 2, 4]
+        .map(|c| {
+            let mut r = run("meas [chat]", "random(500:100)", 200, conc(c), c as f64 * 1.1);
+            r.tags.push((SCENARIO_TAG.into(), "chat".into()));
+            r
+        })
+        .into();
+    let p = pair(vec![subjects_of("pred", predicted), subjects_of("meas", measured)]).unwrap();
+    assert_eq!(p.points.len(), 3);
+    assert!(p.unmatched.is_empty(), "{:?}", p.unmatched);
+    let c = compare(&p.points[2].subjects, &CompareOptions::default());
+    assert_eq!(c.differences, ["meas [c=4]: prompts: 200 prompts vs 40 prompts"]);
+    assert!(render_plain(&c).contains("NOT THE SAME WORKLOAD AND LOAD"));
+}
+
+/// At rate inf the prompt count is the load: 10 and 100 prompts are never paired.
+#[test]
+fn all_at_once_runs_of_other_prompt_counts_stay_apart_and_the_error_is_short() {
+    let mk = |name: &str, n: u64| {
+        (0..20).map(|k| run(name, &format!("random({k}:8)"), n, inf(), 1.0)).collect::<Vec<_>>()
+    };
+    let e = pair(vec![subjects_of("a", mk("a", 10)), subjects_of("b", mk("b", 100))]).unwrap_err();
+    assert!(e.len() < 400, "{} bytes: {e}", e.len());
+    assert!(e.contains("and 37 more"), "{e}");
+}
