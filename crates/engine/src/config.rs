@@ -2,9 +2,11 @@
 //! scheduler and cost model use.
 
 use serde::{Deserialize, Serialize};
+use serde_yaml_ng::{Mapping, Value};
 
 use crate::dtype::DType;
 use crate::error::{EngineError, Result};
+use crate::family::EngineFamily;
 use crate::gpu::{GpuSpec, LinkSpec};
 use crate::model::ModelSpec;
 
@@ -37,6 +39,10 @@ pub struct Calibration {
     pub allreduce_us: Option<f64>,
     /// CPU time per sequence per step: input preparation, sampling, detokenisation (µs).
     pub per_seq_overhead_us: f64,
+    /// CPU time to launch one layer's kernels when a step runs without a CUDA graph, µs: the
+    /// GPU waits for the CPU when its kernels are shorter than their launches (small decode
+    /// batches with `enforce_eager`, or batches above the largest captured size).
+    pub eager_layer_us: f64,
     /// Fixed latency from a request's arrival until the scheduler sees it (HTTP, gateway,
     /// templating, hand-off to the engine core), µs; requests overlap in it.
     pub frontend_us: f64,
@@ -64,6 +70,9 @@ impl Default for Calibration {
             allreduce_hop_us: None,
             allreduce_us: None,
             per_seq_overhead_us: 20.0,
+            // About fifteen operators per layer at ~13 µs of PyTorch dispatch and launch each
+            // (an estimate; fit it on an eager table).
+            eager_layer_us: 200.0,
             frontend_us: 1000.0,
             frontend_per_token_us: 1.0,
             step_jitter: 0.05,
@@ -89,6 +98,7 @@ impl Calibration {
             ("calibration.step_overhead_us", self.step_overhead_us),
             ("calibration.layer_overhead_us", self.layer_overhead_us),
             ("calibration.per_seq_overhead_us", self.per_seq_overhead_us),
+            ("calibration.eager_layer_us", self.eager_layer_us),
             ("calibration.frontend_us", self.frontend_us),
             ("calibration.frontend_per_token_us", self.frontend_per_token_us),
             ("calibration.allreduce_base_us", self.allreduce_base_us),
@@ -146,6 +156,18 @@ pub struct SchedulerConfig {
     pub activation_reserve_gb: Option<f64>,
     /// Fixes the KV capacity (blocks per worker) instead of deriving it from memory.
     pub num_gpu_blocks: Option<u64>,
+    /// Longest request (prompt + output tokens) the engine accepts; longer ones are refused,
+    /// as vLLM answers 400. `None`: no limit but the KV capacity.
+    pub max_model_len: Option<u32>,
+    /// Run every step without CUDA graphs (vLLM's `--enforce-eager`).
+    pub enforce_eager: bool,
+    /// Largest step captured as a CUDA graph, in tokens (vLLM V1's largest capture size) or
+    /// decode sequences (vLLM V0, SGLang's `--cuda-graph-max-bs`, TensorRT-LLM); larger steps
+    /// launch their kernels one by one. 0: no graphs.
+    pub cuda_graph_max_batch: u32,
+    /// Prefill chunks and decodes share a step (vLLM V1, TensorRT-LLM); off: a step is all
+    /// prefill (while a waiting request can be admitted) or all decode (vLLM V0, SGLang).
+    pub mixed_batches: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -160,6 +182,10 @@ impl Default for SchedulerConfig {
             prefix_caching: true,
             activation_reserve_gb: None,
             num_gpu_blocks: None,
+            max_model_len: None,
+            enforce_eager: false,
+            cuda_graph_max_batch: 512,
+            mixed_batches: true,
         }
     }
 }
@@ -176,7 +202,9 @@ pub enum Router {
     LeastLoaded,
 }
 
-/// A pool of identical workers in a P/D deployment.
+/// A pool of identical workers in a P/D deployment. In the file, scheduler keys may be given
+/// in the pool itself (`pd.prefill.max_num_batched_tokens`) and `calibration:` keys too; each
+/// replaces the top-level value for this pool ([`EngineFile::parse`] merges them).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoolFile {
@@ -184,6 +212,36 @@ pub struct PoolFile {
     pub workers: u32,
     /// TP of each worker.
     pub tp: u32,
+    /// This pool's scheduler, when it differs from the top-level one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<SchedulerConfig>,
+    /// This pool's calibration, when it differs from the top-level one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
+}
+
+/// The deployment a calibration was fitted on: what a prediction of another deployment is
+/// extrapolating from. Written by `predict calibrate`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FittedOn {
+    /// Engine family.
+    pub engine: EngineFamily,
+    /// Engine version, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<String>,
+    /// GPU preset.
+    pub gpu: String,
+    /// TP of the measured workers.
+    pub tp: u32,
+    /// Model (preset or config name).
+    pub model: String,
+    /// Whether the measured deployment was disaggregated (P/D).
+    #[serde(default)]
+    pub pd: bool,
+    /// The measured tables or runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// The `pd:` section of an engine file.
@@ -203,6 +261,15 @@ pub struct PdFile {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineFile {
+    /// The serving engine modelled; its defaults fill what the file leaves out.
+    #[serde(default)]
+    pub engine: EngineFamily,
+    /// The engine's version (free text, e.g. `0.9.0.1`), carried into every prediction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<String>,
+    /// The deployment the calibration was fitted on (`None`: not fitted, defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitted_on: Option<FittedOn>,
     /// A model preset name (see [`crate::model_preset_names`]).
     #[serde(default)]
     pub model: Option<String>,
@@ -252,6 +319,12 @@ pub struct PdConfig {
 /// A validated deployment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {
+    /// The serving engine modelled.
+    pub engine: EngineFamily,
+    /// Its version, if the file gave one.
+    pub engine_version: Option<String>,
+    /// Where the calibration comes from (`None`: the family's defaults, not fitted).
+    pub fitted_on: Option<FittedOn>,
     /// The model.
     pub model: ModelSpec,
     /// The GPU of every worker.
@@ -273,10 +346,27 @@ pub struct EngineConfig {
 }
 
 impl EngineFile {
-    /// Parses YAML text.
+    /// Parses YAML text. The `engine` family's defaults fill the scheduler and calibration
+    /// keys the file leaves out, and a P/D pool's own scheduler keys and `calibration:` are
+    /// merged over the top-level ones, so the result holds every value explicitly.
     pub fn parse(yaml: &str) -> Result<Self> {
-        serde_yaml_ng::from_str(yaml)
-            .map_err(|e| EngineError::Parse { what: "engine file".into(), message: e.to_string() })
+        let parse_err = |e: serde_yaml_ng::Error| EngineError::Parse {
+            what: "engine file".into(),
+            message: e.to_string(),
+        };
+        let mut v: Value = serde_yaml_ng::from_str(yaml).map_err(parse_err)?;
+        let Value::Mapping(m) = &mut v else {
+            // Not a mapping: let the typed parse say what it expected.
+            return serde_yaml_ng::from_str(yaml).map_err(parse_err);
+        };
+        fill_defaults(m)?;
+        let text = serde_yaml_ng::to_string(&v).map_err(parse_err)?;
+        // Positions would point into the merged text, not the user's: paths name the key.
+        serde_yaml_ng::from_str(&text).map_err(|e| {
+            let msg = e.to_string();
+            let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+            EngineError::Parse { what: "engine file".into(), message: msg }
+        })
     }
 
     /// The file as YAML text (comments of the text it was parsed from are not kept).
@@ -332,6 +422,9 @@ impl EngineFile {
         check_count("replicas", replicas)?;
         check_tp("tp", tp, &model)?;
         let cfg = EngineConfig {
+            engine: self.engine,
+            engine_version: self.engine_version.clone(),
+            fitted_on: self.fitted_on.clone(),
             model,
             gpu,
             kv_dtype,
@@ -342,8 +435,8 @@ impl EngineFile {
             calibration: self.calibration,
             pd,
         };
-        for (key, tp) in cfg.worker_tps() {
-            cfg.worker(tp).kv_blocks().map_err(|m| EngineError::invalid(key, m))?;
+        for (key, spec) in cfg.worker_specs() {
+            spec.kv_blocks().map_err(|m| EngineError::invalid(key, m))?;
         }
         Ok(cfg)
     }
@@ -359,6 +452,14 @@ impl EngineFile {
             check_count(&format!("{pool}.workers"), f.workers)?;
             check_count(&format!("{pool}.tp"), f.tp)?;
             check_tp(&format!("{pool}.tp"), f.tp, model)?;
+            if let Some(s) = &f.scheduler {
+                validate_scheduler(s).map_err(|e| {
+                    EngineError::invalid(pool, e.to_string().replace("scheduler.", ""))
+                })?;
+            }
+            if let Some(c) = &f.calibration {
+                c.validate().map_err(|e| EngineError::invalid(pool, e.to_string()))?;
+            }
         }
         let link = p.link.unwrap_or(gpu.network);
         if !(link.bandwidth_gb_s > 0.0 && link.latency_us >= 0.0) {
@@ -369,6 +470,79 @@ impl EngineFile {
         }
         Ok(PdConfig { prefill: p.prefill, decode: p.decode, link })
     }
+}
+
+/// The keys of a serialised struct, with their values (the family's defaults).
+fn mapping_of<T: Serialize>(t: &T) -> Result<Mapping> {
+    match serde_yaml_ng::to_value(t) {
+        Ok(Value::Mapping(m)) => Ok(m),
+        _ => Err(EngineError::Parse { what: "engine file".into(), message: "defaults".into() }),
+    }
+}
+
+/// `base` with every key of `over` replacing its own.
+fn overlay(base: &Mapping, over: &Mapping) -> Mapping {
+    let mut m = base.clone();
+    for (k, v) in over {
+        m.insert(k.clone(), v.clone());
+    }
+    m
+}
+
+/// Fills the family's defaults into `scheduler:` and `calibration:` where the file left keys
+/// out, and merges each P/D pool's own keys over them.
+fn fill_defaults(m: &mut Mapping) -> Result<()> {
+    let family = match m.get("engine") {
+        Some(f) => serde_yaml_ng::from_value::<EngineFamily>(f.clone())
+            .map_err(|e| EngineError::invalid("engine", e.to_string()))?,
+        None => EngineFamily::default(),
+    };
+    let mut sched = mapping_of(&family.scheduler_defaults())?;
+    let model_len = m.get("scheduler").and_then(|s| s.get("max_model_len")).and_then(Value::as_u64);
+    if family == EngineFamily::VllmV0 {
+        // V0 without chunked prefill schedules a prompt whole: its budget defaults to
+        // max(max_model_len, 2048).
+        if let Some(len) = model_len {
+            sched.insert("max_num_batched_tokens".into(), Value::from(len.max(2048)));
+        }
+    }
+    let mut calib = mapping_of(&family.calibration_defaults())?;
+    for (key, defaults) in [("scheduler", &mut sched), ("calibration", &mut calib)] {
+        match m.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Mapping(given)) => *defaults = overlay(defaults, given),
+            // A wrong type: the typed parse names it.
+            Some(_) => continue,
+        }
+        m.insert(key.into(), Value::Mapping(defaults.clone()));
+    }
+    let sched_keys: Vec<Value> = sched.keys().cloned().collect();
+    if let Some(Value::Mapping(pd)) = m.get_mut("pd") {
+        for pool in ["prefill", "decode"] {
+            let Some(Value::Mapping(p)) = pd.get_mut(pool) else { continue };
+            let mut own = match p.remove("scheduler") {
+                Some(Value::Mapping(s)) => s,
+                Some(other) => {
+                    p.insert("scheduler".into(), other);
+                    continue;
+                }
+                None => Mapping::new(),
+            };
+            for k in &sched_keys {
+                if let Some(v) = p.remove(k) {
+                    own.insert(k.clone(), v);
+                }
+            }
+            if !own.is_empty() {
+                p.insert("scheduler".into(), Value::Mapping(overlay(&sched, &own)));
+            }
+            if let Some(Value::Mapping(c)) = p.get("calibration") {
+                let merged = overlay(&calib, c);
+                p.insert("calibration".into(), Value::Mapping(merged));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_count(key: &str, n: u32) -> Result<()> {
@@ -409,12 +583,17 @@ fn validate_scheduler(s: &SchedulerConfig) -> Result<()> {
     if s.num_gpu_blocks == Some(0) {
         return Err(EngineError::invalid("scheduler.num_gpu_blocks", "expected >= 1, got 0"));
     }
+    if s.max_model_len == Some(0) {
+        return Err(EngineError::invalid("scheduler.max_model_len", "expected >= 1, got 0"));
+    }
     Ok(())
 }
 
 /// Everything one worker (a TP group running one scheduler) needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerSpec {
+    /// The serving engine.
+    pub engine: EngineFamily,
     /// The model.
     pub model: ModelSpec,
     /// The GPU.
@@ -430,9 +609,10 @@ pub struct WorkerSpec {
 }
 
 impl EngineConfig {
-    /// The spec of a worker with TP `tp`.
+    /// The spec of a worker with TP `tp` and the top-level scheduler and calibration.
     pub fn worker(&self, tp: u32) -> WorkerSpec {
         WorkerSpec {
+            engine: self.engine,
             model: self.model.clone(),
             gpu: self.gpu.clone(),
             tp,
@@ -442,11 +622,27 @@ impl EngineConfig {
         }
     }
 
-    /// (key, TP) of each kind of worker, for messages.
-    fn worker_tps(&self) -> Vec<(&'static str, u32)> {
+    /// The spec of a worker of P/D pool `pool`: its own scheduler and calibration if it has
+    /// them.
+    pub fn pool_worker(&self, pool: &PoolFile) -> WorkerSpec {
+        let mut w = self.worker(pool.tp);
+        if let Some(s) = pool.scheduler {
+            w.scheduler = s;
+        }
+        if let Some(c) = pool.calibration {
+            w.calibration = c;
+        }
+        w
+    }
+
+    /// (key, spec) of each kind of worker, for messages.
+    pub fn worker_specs(&self) -> Vec<(&'static str, WorkerSpec)> {
         match &self.pd {
-            Some(p) => vec![("pd.prefill.tp", p.prefill.tp), ("pd.decode.tp", p.decode.tp)],
-            None => vec![("tp", self.tp)],
+            Some(p) => vec![
+                ("pd.prefill.tp", self.pool_worker(&p.prefill)),
+                ("pd.decode.tp", self.pool_worker(&p.decode)),
+            ],
+            None => vec![("tp", self.worker(self.tp))],
         }
     }
 
@@ -572,6 +768,67 @@ scheduler:
             ),
         ];
         for (yaml, want) in cases {
+            let e = EngineFile::parse(yaml).and_then(|f| f.build(None)).unwrap_err().to_string();
+            assert!(e.contains(want), "{yaml}: {e}");
+        }
+    }
+
+    /// The family's defaults fill what the file leaves out; the file's keys win; a P/D pool's
+    /// own scheduler keys and calibration replace the top-level ones for that pool only.
+    #[test]
+    fn families_pools_and_new_scheduler_keys() {
+        let cfg = EngineFile::parse(
+            "engine: sglang\nengine_version: 0.4.9\nmodel: qwen3-32b\ngpu: h20\n\
+             scheduler: {max_num_seqs: 64, max_model_len: 4096, enforce_eager: true}\n\
+             calibration: {eta_gemm: 0.8}\n\
+             pd: {prefill: {workers: 2, tp: 4, max_num_batched_tokens: 16384, \
+             calibration: {step_overhead_us: 50}}, decode: {workers: 1, tp: 4}}\n",
+        )
+        .unwrap()
+        .build(None)
+        .unwrap();
+        assert_eq!(
+            (cfg.engine, cfg.engine_version.as_deref()),
+            (EngineFamily::Sglang, Some("0.4.9"))
+        );
+        let s = cfg.scheduler;
+        assert_eq!((s.max_num_seqs, s.max_model_len, s.enforce_eager), (64, Some(4096), true));
+        assert_eq!((s.mixed_batches, s.cuda_graph_max_batch), (false, 160), "sglang's defaults");
+        assert_eq!(cfg.calibration.step_overhead_us, 400.0, "sglang's per-step CPU time");
+        let pd = cfg.pd.as_ref().unwrap();
+        let p = cfg.pool_worker(&pd.prefill);
+        assert_eq!(p.scheduler.max_num_batched_tokens, 16384);
+        assert_eq!(p.scheduler.max_num_seqs, 64, "the rest from the top level");
+        assert_eq!((p.calibration.step_overhead_us, p.calibration.eta_gemm), (50.0, 0.8));
+        let d = cfg.pool_worker(&pd.decode);
+        assert_eq!(
+            (d.scheduler.max_num_batched_tokens, d.calibration.step_overhead_us),
+            (8192, 400.0)
+        );
+        // Written back, the file means the same.
+        let again = EngineFile::parse(
+            &EngineFile::parse("engine: vllm-v0\nmodel: qwen3-8b\ngpu: h100\n")
+                .unwrap()
+                .to_yaml()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(again.engine, EngineFamily::VllmV0);
+        assert!(!again.scheduler.chunked_prefill && !again.scheduler.mixed_batches);
+        assert_eq!(again.calibration.step_overhead_us, 2500.0);
+        let bad = [
+            ("engine: tgi\nmodel: qwen3-8b\ngpu: h100\n", "engine: unknown variant `tgi`"),
+            (
+                "model: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1, bogus: 2}, decode: {workers: 1, tp: 1}}\n",
+                "unknown field `bogus`",
+            ),
+            (
+                "model: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1, max_num_seqs: 0}, decode: {workers: 1, tp: 1}}\n",
+                "pd.prefill: max_num_seqs: expected an integer >= 1",
+            ),
+            ("model: qwen3-8b\ngpu: h100\nscheduler: {cuda_graph_sizes: [1, 2]}\n", "unknown field `cuda_graph_sizes`"),
+        ];
+        for (yaml, want) in bad {
             let e = EngineFile::parse(yaml).and_then(|f| f.build(None)).unwrap_err().to_string();
             assert!(e.contains(want), "{yaml}: {e}");
         }

@@ -91,6 +91,9 @@ pub struct StepCost {
     pub all_reduce: f64,
     /// Fixed step, per-layer and per-sequence overheads.
     pub overhead: f64,
+    /// A step without a CUDA graph: the time the GPU waits for kernel launches beyond its own
+    /// work, `max(0, layers × eager_layer_us − GPU time)`.
+    pub launch: f64,
 }
 
 impl StepCost {
@@ -103,6 +106,7 @@ impl StepCost {
             + self.attn_decode
             + self.all_reduce
             + self.overhead
+            + self.launch
     }
 }
 
@@ -173,8 +177,16 @@ pub struct CostModel {
     ar_link_bw: f64,
     ar_latency: f64,
     overhead: f64,
+    /// The per-layer part of `overhead` (GPU time), seconds.
+    layer_overhead: f64,
     per_seq: f64,
     window: Option<u64>,
+    /// Kernel launches of one step without a graph, seconds.
+    eager_launch: f64,
+    /// Largest step run as a CUDA graph (tokens); `None`: no graphs (`enforce_eager`).
+    graph_max: Option<u64>,
+    /// Graphs also cover steps with prompt tokens (vLLM V1's piecewise graphs).
+    graph_mixed: bool,
 }
 
 impl CostModel {
@@ -224,8 +236,13 @@ impl CostModel {
             ar_link_bw: g.intra.bandwidth_gb_s * 1e9 * c.eta_link,
             ar_latency: allreduce_latency_us(w.tp, g.intra_switched, g.intra.latency_us, c) * 1e-6,
             overhead: (c.step_overhead_us + layers * c.layer_overhead_us) * 1e-6,
+            layer_overhead: layers * c.layer_overhead_us * 1e-6,
             per_seq: c.per_seq_overhead_us * 1e-6,
             window: m.sliding_window.map(u64::from),
+            eager_launch: layers * c.eager_layer_us * 1e-6,
+            graph_max: (!w.scheduler.enforce_eager && w.scheduler.cuda_graph_max_batch > 0)
+                .then_some(u64::from(w.scheduler.cuda_graph_max_batch)),
+            graph_mixed: w.engine.traits().graphs_mixed_steps,
         }
     }
 
@@ -279,7 +296,7 @@ impl CostModel {
             self.roof(self.attn_pair_flops * dc / tp, self.attn_flops, dc * self.kv_layer_bytes);
         let all_reduce =
             self.ar_calls * (self.ar_latency + t * self.ar_bytes_per_token / self.ar_link_bw);
-        StepCost {
+        let mut c = StepCost {
             attn_proj,
             mlp: dense + moe,
             lm_head,
@@ -287,7 +304,26 @@ impl CostModel {
             attn_decode,
             all_reduce,
             overhead: self.overhead + b.seqs as f64 * self.per_seq,
+            launch: 0.0,
+        };
+        if !self.graphed(b) {
+            let gpu = c.attn_proj
+                + c.mlp
+                + c.lm_head
+                + c.attn_prefill
+                + c.attn_decode
+                + c.all_reduce
+                + self.layer_overhead;
+            c.launch = (self.eager_launch - gpu).max(0.0);
         }
+        c
+    }
+
+    /// Whether a step runs as a captured CUDA graph: graphs on, no more tokens than the
+    /// largest capture, and decode-only unless the family graphs mixed steps.
+    pub fn graphed(&self, b: &BatchShape) -> bool {
+        let decode_only = b.prefill_pairs == 0.0;
+        self.graph_max.is_some_and(|max| b.tokens <= max && (decode_only || self.graph_mixed))
     }
 
     /// The step's duration in ns (at least 1).
@@ -401,6 +437,33 @@ mod tests {
         // 72 calls × (latency + 4096 × 2 B × 1.5 / (link × 0.7)).
         close(l40s.breakdown(&b).all_reduce, 72.0 * (34e-6 + 12_288.0 / (32e9 * 0.7)));
         close(h100.breakdown(&b).all_reduce, 72.0 * (8e-6 + 12_288.0 / (450e9 * 0.7)));
+    }
+
+    /// Without a CUDA graph the GPU waits for launches when its work is shorter: a batch-1
+    /// decode of Qwen3-8B on one H100 is 6.06 ms of GPU time (weights + KV at 2.68 TB/s, 36 ×
+    /// 10 µs per layer), less than 36 layers × 200 µs = 7.2 ms of launches, so `enforce_eager`
+    /// makes it 7.2 ms + 1.02 ms of per-step CPU time. A graphed step pays no launches.
+    #[test]
+    fn enforce_eager_pays_the_launches_the_gpu_cannot_hide() {
+        let graphed = CostModel::new(&worker("model: qwen3-8b\ngpu: h100\n", 1));
+        let eager = CostModel::new(&worker(
+            "model: qwen3-8b\ngpu: h100\nscheduler: {enforce_eager: true}\n",
+            1,
+        ));
+        let mut b = BatchShape::default();
+        b.add(1, 1023, true, None);
+        assert!(graphed.graphed(&b) && !eager.graphed(&b));
+        let g = graphed.breakdown(&b);
+        assert_eq!(g.launch, 0.0);
+        let gpu = g.total() - 1.02e-3;
+        assert!((6.0e-3..6.1e-3).contains(&gpu), "{gpu}");
+        close(eager.breakdown(&b).total(), 1.02e-3 + 7.2e-3);
+        // A 600-token prefill is over vLLM V1's 512-token capture: eager, but its GPU time
+        // (~10 ms) hides the launches.
+        let mut p = BatchShape::default();
+        p.add(600, 0, true, None);
+        assert!(!graphed.graphed(&p));
+        assert_eq!(graphed.breakdown(&p).launch, 0.0);
     }
 
     #[test]

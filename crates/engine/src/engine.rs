@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use crate::config::{EngineConfig, Router};
+use crate::config::{EngineConfig, Router, WorkerSpec};
 use crate::error::{EngineError, Result};
 use crate::replica::{RequestId, Worker, WorkerCounters};
 
@@ -139,12 +139,11 @@ impl Engine {
     /// Builds the workers of `cfg`.
     pub fn new(cfg: &EngineConfig) -> Result<Self> {
         let mut slots = Vec::new();
-        let mut push = |tp: u32, n: u32, role: Role, key: &str| -> Result<()> {
+        let mut push = |spec: WorkerSpec, n: u32, role: Role, key: &str| -> Result<()> {
             // A config built in code skips `EngineFile::build`'s checks: keep the essentials.
-            if tp == 0 || n == 0 {
+            if spec.tp == 0 || n == 0 {
                 return Err(EngineError::invalid(key, "TP and worker counts must be >= 1"));
             }
-            let spec = cfg.worker(tp);
             let blocks = spec.kv_blocks().map_err(|m| EngineError::invalid(key, m))?;
             for _ in 0..n {
                 let stream = slots.len() as u64;
@@ -162,12 +161,13 @@ impl Engine {
         };
         let transfer = match &cfg.pd {
             None => {
-                push(cfg.tp, cfg.replicas, Role::Both, "tp")?;
+                push(cfg.worker(cfg.tp), cfg.replicas, Role::Both, "tp")?;
                 None
             }
             Some(pd) => {
-                push(pd.prefill.tp, pd.prefill.workers, Role::Prefill, "pd.prefill.tp")?;
-                push(pd.decode.tp, pd.decode.workers, Role::Decode, "pd.decode.tp")?;
+                let (p, d) = (&pd.prefill, &pd.decode);
+                push(cfg.pool_worker(p), p.workers, Role::Prefill, "pd.prefill.tp")?;
+                push(cfg.pool_worker(d), d.workers, Role::Decode, "pd.decode.tp")?;
                 // Each GPU sends its own KV shard over its own NIC; the smaller TP side limits.
                 let gpus = f64::from(pd.prefill.tp.min(pd.decode.tp));
                 let bw = pd.link.bandwidth_gb_s * 1e9 * cfg.calibration.eta_link * gpus;

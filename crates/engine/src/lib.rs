@@ -17,6 +17,7 @@ pub mod driver;
 pub mod dtype;
 pub mod engine;
 pub mod error;
+pub mod family;
 pub mod gpu;
 mod io;
 pub mod kv;
@@ -28,14 +29,15 @@ pub mod table;
 
 pub use calibrate::{calibrate, CalibrationReport, CellError, FitOptions, FitParam};
 pub use config::{
-    Calibration, EngineConfig, EngineFile, PdConfig, PdFile, PoolFile, Router, SchedulerConfig,
-    WorkerSpec,
+    Calibration, EngineConfig, EngineFile, FittedOn, PdConfig, PdFile, PoolFile, Router,
+    SchedulerConfig, WorkerSpec,
 };
 pub use cost::{BatchShape, CostModel, StepCost};
 pub use driver::{run, GaugeSample, GaugeSampling, Load, RequestRecord, RunOptions, RunResult};
 pub use dtype::DType;
 pub use engine::{Engine, EngineGauges, RequestShape, StepOutcome};
 pub use error::{EngineError, Result};
+pub use family::EngineFamily;
 pub use gpu::{gpu_preset_names, GpuSpec, LinkSpec};
 pub use io::{
     engine_preset_names, load_engine_file, load_engine_file_via, load_engine_file_with,

@@ -14,6 +14,17 @@ use crate::config::WorkerSpec;
 use crate::cost::{BatchShape, CostModel};
 use crate::kv::{block_keys, BlockId, BlockPool};
 
+/// Which running requests a scheduling pass takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Every running request.
+    All,
+    /// Those with more than one token to compute (prompt chunks, recomputation).
+    Prefill,
+    /// Those computing one token.
+    Decode,
+}
+
 /// Caller-chosen request id.
 pub type RequestId = u64;
 
@@ -84,6 +95,9 @@ pub struct Worker {
     budget: u32,
     chunked: bool,
     caching: bool,
+    /// Prefill chunks and decodes share a step; off: prefill-first steps.
+    mixed: bool,
+    max_model_len: Option<u32>,
     slab: Vec<Option<Req>>,
     free_slots: Vec<usize>,
     running: Vec<usize>,
@@ -123,6 +137,13 @@ pub enum Reject {
         /// Blocks of the worker.
         capacity: u64,
     },
+    /// Prompt plus output exceed `max_model_len`.
+    OverMaxModelLen {
+        /// Prompt + output tokens.
+        len: u64,
+        /// `max_model_len`.
+        max: u32,
+    },
     /// Chunked prefill is off and the prompt exceeds the step's token budget.
     PromptOverBudget {
         /// Prompt tokens.
@@ -137,6 +158,9 @@ impl std::fmt::Display for Reject {
         match self {
             Reject::TooLong { needed, capacity } => {
                 write!(f, "request needs {needed} KV blocks, more than the {capacity} a worker has")
+            }
+            Reject::OverMaxModelLen { len, max } => {
+                write!(f, "prompt + output of {len} tokens exceed max_model_len {max}")
             }
             Reject::PromptOverBudget { prompt, budget } => write!(
                 f,
@@ -160,6 +184,8 @@ impl Worker {
             budget: s.max_num_batched_tokens,
             chunked: s.chunked_prefill,
             caching: s.prefix_caching,
+            mixed: s.mixed_batches,
+            max_model_len: s.max_model_len,
             slab: Vec::new(),
             free_slots: Vec::new(),
             running: Vec::new(),
@@ -203,6 +229,12 @@ impl Worker {
 
     /// Checks a request could ever run here.
     pub fn check(&self, prompt: u32, output: u32) -> Result<(), Reject> {
+        if let Some(max) = self.max_model_len {
+            let len = u64::from(prompt) + u64::from(output.max(1));
+            if len > u64::from(max) {
+                return Err(Reject::OverMaxModelLen { len, max });
+            }
+        }
         let needed = self.blocks_for(prompt.saturating_add(output.max(1))) as u64;
         if needed > u64::from(self.pool.total()) {
             return Err(Reject::TooLong { needed, capacity: u64::from(self.pool.total()) });
@@ -281,13 +313,18 @@ impl Worker {
         Some((slot, id))
     }
 
-    /// Schedules the running requests; returns the budget left.
-    fn schedule_running(&mut self, out: &mut WorkerStep) -> u32 {
+    /// Schedules the running requests of `phase`; returns the budget left.
+    fn schedule_running(&mut self, out: &mut WorkerStep, phase: Phase) -> u32 {
         let mut budget = self.budget;
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
             let slot = self.running[i];
             let r = self.req(slot);
+            let prefilling = r.len - r.computed > 1;
+            if (phase == Phase::Prefill && !prefilling) || (phase == Phase::Decode && prefilling) {
+                i += 1;
+                continue;
+            }
             let n = (r.len - r.computed).min(budget);
             let need = self.blocks_for(r.computed + n).saturating_sub(r.blocks.len());
             let mut self_preempted = false;
@@ -381,9 +418,21 @@ impl Worker {
         }
         let mut out = WorkerStep::default();
         self.scratch.clear();
-        let budget = self.schedule_running(&mut out);
-        if out.preempted.is_empty() {
-            self.schedule_waiting(budget);
+        if self.mixed {
+            let budget = self.schedule_running(&mut out, Phase::All);
+            if out.preempted.is_empty() {
+                self.schedule_waiting(budget);
+            }
+        } else {
+            // Prefill-first (vLLM V0, SGLang): prompts (continued chunks, then admissions)
+            // get a step of their own; decodes run when no prompt work can be scheduled.
+            let budget = self.schedule_running(&mut out, Phase::Prefill);
+            if out.preempted.is_empty() {
+                self.schedule_waiting(budget);
+            }
+            if self.scratch.is_empty() {
+                self.schedule_running(&mut out, Phase::Decode);
+            }
         }
         if self.scratch.is_empty() {
             return None;
@@ -524,6 +573,30 @@ mod tests {
         assert!(w.step().is_none());
         let c = w.counters();
         assert_eq!((c.generation_tokens_total, c.prompt_tokens_total, c.blocks_used), (4, 11, 0));
+    }
+
+    /// Prefill-first steps (vLLM V0, SGLang): B arrives while A decodes; B's prompt gets a
+    /// step of its own (A waits), then both decode together. max_model_len refuses a request
+    /// whose prompt + output exceed it.
+    #[test]
+    fn prefill_first_steps_do_not_mix() {
+        let yaml =
+            "engine: sglang\nmodel: qwen3-8b\ngpu: h100\nscheduler: {max_num_batched_tokens: 64, \
+                    num_gpu_blocks: 100, block_size: 4, max_model_len: 20}\n";
+        let cfg = EngineFile::parse(yaml).unwrap().build(None).unwrap();
+        let mut w = Worker::new(&cfg.worker(1), 100, 0);
+        w.add(1, 6, 3, (&[], 0), 0).unwrap();
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 6)]);
+        w.add(2, 5, 2, (&[], 0), 0).unwrap();
+        assert_eq!(batch(&w.step().unwrap()), vec![(2, 5)], "prompt alone");
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 1), (2, 1)], "then the decodes");
+        assert_eq!(w.add(3, 15, 6, (&[], 0), 0), Err(Reject::OverMaxModelLen { len: 21, max: 20 }));
+        // A mixed engine (vLLM V1) would have run B's prompt beside A's decode.
+        let mut v1 = worker(64, 4, 100, true, false);
+        v1.add(1, 6, 3, (&[], 0), 0).unwrap();
+        v1.step().unwrap();
+        v1.add(2, 5, 2, (&[], 0), 0).unwrap();
+        assert_eq!(batch(&v1.step().unwrap()), vec![(1, 1), (2, 5)]);
     }
 
     /// Without chunked prefill, B (prompt 5) does not fit the 2 tokens left after A's 6 and

@@ -1,0 +1,151 @@
+//! Engine families: which serving engine an engine file models, and the defaults each one
+//! starts from when the file does not say (scheduler limits, chunked prefill, prefix caching,
+//! whether prefill and decode share a step, CUDA-graph capture, per-step CPU time).
+//!
+//! Scheduler defaults are the engines' own (their argument defaults for an OpenAI server on a
+//! data-centre GPU, as of the versions named in docs/predict.md); per-step CPU times are
+//! estimates until a table of that engine is fitted, and say so in every prediction's
+//! provenance.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Calibration, SchedulerConfig};
+
+/// The serving engine an engine file models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EngineFamily {
+    /// vLLM with the V1 engine core (default since 0.8): one token budget shared by decodes
+    /// and prefill chunks, prefix caching on, piecewise CUDA graphs up to 512 tokens.
+    #[default]
+    VllmV1,
+    /// vLLM's V0 engine: prefill-first steps (a step is all prefill or all decode) without
+    /// chunked prefill, prefix caching off, CUDA graphs of decode batches up to 256; its
+    /// Python scheduler and input preparation run between steps.
+    VllmV0,
+    /// SGLang: chunked prefill of 8,192 tokens, radix (prefix) cache on, prefill batches run
+    /// apart from decode batches (`--enable-mixed-chunk` off), CUDA graphs of decode batches
+    /// up to 160, the overlap scheduler hiding most CPU time.
+    Sglang,
+    /// TensorRT-LLM (`trtllm-serve`): in-flight batching mixes context and generation
+    /// requests, `max_num_tokens` 8,192, `max_batch_size` 2,048, chunked context off, KV
+    /// block reuse on, a C++ runtime.
+    Trtllm,
+    /// NVIDIA Dynamo's Rust frontend and router in front of vLLM V1 workers.
+    Dynamo,
+}
+
+/// What a family fixes beyond its scheduler defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FamilyTraits {
+    /// CUDA graphs also cover steps that compute prompt tokens (vLLM V1's piecewise graphs);
+    /// otherwise only decode-only steps are graphed.
+    pub graphs_mixed_steps: bool,
+}
+
+impl EngineFamily {
+    /// Every family, in the order the docs list them.
+    pub const ALL: [EngineFamily; 5] = [
+        EngineFamily::VllmV1,
+        EngineFamily::VllmV0,
+        EngineFamily::Sglang,
+        EngineFamily::Trtllm,
+        EngineFamily::Dynamo,
+    ];
+
+    /// The name an engine file uses (`vllm-v1`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineFamily::VllmV1 => "vllm-v1",
+            EngineFamily::VllmV0 => "vllm-v0",
+            EngineFamily::Sglang => "sglang",
+            EngineFamily::Trtllm => "trtllm",
+            EngineFamily::Dynamo => "dynamo",
+        }
+    }
+
+    /// The family's scheduler when the engine file sets nothing.
+    pub fn scheduler_defaults(self) -> SchedulerConfig {
+        let v1 = SchedulerConfig::default();
+        match self {
+            EngineFamily::VllmV1 | EngineFamily::Dynamo => v1,
+            EngineFamily::VllmV0 => SchedulerConfig {
+                chunked_prefill: false,
+                prefix_caching: false,
+                mixed_batches: false,
+                cuda_graph_max_batch: 256,
+                ..v1
+            },
+            EngineFamily::Sglang => SchedulerConfig {
+                // `--max-running-requests` is derived from memory; KV capacity limits first.
+                max_num_seqs: 1024,
+                mixed_batches: false,
+                cuda_graph_max_batch: 160,
+                ..v1
+            },
+            EngineFamily::Trtllm => SchedulerConfig {
+                max_num_seqs: 2048,
+                chunked_prefill: false,
+                cuda_graph_max_batch: 128,
+                ..v1
+            },
+        }
+    }
+
+    /// The family's calibration before any fit: per-step CPU time differs by engine (these
+    /// are estimates, not fits), the rest is [`Calibration::default`].
+    pub fn calibration_defaults(self) -> Calibration {
+        let c = Calibration::default();
+        match self {
+            EngineFamily::VllmV1 => c,
+            // The V0 scheduler, input preparation and output processing run in Python between
+            // GPU steps; V1 moved them to a separate process overlapping the GPU.
+            EngineFamily::VllmV0 => Calibration { step_overhead_us: 2500.0, ..c },
+            // The overlap scheduler prepares step n + 1 while step n runs.
+            EngineFamily::Sglang => Calibration { step_overhead_us: 400.0, ..c },
+            EngineFamily::Trtllm => Calibration { step_overhead_us: 400.0, ..c },
+            // Rust HTTP and tokenisation in front of the same engine core.
+            EngineFamily::Dynamo => Calibration { frontend_us: 500.0, ..c },
+        }
+    }
+
+    /// What the family fixes beyond its defaults.
+    pub fn traits(self) -> FamilyTraits {
+        FamilyTraits {
+            graphs_mixed_steps: matches!(self, EngineFamily::VllmV1 | EngineFamily::Dynamo),
+        }
+    }
+}
+
+impl std::fmt::Display for EngineFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_yaml() {
+        for f in EngineFamily::ALL {
+            let back: EngineFamily = serde_yaml_ng::from_str(f.name()).unwrap();
+            assert_eq!(back, f);
+        }
+    }
+
+    /// vLLM V1 is the default family, and its defaults are the crate's defaults, so engine
+    /// files written before families existed mean what they meant.
+    #[test]
+    fn vllm_v1_is_the_crate_default() {
+        assert_eq!(EngineFamily::default(), EngineFamily::VllmV1);
+        assert_eq!(EngineFamily::VllmV1.scheduler_defaults(), SchedulerConfig::default());
+        assert_eq!(EngineFamily::VllmV1.calibration_defaults(), Calibration::default());
+        let v0 = EngineFamily::VllmV0.scheduler_defaults();
+        assert_eq!(
+            (v0.chunked_prefill, v0.prefix_caching, v0.mixed_batches),
+            (false, false, false)
+        );
+    }
+}
