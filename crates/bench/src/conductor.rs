@@ -11,6 +11,8 @@ use servelab_client::{
     http, BodyOptions, PlannedRequest, Progress, RequestSource, RunConfig, StopReason, Target,
 };
 use servelab_load::{Arrivals, LoadSpec, Schedule};
+use servelab_metrics::digest::ShardDigest;
+use servelab_metrics::fold::{Folded, RecordFold};
 use servelab_metrics::Summary;
 use servelab_outputs::term;
 use servelab_plan::{
@@ -374,7 +376,11 @@ async fn run(
     // Disk and store writes run on a blocking-pool thread, never on the runtime's workers
     // that are timing streams.
     let detail = detail_path.clone();
-    let collector = tokio::task::spawn_blocking(move || collect(rx, detail, sink));
+    // A multi-turn session's requests must stay together to be counted; such runs keep all.
+    let keep = if sessions.is_some() { usize::MAX } else { plan.limits.keep_records };
+    let fold = RecordFold::new(keep, info.clone(), plan.metrics.clone());
+    let tok = tokenizer.tokenizer.clone();
+    let collector = tokio::task::spawn_blocking(move || collect(rx, detail, sink, fold, tok));
     let progress = Arc::new(Progress::default());
     // Requests (or sessions) this process sends, and the requests they make.
     // A shard plans its share of the units; a whole run plans them all.
@@ -435,10 +441,11 @@ async fn run(
     };
     let end = run.map_err(|e| RunError::Failed(format!("cannot connect to {base_url}: {e}")))?;
     display.finish().await;
-    let (mut records, sink) = collector
+    let (mut folded, sink) = collector
         .await
         .map_err(|e| RunError::Failed(format!("record collector failed: {e}")))?
         .map_err(|e| RunError::Failed(format!("cannot write per-request records: {e}")))?;
+    let mut records = std::mem::take(&mut folded.records);
 
     // After the clock stops: per-chunk token counts, then metrics.
     let tok = tokenizer.tokenizer.clone();
@@ -456,11 +463,23 @@ async fn run(
         let again = clocks.after(clock, &plan.shard.clock, &target, &mut stop).await;
         info.shard = Some(shard_info(shard, plan.shard.start_at, again.as_ref()));
     }
-    let mut summary = servelab_metrics::summarize(&records, &info, &plan.metrics);
+    let mut summary = match folded.summary(&info) {
+        Some(s) => s,
+        None => servelab_metrics::summarize(&records, &info, &plan.metrics),
+    };
+    let folded_digest = folded.digest.take().map(|d| ShardDigest { info: info.clone(), ..d });
     servelab_metrics::engine::attach(&mut summary, &scrapes);
     if let Some((sim, mark)) = truth {
-        let truth = crate::truth::server_truth(&sim.truth_since(mark));
-        servelab_metrics::truth::attach(&mut summary, &records, &truth);
+        if folded_digest.is_some() {
+            summary.warnings.push(
+                "the simulator's account is not set against the measurement: the records were \
+                 folded"
+                    .into(),
+            );
+        } else {
+            let truth = crate::truth::server_truth(&sim.truth_since(mark));
+            servelab_metrics::truth::attach(&mut summary, &records, &truth);
+        }
     }
     if let Some(rows) = trace_rows {
         servelab_metrics::replay::attach(&mut summary, rows);
@@ -468,9 +487,7 @@ async fn run(
     summary.warnings.extend(images_without_usage(&records, &with_images));
     summary.warnings.extend(adaptation.notes.iter().cloned());
     if adaptation.dropped_ignore_eos {
-        let mut conduct = servelab_metrics::conduct::Conduct::default();
-        records.iter().filter(|r| !r.warmup).for_each(|r| conduct.add(r));
-        summary.warnings.extend(conduct.ended_early());
+        summary.warnings.extend(folded.conduct.ended_early());
     }
     if let Some(note) = &tokenizer.estimate_note {
         summary.warnings.push(note.clone());
@@ -478,7 +495,7 @@ async fn run(
     if interrupted {
         // Counted from the records, not from the arrivals handed out: the arrival a request
         // was waiting for when the interrupt came was never sent.
-        let sent = records.iter().filter(|r| !r.warmup).count();
+        let sent = records.iter().filter(|r| !r.warmup).count() as u64 + folded.folded;
         summary.warnings.push(format!(
             "interrupted: {sent} of {sent_total} planned requests were sent; this is a partial \
              result"
@@ -491,10 +508,12 @@ async fn run(
         // many to move (`runs merge-digests`). Written before the result, so a result
         // file that is there has its digest beside it.
         if plan.shard.shard.is_some() {
-            use servelab_metrics::digest::ShardDigest;
             use servelab_metrics::sketch::SHARD_SKETCH_ALPHA;
-            let digest = ShardDigest::new(&summary, &records, SHARD_SKETCH_ALPHA)
-                .map_err(|e| RunError::Failed(format!("shard digest: {e}")))?;
+            let digest = match folded_digest {
+                Some(d) => d,
+                None => ShardDigest::new(&summary, &records, SHARD_SKETCH_ALPHA)
+                    .map_err(|e| RunError::Failed(format!("shard digest: {e}")))?,
+            };
             let path = result_path.with_extension("digest.json");
             let text = serde_json::to_string(&digest)
                 .map_err(|e| RunError::Failed(format!("shard digest: {e}")))?;
@@ -696,8 +715,10 @@ fn resolve_tokenizer(
 fn collect(
     mut rx: mpsc::UnboundedReceiver<RequestRecord>,
     detail: Option<PathBuf>,
-    mut sink: Box<dyn RecordSink>,
-) -> std::io::Result<(Vec<RequestRecord>, Box<dyn RecordSink>)> {
+    sink: Box<dyn RecordSink>,
+    mut fold: RecordFold,
+    tokenizer: Tokenizer,
+) -> std::io::Result<(Folded, Box<dyn RecordSink>)> {
     let mut file = match &detail {
         Some(p) => {
             if let Some(dir) = p.parent() {
@@ -707,7 +728,15 @@ fn collect(
         }
         None => None,
     };
-    let mut records = Vec::new();
+    let sink = std::cell::RefCell::new(sink);
+    // A record folded away gets its token counts now, and the store its final version
+    // (stored records are replaced by index).
+    let mut prepare = |r: &mut RequestRecord| {
+        if r.chunks.iter().any(|c| c.tokens.is_none()) {
+            servelab_client::tokens::attribute_tokens(r, &tokenizer);
+            sink.borrow_mut().push(r);
+        }
+    };
     while let Some(r) = rx.blocking_recv() {
         if let Some(f) = file.as_mut() {
             serde_json::to_writer(&mut *f, &r)?;
@@ -715,12 +744,14 @@ fn collect(
             // Flushed per record: a crash or kill loses at most the request in flight.
             f.flush()?;
         }
-        sink.push(&r);
-        records.push(r);
+        sink.borrow_mut().push(&r);
+        fold.push(r, &mut prepare).map_err(std::io::Error::other)?;
     }
+    let mut folded = fold.finish(&mut prepare).map_err(std::io::Error::other)?;
+    folded.records.sort_by_key(|r| (r.warmup as u8 ^ 1, r.index));
+    let mut sink = sink.into_inner();
     sink.flush();
-    records.sort_by_key(|r| (r.warmup as u8 ^ 1, r.index));
-    Ok((records, sink))
+    Ok((folded, sink))
 }
 
 #[cfg(test)]

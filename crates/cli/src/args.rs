@@ -372,6 +372,12 @@ pub struct BenchArgs {
     /// llama.cpp and SGLang names); 0 turns scraping off.
     #[arg(long, default_value_t = 1.0, value_name = "SECS", help_heading = "Target")]
     pub server_metrics_interval: f64,
+    /// Measured requests whose records are kept whole in memory (the summary is exact). Past
+    /// them a long run folds its records into sketches as they come, in bounded memory:
+    /// counts, throughput and means stay exact, percentiles come within 0.5 %; every record
+    /// still goes to the store and the --save-detailed file.
+    #[arg(long, default_value_t = 100_000, value_name = "N", help_heading = "Target")]
+    pub keep_records: usize,
 
     // --- workload
     /// tokenizer.json path or directory, a built-in encoding (cl100k_base, o200k_base, ...),

@@ -159,6 +159,7 @@ fn plan(
                 a.server_metrics_interval,
             )?)
             .filter(|d| !d.is_zero()),
+            keep_records: a.keep_records,
         },
         metrics: MetricsConfig {
             percentiles: parse_percentiles(&a.metric_percentiles)

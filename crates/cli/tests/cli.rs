@@ -158,3 +158,47 @@ fn sigterm_ends_the_readiness_wait() {
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
 }
+
+/// A run longer than the records kept whole folds them as they come: the summary's counts and
+/// token totals stay exact, it says it was folded, and every record still reaches the
+/// `--save-detailed` file.
+#[test]
+fn a_run_past_keep_records_is_folded_with_exact_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = servelab(&[
+        "bench",
+        "--num-prompts",
+        "300",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "5",
+        "--ignore-eos",
+        "--max-concurrency",
+        "32",
+        "--keep-records",
+        "64",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+        "--no-store",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("Successful requests:                     300 "), "{stdout}");
+    assert!(stdout.contains("Total generated tokens:                  1500 "), "{stdout}");
+    assert!(stdout.contains("Total input tokens:                      4800 "), "{stdout}");
+    let result: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    let warnings = result["servelab"]["warnings"].to_string();
+    assert!(warnings.contains("300 measured requests, more than the 64 kept whole"), "{warnings}");
+    let lines = std::fs::read_to_string(dir.path().join("r.records.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 300);
+    // The simulator's defaults: TTFT 50 ms, 10 ms between tokens.
+    let ttft = result["mean_ttft_ms"].as_f64().unwrap();
+    assert!((45.0..200.0).contains(&ttft), "{ttft}");
+}

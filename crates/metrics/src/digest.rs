@@ -254,7 +254,7 @@ pub fn merge_digests(
     }
     let parts: Vec<(&RunInfo, &MetricsConfig)> =
         digests.iter().map(|d| (&d.info, &d.metrics)).collect();
-    let (info, mut notes) = join(&parts, opts)?;
+    let (info, notes) = join(&parts, opts)?;
     let first = &digests[0];
     if let Some(d) = digests.iter().find(|d| d.grain_ns != first.grain_ns) {
         return Err(DigestError::Format(format!(
@@ -262,89 +262,11 @@ pub fn merge_digests(
             first.grain_ns, d.grain_ns
         )));
     }
-    let mut sketches = first.sketches.clone();
+    let mut all = first.clone();
     for d in &digests[1..] {
-        sketches.merge(&d.sketches)?;
+        all.absorb(d)?;
     }
-    // A shard that started no session has none to add.
-    let mut sessions: Option<SessionDigest> = None;
-    for s in digests.iter().filter_map(|d| d.sessions.as_ref()) {
-        match &mut sessions {
-            Some(all) => all.merge(s)?,
-            None => sessions = Some(s.clone()),
-        }
-    }
-    let sum =
-        |f: &dyn Fn(&ShardDigest) -> u64| digests.iter().map(f).fold(0u64, u64::saturating_add);
-    let completed = sum(&|d| d.completed);
-    let total_input = sum(&|d| d.total_input_tokens);
-    let total_output = sum(&|d| d.total_output_tokens);
-    let retokenized = digests
-        .iter()
-        .try_fold(0u64, |acc, d| d.retokenized_output_tokens.map(|t| acc.saturating_add(t)));
-    let origin = digests.iter().filter_map(|d| d.first_intended_ns).min().unwrap_or(0);
-    let end = digests.iter().filter_map(|d| d.last_end_ns).max();
-    let duration_ns = end.map_or(0, |e| e.saturating_sub(origin));
-    let duration_s = duration_ns as f64 / 1e9;
-    let per_s = |x: f64| if duration_s > 0.0 { x / duration_s } else { 0.0 };
-
-    let (mut grains, mut at, mut most) = (Vec::new(), Vec::new(), Vec::new());
-    for d in digests {
-        add_series(&mut grains, &d.tokens_per_grain);
-        add_series(&mut at, &d.concurrency_at_grain);
-        add_series(&mut most, &d.concurrency_max_per_grain);
-    }
-    let g = first.grain_ns.max(1);
-    let window_ns = first.metrics.window_ns.max(1);
-    let first_grain = usize::try_from(origin / g).unwrap_or(usize::MAX);
-    if origin % g != 0 {
-        notes.push(format!(
-            "throughput windows counted from {:.1} ms on the schedule, the first send ({:.3} ms) \
-             rounded down to the digests' {:.0} ms grains: peak output throughput may differ \
-             slightly from merging the records",
-            (first_grain as u64 * g) as f64 / 1e6,
-            origin as f64 / 1e6,
-            g as f64 / 1e6
-        ));
-    }
-    let windows =
-        windows_from_grains(&grains, first_grain, usize::try_from(window_ns / g).unwrap_or(1));
-    let best = windows.iter().copied().max().unwrap_or(0);
-    let exact_peak =
-        at.iter().copied().chain(digests.iter().map(|d| d.peak_concurrency)).max().unwrap_or(0);
-    let upper_peak = most.iter().copied().max().unwrap_or(0).max(exact_peak);
-    if upper_peak > exact_peak {
-        notes.push(format!(
-            "peak concurrency: {exact_peak} requests were in flight at once for certain; from \
-             the shards' digests the peak is between {exact_peak} and {upper_peak}"
-        ));
-    }
-    let mut replay: Option<(TraceRows, DdSketch)> = None;
-    for (rows, behind) in digests.iter().filter_map(|d| d.replay.as_ref()) {
-        match &mut replay {
-            Some((_, all)) => all.merge(behind)?,
-            None => replay = Some((*rows, behind.clone())),
-        }
-    }
-    let pct: Vec<f64> =
-        percentiles.map_or_else(|| first.metrics.percentiles.clone(), <[f64]>::to_vec);
-    let good = digests.iter().try_fold(0u64, |acc, d| d.good.map(|g| acc + g));
-    let mut failures: Vec<FailureGroup> = Vec::new();
-    for f in digests.iter().flat_map(|d| &d.failures) {
-        match failures.iter_mut().find(|g| g.kind == f.kind) {
-            Some(g) => {
-                g.count += f.count;
-                for m in &f.messages {
-                    if g.messages.len() < crate::MAX_MESSAGES && !g.messages.contains(m) {
-                        g.messages.push(m.clone());
-                    }
-                }
-            }
-            None => failures.push(f.clone()),
-        }
-    }
-    failures.sort_by_key(|f| servelab_records::FailureKind::ALL.iter().position(|k| *k == f.kind));
-    let alpha_pct = sketches.ttft_ms.alpha() * 100.0;
+    let alpha_pct = all.sketches.ttft_ms.alpha() * 100.0;
     let mut warnings = vec![format!(
         "merged from {} shards' digests, not their records: percentiles and medians within \
          {alpha_pct}% of the exact values; counts, throughput, goodput, means, standard \
@@ -356,55 +278,175 @@ pub fn merge_digests(
         let k = d.info.shard.as_ref().map(|s| s.shard.to_string()).unwrap_or_default();
         warnings.extend(d.warnings.iter().map(|w| format!("shard {k}: {w}")));
     }
-    let mut summary = Summary {
-        info,
-        percentiles: pct.clone(),
-        slo: first.metrics.goodput,
-        window_ns,
-        completed,
-        failed: sum(&|d| d.failed),
-        duration_s,
-        total_input_tokens: total_input,
-        total_output_tokens: total_output,
-        retokenized_output_tokens: retokenized,
-        request_throughput: per_s(completed as f64),
-        request_goodput: good.map(|g| per_s(g as f64)),
-        input_throughput: per_s(total_input as f64),
-        output_throughput: per_s(total_output as f64),
-        total_token_throughput: per_s(total_input.saturating_add(total_output) as f64),
-        peak_output_throughput: best as f64 / (window_ns as f64 / 1e9),
-        output_tokens_per_window: windows,
-        peak_concurrency: exact_peak,
-        mean_concurrency: if duration_ns == 0 {
-            0.0
-        } else {
-            sum(&|d| d.busy_ns) as f64 / duration_ns as f64
-        },
-        ttft_ms: sketches.ttft_ms.distribution(&pct),
-        tpot_ms: sketches.tpot_ms.distribution(&pct),
-        itl_ms: sketches.itl_ms.distribution(&pct),
-        itl_chunk_ms: sketches.itl_chunk_ms.distribution(&pct),
-        e2el_ms: sketches.e2el_ms.distribution(&pct),
-        ttfc_ms: (sketches.ttfc_ms.count() > 0).then(|| sketches.ttfc_ms.distribution(&pct)),
-        schedule_lag_ms: sketches.schedule_lag_ms.distribution(&pct),
-        client_queue_ms: sketches.client_queue_ms.distribution(&pct),
-        read_lag_ms: (sketches.read_lag_ms.count() > 0)
-            .then(|| sketches.read_lag_ms.distribution(&pct)),
-        server: None,
-        engine: engine_of_last(digests.iter().map(|d| (d.last_end_ns, d.engine.as_ref()))),
-        retries: sum(&|d| d.retries),
-        truth: None,
-        sessions: sessions.map(|s| s.summary(&pct)),
-        replay: None,
-        failures,
-        warnings,
-        requests: Vec::new(),
-    };
-    if let Some((rows, behind)) = replay {
-        let behind_ms = behind.distribution(&crate::replay::with_p99(&pct));
-        crate::replay::set(&mut summary, crate::replay::ReplaySummary { rows, behind_ms });
+    Ok(all.summary(info, percentiles, warnings))
+}
+
+impl ShardDigest {
+    /// Add the requests `other` counted to this digest, as if one digest had counted both
+    /// (see the module documentation for what stays exact). `other` must count in the same
+    /// grains with sketches of the same accuracy. The warnings stay this digest's: how to
+    /// name another's is the caller's choice.
+    pub fn absorb(&mut self, other: &ShardDigest) -> Result<(), DigestError> {
+        if other.grain_ns != self.grain_ns {
+            return Err(DigestError::Format(format!(
+                "digests counted in grains of {} and {} ns: not one run's",
+                self.grain_ns, other.grain_ns
+            )));
+        }
+        self.sketches.merge(&other.sketches)?;
+        // A shard that started no session has none to add.
+        match (&mut self.sessions, &other.sessions) {
+            (Some(all), Some(s)) => all.merge(s)?,
+            (None, Some(s)) => self.sessions = Some(s.clone()),
+            _ => {}
+        }
+        match (&mut self.replay, &other.replay) {
+            (Some((_, all)), Some((_, behind))) => all.merge(behind)?,
+            (None, Some(r)) => self.replay = Some(r.clone()),
+            _ => {}
+        }
+        let add = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        add(&mut self.completed, other.completed);
+        add(&mut self.failed, other.failed);
+        add(&mut self.total_input_tokens, other.total_input_tokens);
+        add(&mut self.total_output_tokens, other.total_output_tokens);
+        add(&mut self.retries, other.retries);
+        add(&mut self.busy_ns, other.busy_ns);
+        // Known only when known on both sides.
+        let both = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_add(b?));
+        self.retokenized_output_tokens =
+            both(self.retokenized_output_tokens, other.retokenized_output_tokens);
+        self.good = both(self.good, other.good);
+        for f in &other.failures {
+            match self.failures.iter_mut().find(|g| g.kind == f.kind) {
+                Some(g) => {
+                    g.count += f.count;
+                    for m in &f.messages {
+                        if g.messages.len() < crate::MAX_MESSAGES && !g.messages.contains(m) {
+                            g.messages.push(m.clone());
+                        }
+                    }
+                }
+                None => self.failures.push(f.clone()),
+            }
+        }
+        self.failures
+            .sort_by_key(|f| servelab_records::FailureKind::ALL.iter().position(|k| *k == f.kind));
+        self.engine = engine_of_last([
+            (self.last_end_ns, self.engine.as_ref()),
+            (other.last_end_ns, other.engine.as_ref()),
+        ]);
+        self.first_intended_ns = match (self.first_intended_ns, other.first_intended_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_end_ns = self.last_end_ns.max(other.last_end_ns);
+        add_series(&mut self.tokens_per_grain, &other.tokens_per_grain);
+        add_series(&mut self.concurrency_at_grain, &other.concurrency_at_grain);
+        add_series(&mut self.concurrency_max_per_grain, &other.concurrency_max_per_grain);
+        // Each side's exact peak is a floor of the union's; the series above bound it.
+        self.peak_concurrency = self.peak_concurrency.max(other.peak_concurrency);
+        Ok(())
     }
-    Ok(summary)
+
+    /// The summary of everything this digest counted, as run `info`, with `percentiles`
+    /// (default: the digest's own) and these `warnings` (the summary's only ones, and any the
+    /// windows or the peak add).
+    pub fn summary(
+        &self,
+        info: RunInfo,
+        percentiles: Option<&[f64]>,
+        mut warnings: Vec<String>,
+    ) -> Summary {
+        let origin = self.first_intended_ns.unwrap_or(0);
+        let duration_ns = self.last_end_ns.map_or(0, |e| e.saturating_sub(origin));
+        let duration_s = duration_ns as f64 / 1e9;
+        let per_s = |x: f64| if duration_s > 0.0 { x / duration_s } else { 0.0 };
+        let g = self.grain_ns.max(1);
+        let window_ns = self.metrics.window_ns.max(1);
+        let first_grain = usize::try_from(origin / g).unwrap_or(usize::MAX);
+        if origin % g != 0 {
+            warnings.push(format!(
+                "throughput windows counted from {:.1} ms on the schedule, the first send \
+                 ({:.3} ms) rounded down to the digests' {:.0} ms grains: peak output throughput \
+                 may differ slightly from summarizing the records",
+                (first_grain as u64 * g) as f64 / 1e6,
+                origin as f64 / 1e6,
+                g as f64 / 1e6
+            ));
+        }
+        let windows = windows_from_grains(
+            &self.tokens_per_grain,
+            first_grain,
+            usize::try_from(window_ns / g).unwrap_or(1),
+        );
+        let best = windows.iter().copied().max().unwrap_or(0);
+        let exact_peak =
+            self.concurrency_at_grain.iter().copied().max().unwrap_or(0).max(self.peak_concurrency);
+        let upper_peak =
+            self.concurrency_max_per_grain.iter().copied().max().unwrap_or(0).max(exact_peak);
+        if upper_peak > exact_peak {
+            warnings.push(format!(
+                "peak concurrency: {exact_peak} requests were in flight at once for certain; \
+                 from the digests the peak is between {exact_peak} and {upper_peak}"
+            ));
+        }
+        let pct: Vec<f64> =
+            percentiles.map_or_else(|| self.metrics.percentiles.clone(), <[f64]>::to_vec);
+        let sk = &self.sketches;
+        let (total_input, total_output) = (self.total_input_tokens, self.total_output_tokens);
+        let mut summary = Summary {
+            info,
+            percentiles: pct.clone(),
+            slo: self.metrics.goodput,
+            window_ns,
+            completed: self.completed,
+            failed: self.failed,
+            duration_s,
+            total_input_tokens: total_input,
+            total_output_tokens: total_output,
+            retokenized_output_tokens: self.retokenized_output_tokens,
+            request_throughput: per_s(self.completed as f64),
+            request_goodput: self.good.map(|g| per_s(g as f64)),
+            input_throughput: per_s(total_input as f64),
+            output_throughput: per_s(total_output as f64),
+            total_token_throughput: per_s(total_input.saturating_add(total_output) as f64),
+            peak_output_throughput: best as f64 / (window_ns as f64 / 1e9),
+            output_tokens_per_window: windows,
+            peak_concurrency: exact_peak,
+            mean_concurrency: if duration_ns == 0 {
+                0.0
+            } else {
+                self.busy_ns as f64 / duration_ns as f64
+            },
+            ttft_ms: sk.ttft_ms.distribution(&pct),
+            tpot_ms: sk.tpot_ms.distribution(&pct),
+            itl_ms: sk.itl_ms.distribution(&pct),
+            itl_chunk_ms: sk.itl_chunk_ms.distribution(&pct),
+            e2el_ms: sk.e2el_ms.distribution(&pct),
+            ttfc_ms: (sk.ttfc_ms.count() > 0).then(|| sk.ttfc_ms.distribution(&pct)),
+            schedule_lag_ms: sk.schedule_lag_ms.distribution(&pct),
+            client_queue_ms: sk.client_queue_ms.distribution(&pct),
+            read_lag_ms: (sk.read_lag_ms.count() > 0).then(|| sk.read_lag_ms.distribution(&pct)),
+            server: None,
+            engine: self.engine.clone(),
+            retries: self.retries,
+            truth: None,
+            sessions: self.sessions.as_ref().map(|s| s.summary(&pct)),
+            replay: None,
+            failures: self.failures.clone(),
+            warnings,
+            requests: Vec::new(),
+        };
+        if let Some((rows, behind)) = &self.replay {
+            let behind_ms = behind.distribution(&crate::replay::with_p99(&pct));
+            crate::replay::set(
+                &mut summary,
+                crate::replay::ReplaySummary { rows: *rows, behind_ms },
+            );
+        }
+        summary
+    }
 }
 
 #[cfg(test)]
@@ -557,7 +599,7 @@ mod tests {
         assert_eq!(got.peak_concurrency, 1);
         assert!(got.warnings.iter().any(|w| w
             == "peak concurrency: 1 requests were in flight at once for certain; from the \
-                shards' digests the peak is between 1 and 2"));
+                digests the peak is between 1 and 2"));
     }
 
     #[test]

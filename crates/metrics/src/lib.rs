@@ -20,6 +20,7 @@ mod collect;
 pub mod conduct;
 pub mod digest;
 pub mod engine;
+pub mod fold;
 mod key;
 pub mod merge;
 pub mod replay;

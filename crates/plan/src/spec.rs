@@ -113,6 +113,9 @@ pub struct Limits {
     pub drain_timeout: Duration,
     /// Between scrapes of the server's `/metrics`; `None`: no scraping.
     pub server_metrics_interval: Option<Duration>,
+    /// Measured records kept whole; past them the summary is folded from sketches as the
+    /// records come (`servelab_metrics::fold`).
+    pub keep_records: usize,
 }
 
 impl Default for Limits {
@@ -124,6 +127,7 @@ impl Default for Limits {
             stall_timeout: Some(Duration::from_secs(60)),
             drain_timeout: Duration::from_secs(5),
             server_metrics_interval: Some(Duration::from_secs(1)),
+            keep_records: servelab_metrics::fold::KEEP_RECORDS,
         }
     }
 }
