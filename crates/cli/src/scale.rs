@@ -143,6 +143,7 @@ pub async fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
                 merge_deadline_s: a.merge_deadline,
             };
             emit(&k8s::render(&spec).map_err(Failure::usage)?, a.output.as_deref())?;
+            note_secrets(&spec.scale, &format!("the Secret '{}'", k8s::secret_name(&spec)));
         }
         ScaleCommand::Slurm(a) => {
             let start_at = match &a.start_at {
@@ -158,6 +159,7 @@ pub async fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
                 lead_s: a.lead,
             };
             emit(&slurm::render(&spec).map_err(Failure::usage)?, a.output.as_deref())?;
+            note_secrets(&spec.scale, "environment variables exported before sbatch");
         }
         ScaleCommand::Local(a) => {
             let scale = spec(&a.common)?;
@@ -188,6 +190,19 @@ pub async fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
         }
     }
     Ok(ExitStatus::Success)
+}
+
+/// Say which credentials of the run's arguments the rendered file leaves out, and where the
+/// shards read them from instead (the file's header says how to provide them).
+fn note_secrets(scale: &ScaleSpec, from: &str) {
+    let (_, secrets) = servelab_scale::without_secrets(&scale.args, |e| e.to_string());
+    if !secrets.is_empty() {
+        let what: Vec<&str> = secrets.iter().map(|s| s.what.as_str()).collect();
+        term::note(&format!(
+            "kept out of the file: {}; the shards read them from {from} (see its header)",
+            what.join(", ")
+        ));
+    }
 }
 
 /// After a local rehearsal: a bench's shards merged into the store; a sweep's or lab's

@@ -12,7 +12,8 @@
 use serde_json::{json, Value};
 
 use crate::{
-    header, sh_quote, shard_args, wait_for_results, ScaleError, ScaleRun, ScaleSpec, DB_NAME,
+    header, sh_quote, shard_args, wait_for_results, without_secrets, ScaleError, ScaleRun,
+    ScaleSpec, DB_NAME,
 };
 
 /// Where the results volume is mounted in every pod.
@@ -60,16 +61,28 @@ fn volume(spec: &K8sSpec) -> (Value, Value) {
     )
 }
 
-/// The Indexed Job that runs the shards.
+/// The Secret the shards read credentials from (see [`crate::without_secrets`]).
+pub fn secret_name(spec: &K8sSpec) -> String {
+    format!("{}-secrets", spec.scale.name)
+}
+
+/// The Indexed Job that runs the shards. Credentials in the run's arguments are not written:
+/// each is an environment variable filled from the Secret [`secret_name`], which Kubernetes
+/// expands where the arguments say `$(NAME)`.
 pub fn shards_job(spec: &K8sSpec) -> Value {
-    let s = &spec.scale;
+    let (args, secrets) = without_secrets(&spec.scale.args, |env| format!("$({env})"));
+    let s = &ScaleSpec { args, ..spec.scale.clone() };
     let dir = format!("{MOUNT}/{}", s.name);
     let (volumes, mounts) = volume(spec);
+    let mut env = vec![json!({"name": servelab_load::SHARDS_ENV, "value": s.shards.to_string()})];
+    env.extend(secrets.iter().map(|x| {
+        json!({"name": x.env, "valueFrom": {"secretKeyRef": {"name": secret_name(spec), "key": x.key}}})
+    }));
     let mut container = json!({
         "name": "shard",
         "image": spec.image,
         "args": shard_args(s, &spec.start_at, &dir, &format!("{dir}/{DB_NAME}")),
-        "env": [{"name": servelab_load::SHARDS_ENV, "value": s.shards.to_string()}],
+        "env": env,
         "volumeMounts": mounts,
     });
     if let Some(cpu) = &spec.cpu {
@@ -171,13 +184,29 @@ pub fn render(spec: &K8sSpec) -> Result<String, ScaleError> {
         claim = spec.claim,
         start = spec.start_at,
     );
+    let (_, secrets) = without_secrets(&s.args, |e| e.to_string());
+    if !secrets.is_empty() {
+        let ns = spec.namespace.as_ref().map(|n| format!(" -n {n}")).unwrap_or_default();
+        out.push_str(&format!(
+            "# Credentials are kept out of this file: the shards read them from the Secret\n\
+             # '{name}' (as environment variables). Create it before applying:\n\
+             #   kubectl create secret generic {name}{ns} \\\n",
+            name = secret_name(spec)
+        ));
+        let lines: Vec<String> = secrets
+            .iter()
+            .map(|x| format!("#     --from-literal={}='...'   # {}", x.key, x.what))
+            .collect();
+        out.push_str(&lines.join(" \\\n"));
+        out.push('\n');
+    }
     let mut docs = vec![shards_job(spec)];
     if s.run == ScaleRun::Bench {
         docs.push(merge_job(spec));
     }
     for doc in docs {
         out.push_str("---\n");
-        out.push_str(&serde_yaml_ng::to_string(&doc).unwrap_or_default());
+        out.push_str(&crate::yaml::to_yaml(&doc));
     }
     Ok(out)
 }

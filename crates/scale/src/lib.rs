@@ -17,6 +17,7 @@
 pub mod k8s;
 pub mod local;
 pub mod slurm;
+mod yaml;
 
 /// The result file name every bench shard is given; a shard writes it as
 /// `run-shard-KK-of-NN.json` (and `.records.jsonl` beside it).
@@ -139,9 +140,140 @@ pub enum ScaleError {
          records themselves"
     )]
     DigestsNotBench,
+    /// A `--base-url` the shards could not use (shown without its credentials).
+    #[error("--base-url '{0}': {1}")]
+    BaseUrl(String, String),
     /// An empty label, or one with control characters.
     #[error("--label '{}': must be non-empty, without control characters", .0.escape_debug())]
     Label(String),
+}
+
+/// A credential in the run's arguments, kept out of the rendered files: the shards read it
+/// from the environment variable `env` (on Kubernetes filled from the Secret's key `key`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Secret {
+    /// The environment variable the shards read it from, e.g. `SERVELAB_URL_USERINFO`.
+    pub env: String,
+    /// The key in the Kubernetes Secret, e.g. `url-userinfo`.
+    pub key: String,
+    /// What it is, in words: `the user and password in --base-url`.
+    pub what: String,
+}
+
+/// Header names whose values are credentials (compared in lower case; a name containing one
+/// of these words counts too).
+const SECRET_HEADER_WORDS: [&str; 7] =
+    ["authorization", "cookie", "key", "token", "secret", "password", "auth"];
+
+/// The run's arguments with every credential replaced by `placeholder(env)`, and the
+/// credentials' descriptions: the user and password of `--base-url` (the host stays
+/// visible), and the value of a `--header` whose name says it is a credential
+/// (`Authorization`, `X-API-Key`, `Cookie`, ...; the name stays visible).
+pub fn without_secrets(
+    args: &[String],
+    placeholder: impl Fn(&str) -> String,
+) -> (Vec<String>, Vec<Secret>) {
+    let mut out = Vec::with_capacity(args.len());
+    let mut secrets: Vec<Secret> = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+            _ => (a.as_str(), None),
+        };
+        let value = match inline {
+            Some(v) => Some(v),
+            None if flag == "--base-url" || flag == "--header" => {
+                args.get(i + 1).map(String::as_str)
+            }
+            None => None,
+        };
+        let redacted = match (flag, value) {
+            ("--base-url", Some(v)) => url_userinfo(v).map(|(start, end)| {
+                let env = "SERVELAB_URL_USERINFO".to_string();
+                let r = format!("{}{}{}", &v[..start], placeholder(&env), &v[end..]);
+                secrets.push(Secret {
+                    env,
+                    key: "url-userinfo".into(),
+                    what: "the user and password in --base-url".into(),
+                });
+                r
+            }),
+            ("--header", Some(v)) => v.split_once(':').and_then(|(name, _)| {
+                let lower = name.trim().to_ascii_lowercase();
+                SECRET_HEADER_WORDS.iter().any(|w| lower.contains(w)).then(|| {
+                    let n = secrets.iter().filter(|s| s.key.starts_with("header-")).count() + 1;
+                    let env = format!("SERVELAB_HEADER_{n}");
+                    let r = format!("{}: {}", name.trim(), placeholder(&env));
+                    // Named in shell comments and messages: letters, digits and '-' only.
+                    let shown: String = name
+                        .trim()
+                        .chars()
+                        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+                        .collect();
+                    secrets.push(Secret {
+                        env,
+                        key: format!("header-{n}"),
+                        what: format!("the value of the {shown} header"),
+                    });
+                    r
+                })
+            }),
+            _ => None,
+        };
+        match (redacted, inline) {
+            (Some(r), Some(_)) => out.push(format!("{flag}={r}")),
+            (Some(r), None) => {
+                out.push(a.clone());
+                out.push(r);
+                i += 1;
+            }
+            (None, _) => out.push(a.clone()),
+        }
+        i += 1;
+    }
+    (out, secrets)
+}
+
+/// The byte range of the `user:password` in `http://user:password@host...`, if any.
+fn url_userinfo(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://")? + 3;
+    let authority_end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
+    let at = url[start..authority_end].rfind('@')? + start;
+    Some((start, at))
+}
+
+/// `--base-url` as the shards will need it: `http://` or `https://`, a host, a numeric port
+/// if any. The message leaves out any user and password.
+fn check_base_url(url: &str) -> Result<(), ScaleError> {
+    let shown = match url_userinfo(url) {
+        Some((s, e)) => format!("{}***{}", &url[..s], &url[e..]),
+        None => url.to_string(),
+    };
+    let bad = |why: &str| Err(ScaleError::BaseUrl(shown.clone(), why.to_string()));
+    let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) else {
+        return bad("must start with http:// or https://");
+    };
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return bad("must not hold spaces or control characters");
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit('@').next().unwrap_or("");
+    let (host, port) = match host_port.rsplit_once(':') {
+        // An IPv6 address in brackets holds colons of its own.
+        Some((h, p)) if !p.contains(']') => (h, Some(p)),
+        _ => (host_port, None),
+    };
+    if host.is_empty() {
+        return bad("names no host");
+    }
+    if let Some(p) = port {
+        if p.parse::<u16>().map_or(true, |p| p == 0) {
+            return bad("its port must be a number from 1 to 65535");
+        }
+    }
+    Ok(())
 }
 
 /// One scaled run: how many shards, what each runs, and what the merged run is called.
@@ -185,6 +317,16 @@ impl ScaleSpec {
             let flag = a.split('=').next().unwrap_or(a);
             if self.run.reserved().contains(&flag) {
                 return Err(ScaleError::Reserved(flag.to_string(), self.run.name()));
+            }
+        }
+        for (i, a) in self.args.iter().enumerate() {
+            let url = match a.strip_prefix("--base-url=") {
+                Some(v) => Some(v),
+                None if a == "--base-url" => self.args.get(i + 1).map(String::as_str),
+                None => None,
+            };
+            if let Some(u) = url {
+                check_base_url(u)?;
             }
         }
         if self.merge_from == MergeFrom::Digests && self.run != ScaleRun::Bench {
@@ -383,6 +525,73 @@ mod tests {
         assert_eq!(
             args.join(" "),
             "lab run exp.yaml --start-at 1795600000 --output-dir /r --db /db"
+        );
+    }
+
+    #[test]
+    fn credentials_are_replaced_and_described() {
+        let args: Vec<String> = [
+            "--base-url",
+            "http://alice:PW@h:1/v1",
+            "--header",
+            "Authorization: Bearer X",
+            "--header=X-Api-Key: k",
+            "--header",
+            "X-Priority: 1",
+            "--model",
+            "m",
+        ]
+        .map(String::from)
+        .to_vec();
+        let (out, secrets) = without_secrets(&args, |env| format!("$({env})"));
+        assert_eq!(
+            out,
+            [
+                "--base-url",
+                "http://$(SERVELAB_URL_USERINFO)@h:1/v1",
+                "--header",
+                "Authorization: $(SERVELAB_HEADER_1)",
+                "--header=X-Api-Key: $(SERVELAB_HEADER_2)",
+                "--header",
+                "X-Priority: 1",
+                "--model",
+                "m"
+            ]
+        );
+        let keys: Vec<(&str, &str)> =
+            secrets.iter().map(|s| (s.env.as_str(), s.key.as_str())).collect();
+        assert_eq!(
+            keys,
+            [
+                ("SERVELAB_URL_USERINFO", "url-userinfo"),
+                ("SERVELAB_HEADER_1", "header-1"),
+                ("SERVELAB_HEADER_2", "header-2")
+            ]
+        );
+        assert_eq!(secrets[1].what, "the value of the Authorization header");
+        let plain: Vec<String> = ["--base-url", "http://h:1"].map(String::from).to_vec();
+        assert_eq!(without_secrets(&plain, |e| e.to_string()), (plain.clone(), vec![]));
+        // An @ in the path is not a user.
+        assert_eq!(url_userinfo("http://h:1/a@b"), None);
+        assert_eq!(url_userinfo("https://u@h"), Some((8, 9)));
+    }
+
+    #[test]
+    fn base_urls_are_checked_without_showing_credentials() {
+        let with = |url: &str| spec("r", &["--base-url", url]).check();
+        assert_eq!(with("http://gpu-0:8000"), Ok(()));
+        assert_eq!(with("https://[::1]:443/v1"), Ok(()));
+        assert_eq!(spec("r", &["--base-url=http://h"]).check(), Ok(()));
+        let e = |url: &str| with(url).unwrap_err().to_string();
+        assert_eq!(e("gpu-0:8000"), "--base-url 'gpu-0:8000': must start with http:// or https://");
+        assert_eq!(
+            e("http://alice:PW@h:99999"),
+            "--base-url 'http://***@h:99999': its port must be a number from 1 to 65535"
+        );
+        assert_eq!(e("http://:80"), "--base-url 'http://:80': names no host");
+        assert_eq!(
+            e("http://h :80"),
+            "--base-url 'http://h :80': must not hold spaces or control characters"
         );
     }
 

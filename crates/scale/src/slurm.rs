@@ -3,8 +3,8 @@
 //! merge their runs themselves, and the script says where shard 0 wrote them.
 
 use crate::{
-    header, sh_quote, shard_args, wait_for_results, ScaleError, ScaleRun, ScaleSpec, DB_NAME,
-    SWEEP_DIR,
+    header, sh_quote, shard_args, wait_for_results, without_secrets, ScaleError, ScaleRun,
+    ScaleSpec, Secret, DB_NAME, SWEEP_DIR,
 };
 
 /// Seconds the merge waits, after the shards' step ended, for their result files to show on
@@ -43,6 +43,41 @@ fn flag_lines(args: &[String]) -> Vec<String> {
     lines
 }
 
+/// `s` in double quotes for a POSIX shell (`\\`, `"`, `$` and `` ` `` escaped).
+fn double_quoted(s: &str) -> String {
+    let mut out = String::from('"');
+    for c in s.chars() {
+        if matches!(c, '\\' | '"' | '$' | '`') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// Lines that say where the credentials went and stop the script early when one is not set.
+fn secrets_preamble(secrets: &[Secret]) -> String {
+    if secrets.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "# Credentials are kept out of this script: export them before sbatch, which passes\n\
+         # the environment on to the tasks:\n",
+    );
+    for x in secrets {
+        out.push_str(&format!("#   export {}='...'   # {}\n", x.env, x.what));
+    }
+    for x in secrets {
+        out.push_str(&format!(
+            ": \"${{{env}:?export {env} ({what}) before sbatch}}\"\n",
+            env = x.env,
+            what = x.what
+        ));
+    }
+    out
+}
+
 /// The sbatch script.
 pub fn render(spec: &SlurmSpec) -> Result<String, ScaleError> {
     spec.scale.check()?;
@@ -57,10 +92,20 @@ pub fn render(spec: &SlurmSpec) -> Result<String, ScaleError> {
         ),
     };
     let db = format!("@RESULTS@/{DB_NAME}");
+    // Credentials stay out of the script: the tasks read them from the environment that
+    // sbatch and srun pass on.
+    let (args, secrets) = without_secrets(&s.args, |env| format!("@ENV:{env}@"));
+    let s = &ScaleSpec { args, ..s.clone() };
     let args: Vec<String> = shard_args(s, "@START_AT@", "@RESULTS@", &db)
         .iter()
         .map(|a| {
-            if a.contains("@START_AT@") {
+            if a.contains("@ENV:") {
+                let mut q = double_quoted(a);
+                for x in &secrets {
+                    q = q.replace(&format!("@ENV:{}@", x.env), &format!("${{{}}}", x.env));
+                }
+                q
+            } else if a.contains("@START_AT@") {
                 a.replace("@START_AT@", "\"$start_at\"")
             } else if a.contains("@RESULTS@") {
                 // The rest of such a value is a plain folder or file name.
@@ -114,8 +159,10 @@ pub fn render(spec: &SlurmSpec) -> Result<String, ScaleError> {
          set -euo pipefail\n\
          results=\"${{SERVELAB_RESULTS:-$PWD/{name}-$SLURM_JOB_ID}}\"\n\
          mkdir -p \"$results\"\n\
+         {preamble}\
          {start}\
          {after}",
+        preamble = secrets_preamble(&secrets),
         n = s.shards,
         header = header(s, "$results"),
         name = s.name,

@@ -38,6 +38,62 @@ fn scale() -> ScaleSpec {
     }
 }
 
+/// The Jobs of a rendered manifest, validated as strictly as a schema validator does:
+/// read as the Kubernetes API's own `Job` type, nothing may be lost (a field the type does
+/// not know is dropped on the way, so the round trip differs), and no value may be a plain
+/// scalar other than a number or a boolean (a YAML 1.1 reader such as PyYAML types a plain
+/// `2026-12-01T09:00:00.000Z` as a timestamp, and refuses it where a string belongs).
+fn jobs(yaml: &str) -> Vec<Job> {
+    let docs: Vec<&str> = yaml.split("---\n").skip(1).collect();
+    assert!(!docs.is_empty(), "{yaml}");
+    for (n, line) in yaml.lines().enumerate() {
+        if let Some(v) = plain_value(line) {
+            let typed = v.parse::<f64>().is_ok() || v == "true" || v == "false";
+            assert!(typed, "line {}: plain scalar {v:?} (quote it)\n{yaml}", n + 1);
+        }
+    }
+    docs.iter()
+        .map(|d| {
+            let raw: serde_json::Value = serde_yaml_ng::from_str(d).unwrap();
+            let job: Job = serde_json::from_value(raw.clone())
+                .unwrap_or_else(|e| panic!("not a Job: {e}\n{d}"));
+            assert_eq!(serde_json::to_value(&job).unwrap(), raw, "fields Job does not know");
+            job
+        })
+        .collect()
+}
+
+/// The value of a `key: value` or `- value` line when it is a plain scalar (not quoted, not
+/// a block, not a collection, not inside a literal block: those are indented past a `|`).
+fn plain_value(line: &str) -> Option<&str> {
+    thread_local!(static BLOCK: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) });
+    let indent = line.len() - line.trim_start().len();
+    if let Some(i) = BLOCK.get() {
+        if indent > i {
+            return None;
+        }
+        BLOCK.set(None);
+    }
+    let t = line.trim_start();
+    if t.starts_with('#') || t.is_empty() || t == "---" {
+        return None;
+    }
+    let t = t.strip_prefix("- ").unwrap_or(t);
+    let v = match t.split_once(": ") {
+        Some((k, v)) if !k.starts_with('"') || k.ends_with('"') => v,
+        _ if t.ends_with(':') => return None,
+        _ => t,
+    };
+    if v == "|" || v == "|-" {
+        BLOCK.set(Some(indent));
+        return None;
+    }
+    if v.starts_with('"') || v == "{}" || v == "[]" {
+        return None;
+    }
+    Some(v)
+}
+
 fn k8s_spec() -> K8sSpec {
     K8sSpec {
         scale: scale(),
@@ -53,11 +109,7 @@ fn k8s_spec() -> K8sSpec {
 #[test]
 fn the_indexed_job_and_the_merge_job_are_valid_kubernetes_jobs() {
     let yaml = k8s::render(&k8s_spec()).unwrap();
-    let docs: Vec<Job> = yaml
-        .split("\n---\n")
-        .filter(|d| d.contains("kind: Job"))
-        .map(|d| serde_yaml_ng::from_str::<Job>(d.trim_start_matches("---\n")).unwrap())
-        .collect();
+    let docs = jobs(&yaml);
     assert_eq!(docs.len(), 2);
     let shards = docs[0].spec.as_ref().unwrap();
     assert_eq!(shards.completion_mode.as_deref(), Some("Indexed"));
@@ -153,9 +205,9 @@ fn sweep() -> ScaleSpec {
 fn a_sweep_is_one_indexed_job_whose_shard_0_writes_and_stores_it() {
     let spec = K8sSpec { scale: sweep(), ..k8s_spec() };
     let yaml = k8s::render(&spec).unwrap();
-    let docs: Vec<&str> = yaml.split("\n---\n").filter(|d| d.contains("kind: Job")).collect();
+    let docs = jobs(&yaml);
     assert_eq!(docs.len(), 1, "no merge Job: every shard merges each point");
-    let job: Job = serde_yaml_ng::from_str(docs[0].trim_start_matches("---\n")).unwrap();
+    let job = &docs[0];
     let spec_ = job.spec.as_ref().unwrap();
     assert_eq!((spec_.completions, spec_.parallelism), (Some(16), Some(16)));
     let args = spec_.template.spec.as_ref().unwrap().containers[0].args.clone().unwrap();
@@ -230,4 +282,122 @@ fn merged_from_digests_the_shards_keep_their_records_and_the_merge_takes_digests
     // The default ships records and merges them exactly.
     let yaml = k8s::render(&k8s_spec()).unwrap();
     assert!(yaml.contains("--save-detailed") && yaml.contains("exec servelab runs merge \"$dir\""));
+}
+
+/// The validator itself: what servelab wrote before (a plain timestamp among the args) and a
+/// field the Job type does not have are both refused.
+#[test]
+#[should_panic(expected = "plain scalar \"2026-12-01T09:00:00.000Z\"")]
+fn the_validator_refuses_a_plain_timestamp() {
+    jobs(
+        "---\napiVersion: \"batch/v1\"\nkind: \"Job\"\nspec:\n  template:\n    spec:\n      \
+         containers:\n        - name: \"s\"\n          args:\n            - \"--start-at\"\n            \
+         - 2026-12-01T09:00:00.000Z\n",
+    );
+}
+
+#[test]
+#[should_panic(expected = "fields Job does not know")]
+fn the_validator_refuses_unknown_fields() {
+    jobs(
+        "---\napiVersion: \"batch/v1\"\nkind: \"Job\"\nspec:\n  completions: 2\n  \
+         completionz: 2\n  template: {}\n",
+    );
+}
+
+/// Issue 28: a run's credentials (`--base-url` with a user and password, an Authorization
+/// header) were written verbatim into the manifest and the sbatch script. They stay out of
+/// both: Kubernetes fills them from a Secret, Slurm from the environment, and the files say so.
+#[test]
+fn credentials_stay_out_of_the_manifest_and_the_script() {
+    let mut secret = sweep();
+    secret.args = [
+        "--base-url",
+        "http://alice:s3cr3t-pw@gpu-0:8000",
+        "--header",
+        "Authorization: Bearer tok-9x",
+        "--concurrency",
+        "16,32",
+    ]
+    .map(String::from)
+    .to_vec();
+    let yaml = k8s::render(&K8sSpec { scale: secret.clone(), ..k8s_spec() }).unwrap();
+    assert!(!yaml.contains("s3cr3t") && !yaml.contains("Bearer tok-9x"), "{yaml}");
+    assert!(yaml.contains("kubectl create secret generic llama-sweep-secrets -n bench"), "{yaml}");
+    let docs = jobs(&yaml);
+    let c = &docs[0].spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0];
+    let args = c.args.as_ref().unwrap();
+    assert_eq!(args[2], "http://$(SERVELAB_URL_USERINFO)@gpu-0:8000");
+    assert_eq!(args[4], "Authorization: $(SERVELAB_HEADER_1)");
+    let env: Vec<(String, String)> = c
+        .env
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            let r = e.value_from.as_ref()?.secret_key_ref.as_ref()?;
+            Some((e.name.clone(), format!("{}/{}", r.name, r.key)))
+        })
+        .collect();
+    assert_eq!(
+        env,
+        [
+            ("SERVELAB_URL_USERINFO".to_string(), "llama-sweep-secrets/url-userinfo".to_string()),
+            ("SERVELAB_HEADER_1".to_string(), "llama-sweep-secrets/header-1".to_string())
+        ]
+    );
+
+    // The script, run by bash with a stand-in srun: without the variables it stops before
+    // srun; with them, srun receives the credentials as one argument each.
+    let script = slurm::render(&SlurmSpec {
+        scale: secret,
+        cpus_per_task: 2,
+        nodes: None,
+        exe: "servelab".into(),
+        start_at: Some("1796115600".into()),
+        lead_s: 60,
+    })
+    .unwrap();
+    assert!(!script.contains("s3cr3t") && !script.contains("Bearer tok-9x"), "{script}");
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let srun = bin.join("srun");
+    std::fs::write(
+        &srun,
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"$ARGS\"\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&srun).status().unwrap();
+    let file = tmp.path().join("job.sh");
+    std::fs::write(&file, &script).unwrap();
+    let run = |secrets: &[(&str, &str)]| {
+        let mut c = std::process::Command::new("bash");
+        c.arg(&file)
+            .current_dir(tmp.path())
+            .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()))
+            .env("SLURM_JOB_ID", "7")
+            .env("ARGS", tmp.path().join("args"))
+            .env_remove("SERVELAB_URL_USERINFO")
+            .env_remove("SERVELAB_HEADER_1");
+        for (k, v) in secrets {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = run(&[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("SERVELAB_URL_USERINFO: export SERVELAB_URL_USERINFO"), "{err}");
+    assert!(!tmp.path().join("args").exists(), "srun ran without the credentials");
+    let out = run(&[
+        ("SERVELAB_URL_USERINFO", "alice:s3cr3t-pw"),
+        ("SERVELAB_HEADER_1", "Bearer tok-9x"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let args = std::fs::read_to_string(tmp.path().join("args")).unwrap();
+    let args: Vec<&str> = args.lines().collect();
+    let at = args.iter().position(|a| *a == "--base-url").unwrap();
+    assert_eq!(args[at + 1], "http://alice:s3cr3t-pw@gpu-0:8000");
+    assert_eq!(args[at + 3], "Authorization: Bearer tok-9x");
 }
