@@ -235,14 +235,31 @@ fn sweep_outputs(
 /// `servelab predict`: the sweep's plan, every point run in virtual time by the engine model,
 /// the sweep's outputs, and each point stored as predicted.
 pub async fn predict(a: &PredictArgs) -> Result<ExitStatus, Failure> {
-    let plan = resolve::predict_plan(&a.sweep).map_err(Failure::usage)?;
+    let mut plan = resolve::predict_plan(&a.sweep).map_err(Failure::usage)?;
     let engine = a.engine.as_deref().ok_or_else(|| Failure::usage("--engine FILE is required"))?;
     let mut p = servelab_predict::Predictor::from_file(engine)?;
     if let Some(r) = resolve::recording(a.sweep.bench.db.clone(), a.sweep.bench.no_store) {
         p = p.with_recording(r);
     }
-    let result = servelab_sweep::run_sweep(&plan, &mut p).await.map_err(Failure::runtime)?;
-    sweep_outputs(&plan, result, "Predicted sweep results")
+    // Provenance in every artefact: tags under summary.md's title and on every stored run,
+    // the sentence first among the warnings, three columns on every CSV row.
+    let prov = p.provenance();
+    plan.base.record.tags.extend(prov.tags());
+    let mut result = servelab_sweep::run_sweep(&plan, &mut p).await.map_err(Failure::runtime)?;
+    result.warnings.insert(0, prov.sentence());
+    let csvs: Vec<std::path::PathBuf> = result
+        .scenarios
+        .iter()
+        .map(|s| plan.output_dir.join(format!("{}.csv", servelab_outputs::file_safe(&s.name))))
+        .collect();
+    let status = sweep_outputs(&plan, result, "Predicted sweep results");
+    for path in csvs {
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            std::fs::write(&path, servelab_predict::mark_csv(&text, &prov))
+                .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;
+        }
+    }
+    status
 }
 
 /// The measured runs a store label or id names, as sweep tables for a fit. Predicted runs
@@ -316,7 +333,8 @@ pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
         a.engine.display(),
         names.join(", ")
     );
-    let yaml = servelab_predict::calibrate::fitted_engine_yaml(&original, report.after, &note)
+    let on = report.fitted_on(&cfg, names.join(", "));
+    let yaml = servelab_predict::calibrate::fitted_engine_yaml(&original, report.after, on, &note)
         .map_err(Failure::runtime)?;
     std::fs::write(&out, yaml)
         .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", out.display())))?;

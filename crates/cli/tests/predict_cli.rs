@@ -59,6 +59,22 @@ fn predict_writes_what_sweep_writes_and_files_runs_as_predicted() {
     let show = ok(&servelab(&db, &["runs", "show", "1"]));
     assert!(show.contains("complete (servelab predicted)"), "{show}");
     assert!(show.contains("predicted by the engine model"), "{show}");
+    // Every artefact says what it is and where its calibration comes from.
+    assert!(
+        table.contains("kind: predicted · calibration: vllm-v1 defaults, not fitted"),
+        "{table}"
+    );
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("kind: predicted") && md.contains("expect ±75 %"), "{md}");
+    let csv = std::fs::read_to_string(out.join("32x8.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with(",kind,calibration,band_pct"), "{csv}");
+    assert!(
+        csv.lines().skip(1).all(|l| l.ends_with(",predicted,\"vllm-v1 defaults, not fitted\",75")),
+        "{csv}"
+    );
+    let json = std::fs::read_to_string(out.join("sweep.json")).unwrap();
+    assert!(json.contains("\"predicted\"") && json.contains("not fitted"), "sweep.json");
+    assert!(show.contains("calibration vllm-v1 defaults, not fitted"), "{show}");
 
     // A measured run at the same load beside the prediction: compare says which is which.
     let bench = [
@@ -376,7 +392,11 @@ fn model_config_by_hub_id_downloads_once_then_reads_the_cache() {
     std::fs::write(&preset, "model: qwen3-8b\ngpu: h100\n").unwrap();
     let mut p3 = predict("p3");
     p3[2] = preset.display().to_string();
-    assert_eq!(ok(&servelab_hf(&db, &args(&p3), &[("HF_HUB_CACHE", cache_env)])), table);
+    // The same figures; the provenance names the model as each file does.
+    let figures = |t: &str| t.split("## Warnings").next().unwrap_or_default().to_string();
+    let from_preset = ok(&servelab_hf(&db, &args(&p3), &[("HF_HUB_CACHE", cache_env)]));
+    assert_eq!(figures(&from_preset), figures(&table));
+    assert!(from_preset.contains("qwen3-8b on h100") && table.contains("Qwen/Qwen3-8B on h100"));
 }
 
 /// `predict calibrate --engine NAME` takes a built-in engine file, as `predict` does; the

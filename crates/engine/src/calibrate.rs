@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Calibration, EngineConfig};
+use crate::config::{Calibration, EngineConfig, FittedOn};
 use crate::error::{EngineError, Result};
 use crate::summary::PointSummary;
 use crate::sweep::{predict_point, Scenario};
@@ -272,6 +272,26 @@ pub struct CalibrationReport {
     pub loss_after: f64,
     /// Loss evaluations used.
     pub evals: usize,
+}
+
+impl CalibrationReport {
+    /// The domain of the fitted calibration: the deployment `cfg` it was fitted on (a P/D
+    /// deployment by its decode workers' TP), `source` the tables or runs, and the fit's error
+    /// on all its cells.
+    pub fn fitted_on(&self, cfg: &EngineConfig, source: String) -> FittedOn {
+        let e = error_stats(&self.cells_after, true);
+        let err = e.throughput.max(e.tpot);
+        FittedOn {
+            engine: cfg.engine,
+            engine_version: cfg.engine_version.clone(),
+            gpu: cfg.gpu.name.clone(),
+            tp: cfg.pd.as_ref().map_or(cfg.tp, |p| p.decode.tp),
+            model: cfg.model.name.clone(),
+            pd: cfg.pd.is_some(),
+            source: Some(source),
+            error_pct: err.is_finite().then(|| (err * 10.0).round() / 10.0),
+        }
+    }
 }
 
 /// Flags the noisy rows of a table (see the module doc).

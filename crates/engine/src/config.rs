@@ -222,7 +222,7 @@ pub struct PoolFile {
 
 /// The deployment a calibration was fitted on: what a prediction of another deployment is
 /// extrapolating from. Written by `predict calibrate`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FittedOn {
     /// Engine family.
@@ -242,6 +242,10 @@ pub struct FittedOn {
     /// The measured tables or runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// The fit's own median absolute error on all its cells, %: the larger of output
+    /// throughput's and mean TPOT's. The band of a prediction inside the domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_pct: Option<f64>,
 }
 
 /// The `pd:` section of an engine file.

@@ -22,6 +22,7 @@ pub mod gpu;
 mod io;
 pub mod kv;
 pub mod model;
+pub mod provenance;
 pub mod replica;
 pub mod summary;
 pub mod sweep;
@@ -44,6 +45,7 @@ pub use io::{
     read_engine_file,
 };
 pub use model::{model_preset_names, ModelSpec, MoeSpec};
+pub use provenance::{provenance, Provenance};
 pub use replica::RequestId;
 pub use summary::{summarize, PointSummary};
 pub use sweep::{predict_point, Scenario};

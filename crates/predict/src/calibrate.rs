@@ -117,15 +117,18 @@ fn row(concurrency: u32, s: &Summary) -> PointSummary {
     }
 }
 
-/// The engine file `original` (YAML text) with its calibration replaced by `fitted`, headed
-/// by `note` as comment lines. The original's own comments are not kept.
+/// The engine file `original` (YAML text) with its calibration replaced by `fitted` and its
+/// domain by `fitted_on` (what predictions from it will say they extrapolate from), headed by
+/// `note` as comment lines. The original's own comments are not kept.
 pub fn fitted_engine_yaml(
     original: &str,
     fitted: servelab_engine::Calibration,
+    fitted_on: servelab_engine::FittedOn,
     note: &str,
 ) -> Result<String, String> {
     let mut file = EngineFile::parse(original).map_err(|e| e.to_string())?;
     file.calibration = fitted;
+    file.fitted_on = Some(fitted_on);
     let yaml = file.to_yaml().map_err(|e| e.to_string())?;
     let head: String = note.lines().map(|l| format!("# {l}\n")).collect();
     Ok(format!("{head}{yaml}"))
@@ -146,11 +149,22 @@ mod tests {
     fn the_fitted_file_keeps_the_deployment_and_takes_the_fit() {
         let yaml = "# mine\nmodel: qwen3-8b\ngpu: h100\ntp: 2\nscheduler: {max_num_seqs: 64}\n";
         let c = servelab_engine::Calibration { eta_gemm: 0.61, ..Default::default() };
-        let out = fitted_engine_yaml(yaml, c, "fitted by servelab\non t.md").unwrap();
+        let on = servelab_engine::FittedOn {
+            engine: servelab_engine::EngineFamily::VllmV1,
+            engine_version: None,
+            gpu: "h100".into(),
+            tp: 2,
+            model: "qwen3-8b".into(),
+            pd: false,
+            source: Some("t.md".into()),
+            error_pct: Some(8.5),
+        };
+        let out = fitted_engine_yaml(yaml, c, on.clone(), "fitted by servelab\non t.md").unwrap();
         assert!(out.starts_with("# fitted by servelab\n# on t.md\n"), "{out}");
         let back = EngineFile::parse(&out).unwrap();
         assert_eq!(back.calibration.eta_gemm, 0.61);
         assert_eq!((back.tp, back.scheduler.max_num_seqs), (Some(2), 64));
         assert_eq!(back.model.as_deref(), Some("qwen3-8b"));
+        assert_eq!(back.fitted_on, Some(on));
     }
 }

@@ -26,7 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use servelab_engine::{
-    Engine, EngineConfig, GaugeSample, GaugeSampling, Load, RequestShape, RunOptions,
+    Engine, EngineConfig, GaugeSample, GaugeSampling, Load, Provenance, RequestShape, RunOptions,
 };
 use servelab_load::{Arrivals, Schedule};
 use servelab_metrics::Summary;
@@ -88,6 +88,11 @@ impl Predictor {
         &self.cfg
     }
 
+    /// Where its predictions come from, and how far to trust them.
+    pub fn provenance(&self) -> Provenance {
+        servelab_engine::provenance(&self.cfg)
+    }
+
     /// Predict `plan`: the summary, records and engine series it would produce. Pure: the
     /// same plan gives the same prediction. Records nothing and writes no file.
     pub fn predict(&self, plan: &Plan) -> Result<Prediction, RunError> {
@@ -140,6 +145,7 @@ impl Predictor {
             dataset: w.dataset.label(),
             num_prompts: records.len() as u64,
             load: plan.load,
+            ramp: plan.ramp,
             num_warmups: 0,
             seed: w.seed,
             simulated: false,
@@ -161,6 +167,7 @@ impl Predictor {
             "predicted by the engine model ({}), not measured: {} engine steps in virtual time",
             self.name, run.steps
         ));
+        summary.warnings.push(self.provenance().sentence());
         if w.num_warmups > 0 {
             summary.warnings.push(format!(
                 "{} warm-up requests were not predicted (the model has no cold start)",
@@ -282,6 +289,28 @@ fn record(r: &servelab_engine::RequestRecord, scheduled_ns: u64) -> RequestRecor
         session: None,
         stream: Default::default(),
     }
+}
+
+/// A predicted sweep's CSV with the provenance in three more columns on every row (`kind`
+/// = predicted, `calibration`, `band_pct`), so a table copied out of its folder still says
+/// what it is. Appended last: readers that take columns by position are unaffected.
+pub fn mark_csv(csv: &str, p: &Provenance) -> String {
+    let quote = |s: &str| {
+        if s.contains([',', '"', '\n']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    };
+    let extra = format!("predicted,{},{:.0}", quote(&p.calibration), p.band_pct);
+    let mut out = String::with_capacity(csv.len() + 64);
+    for (i, line) in csv.lines().enumerate() {
+        out.push_str(line);
+        out.push(',');
+        out.push_str(if i == 0 { "kind,calibration,band_pct" } else { &extra });
+        out.push('\n');
+    }
+    out
 }
 
 /// The engine's gauges as the `/metrics` scrapes of a vLLM V1 server.

@@ -55,6 +55,12 @@ fn a_closed_loop_plan_predicts_what_the_engine_model_says() {
     assert_eq!(s.info.base_url, "engine:t.yaml");
     assert_eq!(s.info.model, "qwen3-8b");
     assert!(s.warnings.iter().any(|w| w.contains("predicted by the engine model")));
+    assert!(
+        s.warnings.iter().any(|w| w.contains("calibration vllm-v1 defaults, not fitted")
+            && w.contains("expect ±75 % on throughput and TPOT")),
+        "{:?}",
+        s.warnings
+    );
     // The engine's series reads as a vLLM server's.
     let e = s.engine.as_ref().expect("engine metrics from the predicted /metrics");
     assert_eq!(e.engine, "vllm");
@@ -167,5 +173,18 @@ async fn runs_are_recorded_as_predicted() {
     assert_eq!(
         *spy.0.lock().unwrap(),
         vec![(RunKind::Predicted, 6), (RunKind::PredictedSweepPoint, 6)]
+    );
+}
+
+#[test]
+fn a_predicted_csv_says_so_on_every_row() {
+    let p = crate::Predictor::new(cfg("model: qwen3-8b\ngpu: h100\n"), "e").provenance();
+    let csv = "scenario,load\n1000:50,8\n1000:50,16\n";
+    assert_eq!(
+        crate::mark_csv(csv, &p),
+        "scenario,load,kind,calibration,band_pct\n\
+         1000:50,8,predicted,vllm-v1 defaults,75\n\
+         1000:50,16,predicted,vllm-v1 defaults,75\n"
+            .replace("vllm-v1 defaults", "\"vllm-v1 defaults, not fitted\"")
     );
 }
