@@ -242,6 +242,22 @@ pub fn engine_sentences(exp: &Experiment, trials: &[TrialResult]) -> Vec<String>
         };
         for other in &bases[1..] {
             let mut s = engine_sentence(&p.name, (bases[0].0, bases[0].1), (other.0, other.1));
+            // Within noise, "faster" is not a finding: say so.
+            let pair = (trial(trials, bases[0].0), trial(trials, other.0));
+            if let (Some(fast), Some(slow)) = pair {
+                let valid =
+                    invalid_reason(fast, exp).is_none() && invalid_reason(slow, exp).is_none();
+                let d = crate::strategy::deltas(slow, fast, exp, &[fast, slow]);
+                if let Some(d) = d.iter().find(|d| d.profile == p.name).filter(|_| valid) {
+                    if d.verdict != crate::strategy::Verdict::Better {
+                        s.push_str(&format!(
+                            " The difference ({:+.1}%) is within noise (±{:.1}%): neither engine \
+                             is measurably faster here.",
+                            d.delta_pct, d.noise_pct
+                        ));
+                    }
+                }
+            }
             for c in [caveat(&bases[0]), caveat(other)].into_iter().flatten() {
                 s.push_str(&c);
             }
@@ -473,6 +489,25 @@ mod tests {
                     "(50.0%). `sglang` does not count as a configuration: profile p: 1 of 5 \
                      requests failed; success 80.0% < 100.0%."
                 ),
+            "{}",
+            s[0]
+        );
+    }
+
+    /// Issue 25: engines 0.1–0.9 % apart were called faster and slower; within noise the
+    /// sentence says that neither is measurably faster.
+    #[test]
+    fn engine_baselines_within_noise_say_so() {
+        let e = exp();
+        let trials =
+            vec![trial(&e, "vllm", &[], 1004.0, 20.0), trial(&e, "sglang", &[], 1000.0, 20.0)];
+        let s = engine_sentences(&e, &trials);
+        assert!(
+            s[0].ends_with(
+                "`vllm` is faster by 4.00 tok/s (0.4%); Mean TPOT = 20.00 ms vs 20.00 ms, \
+                 unchanged. The difference (+0.4%) is within noise (±2.0%): neither engine is \
+                 measurably faster here."
+            ),
             "{}",
             s[0]
         );

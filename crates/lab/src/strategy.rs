@@ -428,6 +428,38 @@ fn paired_step(
     }
 }
 
+/// When the best baseline leads every other valid baseline by no more than noise in every
+/// profile, the choice between them is noise: the sentence that says so, with the changes.
+/// `None` when it is better than noise somewhere against each of them.
+pub fn baseline_within_noise(
+    exp: &Experiment,
+    baselines: &[&TrialResult],
+    best: &TrialResult,
+) -> Option<String> {
+    let show = |d: &ProfileDelta| {
+        format!("{} {:+.1}% (noise ±{:.1}%)", d.profile, d.delta_pct, d.noise_pct)
+    };
+    let close: Vec<String> = baselines
+        .iter()
+        .filter(|t| t.spec.id != best.spec.id && invalid_reason(t, exp).is_none())
+        .filter_map(|other| {
+            let ds = deltas(other, best, exp, baselines);
+            let ahead = ds.iter().any(|d| d.verdict == Verdict::Better);
+            (!ahead && !ds.is_empty()).then(|| {
+                let all: Vec<String> = ds.iter().map(show).collect();
+                format!("`{}` ({})", other.spec.id, all.join(", "))
+            })
+        })
+        .collect();
+    (!close.is_empty()).then(|| {
+        format!(
+            "the best baseline by the score, but within noise of {}: which engine the search \
+             starts from is noise, not a measured difference",
+            close.join(" and ")
+        )
+    })
+}
+
 fn baseline_step(t: &TrialResult, exp: &Experiment) -> Step {
     Step {
         trial: t.spec.id.clone(),
@@ -503,6 +535,16 @@ pub fn next(exp: &Experiment, done: &[TrialResult]) -> Next {
         }
     }
     let mut steps: Vec<Step> = baselines.iter().map(|t| baseline_step(t, exp)).collect();
+    if exp.strategy != Strategy::Grid {
+        if let Some(b) = best(&baselines, exp) {
+            if let (Some(why), Some(step)) = (
+                baseline_within_noise(exp, &baselines, b),
+                steps.iter_mut().find(|s| s.trial == b.spec.id),
+            ) {
+                step.reason = format!("{}; {why}", step.reason);
+            }
+        }
+    }
     match exp.strategy {
         Strategy::Baseline => Next::Done(outcome(exp, steps, best(&baselines, exp))),
         Strategy::Grid => {
@@ -866,6 +908,26 @@ mod tests {
         let Next::Done(o) = next(&shared, &all) else { panic!() };
         assert_eq!(o.steps[2].decision, Decision::Kept);
         assert_eq!(o.steps[2].deltas[0].uncredited_hits_pct, None);
+    }
+
+    /// Issue 25: baselines 0.1–0.9 % apart were ranked without a word about noise.
+    #[test]
+    fn a_best_baseline_within_noise_says_so() {
+        let e = exp("baseline");
+        let done = vec![trial(&e, "a", &[], 100.0, 0), trial(&e, "b", &[], 100.9, 0)];
+        let Next::Done(o) = next(&e, &done) else { panic!() };
+        assert_eq!(o.best.as_deref(), Some("b"));
+        assert_eq!(o.steps[0].reason, "ok");
+        assert_eq!(
+            o.steps[1].reason,
+            "ok; the best baseline by the score, but within noise of `a` (p +0.9% (noise \
+             ±2.0%), q +0.9% (noise ±2.0%)): which engine the search starts from is noise, not \
+             a measured difference"
+        );
+        // Ahead by more than noise: nothing to say.
+        let done = vec![trial(&e, "a", &[], 100.0, 0), trial(&e, "b", &[], 110.0, 0)];
+        let Next::Done(o) = next(&e, &done) else { panic!() };
+        assert_eq!(o.steps[1].reason, "ok");
     }
 
     /// A trial whose profiles ran once per value in `runs` (the same values for p and q).
