@@ -26,8 +26,14 @@ impl Cli {
         let mut cmd = Cli::command();
         let matches = cmd.try_get_matches_from_mut(args)?;
         let mut cli = Cli::from_arg_matches(&matches)?;
-        if let (Command::Bench(a), Some(("bench", m))) = (&mut cli.command, matches.subcommand()) {
-            a.zero_setup = zero_setup(&cmd, m);
+        let given = |m: &clap::ArgMatches| {
+            m.value_source("request_rate") == Some(clap::parser::ValueSource::CommandLine)
+        };
+        match (&mut cli.command, matches.subcommand()) {
+            (Command::Bench(a), Some(("bench", m))) => a.zero_setup = zero_setup(&cmd, m),
+            (Command::Sweep(a), Some(("sweep", m))) => a.request_rate_given = given(m),
+            (Command::Predict(a), Some(("predict", m))) => a.sweep.request_rate_given = given(m),
+            _ => {}
         }
         Ok(cli)
     }
@@ -584,6 +590,11 @@ pub struct SweepArgs {
     /// The bench flags every point starts from.
     #[command(flatten)]
     pub bench: BenchArgs,
+
+    /// Set by [`Cli::parse_args`]: `--request-rate` came from the command line, so even a
+    /// single `inf` is the grid (one point, all at once), not the default concurrency grid.
+    #[arg(skip)]
+    pub request_rate_given: bool,
 
     /// Concurrency levels to sweep (closed loop), e.g. 1,2,4,8. Default 1,2,4,8,16,32,64
     /// unless --request-rate lists rates (e.g. --request-rate 1,2,4 sweeps the rate).

@@ -439,7 +439,10 @@ pub fn recording(db: Option<PathBuf>, no_store: bool) -> Option<Arc<dyn Recordin
 
 /// The plan of `servelab sweep`.
 pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
-    let rates = (a.bench.request_rate.trim() != "inf").then_some(a.bench.request_rate.as_str());
+    // `--request-rate inf` typed alone is one point with every request at once; only the
+    // flag's default leaves the grid to --concurrency (default 1..64).
+    let rates = (a.bench.request_rate.trim() != "inf" || a.request_rate_given)
+        .then_some(a.bench.request_rate.as_str());
     let loads = grid_levels(a.concurrency.as_deref(), rates).map_err(|e| e.to_string())?;
     // On a rate grid each point sets its own rate; a single rate beside --concurrency
     // holds at every point.
@@ -693,10 +696,22 @@ mod tests {
 
     fn predict(args: &[&str]) -> Result<SweepPlan, String> {
         let argv = ["servelab", "predict", "--engine", "e.yaml"].iter().chain(args);
-        let Command::Predict(a) = Cli::try_parse_from(argv).unwrap().command else {
-            unreachable!()
-        };
+        let argv = argv.map(|s| std::ffi::OsString::from(*s));
+        let Command::Predict(a) = Cli::parse_args(argv).unwrap().command else { unreachable!() };
         predict_plan(&a.sweep)
+    }
+
+    /// Issue 24: a single `--request-rate inf` with no `--concurrency` predicted the default
+    /// 1..64 concurrency grid; it is one point, every request at once. Without the flag the
+    /// default grid stays.
+    #[test]
+    fn a_single_infinite_rate_is_one_point_not_the_default_grid() {
+        let p = predict(&["--request-rate", "inf", "--scenario", "100:10"]).unwrap();
+        assert_eq!(p.loads, vec![servelab_load::Level::Rate(f64::INFINITY)]);
+        let p = predict(&["--scenario", "100:10"]).unwrap();
+        assert_eq!(p.loads.len(), 7, "the default concurrency grid");
+        let p = predict(&["--request-rate", "inf", "--concurrency", "4", "--scenario", "1:1"]);
+        assert_eq!(p.unwrap().loads, vec![servelab_load::Level::Concurrency(4)]);
     }
 
     #[test]
