@@ -101,7 +101,18 @@ async fn an_interrupted_bench_is_stored_as_interrupted() {
     );
     let (tx, rx) = watch::channel(false);
     let run = tokio::spawn(async move { servelab::bench(&s, rx).await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Interrupted once it runs (an interrupt during the readiness wait ends the bench before
+    // anything is stored): the store lists it as running before the first request is sent.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while Store::open(&db)
+        .ok()
+        .and_then(|s| s.list(&Filter::default()).ok())
+        .is_none_or(|l| l.is_empty())
+    {
+        assert!(tokio::time::Instant::now() < deadline, "the bench never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
     tx.send(true).unwrap();
     let out = tokio::time::timeout(Duration::from_secs(10), run).await.unwrap().unwrap().unwrap();
     assert_eq!(out.stop, StopReason::Interrupted);

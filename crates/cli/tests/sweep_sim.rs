@@ -121,7 +121,10 @@ async fn grid_table_knee_slo_and_charts() {
     let knee = s.knee.as_ref().expect("a knee");
     assert_eq!(knee.load, 4.0, "{knee:?}");
     assert!(knee.reason.is_some());
-    assert!(md.contains("Saturation: throughput stops rising past concurrency 4 (the knee)"), "{md}");
+    assert!(
+        md.contains("Saturation: throughput stops rising past concurrency 4 (the knee)"),
+        "{md}"
+    );
 
     // SLO: P99 TTFT 70 ms holds up to 4 slots (20 ms) and breaks with any queueing (~135 ms).
     let slo = s.slo.as_ref().expect("an SLO outcome");
@@ -212,7 +215,14 @@ async fn ctrl_c_stops_keeps_partial_results_and_resume_finishes() {
     let (tx, rx) = watch::channel(false);
     let args = parse(&["--output-dir", &path]);
     let run = tokio::spawn(async move { servelab::sweep(&args, rx).await });
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Interrupted while its first point runs (an interrupt during the readiness wait would
+    // end the sweep before any point began): once the simulator finished a request.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while sim.truth_len() == 0 {
+        assert!(std::time::Instant::now() < deadline, "the sweep never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
     tx.send(true).unwrap();
     let e = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap_err();
     assert!(e.to_string().contains(&format!("--resume {path}")), "{e}");

@@ -72,11 +72,24 @@ enum Msg {
     Flush(mpsc::SyncSender<()>),
 }
 
-/// In-memory list plus the optional file writer.
+/// The most truth records kept in memory. A simulator serving a soak test of millions of
+/// requests must not keep them all (the file, when asked for, has every one); a bench against
+/// the built-in simulator reads the account of its own run, which keeps whole at most
+/// `--keep-records` (100,000 by default) requests plus warm-ups.
+pub(crate) const MAX_TRUTH_IN_MEMORY: usize = 250_000;
+
+/// The latest records in memory plus the optional file writer.
 pub(crate) struct TruthSink {
-    memory: Mutex<Vec<TruthRecord>>,
+    memory: Mutex<Kept>,
     tx: Mutex<Option<mpsc::Sender<Msg>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The latest records, after `dropped` older ones.
+#[derive(Default)]
+struct Kept {
+    dropped: usize,
+    records: std::collections::VecDeque<TruthRecord>,
 }
 
 impl std::fmt::Debug for TruthSink {
@@ -100,7 +113,7 @@ impl TruthSink {
             }
         };
         Ok(Arc::new(Self {
-            memory: Mutex::new(Vec::new()),
+            memory: Mutex::new(Kept::default()),
             tx: Mutex::new(tx),
             thread: Mutex::new(thread),
         }))
@@ -111,23 +124,31 @@ impl TruthSink {
         if let Some(tx) = self.tx.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             let _ = tx.send(Msg::Record(rec.clone()));
         }
-        self.memory.lock().unwrap_or_else(|e| e.into_inner()).push(rec);
+        let mut kept = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.records.len() >= MAX_TRUTH_IN_MEMORY {
+            kept.records.pop_front();
+            kept.dropped += 1;
+        }
+        kept.records.push_back(rec);
     }
 
-    /// Every record so far.
+    /// Every record kept (the latest [`MAX_TRUTH_IN_MEMORY`]).
     pub(crate) fn snapshot(&self) -> Vec<TruthRecord> {
-        self.memory.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.memory.lock().unwrap_or_else(|e| e.into_inner()).records.iter().cloned().collect()
     }
 
-    /// Records finished so far.
+    /// Records finished so far (kept or not).
     pub(crate) fn len(&self) -> usize {
-        self.memory.lock().unwrap_or_else(|e| e.into_inner()).len()
+        let kept = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        kept.dropped + kept.records.len()
     }
 
-    /// The records from the `start`-th on (those of one run of several against one server).
+    /// The records from the `start`-th on (those of one run of several against one server),
+    /// as far as they are still kept.
     pub(crate) fn since(&self, start: usize) -> Vec<TruthRecord> {
-        let memory = self.memory.lock().unwrap_or_else(|e| e.into_inner());
-        memory.get(start..).map_or_else(Vec::new, <[TruthRecord]>::to_vec)
+        let kept = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        let from = start.saturating_sub(kept.dropped);
+        kept.records.iter().skip(from).cloned().collect()
     }
 
     /// Wait until every record pushed so far is written to the file.
@@ -211,5 +232,20 @@ mod tests {
             text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(back, vec![rec(0), rec(1)]);
         assert_eq!(sink.snapshot().len(), 2);
+    }
+
+    #[test]
+    fn memory_keeps_the_latest_records_and_counts_all() {
+        let sink = TruthSink::new(None).unwrap();
+        let n = MAX_TRUTH_IN_MEMORY + 3;
+        for i in 0..n {
+            sink.push(rec(i as u64));
+        }
+        assert_eq!(sink.len(), n);
+        assert_eq!(sink.snapshot().len(), MAX_TRUTH_IN_MEMORY);
+        assert_eq!(sink.since(n - 2), vec![rec(n as u64 - 2), rec(n as u64 - 1)]);
+        // A mark before the oldest kept gives what is kept.
+        assert_eq!(sink.since(0).len(), MAX_TRUTH_IN_MEMORY);
+        assert_eq!(sink.since(0)[0], rec(3));
     }
 }
