@@ -352,6 +352,7 @@ async fn run(
         dataset: w.dataset.label(),
         num_prompts: units as u64,
         load: plan.load,
+        ramp: plan.ramp,
         num_warmups: w.num_warmups as u64,
         seed: w.seed,
         simulated,

@@ -122,14 +122,32 @@ impl RunData {
 }
 
 impl RunData {
+    fn info(&self) -> Option<&RunInfo> {
+        self.config.as_ref().map(|c| &c.info).or(self.summary.as_ref().map(|s| &s.info))
+    }
+
+    /// The ramped rate the run used instead of a fixed one, if it did.
+    pub fn ramp(&self) -> Option<servelab_load::Ramp> {
+        self.info()?.ramp
+    }
+
+    /// The load in words as the run did it: `c=4`, `inf`, `ramp linear 1→10 req/s`.
+    pub fn load_words(&self) -> String {
+        match self.info().filter(|i| i.ramp.is_some()) {
+            Some(i) => i.load_words(),
+            None => self.load.to_string(),
+        }
+    }
+
     /// What makes this run comparable with another: its workload and load.
     pub fn identity(&self) -> Identity {
-        let info = self.config.as_ref().map(|c| &c.info).or(self.summary.as_ref().map(|s| &s.info));
+        let info = self.info();
         Identity {
             scenario: self.tags.iter().find(|(k, _)| k == SCENARIO_TAG).map(|(_, v)| v.clone()),
             dataset: info.map(|i| i.dataset.clone()).filter(|d| !d.is_empty()),
             num_prompts: info.map(|i| i.num_prompts).filter(|&n| n > 0),
-            load: self.load.to_string(),
+            // A ramp is its own load, never "inf" (its rate field is empty).
+            load: self.load_words(),
         }
     }
 }
@@ -223,6 +241,11 @@ impl Subject {
     /// The load of its first run (all its runs share one); the default when it has none.
     pub fn load(&self) -> LoadSpec {
         self.runs.first().map(|r| r.load).unwrap_or_default()
+    }
+
+    /// The load of its first run in words (a ramp as a ramp); `inf` when it has none.
+    pub fn load_words(&self) -> String {
+        self.runs.first().map_or_else(|| LoadSpec::default().to_string(), RunData::load_words)
     }
 
     /// Mean over the repeats that have the metric; `None` when none has it.

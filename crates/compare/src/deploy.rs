@@ -105,33 +105,39 @@ pub struct Row {
     pub concurrency: Option<u64>,
     /// How the row is shown: `4`, `rate=2`; with ` (40 prompts)` when two rows share it.
     pub label: String,
+    /// The load in words as the runs did it (`c=4`, `inf`, `ramp linear 1→10 req/s`).
+    pub load_words: String,
 }
 
 impl Row {
     fn of(run: &RunData) -> Row {
         let prompts = run.identity().num_prompts;
         let load = run.load;
-        let concurrency = match (load.max_concurrency, load.request_rate) {
+        // A ramp has no rate field but is paced, never "all at once".
+        let paced = load.request_rate.is_some() || run.ramp().is_some();
+        let concurrency = match (load.max_concurrency, paced) {
             (Some(c), _) => Some(c),
-            (None, None) => prompts,
-            (None, Some(_)) => None,
+            (None, false) => prompts,
+            (None, true) => None,
         };
-        let label = match (concurrency, load.request_rate) {
-            (Some(c), None) => c.to_string(),
-            _ => load.to_string(),
+        let label = match (concurrency, paced) {
+            (Some(c), false) => c.to_string(),
+            _ => run.load_words(),
         };
-        Row { load, prompts, concurrency, label }
+        Row { load, prompts, concurrency, label, load_words: run.load_words() }
     }
 
     fn same(&self, other: &Row) -> bool {
-        self.load.to_string() == other.load.to_string() && self.prompts == other.prompts
+        self.load_words == other.load_words && self.prompts == other.prompts
     }
 
-    /// The row in a sentence: `100 concurrent`, `rate=2`.
+    /// The row in a sentence: `100 concurrent`, `rate=2`, `ramp linear 1→10 req/s`.
     pub fn words(&self) -> String {
+        // Words that differ from the load spec's: a ramp, said as such even under a cap.
+        let ramped = self.load_words != self.load.to_string();
         match (self.concurrency, self.load.request_rate) {
-            (Some(c), None) => format!("{c} concurrent"),
-            _ => self.load.to_string(),
+            (Some(c), None) if !ramped => format!("{c} concurrent"),
+            _ => self.load_words.clone(),
         }
     }
 }

@@ -43,9 +43,9 @@ pub fn group(mut runs: Vec<RunData>) -> Vec<Series> {
                 out.len() - 1
             }
         };
-        let key = run.load.to_string();
+        let key = run.load_words();
         let series = &mut out[si];
-        match series.points.iter_mut().find(|p| p.load().to_string() == key) {
+        match series.points.iter_mut().find(|p| p.load_words() == key) {
             Some(p) => p.runs.push(run),
             None => series.points.push(Subject::single(run)),
         }
@@ -72,7 +72,7 @@ fn split_workloads(runs: &mut [RunData]) {
         let scenarios =
             pairs().any(|(i, j)| workload_of(&runs[i], false) != workload_of(&runs[j], false));
         let prompts = pairs().any(|(i, j)| {
-            runs[i].load.to_string() == runs[j].load.to_string()
+            runs[i].load_words() == runs[j].load_words()
                 && workload_of(&runs[i], true) != workload_of(&runs[j], true)
         });
         if !scenarios && !prompts {

@@ -63,7 +63,8 @@ pub fn notes(c: &Comparison) -> Vec<String> {
         } else {
             String::new()
         };
-        out.push(format!("{}: load {}{runs}, success rate {sr}{rej}", s.name, s.load));
+        let load = s.identity.as_ref().map_or_else(|| s.load.to_string(), |i| i.load.clone());
+        out.push(format!("{}: load {load}{runs}, success rate {sr}{rej}", s.name));
     }
     if !c.differences.is_empty() {
         out.push("warning: NOT THE SAME WORKLOAD AND LOAD as the baseline; differences include their effect:".into());

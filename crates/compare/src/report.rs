@@ -187,7 +187,7 @@ fn runs(r: &Report) -> Vec<(String, &RunData)> {
         for p in &s.points {
             for (i, run) in p.runs.iter().enumerate() {
                 let rep = if p.runs.len() > 1 { format!(" #{}", i + 1) } else { String::new() };
-                out.push((format!("{} @ {}{rep}", s.name, p.load()), run));
+                out.push((format!("{} @ {}{rep}", s.name, p.load_words()), run));
             }
         }
     }
@@ -210,7 +210,7 @@ pub fn config_table(r: &Report) -> Table {
         ("target", |d| info(d, |i| format!("{}{}", i.base_url, i.endpoint))),
         ("dataset", |d| info(d, |i| i.dataset.clone())),
         ("prompts", |d| info(d, |i| i.num_prompts.to_string())),
-        ("load", |d| d.load.to_string()),
+        ("load", |d| d.load_words()),
         ("seed", |d| info(d, |i| i.seed.to_string())),
         ("started", |d| info(d, |i| i.started_at.clone())),
         ("servelab", |d| info(d, |i| i.servelab_version.clone())),

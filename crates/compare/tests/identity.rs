@@ -197,3 +197,24 @@ fn all_at_once_runs_of_other_prompt_counts_stay_apart_and_the_error_is_short() {
     assert!(e.len() < 400, "{} bytes: {e}", e.len());
     assert!(e.contains("and 37 more"), "{e}");
 }
+
+/// Issue 25 item 3: `compare burst ramped` called both "load inf". A ramp is its own load.
+#[test]
+fn a_ramped_run_is_not_all_at_once() {
+    let burst = run("burst", "random(500:100)", 100, inf(), 10.0);
+    let mut ramped = run("ramped", "random(500:100)", 100, inf(), 4.0);
+    if let Some(c) = ramped.config.as_mut() {
+        c.info.ramp = Some(
+            servelab_records::Ramp::new(servelab_records::RampStrategy::Linear, 1.0, 10.0).unwrap(),
+        );
+    }
+    assert_eq!(ramped.identity().load, "ramp linear 1→10 req/s");
+    let p =
+        pair(vec![subjects_of("burst", vec![burst]), subjects_of("ramped", vec![ramped])]).unwrap();
+    let c = compare(&p.points[0].subjects, &CompareOptions::default());
+    assert_eq!(c.differences, ["ramped: load: ramp linear 1→10 req/s vs inf"]);
+    let text = render_plain(&c);
+    assert!(text.contains("ramped: load ramp linear 1→10 req/s, success rate"), "{text}");
+    assert!(text.contains("burst: load inf,"), "{text}");
+    assert!(text.contains("NOT THE SAME WORKLOAD AND LOAD"), "{text}");
+}

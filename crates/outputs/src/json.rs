@@ -169,6 +169,12 @@ pub fn result_value(s: &Summary, detailed: bool) -> Value {
     m.insert("request_rate".into(), i.load.request_rate.map_or(json!("inf"), |r| json!(r)));
     m.insert("burstiness".into(), json!(i.load.burstiness));
     m.insert("max_concurrency".into(), json!(i.load.max_concurrency));
+    // vLLM's keys for a ramped rate; `request_rate` stays "inf" there as in vLLM's files.
+    if let Some(r) = &i.ramp {
+        m.insert("ramp_up_strategy".into(), json!(r.strategy));
+        m.insert("ramp_up_start_rps".into(), json!(r.start_rps));
+        m.insert("ramp_up_end_rps".into(), json!(r.end_rps));
+    }
     m.insert("duration".into(), json!(s.duration_s));
     m.insert("completed".into(), json!(s.completed));
     m.insert("failed".into(), json!(s.failed));

@@ -51,6 +51,7 @@ fn info() -> RunInfo {
             max_concurrency: Some(3),
             duration_s: None,
         },
+        ramp: None,
         num_warmups: 1,
         seed: 7,
         simulated: true,
@@ -397,6 +398,31 @@ fn json_snapshot_and_compact_line() {
     let value = result_value(&s, true);
     assert_eq!(render_json(&s, true), format!("{value}\n"));
     insta::assert_snapshot!("json_detailed", serde_json::to_string_pretty(&value).unwrap());
+}
+
+/// Issue 25 item 3: a ramped run's result file says so with vLLM's keys (its rate field
+/// alone, "inf", would read as all at once), valid under the schema.
+#[test]
+fn a_ramped_run_writes_vllms_ramp_keys() {
+    let mut s = fixture();
+    s.info.load.request_rate = None;
+    s.info.ramp = Some(
+        servelab_records::Ramp::new(servelab_records::RampStrategy::Exponential, 2.0, 32.0)
+            .unwrap(),
+    );
+    let v = result_value(&s, false);
+    assert_eq!(v["request_rate"], "inf");
+    assert_eq!(v["ramp_up_strategy"], "exponential");
+    assert_eq!(
+        (v["ramp_up_start_rps"].as_f64(), v["ramp_up_end_rps"].as_f64()),
+        (Some(2.0), Some(32.0))
+    );
+    let schema_text = include_str!("../../../docs/schema/servelab-result-v1.schema.json");
+    let schema: serde_json::Value = serde_json::from_str(schema_text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert!(result_value(&fixture(), false).get("ramp_up_strategy").is_none());
 }
 
 #[test]

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-pub use servelab_load::{LoadSpec, Shard};
+pub use servelab_load::{LoadSpec, Ramp, RampStrategy, Shard};
 
 /// Nanoseconds since the run origin.
 pub type Nanos = u64;
@@ -397,6 +397,10 @@ pub struct RunInfo {
     /// Rate, burstiness, concurrency cap and duration (serialized as four fields here).
     #[serde(flatten)]
     pub load: LoadSpec,
+    /// The ramped request rate the run used instead of `load`'s rate (`--ramp-up-*`):
+    /// `load.request_rate` is then `None`, which alone would read as "all at once".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<Ramp>,
     /// Warm-up requests sent before the measured ones.
     pub num_warmups: u64,
     /// Seed for the dataset sampling and the arrival schedule.
@@ -412,6 +416,20 @@ pub struct RunInfo {
     /// Set when this run is one shard of a larger run (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,
+}
+
+impl RunInfo {
+    /// The load in words, as the run did it: `c=4`, `rate=2`, `inf`, or for a ramp
+    /// `ramp linear 1→10 req/s` (with ` c=N` under a cap).
+    pub fn load_words(&self) -> String {
+        let Some(r) = self.ramp else { return self.load.to_string() };
+        let how = match r.strategy {
+            RampStrategy::Linear => "linear",
+            RampStrategy::Exponential => "exponential",
+        };
+        let cap = self.load.max_concurrency.map(|c| format!(" c={c}")).unwrap_or_default();
+        format!("ramp {how} {}→{} req/s{cap}", r.start_rps, r.end_rps)
+    }
 }
 
 /// Which part of a larger run a shard sent, and how its clock compared with the target's.

@@ -11,9 +11,9 @@
 use std::path::Path;
 
 use serde_json::Value;
-use servelab_records::{LoadSpec, RunInfo};
+use servelab_records::{LoadSpec, Ramp, RampStrategy, RunInfo};
 
-use crate::model::{host_name, Headline, RunConfig};
+use crate::model::{Headline, RunConfig};
 
 /// The tool a file came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -245,9 +245,22 @@ fn finish(
     headline: Headline,
     raw: Value,
 ) -> ImportedRun {
-    let config = RunConfig { info, host: host_name(), engine: None, engine_flags: None };
+    // The host that ran an imported benchmark is not in its file; this machine's name would
+    // be a false fact.
+    let config = RunConfig { info, host: String::new(), engine: None, engine_flags: None };
     let tags = vec![("source".to_string(), source.as_str().to_string())];
     ImportedRun { source, label, config, tags, missing: missing(&headline), headline, raw }
+}
+
+/// vLLM's `ramp_up_strategy`, `ramp_up_start_rps`, `ramp_up_end_rps` (written when the run
+/// ramped its rate; `request_rate` is then "inf").
+fn ramp(v: &Value) -> Option<Ramp> {
+    let strategy = match s(v, "ramp_up_strategy")?.as_str() {
+        "linear" => RampStrategy::Linear,
+        "exponential" => RampStrategy::Exponential,
+        _ => return None,
+    };
+    Ramp::new(strategy, f(v, "ramp_up_start_rps")?, f(v, "ramp_up_end_rps")?).ok()
 }
 
 fn vllm(v: Value, label: Option<String>) -> ImportedRun {
@@ -266,6 +279,7 @@ fn vllm(v: Value, label: Option<String>) -> ImportedRun {
                 max_concurrency: u(&v, "max_concurrency"),
                 ..LoadSpec::default()
             },
+            ramp: ramp(&v),
             started_at: s(&v, "date").map(|d| rfc3339_from_vllm(&d)).unwrap_or_default(),
             servelab_version: String::new(),
             ..RunInfo::default()

@@ -427,3 +427,21 @@ fn a_store_without_write_permission_is_opened_read_only() {
     assert!(store.is_read_only());
     assert_eq!(store.list(&Filter::default()).unwrap().len(), 1);
 }
+
+/// Issue 25 item 3: a ramped vLLM run is a ramp, not `request_rate: inf`, and an import
+/// never gets this machine's host name (its file does not say where it ran).
+#[test]
+fn a_ramped_vllm_run_imports_as_its_ramp_without_a_host() {
+    let runs = import_file(&fixture("vllm-ramp.json")).unwrap();
+    let info = &runs[0].config.info;
+    assert_eq!(info.load.request_rate, None);
+    let ramp = info.ramp.expect("the ramp");
+    assert_eq!((ramp.start_rps, ramp.end_rps), (1.0, 10.0));
+    assert_eq!(info.load_words(), "ramp linear 1→10 req/s");
+    assert_eq!(runs[0].config.host, "");
+    let plain = import_file(&fixture("vllm.json")).unwrap();
+    assert_eq!((plain[0].config.info.ramp, plain[0].config.host.as_str()), (None, ""));
+    let mut store = Store::open_in_memory().unwrap();
+    let id = store.import_run(&runs[0]).unwrap();
+    assert_eq!(store.run(id).unwrap().config.info.ramp, Some(ramp));
+}

@@ -42,6 +42,7 @@ pub fn summary(c: usize, n: usize) -> Summary {
                 max_concurrency: Some(c as u64),
                 duration_s: None,
             },
+            ramp: None,
             num_warmups: 0,
             seed: 0,
             simulated: true,
