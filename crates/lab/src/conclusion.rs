@@ -131,28 +131,41 @@ fn kept_path<'a>(
         .collect()
 }
 
-/// Every kept step against the baseline of its engine: the objective per profile and its
-/// cumulative change since the baseline (the step table's deltas are against the step
-/// before). Rows: the winner's engine's baseline, then each kept step in the order run.
+/// Every option tried on the winner's engine against that engine's baseline, rejected ones
+/// included: the objective per profile and its cumulative change since the baseline (the
+/// step table's deltas are against the configuration each step would replace). Rows: the
+/// baseline, then each step on that engine in the order run, with its decision.
 pub fn cumulative_table(exp: &Experiment, trials: &[TrialResult], o: &Outcome) -> Option<Table> {
     let best = trial(trials, o.best.as_deref()?)?;
-    let path = kept_path(o, trials, &best.spec.engine);
-    let base = o.steps.get(path.first()?.0)?;
+    let base = o.steps.get(kept_path(o, trials, &best.spec.engine).first()?.0)?;
+    let steps: Vec<(usize, &crate::strategy::Step)> = o
+        .steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| trial(trials, &s.trial).is_some_and(|t| t.spec.engine == best.spec.engine))
+        .filter(|(_, s)| s.decision != Decision::Baseline || s.trial == base.trial)
+        .collect();
     let m = exp.objective.metric;
-    let mut headers = vec!["#".to_string(), "trial".into(), "option added".into()];
+    let mut headers =
+        vec!["#".to_string(), "trial".into(), "option added".into(), "decision".into()];
     for p in &exp.profiles {
         headers.push(format!("{} {}", p.name, m.label()));
         headers.push(format!("{} vs baseline", p.name));
     }
-    let mut align = vec![Align::Right, Align::Left, Align::Left];
+    let mut align = vec![Align::Right, Align::Left, Align::Left, Align::Left];
     align.extend(std::iter::repeat_n(Align::Right, exp.profiles.len() * 2));
     let mut t = Table::new(headers).with_align(&align);
     let value = |step: &crate::strategy::Step, name: &str| {
         step.values.iter().find(|(n, _)| n == name).and_then(|(_, v)| *v)
     };
-    for (i, id, option) in path {
-        let step = &o.steps[i];
-        let mut row = vec![i.to_string(), id.to_string(), option.unwrap_or(MISSING).to_string()];
+    for (i, step) in steps {
+        let decision = match step.decision {
+            Decision::Baseline => "baseline",
+            Decision::Kept => "kept",
+            Decision::Rejected => "rejected",
+        };
+        let option = step.option.as_deref().unwrap_or(MISSING);
+        let mut row = vec![i.to_string(), step.trial.clone(), option.into(), decision.into()];
         for p in &exp.profiles {
             let v = value(step, &p.name);
             row.push(fixed(v, 1));
@@ -451,7 +464,7 @@ mod tests {
     }
 
     #[test]
-    fn kept_steps_are_measured_against_the_baseline() {
+    fn every_option_is_measured_against_the_baseline_rejected_ones_too() {
         let (e, trials, o) = finished();
         let t = cumulative_table(&e, &trials, &o).unwrap();
         let rows: Vec<Vec<&str>> =
@@ -459,9 +472,19 @@ mod tests {
         assert_eq!(
             rows,
             [
-                ["0", "vllm", "-", "1000.0", "+0.0%", "10000.0", "+0.0%"],
-                ["2", "vllm+fast", "fast", "1500.0", "+50.0%", "15000.0", "+50.0%"],
-                ["4", "vllm+fast+faster", "faster", "3000.0", "+200.0%", "30000.0", "+200.0%"],
+                ["0", "vllm", "-", "baseline", "1000.0", "+0.0%", "10000.0", "+0.0%"],
+                ["2", "vllm+fast", "fast", "kept", "1500.0", "+50.0%", "15000.0", "+50.0%"],
+                ["3", "vllm+fast+slow", "slow", "rejected", "900.0", "-10.0%", "9000.0", "-10.0%"],
+                [
+                    "4",
+                    "vllm+fast+faster",
+                    "faster",
+                    "kept",
+                    "3000.0",
+                    "+200.0%",
+                    "30000.0",
+                    "+200.0%"
+                ],
             ]
         );
         // The step table says +100% for the last step (against vllm+fast); here it is +200%.

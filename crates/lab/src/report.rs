@@ -346,7 +346,7 @@ fn conclusion_md(exp: &Experiment, trials: &[TrialResult], o: &Outcome) -> Strin
         }
     }
     if let Some(t) = conclusion::cumulative_table(exp, trials, o) {
-        out.push_str("\n## Kept steps against the baseline\n\n");
+        out.push_str("\n## Every option against the baseline\n\n");
         out.push_str(&t.to_markdown());
     }
     out
@@ -535,7 +535,7 @@ pub fn html(
             out.push_str("</ul>\n");
         }
         if let Some(t) = conclusion::cumulative_table(exp, trials, o) {
-            out.push_str("<h2>Kept steps against the baseline</h2>\n");
+            out.push_str("<h2>Every option against the baseline</h2>\n");
             out.push_str(&html_table(&t));
         }
         out.push_str("<h2>Notes</h2>\n<ul class=\"notes\">\n");
