@@ -102,6 +102,17 @@ pub struct SimArgs {
     /// With --engine: tokens per step (the chunked-prefill budget), instead of the file's.
     #[arg(long, requires = "engine")]
     pub max_num_batched_tokens: Option<u32>,
+    /// With --engine: the weights' format (bf16, fp8, int4, ...), instead of the model's,
+    /// as serving a quantized checkpoint would.
+    #[arg(long, requires = "engine", value_name = "DTYPE")]
+    pub weight_dtype: Option<String>,
+    /// With --engine: reuse the KV blocks of identical prompt prefixes (vLLM's flag; the
+    /// engine file's `scheduler.prefix_caching` otherwise).
+    #[arg(long, requires = "engine", conflicts_with = "no_enable_prefix_caching")]
+    pub enable_prefix_caching: bool,
+    /// With --engine: no prefix cache: every prompt is computed in full (vLLM's flag).
+    #[arg(long, requires = "engine")]
+    pub no_enable_prefix_caching: bool,
     /// Quirks of real servers, applied to every request: a comma-separated LIST, repeatable.
     ///
     /// no-done                       streams end without `data: [DONE]`
@@ -439,6 +450,12 @@ impl SimArgs {
                         if self.kv_dtype.is_some() {
                             f.kv_dtype = self.kv_dtype.clone();
                         }
+                        if self.weight_dtype.is_some() {
+                            f.weight_dtype = self.weight_dtype.clone();
+                        }
+                        if self.enable_prefix_caching || self.no_enable_prefix_caching {
+                            f.scheduler.prefix_caching = self.enable_prefix_caching;
+                        }
                     };
                     let hub = servelab_workload::hub::model_config_json;
                     let cfg = servelab_engine::load_engine_file_via(p, edit, hub)
@@ -513,6 +530,36 @@ mod tests {
         assert!(e.contains("--quirk") && e.contains("'nope'"), "{e}");
         assert!(e.contains("no-done, reject-ignore-eos") && e.contains("transformers"), "{e}");
         assert!(matches!(parse(&["--quirk", "x"]), Err(SimError::Config(_))));
+    }
+
+    /// The switches a lab rehearses on the simulator reach the engine model.
+    #[test]
+    fn engine_switches_edit_the_deployment() {
+        let engine =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/engines/qwen3-8b-h100-tp1.yaml");
+        let cfg = |extra: &[&str]| {
+            let mut args = vec!["--engine", engine];
+            args.extend_from_slice(extra);
+            parse(&args).unwrap().engine.unwrap()
+        };
+        let base = cfg(&[]);
+        assert!(base.scheduler.prefix_caching, "vLLM's default");
+        assert!(!cfg(&["--no-enable-prefix-caching"]).scheduler.prefix_caching);
+        assert!(cfg(&["--enable-prefix-caching"]).scheduler.prefix_caching);
+        let fp8 = cfg(&["--weight-dtype", "fp8"]);
+        assert_eq!(fp8.model.weight_dtype, servelab_engine::DType::Fp8);
+        assert_ne!(base.model.weight_dtype, servelab_engine::DType::Fp8);
+        let e = parse(&["--weight-dtype", "fp8"]).unwrap_err().to_string();
+        assert!(e.contains("--engine"), "{e}");
+        let e = parse(&["--engine", engine, "--weight-dtype", "fp7"]).unwrap_err().to_string();
+        assert!(e.contains("weight_dtype"), "{e}");
+        assert!(parse(&[
+            "--engine",
+            engine,
+            "--enable-prefix-caching",
+            "--no-enable-prefix-caching"
+        ])
+        .is_err());
     }
 
     #[test]
