@@ -876,8 +876,8 @@ pub struct CompareArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
-    /// Bootstrap resamples for the noise intervals.
-    #[arg(long, default_value_t = 1000)]
+    /// Bootstrap resamples for the noise intervals (at most 1,000,000).
+    #[arg(long, default_value_t = 1000, value_parser = resamples)]
     pub resamples: usize,
     /// Seed of the bootstrap (the same seed gives the same intervals).
     #[arg(long, default_value_t = 0)]
@@ -916,8 +916,8 @@ pub struct ReportArgs {
     /// Runs below this success rate (percent) are rejected: shown, never the winner.
     #[arg(long, default_value_t = 99.0, value_name = "PERCENT")]
     pub min_success_rate: f64,
-    /// Bootstrap resamples for the noise intervals.
-    #[arg(long, default_value_t = 1000)]
+    /// Bootstrap resamples for the noise intervals (at most 1,000,000).
+    #[arg(long, default_value_t = 1000, value_parser = resamples)]
     pub resamples: usize,
     /// Seed of the bootstrap (the same seed gives the same intervals).
     #[arg(long, default_value_t = 0)]
@@ -1084,4 +1084,16 @@ pub struct ScaleLocalArgs {
     /// The results store the merged run goes to.
     #[command(flatten)]
     pub db: DbArg,
+}
+
+/// `--resamples`: a count up to the bootstrap's limit (a huge one would run for hours).
+fn resamples(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("expected a whole number ({e})"))?;
+    let max = servelab_metrics::bootstrap::MAX_RESAMPLES;
+    if n > max {
+        return Err(format!(
+            "at most {max} resamples (1000 give the intervals to a few tenths of a percent)"
+        ));
+    }
+    Ok(n)
 }

@@ -202,3 +202,17 @@ fn a_run_past_keep_records_is_folded_with_exact_counts() {
     let ttft = result["mean_ttft_ms"].as_f64().unwrap();
     assert!((45.0..200.0).contains(&ttft), "{ttft}");
 }
+
+/// Counts of `u64::MAX` are refused with the flag named, not a panic ("capacity overflow").
+#[test]
+fn absurd_counts_are_usage_errors() {
+    let out = servelab(&["bench", "--num-prompts", "18446744073709551615", "--no-store"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--num-prompts 18446744073709551615: at most"), "{stderr}");
+    let out = servelab(&["compare", "1", "2", "--resamples", "18446744073709551615"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--resamples"), "{stderr}");
+    assert!(stderr.contains("at most 1000000 resamples"), "{stderr}");
+}

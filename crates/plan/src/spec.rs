@@ -278,6 +278,10 @@ pub struct Plan {
     pub shard: ShardSpec,
 }
 
+/// The most prompts one run prepares. A run holds its prompts (and their request bodies) in
+/// memory; a million short ones take a few hundred MB. Longer runs cycle them (`--duration`).
+pub const MAX_PROMPTS: usize = 1_000_000;
+
 /// A plan that cannot run; the message names the setting.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
@@ -303,6 +307,14 @@ impl Plan {
     pub fn check(&self) -> Result<(), PlanError> {
         if self.workload.num_prompts == 0 {
             return Err(PlanError("--num-prompts: must be at least 1".into()));
+        }
+        if self.workload.num_prompts > MAX_PROMPTS {
+            return Err(PlanError(format!(
+                "--num-prompts {}: at most {MAX_PROMPTS} distinct prompts are prepared before a \
+                 run (each is held in memory); for a longer run give --duration with a \
+                 --request-rate or a --max-concurrency, which cycles the prompts",
+                self.workload.num_prompts
+            )));
         }
         self.load.validate().map_err(|e| PlanError(e.to_string()))?;
         let trace = matches!(self.workload.dataset, DatasetSpec::Trace(_));
@@ -476,6 +488,9 @@ mod tests {
         assert!(p.check().unwrap_err().0.starts_with("--shard 1/4 with --duration needs"));
         p.load.request_rate = Some(5.0);
         assert_eq!(p.check(), Ok(()));
+        let mut q = plan();
+        q.workload.num_prompts = usize::MAX;
+        assert!(q.check().unwrap_err().0.contains("at most 1000000 distinct prompts"));
         // A duration needs a rate or a cap to end.
         let mut q = plan();
         q.load.duration_s = Some(1.0);
