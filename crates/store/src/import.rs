@@ -79,6 +79,15 @@ pub enum ImportError {
         /// What is wrong with it, and where.
         message: String,
     },
+    /// A result file whose figures cannot be (a negative or non-whole count, a negative
+    /// latency).
+    #[error("{path}: {message}; nothing was imported")]
+    Figure {
+        /// The file (or name) the text came from.
+        path: String,
+        /// The key, its value and why it cannot be.
+        message: String,
+    },
 }
 
 /// Read every run in the file at `path`.
@@ -93,6 +102,15 @@ pub fn import_file(path: &Path) -> Result<Vec<ImportedRun>, ImportError> {
 /// run without a single figure (`{}`, an unrelated JSON object) is refused, not stored empty.
 pub fn parse_result_text(text: &str, name: &str) -> Result<Vec<ImportedRun>, ImportError> {
     let runs = parse_runs(text, name)?;
+    for (i, r) in runs.iter().enumerate() {
+        if let Err(message) = check_figures(r) {
+            let which = if runs.len() == 1 { String::new() } else { format!("run {}: ", i + 1) };
+            return Err(ImportError::Figure {
+                path: name.to_string(),
+                message: format!("{which}{message}"),
+            });
+        }
+    }
     if let Some(i) = runs.iter().position(|r| r.headline == Headline::default()) {
         let which = if runs.len() == 1 { String::new() } else { format!("run {} ", i + 1) };
         return Err(ImportError::Format {
@@ -103,6 +121,67 @@ pub fn parse_result_text(text: &str, name: &str) -> Result<Vec<ImportedRun>, Imp
         });
     }
     Ok(runs)
+}
+
+/// The largest count a file may state: JSON numbers above 2^53 are no longer whole, and no
+/// benchmark sends that many requests.
+const MAX_COUNT: f64 = 9_007_199_254_740_992.0;
+
+/// Keys that hold counts, at a run object's top level or in GuideLLM's `request_totals`.
+const COUNT_KEYS: [&str; 10] = [
+    "completed",
+    "failed",
+    "num_prompts",
+    "total_input_tokens",
+    "total_output_tokens",
+    "max_concurrency",
+    "successful",
+    "errored",
+    "incomplete",
+    "total",
+];
+
+/// A run whose file states what cannot be (`"failed": -1`, `"completed": 1e308`, a
+/// negative latency) is refused with the key and value, rather than stored clamped.
+fn check_figures(r: &ImportedRun) -> Result<(), String> {
+    let objects = [
+        Some(&r.raw),
+        r.raw.get("request_totals"),
+        r.raw.get("metrics").and_then(|m| m.get("request_totals")),
+    ];
+    for o in objects.into_iter().flatten() {
+        for key in COUNT_KEYS {
+            let Some(x) = o.get(key).filter(|x| x.is_number()) else { continue };
+            let ok = x.as_u64().is_some_and(|n| n as f64 <= MAX_COUNT)
+                || x.as_f64().is_some_and(|v| v >= 0.0 && v.fract() == 0.0 && v <= MAX_COUNT);
+            if !ok {
+                return Err(format!(
+                    "\"{key}\" is {x}: a count must be a whole number from 0 to 2^53"
+                ));
+            }
+        }
+    }
+    let h = &r.headline;
+    let figures = [
+        ("request_throughput", h.request_throughput),
+        ("output_throughput", h.output_throughput),
+        ("total_token_throughput", h.total_token_throughput),
+        ("ttft_mean_ms", h.ttft_mean_ms),
+        ("ttft_p99_ms", h.ttft_p99_ms),
+        ("tpot_mean_ms", h.tpot_mean_ms),
+        ("tpot_p99_ms", h.tpot_p99_ms),
+        ("itl_mean_ms", h.itl_mean_ms),
+        ("itl_p99_ms", h.itl_p99_ms),
+        ("e2el_mean_ms", h.e2el_mean_ms),
+        ("e2el_p99_ms", h.e2el_p99_ms),
+        ("duration_s", h.duration_s),
+    ];
+    if let Some((key, v)) =
+        figures.iter().find_map(|(k, v)| Some((k, (*v)?)).filter(|(_, v)| *v < 0.0))
+    {
+        return Err(format!("{key} is {v}: a throughput, latency or duration cannot be negative"));
+    }
+    Ok(())
 }
 
 /// Python's `json` writes `Infinity`, `-Infinity` and `NaN` (SGLang's `"request_rate":
@@ -376,7 +455,8 @@ fn first_f64(v: &Value, paths: &[&[&str]]) -> Option<f64> {
 fn guidellm(report: &Value, b: &Value, label: Option<String>) -> ImportedRun {
     let mean = |name: &str| successful(b, name).and_then(|d| f(d, "mean"));
     let p99 = |name: &str| successful(b, name).and_then(dist_p99);
-    let totals = b.get("metrics").and_then(|m| m.get("request_totals"));
+    // GuideLLM 0.3 keeps the counts at the benchmark's level; other versions in `metrics`.
+    let totals = b.get("request_totals").or_else(|| b.get("metrics")?.get("request_totals"));
     let completed = totals.and_then(|t| u(t, "successful"));
     // Saturating: the counts are the file's, and a file can say anything.
     let failed =
@@ -392,8 +472,10 @@ fn guidellm(report: &Value, b: &Value, label: Option<String>) -> ImportedRun {
         total_token_throughput: mean("tokens_per_second"),
         ttft_mean_ms: mean("time_to_first_token_ms"),
         ttft_p99_ms: p99("time_to_first_token_ms"),
-        tpot_mean_ms: mean("time_per_output_token_ms"),
-        tpot_p99_ms: p99("time_per_output_token_ms"),
+        // GuideLLM's `time_per_output_token_ms` divides the whole request time (first token
+        // included) by the output tokens: not TPOT (docs/metrics.md), so TPOT stays missing.
+        tpot_mean_ms: None,
+        tpot_p99_ms: None,
         itl_mean_ms: mean("inter_token_latency_ms"),
         itl_p99_ms: p99("inter_token_latency_ms"),
         e2el_mean_ms: secs_to_ms(mean("request_latency")),
@@ -462,12 +544,61 @@ mod tests {
     }
 
     #[test]
-    fn huge_guidellm_counts_saturate() {
-        // Found by the property test: errored + incomplete overflowed.
+    fn huge_guidellm_counts_are_refused() {
+        // Found by the property test: errored + incomplete overflowed. Such a count is no
+        // count at all: refused, naming the key.
         let text = r#"{"benchmarks": [{"metrics": {"request_totals":
             {"successful": 1, "errored": 18446744073709551615, "incomplete": 5}}}]}"#;
-        let runs = parse_result_text(text, "g.json").unwrap();
-        assert_eq!(runs[0].headline.failed, Some(u64::MAX));
+        let e = parse_result_text(text, "g.json").unwrap_err().to_string();
+        assert!(
+            e.contains("\"errored\" is 18446744073709551615: a count must be a whole number"),
+            "{e}"
+        );
+    }
+
+    /// Issue 28 item 10: impossible counts were stored (as -1, or clamped).
+    #[test]
+    fn impossible_counts_and_negative_figures_are_refused() {
+        let e = parse_result_text(r#"{"completed": 1e308, "failed": -1}"#, "x.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(
+                "x.json: \"completed\" is 1e+308: a count must be a whole number from 0 to 2^53"
+            ),
+            "{e}"
+        );
+        let e = parse_result_text(r#"{"completed": 3, "failed": -1}"#, "x.json").unwrap_err();
+        assert!(e.to_string().contains("\"failed\" is -1"), "{e}");
+        let e = parse_result_text(r#"{"completed": 2.5}"#, "x.json").unwrap_err();
+        assert!(e.to_string().contains("\"completed\" is 2.5"), "{e}");
+        let e =
+            parse_result_text(r#"{"completed": 3, "mean_ttft_ms": -4.0}"#, "x.json").unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "ttft_mean_ms is -4: a throughput, latency or duration cannot be negative"
+            ),
+            "{e}"
+        );
+        assert!(parse_result_text(r#"{"completed": 3.0, "failed": 0}"#, "x.json").is_ok());
+    }
+
+    /// Issue 25 item 12: GuideLLM 0.3 puts `request_totals` beside `metrics`, and its
+    /// `time_per_output_token_ms` is not TPOT.
+    #[test]
+    fn guidellm_0_3_counts_at_benchmark_level_and_no_tpot() {
+        let text = r#"{"benchmarks": [{
+            "request_totals": {"successful": 95, "errored": 3, "incomplete": 2, "total": 100},
+            "metrics": {
+                "time_to_first_token_ms": {"successful": {"mean": 40.0, "percentiles": {"p99": 90.0}}},
+                "time_per_output_token_ms": {"successful": {"mean": 12.0, "percentiles": {"p99": 20.0}}},
+                "inter_token_latency_ms": {"successful": {"mean": 10.0, "percentiles": {"p99": 15.0}}}
+            }}]}"#;
+        let r = &parse_result_text(text, "g.json").unwrap()[0];
+        assert_eq!((r.headline.completed, r.headline.failed), (Some(95), Some(5)));
+        assert_eq!((r.headline.tpot_mean_ms, r.headline.tpot_p99_ms), (None, None));
+        assert_eq!(r.headline.itl_mean_ms, Some(10.0));
+        assert!(r.missing.contains(&"tpot_mean_ms".to_string()));
     }
 
     #[test]
