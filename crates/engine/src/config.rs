@@ -704,8 +704,20 @@ impl WorkerSpec {
         }
         let budget = self.gpu.mem_bytes() * self.scheduler.gpu_memory_utilization;
         let weights = self.model.weight_bytes() / f64::from(self.tp);
-        let free = budget - weights - self.activation_reserve_bytes();
-        let per_block = self.kv_bytes_per_token_per_gpu() * f64::from(self.scheduler.block_size);
+        let mut free = budget - weights - self.activation_reserve_bytes();
+        let bs = f64::from(self.scheduler.block_size);
+        let m = &self.model;
+        let full_layers = m.layers - m.sliding_layers;
+        let mut per_block = self.kv_bytes_per_token_per_gpu() * bs;
+        if let (Some(w), true) = (m.sliding_window, m.sliding_layers > 0 && full_layers > 0) {
+            // A hybrid allocator (vLLM's since 0.10) keeps a sliding layer's KV for the window
+            // only: those layers need at most window + one block per running sequence, set
+            // aside here; the block pool counts the full-attention layers.
+            let per_layer = self.kv_bytes_per_token_per_gpu() / f64::from(m.layers);
+            let window_tokens = (f64::from(w) + bs) * f64::from(self.scheduler.max_num_seqs);
+            free -= per_layer * f64::from(m.sliding_layers) * window_tokens;
+            per_block = per_layer * f64::from(full_layers) * bs;
+        }
         let blocks = (free / per_block).floor();
         if blocks < 1.0 {
             return Err(format!(
@@ -847,6 +859,30 @@ scheduler:
         assert_eq!(cfg.model.layers, 2);
         assert_eq!(cfg.kv_dtype, DType::Fp8);
         assert!(f.build(None).is_err());
+    }
+
+    /// gpt-oss-120b: 18 of 36 layers slide over 128 tokens. The pool counts the 18 full
+    /// layers; the sliding ones take (128 + 16) tokens × 256 sequences, set aside: about
+    /// twice the tokens of counting every layer in full.
+    #[test]
+    fn sliding_window_layers_hold_only_the_window() {
+        let cfg = EngineFile::parse("model: gpt-oss-120b\ngpu: b200\ntp: 2\n")
+            .unwrap()
+            .build(None)
+            .unwrap();
+        let w = cfg.worker(2);
+        assert_eq!(
+            (w.model.layers, w.model.sliding_layers, w.model.sliding_window),
+            (36, 18, Some(128))
+        );
+        let blocks = w.kv_blocks().unwrap() as f64;
+        let per_layer = w.kv_bytes_per_token_per_gpu() / 36.0;
+        let budget = 180e9 * 0.9 - w.model.weight_bytes() / 2.0 - w.activation_reserve_bytes();
+        let in_full = (budget / (per_layer * 36.0 * 16.0)).floor();
+        let hybrid =
+            ((budget - per_layer * 18.0 * 144.0 * 256.0) / (per_layer * 18.0 * 16.0)).floor();
+        assert_eq!(blocks, hybrid);
+        assert!((1.98..2.0).contains(&(hybrid / in_full)), "{}", hybrid / in_full);
     }
 
     #[test]
