@@ -107,11 +107,12 @@ pub struct SimArgs {
     #[arg(long, requires = "engine", value_name = "DTYPE")]
     pub weight_dtype: Option<String>,
     /// With --engine: reuse the KV blocks of identical prompt prefixes (vLLM's flag; the
-    /// engine file's `scheduler.prefix_caching` otherwise).
-    #[arg(long, requires = "engine", conflicts_with = "no_enable_prefix_caching")]
+    /// engine file's `scheduler.prefix_caching` otherwise). With its `--no-` form, the later
+    /// one wins, as in vLLM (a lab appends an option's flag after the command's own).
+    #[arg(long, requires = "engine", overrides_with = "no_enable_prefix_caching")]
     pub enable_prefix_caching: bool,
     /// With --engine: no prefix cache: every prompt is computed in full (vLLM's flag).
-    #[arg(long, requires = "engine")]
+    #[arg(long, requires = "engine", overrides_with = "enable_prefix_caching")]
     pub no_enable_prefix_caching: bool,
     /// Quirks of real servers, applied to every request: a comma-separated LIST, repeatable.
     ///
@@ -553,13 +554,10 @@ mod tests {
         assert!(e.contains("--engine"), "{e}");
         let e = parse(&["--engine", engine, "--weight-dtype", "fp7"]).unwrap_err().to_string();
         assert!(e.contains("weight_dtype"), "{e}");
-        assert!(parse(&[
-            "--engine",
-            engine,
-            "--enable-prefix-caching",
-            "--no-enable-prefix-caching"
-        ])
-        .is_err());
+        // The later of the two wins, as in vLLM.
+        let on_off = ["--no-enable-prefix-caching", "--enable-prefix-caching"];
+        assert!(cfg(&on_off).scheduler.prefix_caching);
+        assert!(!cfg(&[on_off[1], on_off[0]]).scheduler.prefix_caching);
     }
 
     #[test]
