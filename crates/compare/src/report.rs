@@ -604,7 +604,8 @@ pub fn markdown(r: &Report) -> String {
         out.push('\n');
     }
     out.push_str("\nCharts (TTFT and ITL distributions, requests in flight and output token throughput over each run, with the engine's own series where it has /metrics, and each series' curves against load) are in the HTML twin of this report.\n");
-    out
+    // No raw control character (an imported model name's escape sequence) reaches the file.
+    servelab_outputs::term::sanitize(&out).into_owned()
 }
 
 /// The self-contained HTML report.

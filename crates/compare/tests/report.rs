@@ -79,6 +79,24 @@ fn sample_report() -> servelab_compare::report::Report {
     build("Engine A vs B", runs, &CompareOptions::default())
 }
 
+/// Issue 28 item 10: escape bytes from an imported model name or a label reached the
+/// report files raw; a 1e308 figure printed as 309 digits.
+#[test]
+fn no_raw_control_bytes_and_no_309_digit_figures_in_the_report() {
+    let mut a = run("evil\u{1b}[2J-label", 1, 40, 10);
+    if let Some(s) = a.summary.as_mut() {
+        s.info.model = "m\u{1b}]0;title\u{7}".into();
+    }
+    a.headline.output_throughput = Some(1e308);
+    let r = build("T\u{1b}[31m", vec![a, run("b", 1, 30, 12)], &CompareOptions::default());
+    for (what, text) in [("markdown", markdown(&r)), ("html", html(&r))] {
+        let raw = text.chars().find(|c| c.is_control() && *c != '\n' && *c != '\t');
+        assert_eq!(raw, None, "{what}");
+        assert!(text.contains("\\u{1b}"), "{what}: the escape is shown, not dropped");
+        assert!(!text.contains(&"0".repeat(100)), "{what}: a 1e308 spelled out");
+    }
+}
+
 #[test]
 fn markdown_report_snapshot() {
     insta::assert_snapshot!(markdown(&sample_report()));

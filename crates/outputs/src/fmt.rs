@@ -5,10 +5,19 @@
 /// What a table cell shows for a value that was not measured.
 pub const MISSING: &str = "-";
 
+/// From this magnitude a figure is written in scientific notation (`1.00e308`): no
+/// benchmark measures such a value, and a file that says so should not print 309 digits.
+pub const HUGE: f64 = 1e15;
+
+/// `x` as `1.00e308` when it is [`HUGE`] or more in magnitude.
+fn huge(x: f64) -> Option<String> {
+    (x.abs() >= HUGE).then(|| format!("{x:.2e}"))
+}
+
 /// `decimals` decimals, or [`MISSING`].
 pub fn fixed(v: Option<f64>, decimals: usize) -> String {
     match v {
-        Some(x) if x.is_finite() => format!("{x:.decimals$}"),
+        Some(x) if x.is_finite() => huge(x).unwrap_or_else(|| format!("{x:.decimals$}")),
         _ => MISSING.to_string(),
     }
 }
@@ -24,6 +33,9 @@ pub fn round2(v: f64) -> String {
     if !v.is_finite() {
         return MISSING.into();
     }
+    if let Some(h) = huge(v) {
+        return h;
+    }
     let s = format!("{v:.2}");
     let s = s.trim_end_matches('0');
     if s.ends_with('.') {
@@ -37,6 +49,9 @@ pub fn round2(v: f64) -> String {
 /// in sentences (`4,636.35`), or [`MISSING`].
 pub fn grouped(v: Option<f64>, decimals: usize) -> String {
     let Some(x) = v.filter(|x| x.is_finite()) else { return MISSING.to_string() };
+    if let Some(h) = huge(x) {
+        return h;
+    }
     let s = format!("{:.decimals$}", x.abs());
     let (int, frac) = s.split_once('.').map_or((s.as_str(), None), |(i, f)| (i, Some(f)));
     let mut out = String::new();
@@ -96,6 +111,9 @@ pub fn thousands(v: f64, decimals: usize) -> String {
     if !v.is_finite() {
         return MISSING.into();
     }
+    if let Some(h) = huge(v) {
+        return h;
+    }
     let s = format!("{:.decimals$}", v.abs());
     let (int, frac) = s.split_once('.').map_or((s.as_str(), None), |(i, f)| (i, Some(f)));
     let mut grouped = String::new();
@@ -116,6 +134,18 @@ pub fn thousands(v: f64, decimals: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// Issue 28 item 10: an imported 1e308 printed as 309 digits.
+    #[test]
+    fn huge_figures_are_scientific() {
+        assert_eq!(fixed(Some(1e308), 2), "1.00e308");
+        assert_eq!(grouped(Some(-2.5e300), 2), "-2.50e300");
+        assert_eq!(round2(1e15), "1.00e15");
+        assert_eq!(thousands(1e20, 0), "1.00e20");
+        assert_eq!(grouped(Some(999_999_999_999_999.0), 0), "999,999,999,999,999");
+        assert_eq!(fixed(Some(12.345), 2), "12.35");
+    }
+
     use super::*;
 
     #[test]

@@ -18,15 +18,18 @@ ul.findings li{margin:.3rem 0}.notes{color:#555;font-size:.85rem}\
 pre{background:#f6f6f6;padding:.5rem;overflow-x:auto}\
 figure.chart{margin:1rem 0}figure.chart svg{display:block;max-width:100%;height:auto}";
 
-/// A whole page: `title` as the document title and heading, then `body` (HTML).
+/// A whole page: `title` as the document title and heading, then `body` (HTML). Control
+/// characters that reached the page (an imported model name, a label, an experiment name)
+/// are made visible as `\u{1b}` rather than written raw, whichever path carried them.
 pub fn page(title: &str, body: &str) -> String {
-    format!(
+    let page = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>{t}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<h1>{t}</h1>\n{body}\
          </body>\n</html>\n",
         t = esc(title)
-    )
+    );
+    crate::term::sanitize(&page).into_owned()
 }
 
 /// A [`Table`] as an HTML table (the same cells and alignment as its Markdown).
