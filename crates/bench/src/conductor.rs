@@ -36,6 +36,9 @@ pub struct BenchOutcome {
     pub result_path: Option<PathBuf>,
     /// Why issuing stopped.
     pub stop: StopReason,
+    /// Files the run could not write (a full disk, a read-only folder): the summary and the
+    /// store have the result; the caller says so after printing it, and fails.
+    pub save_errors: Vec<String>,
 }
 
 /// Runs plans against real servers or the built-in simulator.
@@ -163,7 +166,10 @@ impl Runner for Conductor {
         if *self.interrupt.borrow() {
             return Err(RunError::Interrupted);
         }
-        Ok(self.bench(plan).await?.summary)
+        let out = self.bench(plan).await?;
+        let mut summary = out.summary;
+        summary.warnings.extend(out.save_errors.into_iter().map(|e| format!("not saved: {e}")));
+        Ok(summary)
     }
 
     async fn settle(&mut self) {
@@ -365,7 +371,8 @@ async fn run(
     };
 
     // Run, streaming records to the collector (and to disk) as they finish.
-    let result_path = plan.result_path(&info.backend, &info.model, &info.started_at);
+    let result_path =
+        safe_file_name(plan.result_path(&info.backend, &info.model, &info.started_at));
     let detail_path =
         plan.output.save_detailed.then(|| result_path.with_extension("records.jsonl"));
     let (tx, rx) = mpsc::unbounded_channel();
@@ -442,7 +449,7 @@ async fn run(
     };
     let end = run.map_err(|e| RunError::Failed(format!("cannot connect to {base_url}: {e}")))?;
     display.finish().await;
-    let (mut folded, sink) = collector
+    let (mut folded, sink, detail_error) = collector
         .await
         .map_err(|e| RunError::Failed(format!("record collector failed: {e}")))?
         .map_err(|e| RunError::Failed(format!("cannot write per-request records: {e}")))?;
@@ -503,6 +510,12 @@ async fn run(
         ));
     }
 
+    // The store first: a file that cannot be written (a full disk) must not cost the run
+    // its stored result, and no write failure costs the summary the caller prints.
+    if let Some(line) = sink.finish(&records, &summary, interrupted) {
+        term::note(&line);
+    }
+    let mut save_errors: Vec<String> = detail_error.into_iter().collect();
     let saved = if plan.output.save_result {
         // A shard also ships its digest: counts, time series and sketches in a few kB to
         // tens of kB, which merge into the whole run's summary when its records are too
@@ -511,30 +524,55 @@ async fn run(
         if plan.shard.shard.is_some() {
             use servelab_metrics::sketch::SHARD_SKETCH_ALPHA;
             let digest = match folded_digest {
-                Some(d) => d,
-                None => ShardDigest::new(&summary, &records, SHARD_SKETCH_ALPHA)
-                    .map_err(|e| RunError::Failed(format!("shard digest: {e}")))?,
+                Some(d) => Ok(d),
+                None => ShardDigest::new(&summary, &records, SHARD_SKETCH_ALPHA),
             };
             let path = result_path.with_extension("digest.json");
-            let text = serde_json::to_string(&digest)
-                .map_err(|e| RunError::Failed(format!("shard digest: {e}")))?;
-            servelab_plan::write_file(&path, text.as_bytes())?;
-            term::note(&format!("Saved the shard's digest to {}", path.display()));
+            let written = digest
+                .map_err(|e| format!("shard digest: {e}"))
+                .and_then(|d| serde_json::to_string(&d).map_err(|e| format!("shard digest: {e}")))
+                .and_then(|text| {
+                    servelab_plan::write_file(&path, text.as_bytes()).map_err(|e| e.to_string())
+                });
+            match written {
+                Ok(()) => term::note(&format!("Saved the shard's digest to {}", path.display())),
+                Err(e) => save_errors.push(e),
+            }
         }
         let json = servelab_outputs::json::render(&summary, &records, plan.output.save_detailed);
-        servelab_plan::write_file(&result_path, json.as_bytes())?;
-        term::note(&format!("Saved result to {}", result_path.display()));
-        Some(result_path)
+        match servelab_plan::write_file(&result_path, json.as_bytes()) {
+            Ok(()) => {
+                term::note(&format!("Saved result to {}", result_path.display()));
+                Some(result_path)
+            }
+            Err(e) => {
+                save_errors.push(e.to_string());
+                None
+            }
+        }
     } else {
         None
     };
-    if let Some(p) = detail_path {
+    if let (Some(p), true) = (detail_path, save_errors.is_empty()) {
         term::note(&format!("Saved per-request records to {}", p.display()));
     }
-    if let Some(line) = sink.finish(&records, &summary, interrupted) {
-        term::note(&line);
+    Ok(BenchOutcome { summary, records, result_path: saved, stop: end.stop, save_errors })
+}
+
+/// `path` with a file name every file system takes: one over 200 bytes (a model name of
+/// hundreds of characters) is cut and made unique with a hash of the whole name.
+fn safe_file_name(path: PathBuf) -> PathBuf {
+    const MAX: usize = 200;
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return path };
+    if name.len() <= MAX {
+        return path;
     }
-    Ok(BenchOutcome { summary, records, result_path: saved, stop: end.stop })
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    let (stem, ext) = name.rsplit_once('.').unwrap_or((name, "json"));
+    let cut = (0..=150).rev().find(|&i| stem.is_char_boundary(i)).unwrap_or(0);
+    path.with_file_name(format!("{}-{:016x}.{ext}", &stem[..cut], h.finish()))
 }
 
 /// What a shard records of itself: which shard, its start, its clock reading.
@@ -719,7 +757,7 @@ fn collect(
     sink: Box<dyn RecordSink>,
     mut fold: RecordFold,
     tokenizer: Tokenizer,
-) -> std::io::Result<(Folded, Box<dyn RecordSink>)> {
+) -> std::io::Result<(Folded, Box<dyn RecordSink>, Option<String>)> {
     let mut file = match &detail {
         Some(p) => {
             if let Some(dir) = p.parent() {
@@ -729,6 +767,9 @@ fn collect(
         }
         None => None,
     };
+    // A write that fails (a full disk) stops the file, not the run: the records still reach
+    // the store and the summary.
+    let mut detail_error = None;
     let sink = std::cell::RefCell::new(sink);
     // A record folded away gets its token counts now, and the store its final version
     // (stored records are replaced by index).
@@ -740,10 +781,19 @@ fn collect(
     };
     while let Some(r) = rx.blocking_recv() {
         if let Some(f) = file.as_mut() {
-            serde_json::to_writer(&mut *f, &r)?;
-            f.write_all(b"\n")?;
-            // Flushed per record: a crash or kill loses at most the request in flight.
-            f.flush()?;
+            let written = serde_json::to_writer(&mut *f, &r)
+                .map_err(std::io::Error::other)
+                .and_then(|()| f.write_all(b"\n"))
+                // Flushed per record: a crash or kill loses at most the request in flight.
+                .and_then(|()| f.flush());
+            if let Err(e) = written {
+                let path = detail.as_deref().unwrap_or(std::path::Path::new("")).display();
+                detail_error = Some(format!(
+                    "cannot write {path}: {e}; it stops at the records written before (the \
+                     store and the summary have all)"
+                ));
+                file = None;
+            }
         }
         sink.borrow_mut().push(&r);
         fold.push(r, &mut prepare).map_err(std::io::Error::other)?;
@@ -752,7 +802,7 @@ fn collect(
     folded.records.sort_by_key(|r| (r.warmup as u8 ^ 1, r.index));
     let mut sink = sink.into_inner();
     sink.flush();
-    Ok((folded, sink))
+    Ok((folded, sink, detail_error))
 }
 
 #[cfg(test)]
@@ -776,6 +826,20 @@ mod tests {
         assert_eq!(global_schedule(&timed, 7, 2), vec![0, 250_000_000, 500_000_000, 750_000_000]);
         let endless = LoadSpec { duration_s: Some(1.0), ..LoadSpec::default() };
         assert_eq!(global_schedule(&endless, 7, 2), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn long_file_names_are_cut_and_made_unique() {
+        let short = PathBuf::from("out/openai-infqps-m-20261126-101010.json");
+        assert_eq!(safe_file_name(short.clone()), short);
+        let long = |m: &str| PathBuf::from(format!("out/openai-infqps-{m}-20261126.json"));
+        let a = safe_file_name(long(&"é".repeat(200)));
+        let b = safe_file_name(long(&"é".repeat(201)));
+        let name = a.file_name().unwrap().to_str().unwrap();
+        assert!(name.len() <= 150 + 1 + 16 + 5, "{name}");
+        assert!(name.starts_with("openai-infqps-éé") && name.ends_with(".json"), "{name}");
+        assert_eq!(a.parent(), Some(std::path::Path::new("out")));
+        assert_ne!(a, b);
     }
 
     #[test]

@@ -13,6 +13,12 @@ pub const DRAIN: &str = "no new requests; draining those in flight";
 pub fn interrupt_on_signals(what: &'static str) -> watch::Receiver<bool> {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, rx) = watch::channel(false);
+    // A file past `ulimit -f` raises SIGXFSZ, whose default kills the process with the run's
+    // result unprinted. With a handler installed the write fails instead (EFBIG), and the
+    // run reports it after the summary. 25 is SIGXFSZ on Linux and the BSDs.
+    if let Ok(mut xfsz) = signal(SignalKind::from_raw(25)) {
+        tokio::spawn(async move { while xfsz.recv().await.is_some() {} });
+    }
     tokio::spawn(async move {
         let mut term_sig = signal(SignalKind::terminate()).ok();
         let mut next = async || {

@@ -80,6 +80,13 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
                 }
                 f => servelab_outputs::render_run(&out.summary, &out.records, f.into()),
             });
+            if !out.save_errors.is_empty() {
+                // Printed above and stored: only the files are missing.
+                return Err(Failure::runtime(format!(
+                    "the run finished but not every file was written: {}",
+                    out.save_errors.join("; ")
+                )));
+            }
             if out.stop == servelab_bench::StopReason::Interrupted {
                 // As sweep and lab: the partial result is kept, but the run asked for did not
                 // happen, and a script must not take it for a finished one.

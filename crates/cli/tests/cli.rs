@@ -216,3 +216,23 @@ fn absurd_counts_are_usage_errors() {
     assert!(stderr.contains("--resamples"), "{stderr}");
     assert!(stderr.contains("at most 1000000 resamples"), "{stderr}");
 }
+
+/// A file size limit (`ulimit -f`) used to kill the run by SIGXFSZ with nothing printed: the
+/// summary comes first, then the files that could not be written, and the exit is 2.
+#[test]
+fn a_failed_file_write_keeps_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "ulimit -f 2; exec {} bench --num-prompts 40 --random-input-len 64 --random-output-len 8 \
+         --save-result --save-detailed --result-dir {} --result-filename r.json --no-store",
+        env!("CARGO_BIN_EXE_servelab"),
+        dir.path().display()
+    );
+    let out = Command::new("bash").args(["-c", &script]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stdout.contains("Successful requests:                     40 "), "{stdout}");
+    assert!(stderr.contains("not every file was written"), "{stderr}");
+    assert!(stderr.contains("r.records.jsonl"), "{stderr}");
+}
