@@ -147,7 +147,7 @@ pub async fn bench(
         ));
     }
     let mut c = Conductor::new(interrupt);
-    if let Some(r) = resolve::recording(a.db.clone(), a.no_store) {
+    if let Some(r) = resolve::recording(a.db.clone(), a.no_store).map_err(Failure::usage)? {
         c = c.with_recording(r);
     }
     let out = c.bench(&plan).await;
@@ -161,7 +161,8 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
     let settle = servelab_plan::seconds("--settle-secs", a.settle_secs).map_err(Failure::usage)?;
     let drain = servelab_plan::seconds("--drain-timeout-secs", a.drain_timeout_secs)
         .map_err(Failure::usage)?;
-    let recording = resolve::recording(a.bench.db.clone(), a.bench.no_store);
+    let recording =
+        resolve::recording(a.bench.db.clone(), a.bench.no_store).map_err(Failure::usage)?;
     if let (true, Some(start)) = (plan.base.shard.is_split(), plan.base.shard.start_at) {
         let (cancel, interrupt) = sweep_shards::cancellable(interrupt);
         let c = Conductor::new(interrupt).with_settle(settle, drain);
@@ -245,7 +246,9 @@ pub async fn predict(a: &PredictArgs) -> Result<ExitStatus, Failure> {
     let mut plan = resolve::predict_plan(&a.sweep).map_err(Failure::usage)?;
     let engine = a.engine.as_deref().ok_or_else(|| Failure::usage("--engine FILE is required"))?;
     let mut p = servelab_predict::Predictor::from_file(engine)?;
-    if let Some(r) = resolve::recording(a.sweep.bench.db.clone(), a.sweep.bench.no_store) {
+    if let Some(r) = resolve::recording(a.sweep.bench.db.clone(), a.sweep.bench.no_store)
+        .map_err(Failure::usage)?
+    {
         p = p.with_recording(r);
     }
     // Provenance in every artefact: tags under summary.md's title and on every stored run,
@@ -395,7 +398,9 @@ pub async fn run_experiment(
             let (cancel, stop) = sweep_shards::cancellable(interrupt.clone());
             let c = Conductor::new(stop);
             let mut r = sweep_shards::ShardedPoints::new(c, shard, ex, s.started, lead, s.wait)
-                .with_recording(resolve::recording(a.db.clone(), a.no_store))
+                .with_recording(
+                    resolve::recording(a.db.clone(), a.no_store).map_err(Failure::usage)?,
+                )
                 .with_cancel(cancel)
                 .with_clock(s.clock);
             let finish = servelab_lab::run_in_dir(exp, text, &opts, &mut r, interrupt).await;
@@ -404,10 +409,11 @@ pub async fn run_experiment(
         }
         None => {
             let c = Conductor::new(interrupt.clone());
-            let mut c = match resolve::recording(a.db.clone(), a.no_store) {
-                Some(r) => c.with_recording(r),
-                None => c,
-            };
+            let mut c =
+                match resolve::recording(a.db.clone(), a.no_store).map_err(Failure::usage)? {
+                    Some(r) => c.with_recording(r),
+                    None => c,
+                };
             let finish = servelab_lab::run_in_dir(exp, text, &opts, &mut c, interrupt).await;
             c.shutdown().await;
             finish

@@ -433,8 +433,29 @@ pub fn api_key() -> Option<String> {
 }
 
 /// Recording into the results store, unless `--no-store`.
-pub fn recording(db: Option<PathBuf>, no_store: bool) -> Option<Arc<dyn Recording>> {
-    (!no_store).then(|| Arc::new(StoreRecording { db }) as Arc<dyn Recording>)
+pub fn recording(
+    db: Option<PathBuf>,
+    no_store: bool,
+) -> Result<Option<Arc<dyn Recording>>, String> {
+    if no_store {
+        return Ok(None);
+    }
+    // A store named on the command line that cannot take the run is the user's error, found
+    // before the run (the default store only warns: the bench goes on without it).
+    if let Some(path) = &db {
+        match servelab_store::Store::open(path) {
+            Ok(s) if s.is_read_only() => {
+                return Err(format!(
+                    "--db {}: the store is read-only here, so the run could not be recorded; \
+                     give a writable --db or --no-store",
+                    path.display()
+                ))
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("--db {}: {e}", path.display())),
+        }
+    }
+    Ok(Some(Arc::new(StoreRecording { db }) as Arc<dyn Recording>))
 }
 
 /// The plan of `servelab sweep`.

@@ -236,3 +236,14 @@ fn a_failed_file_write_keeps_the_summary() {
     assert!(stderr.contains("not every file was written"), "{stderr}");
     assert!(stderr.contains("r.records.jsonl"), "{stderr}");
 }
+
+/// A store named with --db that cannot be opened is a usage error before the run (it was a
+/// warning and exit 0, the run unrecorded).
+#[test]
+fn an_explicit_store_that_cannot_open_is_a_usage_error() {
+    let out = servelab(&["bench", "--db", "/proc/no-such-dir/runs.db", "--num-prompts", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--db /proc/no-such-dir/runs.db: cannot create"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Successful requests"));
+}
