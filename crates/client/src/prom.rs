@@ -92,19 +92,25 @@ pub(crate) fn is_fraction(name: &str) -> bool {
     ["usage", "_perc", "_ratio", "_rate"].iter().any(|k| name.contains(k))
 }
 
+/// The standard process collector's start instant (Unix seconds), which Python engines
+/// (vLLM, SGLang) export: when it changes the engine restarted, whatever its counters say.
+pub const PROCESS_START: &str = "process_start_time_seconds";
+
 /// The engine's series of one scrape: every sample whose name starts with `vllm:`,
 /// `llamacpp:` or `sglang:`, histogram buckets dropped, summed over label sets (the largest
-/// for a fraction of a whole, such as KV-cache usage). Non-finite values are dropped.
+/// for a fraction of a whole, such as KV-cache usage), and [`PROCESS_START`] (the latest of
+/// several processes'). Non-finite values are dropped.
 pub fn engine_series(text: &str) -> BTreeMap<String, f64> {
     let mut out: BTreeMap<String, f64> = BTreeMap::new();
     for s in parse(text) {
-        if !ENGINE_PREFIXES.iter().any(|p| s.name.starts_with(p))
+        let start = s.name == PROCESS_START;
+        if !(start || ENGINE_PREFIXES.iter().any(|p| s.name.starts_with(p)))
             || s.name.ends_with("_bucket")
             || !s.value.is_finite()
         {
             continue;
         }
-        let fraction = is_fraction(&s.name);
+        let fraction = start || is_fraction(&s.name);
         out.entry(s.name)
             .and_modify(|v| *v = if fraction { v.max(s.value) } else { *v + s.value })
             .or_insert(s.value);

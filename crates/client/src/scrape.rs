@@ -57,7 +57,7 @@ pub(crate) async fn scrape(target: &Target) -> Result<BTreeMap<String, f64>, Str
         tokio::task::spawn_blocking(move || engine_series(&String::from_utf8_lossy(&body)))
             .await
             .map_err(|e| format!("parsing /metrics: {e}"))?;
-    if series.is_empty() {
+    if series.keys().all(|k| k == crate::prom::PROCESS_START) {
         return Err("GET /metrics has no vllm:, llamacpp: or sglang: series".into());
     }
     Ok(series)

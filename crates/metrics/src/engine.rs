@@ -110,6 +110,11 @@ pub struct EngineMetrics {
     /// Seconds since the origin of each scrape that found a counter lower than the scrape
     /// before: the engine restarted between the two.
     pub restarts_s: Vec<f64>,
+    /// Seconds of each good scrape after failed ones where nothing tells whether the engine
+    /// restarted (no `process_start_time_seconds`, no counter fell): its counters are not
+    /// summed across the gap, so the counted figures are missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_gaps_s: Vec<f64>,
     /// `[from, to]` seconds of each run of failed scrapes (to the next good one, if any).
     pub unreachable_s: Vec<[f64; 2]>,
     /// The first failure message of each unreachable span.
@@ -162,13 +167,57 @@ pub fn is_counter(name: &str) -> bool {
     name.ends_with("_total") || name.ends_with("_sum") || name.ends_with("_count")
 }
 
-/// Prometheus `increase()` of a counter over consecutive values: rises add up, a fall means
-/// a restart from zero, so the value after it is the rise. `None` for fewer than two values.
-pub fn increase(values: &[f64]) -> Option<f64> {
+/// What happened to the engine between two consecutive good scrapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Between {
+    /// The same process, counting on.
+    Same,
+    /// It restarted: its start instant changed, or a counter fell.
+    Restarted,
+    /// Scrapes failed in between and nothing says whether it restarted: a new process may
+    /// already have counted past the old one's totals.
+    Unknown,
+}
+
+/// The start instant series ([`servelab_records`] keeps it beside the engine's series).
+const PROCESS_START: &str = "process_start_time_seconds";
+
+/// What happened between each good scrape and the one before (`[0]` is for the first).
+fn between(scrapes: &[ServerScrape], ok: &[&ServerScrape], counters: &[Vec<f64>]) -> Vec<Between> {
+    let mut out = vec![Between::Same];
+    for i in 1..ok.len() {
+        let start = |s: &ServerScrape| s.values.get(PROCESS_START).copied();
+        let (a, b) = (ok[i - 1], ok[i]);
+        let fell = counters.iter().any(|v| v[i] < v[i - 1]);
+        let gap = scrapes.iter().any(|s| s.error.is_some() && s.t_ms > a.t_ms && s.t_ms < b.t_ms);
+        out.push(match (start(a), start(b)) {
+            // A second's tolerance: the value is a float some exporters round.
+            (Some(x), Some(y)) if (x - y).abs() > 1.0 => Between::Restarted,
+            _ if fell => Between::Restarted,
+            (Some(_), Some(_)) => Between::Same,
+            _ if gap => Between::Unknown,
+            _ => Between::Same,
+        });
+    }
+    out
+}
+
+/// A counter's increase over consecutive values, knowing what happened between them: after a
+/// restart the value is the rise (the counter began again from zero); `None` across an
+/// unknown gap (the sum could be off by the old process's whole count).
+fn increase_between(values: &[f64], between: &[Between]) -> Option<f64> {
     if values.len() < 2 {
         return None;
     }
-    Some(values.windows(2).map(|w| if w[1] >= w[0] { w[1] - w[0] } else { w[1] }).sum())
+    let mut sum = 0.0;
+    for i in 1..values.len() {
+        sum += match between[i] {
+            Between::Same if values[i] >= values[i - 1] => values[i] - values[i - 1],
+            Between::Same | Between::Restarted => values[i],
+            Between::Unknown => return None,
+        };
+    }
+    Some(sum)
 }
 
 /// A counter's value in each scrape. A labelled counter appears at its first event, so
@@ -212,7 +261,6 @@ pub fn summarize(scrapes: &[ServerScrape], span_ms: f64) -> Option<EngineMetrics
     // Counters count from the last good scrape at or before the origin (warm-ups before it
     // are not the run's).
     let base = ok.iter().rposition(|s| s.t_ms <= 0.0).unwrap_or(0);
-    let run = &ok[base..];
     let counter_names: Vec<&String> = {
         let mut v: Vec<&String> =
             ok.iter().flat_map(|s| s.values.keys()).filter(|n| is_counter(n)).collect();
@@ -220,10 +268,18 @@ pub fn summarize(scrapes: &[ServerScrape], span_ms: f64) -> Option<EngineMetrics
         v.dedup();
         v
     };
-    let values_of = |scrapes: &[&ServerScrape], name: &str| counter_values(scrapes, name);
+    let all: Vec<Vec<f64>> = counter_names.iter().map(|n| counter_values(&ok, n)).collect();
+    let between = between(scrapes, &ok, &all);
     let increases: BTreeMap<String, f64> = counter_names
         .iter()
-        .filter_map(|n| increase(&values_of(run, n)).map(|d| ((*n).clone(), d)))
+        .zip(&all)
+        .filter_map(|(n, v)| {
+            increase_between(&v[base..], &between[base..]).map(|d| ((*n).clone(), d))
+        })
+        .collect();
+    let unknown_gaps_s: Vec<f64> = (base + 1..ok.len())
+        .filter(|&i| between[i] == Between::Unknown)
+        .map(|i| ok[i].t_ms / 1e3)
         .collect();
     let inc = |names: &[&str]| names.iter().find_map(|n| increases.get(*n).copied());
     let pair = |pairs: &[(&str, &str)]| {
@@ -246,9 +302,8 @@ pub fn summarize(scrapes: &[ServerScrape], span_ms: f64) -> Option<EngineMetrics
         })
     };
 
-    let all: Vec<Vec<f64>> = counter_names.iter().map(|n| counter_values(&ok, n)).collect();
     let restarts_s: Vec<f64> = (1..ok.len())
-        .filter(|&i| all.iter().any(|v| v[i] < v[i - 1]))
+        .filter(|&i| between[i] == Between::Restarted)
         .map(|i| ok[i].t_ms / 1e3)
         .collect();
     let (unreachable_s, unreachable_errors) = unreachable(scrapes);
@@ -274,6 +329,7 @@ pub fn summarize(scrapes: &[ServerScrape], span_ms: f64) -> Option<EngineMetrics
         scrapes: scrapes.len() as u64,
         failed_scrapes: (scrapes.len() - ok.len()) as u64,
         restarts_s,
+        unknown_gaps_s,
         unreachable_s,
         unreachable_errors,
         prompt_tokens: inc(names::PROMPT_TOKENS).or_else(|| sum_parts(names::PROMPT_TOKENS_PARTS)),
@@ -316,6 +372,13 @@ pub fn attach(summary: &mut Summary, scrapes: &[ServerScrape]) {
         summary.warnings.push(format!(
             "the engine restarted during the run: its /metrics counters fell, seen at {t:.2} s \
              (requests in flight then failed; see failures)"
+        ));
+    }
+    for t in &m.unknown_gaps_s {
+        summary.warnings.push(format!(
+            "the engine's /metrics answered again at {t:.2} s after failing, and nothing tells \
+             whether it restarted meanwhile (it exports no process_start_time_seconds and no \
+             counter fell): its counted figures are left out rather than summed across the gap"
         ));
     }
     for (span, e) in m.unreachable_s.iter().zip(&m.unreachable_errors) {
@@ -410,11 +473,56 @@ mod tests {
 
     #[test]
     fn increase_adds_rises_and_restarts_from_zero() {
-        assert_eq!(increase(&[]), None);
-        assert_eq!(increase(&[5.0]), None);
-        assert_eq!(increase(&[5.0, 7.0, 10.0]), Some(5.0));
+        use Between::{Restarted as R, Same as S, Unknown as U};
+        assert_eq!(increase_between(&[], &[]), None);
+        assert_eq!(increase_between(&[5.0], &[S]), None);
+        assert_eq!(increase_between(&[5.0, 7.0, 10.0], &[S, S, S]), Some(5.0));
         // 10 -> 4: restarted, so 4 were counted after it.
-        assert_eq!(increase(&[5.0, 10.0, 4.0, 6.0]), Some(11.0));
+        assert_eq!(increase_between(&[5.0, 10.0, 4.0, 6.0], &[S, S, S, S]), Some(11.0));
+        // A restart its start instant told of, though the new count already passed the old.
+        assert_eq!(increase_between(&[5.0, 10.0, 12.0], &[S, S, R]), Some(17.0));
+        // Across an unknown gap the sum is not known.
+        assert_eq!(increase_between(&[5.0, 10.0, 12.0], &[S, S, U]), None);
+    }
+
+    #[test]
+    fn a_restart_is_told_by_the_start_instant_when_no_counter_fell() {
+        // The real-engine case: down for under a second, the scrape during it failed, and by
+        // the next one the new process had generated more than the old one in all.
+        let g = "vllm:generation_tokens_total";
+        let p = PROCESS_START;
+        let s = vec![
+            scrape(0.0, &[(g, 0.0), (p, 1000.0)]),
+            scrape(1000.0, &[(g, 300.0), (p, 1000.0)]),
+            failed(2000.0, "refused"),
+            scrape(3000.0, &[(g, 340.0), (p, 1002.5)]),
+            scrape(4000.0, &[(g, 400.0), (p, 1002.5)]),
+        ];
+        let m = summarize(&s, 4000.0).unwrap();
+        assert_eq!(m.restarts_s, vec![3.0]);
+        assert!(m.unknown_gaps_s.is_empty());
+        // 300 before, 340 by the new process, 60 more: not 300 + 40 + 60.
+        assert_eq!(m.generation_tokens, Some(700.0));
+        // Without the start instant the same scrapes are an unknown gap: not summed.
+        let bare: Vec<ServerScrape> = s
+            .iter()
+            .map(|x| {
+                let mut y = x.clone();
+                y.values.remove(p);
+                y
+            })
+            .collect();
+        let m = summarize(&bare, 4000.0).unwrap();
+        assert!(m.restarts_s.is_empty());
+        assert_eq!(m.unknown_gaps_s, vec![3.0]);
+        assert_eq!(m.generation_tokens, None);
+        // Same process across a failed scrape: summed.
+        let mut same = s.clone();
+        same[3].values.insert(p.into(), 1000.0);
+        same[4].values.insert(p.into(), 1000.0);
+        let m = summarize(&same, 4000.0).unwrap();
+        assert!(m.restarts_s.is_empty() && m.unknown_gaps_s.is_empty());
+        assert_eq!(m.generation_tokens, Some(400.0));
     }
 
     #[test]
@@ -568,13 +676,15 @@ mod tests {
             scrape(3000.0, &[(g, 10.0)]),
         ];
         attach(&mut summary, &s);
-        assert_eq!(summary.warnings.len(), 2, "{:?}", summary.warnings);
+        assert_eq!(summary.warnings.len(), 3, "{:?}", summary.warnings);
         assert!(
             summary.warnings[0].contains("restarted")
                 && summary.warnings[0].contains("seen at 3.00 s")
         );
-        assert!(summary.warnings[1].contains("from 1.00 s to 2.00 s: refused"));
-        assert_eq!(summary.engine.as_ref().unwrap().generation_tokens, Some(60.0));
+        assert!(summary.warnings[1].contains("answered again at 2.00 s after failing"));
+        assert!(summary.warnings[2].contains("from 1.00 s to 2.00 s: refused"));
+        // The gap leaves the counted figures out.
+        assert_eq!(summary.engine.as_ref().unwrap().generation_tokens, None);
 
         let mut summary =
             crate::summarize(&[], &servelab_records::RunInfo::default(), &Default::default());
