@@ -334,6 +334,30 @@ fn a_bad_profile_option_is_a_usage_error_naming_the_profile() {
     assert!(!tmp.path().join("out").exists(), "nothing should start on a bad file");
 }
 
+/// Profiles whose own seeds meet within the repeats would send one another's prompts (the
+/// llama-server sample's did: seeds 1 and 2, three runs each): refused before any engine starts.
+#[test]
+fn profiles_whose_seeds_meet_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = write(
+        tmp.path(),
+        "engines:\n  - {name: a, command: 'true'}\nprofiles:\n  - {name: p, num_prompts: 3, \
+         seed: 1}\n  - {name: q, num_prompts: 3, seed: 2}\nacceptance: {repeats: 3}\n",
+    );
+    let out = std::process::Command::new(BIN)
+        .args(["lab", "run"])
+        .arg(&file)
+        .arg("--output-dir")
+        .arg(tmp.path().join("out"))
+        .arg("--no-store")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("profiles[1].seed: profile 'q' (seed 2) and profiles[0] 'p'"), "{err}");
+    assert!(!tmp.path().join("out").exists(), "nothing should start on a bad file");
+}
+
 /// Run `servelab lab run` as a process, send it `signals` once its long trial's profile is
 /// under way, and return its exit code and stderr. Engines must all be gone afterwards.
 fn signal_the_binary(test: &str, signals: &[&str]) -> (Option<i32>, String) {

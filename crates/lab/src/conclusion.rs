@@ -370,7 +370,7 @@ mod tests {
         ProfileResult {
             profile: name.to_string(),
             repeat: 0,
-            after_runs: None,
+            after_runs: Some(0),
             completed: 4,
             failed: 0,
             duration_s: 1.0,

@@ -284,7 +284,6 @@ pub fn parse(text: &str) -> Result<Experiment, LabError> {
             format!("applies to greedy steps; strategy {} has none", strategy.name()),
         ));
     }
-    crate::seeds::check(&profiles, acceptance.repeats)?;
     let seed = f.seed.unwrap_or(crate::seeds::DEFAULT_LAB_SEED);
     Ok(Experiment { name, strategy, engines, profiles, options, objective, acceptance, seed })
 }

@@ -28,7 +28,7 @@ pub const EXPERIMENT_COPY: &str = "experiment.yaml";
 /// The chart of the kept path from the baseline to the optimized configuration.
 pub const CONCLUSION_CHART: &str = "baseline-vs-optimized.svg";
 
-fn objective_line(exp: &Experiment) -> String {
+fn objective_line(exp: &Experiment, trials: &[TrialResult]) -> String {
     let slo = match &exp.objective.slo {
         Some(s) => {
             format!(" under the SLO {}", s.text("≤"))
@@ -70,12 +70,23 @@ fn objective_line(exp: &Experiment) -> String {
         a.min_success_rate * 100.0,
         a.min_gain_pct,
         a.confidence * 100.0,
-        cache_line(exp)
+        cache_line(exp, trials)
     )
 }
 
 /// What each run's prompts and cache state were, so a prefix cache's gain can be judged.
-pub fn cache_line(exp: &Experiment) -> String {
+/// Trials saved before runs recorded their cache state were also measured before profiles
+/// drew prompts of their own: said so, rather than claimed for them.
+pub fn cache_line(exp: &Experiment, trials: &[TrialResult]) -> String {
+    let old = trials.iter().flat_map(|t| &t.profiles).any(|p| p.after_runs.is_none());
+    if old {
+        return "Cache state: not recorded. These trials were measured before servelab gave \
+                each profile and repeat prompts of its own: profiles with one seed shared \
+                prompts (a 1,000-token random prompt is a prefix of the 1,024-token one), \
+                which a prefix cache could serve across profiles, so a gain of an option that \
+                turns one on is not established here."
+            .to_string();
+    }
     let shared: Vec<&str> =
         exp.profiles.iter().filter(|p| p.shared_prefixes).map(|p| p.name.as_str()).collect();
     let shared = if shared.is_empty() {
@@ -88,7 +99,8 @@ pub fn cache_line(exp: &Experiment) -> String {
          cache and later runs follow runs of other prompts (the engine metrics say which). \
          Each profile and each repeat sends prompts of its own, drawn from lab seed {}{shared}, \
          so no run is served from another's prefix cache; a gain in a profile that does not \
-         reuse prefixes by design, made with over {:.0}% prefix-cache hits, is not credited.",
+         reuse prefixes by design, made with a prefix-cache hit rate over {:.0} points above the \
+         configuration it replaces, is not credited.",
         exp.seed,
         crate::seeds::REUSE_BAR * 100.0
     )
@@ -459,8 +471,11 @@ pub fn markdown(
     o: Option<&Outcome>,
     servelab: &str,
 ) -> String {
-    let mut out =
-        format!("# servelab lab: {}\n\n{}\n\n## Recommendation\n\n", exp.name, objective_line(exp));
+    let mut out = format!(
+        "# servelab lab: {}\n\n{}\n\n## Recommendation\n\n",
+        exp.name,
+        objective_line(exp, trials)
+    );
     out.push_str(&recommendation_md(exp, trials, o, servelab));
     if let Some(o) = o {
         out.push_str(&conclusion_md(exp, trials, o));
@@ -503,7 +518,8 @@ pub fn html(
     servelab: &str,
 ) -> String {
     let title = format!("servelab lab: {}", exp.name);
-    let mut out = format!("<p>{}</p>\n<h2>Recommendation</h2>\n", esc(&objective_line(exp)));
+    let mut out =
+        format!("<p>{}</p>\n<h2>Recommendation</h2>\n", esc(&objective_line(exp, trials)));
     match o {
         None => out.push_str(&format!("<p>{}</p>\n", code_spans_html(unfinished_text()))),
         Some(o) => match pasteable(exp, trials, o, servelab) {
@@ -645,4 +661,34 @@ pub fn in_step_order(mut trials: Vec<TrialResult>, o: &Outcome) -> Vec<TrialResu
     }
     out.extend(trials);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trial::tests::profile;
+
+    /// Trials saved before the cache state was kept were measured with shared seeds: the
+    /// report says so instead of claiming prompts of their own for them.
+    #[test]
+    fn old_trials_do_not_claim_prompts_of_their_own() {
+        let exp = crate::config::parse(
+            "engines:\n  - {name: a, command: run-a}\nprofiles:\n  - {name: p, num_prompts: 4}\n",
+        )
+        .unwrap();
+        let mut t = crate::trial::TrialResult {
+            spec: crate::trial::TrialSpec::new("a", &[]),
+            command: String::new(),
+            command_template: String::new(),
+            status: TrialStatus::Finished,
+            startup_secs: None,
+            profiles: vec![profile("p", 10.0, 0)],
+        };
+        assert!(
+            cache_line(&exp, std::slice::from_ref(&t)).starts_with("Cache state: not recorded.")
+        );
+        t.profiles[0].after_runs = Some(0);
+        let line = cache_line(&exp, &[t]);
+        assert!(line.contains("drawn from lab seed 42, so no run is served"), "{line}");
+    }
 }

@@ -527,10 +527,13 @@ pub fn load_experiment(
     let text = std::fs::read_to_string(path)
         .map_err(|e| LabError::Read { path: path.to_path_buf(), message: e.to_string() })?;
     let at = |what: String, m: String| invalid(format!("{}: {what}", path.display()), m);
-    let exp = crate::config::parse(&text).map_err(|e| match e {
-        LabError::Invalid { field, message } => at(field, message),
-        other => other,
-    })?;
+    // Checked to run, not to report: `lab report` still renders a folder measured before.
+    let exp = crate::config::parse(&text)
+        .and_then(|exp| crate::seeds::check(&exp.profiles, exp.acceptance.repeats).map(|_| exp))
+        .map_err(|e| match e {
+            LabError::Invalid { field, message } => at(field, message),
+            other => other,
+        })?;
     let mut plans = Vec::new();
     for (i, p) in exp.profiles.iter().enumerate() {
         plans.push(plan_of(p.args()).map_err(|m| at(format!("profiles[{i}] ({})", p.name), m))?);

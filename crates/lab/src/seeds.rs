@@ -58,15 +58,17 @@ pub fn run_seed(lab_seed: u64, p: &ProfileSpec, repeat: u32) -> u64 {
 }
 
 /// Whether a profile's own workload reuses prefixes within one run (shared-prefix datasets,
-/// multi-turn sessions resending their history, traces with equal hash ids), or it asks to
-/// share prompts with other profiles: its prefix-cache hits are earned.
+/// multi-turn sessions resending their history, traces with equal hash ids, chat requests
+/// whose template puts one system prompt before every message), or it asks to share prompts
+/// with other profiles: its prefix-cache hits are earned.
 pub fn reuses_prefixes(p: &ProfileSpec) -> bool {
     let value = |k: &str| match p.get(k) {
         Some(ArgValue::Value(v)) => Some(v.as_str()),
         _ => None,
     };
     p.shared_prefixes
-        || matches!(value("dataset_name"), Some("prefix" | "sessions" | "mooncake"))
+        || value("backend").is_some_and(|b| b.ends_with("-chat"))
+        || matches!(value("dataset_name"), Some("prefix" | "sessions" | "mooncake" | "random-mm"))
         || value("random_prefix_len").is_some_and(|v| v.parse::<u64>().is_ok_and(|n| n > 0))
 }
 
@@ -159,6 +161,8 @@ mod tests {
         assert!(reuses_prefixes(&profile("a", &[("random_prefix_len", "64")], false)));
         assert!(!reuses_prefixes(&profile("a", &[("random_prefix_len", "0")], false)));
         assert!(reuses_prefixes(&profile("a", &[], true)));
+        assert!(reuses_prefixes(&profile("a", &[("backend", "openai-chat")], false)));
+        assert!(!reuses_prefixes(&profile("a", &[("backend", "vllm")], false)));
     }
 
     #[test]

@@ -50,23 +50,28 @@ pub struct ProfileDelta {
     pub uncredited_hits_pct: Option<f64>,
 }
 
+/// A profile's prefix-cache hit rate, the mean over its runs (`None`: not reported).
+fn hit_rate(t: &TrialResult, profile: &str) -> Option<f64> {
+    let hits: Vec<f64> =
+        t.runs(profile).iter().filter_map(|r| r.engine.prefix_cache_hit_rate).collect();
+    (!hits.is_empty()).then(|| hits.iter().sum::<f64>() / hits.len() as f64)
+}
+
 /// A gain in a profile whose prompts should not repeat (see [`crate::seeds`]), made while
-/// the engine served more than [`crate::seeds::REUSE_BAR`] of its prompt tokens from its
-/// prefix cache, is owed to reuse across runs, not to the option: not credited.
-fn withhold_reuse(d: &mut ProfileDelta, cand: &TrialResult, exp: &Experiment) {
+/// the candidate served more of its prompt tokens from its prefix cache than the
+/// configuration it would replace, by over [`crate::seeds::REUSE_BAR`], is owed to reuse
+/// the workload does not have (prompts seen in earlier runs), not credited. Hits both
+/// configurations have (a prompt template shared by every request) do not count against it.
+fn withhold_reuse(d: &mut ProfileDelta, base: &TrialResult, cand: &TrialResult, exp: &Experiment) {
     let Some(spec) = exp.profiles.iter().find(|p| p.name == d.profile) else { return };
     if crate::seeds::reuses_prefixes(spec) {
         return;
     }
-    let hits: Vec<f64> =
-        cand.runs(&d.profile).iter().filter_map(|r| r.engine.prefix_cache_hit_rate).collect();
-    if hits.is_empty() {
-        return;
-    }
-    let mean = hits.iter().sum::<f64>() / hits.len() as f64;
-    if mean > crate::seeds::REUSE_BAR && d.verdict == Verdict::Better {
+    let Some(hits) = hit_rate(cand, &d.profile) else { return };
+    let before = hit_rate(base, &d.profile).unwrap_or(0.0);
+    if hits - before > crate::seeds::REUSE_BAR && d.verdict == Verdict::Better {
         d.verdict = Verdict::Same;
-        d.uncredited_hits_pct = Some(mean * 100.0);
+        d.uncredited_hits_pct = Some(hits * 100.0);
     }
 }
 
@@ -272,7 +277,7 @@ pub fn deltas(
             verdict: verdict(delta_pct, noise),
             uncredited_hits_pct: None,
         };
-        withhold_reuse(&mut d, cand, exp);
+        withhold_reuse(&mut d, base, cand, exp);
         out.push(d);
     }
     out
@@ -394,7 +399,7 @@ pub fn paired_deltas(
             verdict: verdict(delta_pct, noise),
             uncredited_hits_pct: None,
         };
-        withhold_reuse(&mut d, cand, exp);
+        withhold_reuse(&mut d, reference, cand, exp);
         out.push(d);
     }
     out
@@ -901,6 +906,14 @@ mod tests {
              prompts that should not repeat), q +4.0% (noise ±2.0%; not credited: 12.8% \
              prefix-cache hits on prompts that should not repeat)"
         );
+        // Hits the configuration it replaces had too (a shared template) are not the gain's.
+        let mut both = all.clone();
+        for t in [0, 2] {
+            both[t].profiles[0].engine.prefix_cache_hit_rate = Some(0.95);
+            both[t].profiles[1].engine.prefix_cache_hit_rate = Some(0.128);
+        }
+        let Next::Done(o) = next(&e, &both) else { panic!() };
+        assert_eq!(o.steps[2].decision, Decision::Kept, "{}", o.steps[2].reason);
         // A profile that shares prefixes by design earns its hits.
         let mut shared = exp("greedy");
         shared.profiles[0].shared_prefixes = true;

@@ -326,7 +326,7 @@ pub fn load_all(dir: &Path) -> Result<Vec<TrialResult>, LabError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn profile(name: &str, value: f64, failed: u64) -> ProfileResult {
