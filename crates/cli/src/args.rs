@@ -162,8 +162,17 @@ pub struct CalibrateArgs {
     /// Measured sweeps: Markdown tables as published (a heading with ISL:OSL over each
     /// table), servelab sweep.json files, or stored runs (a sweep's --label, a run id or
     /// label: measured sweep points of ISL:OSL scenarios at concurrency levels).
-    #[arg(required = true, value_name = "TABLE")]
+    #[arg(required_unless_present = "runs", value_name = "TABLE")]
     pub tables: Vec<PathBuf>,
+    /// Stored measured runs to fit (a sweep's --label, a run label or id), read from the
+    /// results store; repeatable. The same as naming them as TABLE, without the ambiguity of
+    /// a file of that name.
+    #[arg(long = "runs", value_name = "LABEL", num_args = 1..)]
+    pub runs: Vec<String>,
+    /// Also fit once per scenario with that scenario left out and report its error: how the
+    /// calibration does on a scenario it did not see (one more fit per scenario).
+    #[arg(long)]
+    pub leave_one_out: bool,
     /// Parameters to fit: eta_gemm, eta_attn, eta_mem, eta_link, step_overhead_us,
     /// layer_overhead_us, per_seq_overhead_us, frontend_us, allreduce_base_us,
     /// allreduce_hop_us.

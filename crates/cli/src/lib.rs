@@ -328,6 +328,9 @@ pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
             tables.extend(stored_tables(&a.db, &t.to_string_lossy())?);
         }
     }
+    for label in &a.runs {
+        tables.extend(stored_tables(&a.db, label)?);
+    }
     term::note(&format!(
         "Fitting {} parameters to {} measured cells (at most {} evaluations)...",
         opts.params.len(),
@@ -336,8 +339,19 @@ pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
     ));
     let report = servelab_engine::calibrate(&cfg, &tables, &opts).map_err(Failure::runtime)?;
     term::stdout(&servelab_engine::calibrate::report_markdown(&report));
+    // What the data could not pin down, and (asked) the error on scenarios left out.
+    let mut fitted = cfg.clone();
+    fitted.calibration = report.after;
+    let id = servelab_engine::identifiability(&fitted, &tables, &opts).map_err(Failure::runtime)?;
+    let held = if a.leave_one_out {
+        servelab_engine::leave_one_scenario_out(&cfg, &tables, &opts).map_err(Failure::usage)?
+    } else {
+        Vec::new()
+    };
+    term::stdout(&format!("\n{}", servelab_engine::calibrate::diagnostics_markdown(&id, &held)));
     let out = a.output.clone().unwrap_or_else(|| a.engine.with_extension("fitted.yaml"));
-    let names: Vec<String> = a.tables.iter().map(|t| t.display().to_string()).collect();
+    let names: Vec<String> =
+        a.tables.iter().map(|t| t.display().to_string()).chain(a.runs.iter().cloned()).collect();
     let note = format!(
         "{}, calibrated by `servelab predict calibrate` on {}",
         a.engine.display(),

@@ -221,6 +221,8 @@ fn calibrate_reads_stored_sweeps_and_refuses_predictions() {
         "1,2",
         "--scenario",
         "32:8",
+        "--scenario",
+        "64:4",
         "--min-prompts",
         "4",
         "--max-prompts",
@@ -258,6 +260,33 @@ fn calibrate_reads_stored_sweeps_and_refuses_predictions() {
     let report = ok(&calibrate("measured-sweep"));
     assert!(report.contains("| 32:8 | 1 |") && report.contains("| 32:8 | 2 |"), "{report}");
     assert!(fitted.exists());
+    // The same runs named by --runs, with the diagnostics: which parameters the data pins
+    // down, and each scenario predicted by a fit of the other.
+    let args = [
+        "predict",
+        "calibrate",
+        "--engine",
+        &engine,
+        "--runs",
+        "measured-sweep",
+        "--params",
+        "eta_gemm,eta_link",
+        "--max-evals",
+        "3",
+        "--leave-one-out",
+        "--output",
+        fitted.to_str().unwrap(),
+    ];
+    let report = ok(&servelab(&db, &args));
+    assert!(report.contains("| eta_link | 0.0 points | no |"), "{report}");
+    assert!(report.contains("Not identified by this data: eta_gemm, eta_link"), "{report}");
+    let held = report.split("Leave-one-scenario-out").nth(1).expect("held-out errors");
+    assert!(held.contains("| 32:8 | 2 |") && held.contains("| 64:4 | 2 |"), "{report}");
+    let written = std::fs::read_to_string(&fitted).unwrap();
+    assert!(
+        written.contains("fitted_on:") && written.contains("source: measured-sweep"),
+        "{written}"
+    );
 
     let predict = [
         "predict",

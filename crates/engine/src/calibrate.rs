@@ -360,20 +360,7 @@ pub fn calibrate(
         return Err(EngineError::invalid("params", "no parameter to fit"));
     }
     // Only kept cells are simulated during the search.
-    let kept: Vec<SweepTable> = tables
-        .iter()
-        .map(|t| {
-            let noisy = noisy_rows(&t.rows);
-            let rows = t
-                .rows
-                .iter()
-                .zip(noisy)
-                .filter(|(_, n)| !(opts.drop_noisy && *n))
-                .map(|(r, _)| *r)
-                .collect();
-            SweepTable { rows, ..t.clone() }
-        })
-        .collect();
+    let kept = kept_tables(tables, opts);
     let before = cfg.calibration;
     let with = |x: &[f64]| {
         let mut c = before;
@@ -414,6 +401,184 @@ pub fn calibrate(
         cells_after,
         evals,
     })
+}
+
+/// What a table says about each fitted parameter, read from the loss's curvature at the fit
+/// (finite differences of ±10 % in each parameter, and of pairs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Identifiability {
+    /// Per parameter: how many points the fit's RMS error (√loss, ≈ %) rises when the
+    /// parameter alone moves ±10 % (the mean of both sides).
+    pub rise_pp: Vec<(FitParam, f64)>,
+    /// Pairs whose effects on the loss are nearly the same (|correlation of the curvature|
+    /// ≥ [`CONFOUNDED`]): moving one can be undone by the other.
+    pub confounded: Vec<(FitParam, FitParam, f64)>,
+}
+
+/// Below this rise of the RMS error (points) for a ±10 % move, a parameter is not identified.
+pub const UNIDENTIFIED_RISE_PP: f64 = 0.5;
+/// From this |correlation| on, two parameters are confounded.
+pub const CONFOUNDED: f64 = 0.95;
+
+impl Identifiability {
+    /// Parameters the data could not pin down: a flat loss, or confounded with another.
+    pub fn unidentified(&self) -> Vec<FitParam> {
+        let mut v: Vec<FitParam> = self
+            .rise_pp
+            .iter()
+            .filter(|(_, r)| !(*r >= UNIDENTIFIED_RISE_PP))
+            .map(|(p, _)| *p)
+            .collect();
+        for &(a, b, _) in &self.confounded {
+            for p in [a, b] {
+                if !v.contains(&p) {
+                    v.push(p);
+                }
+            }
+        }
+        v
+    }
+}
+
+/// The kept cells of `tables` (noisy rows dropped when `opts.drop_noisy`).
+fn kept_tables(tables: &[SweepTable], opts: &FitOptions) -> Vec<SweepTable> {
+    tables
+        .iter()
+        .map(|t| {
+            let noisy = noisy_rows(&t.rows);
+            let rows = t
+                .rows
+                .iter()
+                .zip(noisy)
+                .filter(|(_, n)| !(opts.drop_noisy && *n))
+                .map(|(r, _)| *r)
+                .collect();
+            SweepTable { rows, ..t.clone() }
+        })
+        .collect()
+}
+
+/// How well `tables` pin down `opts.params` around `fitted` (a fitted deployment): `1 + 2n +
+/// n(n−1)/2` loss evaluations for `n` parameters.
+pub fn identifiability(
+    fitted: &EngineConfig,
+    tables: &[SweepTable],
+    opts: &FitOptions,
+) -> Result<Identifiability> {
+    let kept = kept_tables(tables, opts);
+    let base = fitted.calibration;
+    let h = 1.1f64.ln();
+    let loss = |moves: &[(FitParam, f64)]| -> Result<f64> {
+        let mut c = fitted.clone();
+        for &(p, dx) in moves {
+            p.set(&mut c.calibration, (p.get(&base).ln() + dx).exp());
+        }
+        Ok(loss_of(&compare(&c, &kept, opts)?, opts))
+    };
+    let f0 = loss(&[])?;
+    let ps = &opts.params;
+    let mut plus = Vec::new();
+    let mut diag = Vec::new();
+    let mut rise_pp = Vec::new();
+    for &p in ps {
+        let (fp, fm) = (loss(&[(p, h)])?, loss(&[(p, -h)])?);
+        plus.push(fp);
+        diag.push((fp + fm - 2.0 * f0) / (h * h));
+        let rise = (((fp + fm) / 2.0).sqrt() - f0.sqrt()) * 100.0;
+        rise_pp.push((p, rise));
+    }
+    let mut confounded = Vec::new();
+    for i in 0..ps.len() {
+        for j in i + 1..ps.len() {
+            if !(diag[i] > 0.0 && diag[j] > 0.0) {
+                continue;
+            }
+            let fij = loss(&[(ps[i], h), (ps[j], h)])?;
+            let hij = (fij - plus[i] - plus[j] + f0) / (h * h);
+            let corr = hij / (diag[i] * diag[j]).sqrt();
+            if corr.abs() >= CONFOUNDED {
+                confounded.push((ps[i], ps[j], corr));
+            }
+        }
+    }
+    Ok(Identifiability { rise_pp, confounded })
+}
+
+/// The error on a scenario the fit did not see.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Holdout {
+    /// The scenario left out.
+    pub scenario: Scenario,
+    /// Median absolute % errors on its kept cells, predicted by the fit of the others.
+    pub stats: ErrorStats,
+}
+
+/// Leave-one-scenario-out: for each table, fit `opts.params` from `cfg` to the others and
+/// predict it. A stricter test than leaving out single points (a scenario's points are
+/// correlated); costs one fit per table. Needs at least two tables.
+pub fn leave_one_scenario_out(
+    cfg: &EngineConfig,
+    tables: &[SweepTable],
+    opts: &FitOptions,
+) -> Result<Vec<Holdout>> {
+    if tables.len() < 2 {
+        return Err(EngineError::invalid(
+            "leave-one-out",
+            "needs at least two scenarios (one to fit, one to predict)",
+        ));
+    }
+    let mut out = Vec::new();
+    for k in 0..tables.len() {
+        let train: Vec<SweepTable> =
+            tables.iter().enumerate().filter(|&(i, _)| i != k).map(|(_, t)| t.clone()).collect();
+        let r = calibrate(cfg, &train, opts)?;
+        let mut fitted = cfg.clone();
+        fitted.calibration = r.after;
+        let cells = compare(&fitted, &tables[k..=k], opts)?;
+        let scenario = cells.first().map(|c| c.scenario).unwrap_or(Scenario { isl: 0, osl: 0 });
+        out.push(Holdout { scenario, stats: error_stats(&cells, !opts.drop_noisy) });
+    }
+    Ok(out)
+}
+
+/// Identifiability and held-out errors in Markdown.
+pub fn diagnostics_markdown(id: &Identifiability, holdouts: &[Holdout]) -> String {
+    let mut s =
+        String::from("| parameter | RMS error rise for ±10 % | identified |\n|---|---:|:---:|\n");
+    let un = id.unidentified();
+    for (p, r) in &id.rise_pp {
+        let ok = if un.contains(p) { "no" } else { "yes" };
+        s.push_str(&format!("| {} | {r:.1} points | {ok} |\n", p.key()));
+    }
+    for (a, b, c) in &id.confounded {
+        s.push_str(&format!(
+            "\n{} and {} trade off (correlation {c:+.2}): this data cannot separate them.\n",
+            a.key(),
+            b.key()
+        ));
+    }
+    if !un.is_empty() {
+        let names: Vec<&str> = un.iter().map(|p| p.key()).collect();
+        s.push_str(&format!(
+            "\nNot identified by this data: {}. Their fitted values are one choice among \
+             many that fit as well; measure another scenario, load or TP to pin them.\n",
+            names.join(", ")
+        ));
+    }
+    if !holdouts.is_empty() {
+        s.push_str(
+            "\nLeave-one-scenario-out (fit the others, predict this one; median abs % error):\n\n\
+             | scenario | cells | output throughput | mean TPOT | mean TTFT |\n|---|---:|---:|---:|---:|\n",
+        );
+        for h in holdouts {
+            let e = &h.stats;
+            s.push_str(&format!(
+                "| {} | {} | {:.1} | {:.1} | {:.1} |\n",
+                h.scenario, e.cells, e.throughput, e.tpot, e.ttft
+            ));
+        }
+    }
+    s
 }
 
 /// Minimises `f` from `x0` with Nelder–Mead (reflection 1, expansion 2, contraction ½,
@@ -578,6 +743,46 @@ mod tests {
             evals: 12,
         };
         insta::assert_snapshot!(report_markdown(&r));
+    }
+
+    /// At TP 1 nothing depends on eta_link (no all-reduce, no P/D): its loss is flat and it is
+    /// reported as not identified; step_overhead_us moves every step and is identified. With
+    /// two scenarios, each is predicted by a fit of the other.
+    #[test]
+    fn a_parameter_the_data_cannot_see_is_reported() {
+        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+        let mut truth = cfg.clone();
+        truth.calibration.step_overhead_us = 3000.0;
+        let table = |isl, osl| {
+            let sc = Scenario { isl, osl };
+            let rows = [1, 4].iter().map(|&c| predict_point(&truth, sc, c, 8).unwrap()).collect();
+            SweepTable { name: sc.to_string(), scenario: Some(sc), rows }
+        };
+        let tables = vec![table(200, 20), table(400, 10)];
+        let opts = FitOptions {
+            params: vec![FitParam::StepOverheadUs, FitParam::EtaLink],
+            min_requests: 8,
+            requests_per_concurrency: 1,
+            max_evals: 30,
+            drop_noisy: false,
+            ..Default::default()
+        };
+        let r = calibrate(&cfg, &tables, &opts).unwrap();
+        let mut fitted = cfg.clone();
+        fitted.calibration = r.after;
+        let id = identifiability(&fitted, &tables, &opts).unwrap();
+        assert_eq!(id.rise_pp[1], (FitParam::EtaLink, 0.0));
+        assert!(id.rise_pp[0].1 > 1.0, "{:?}", id.rise_pp);
+        assert_eq!(id.unidentified(), vec![FitParam::EtaLink]);
+        let md = diagnostics_markdown(&id, &[]);
+        assert!(md.contains("| eta_link | 0.0 points | no |"), "{md}");
+        assert!(md.contains("Not identified by this data: eta_link."), "{md}");
+        let held = leave_one_scenario_out(&cfg, &tables, &opts).unwrap();
+        assert_eq!(held.len(), 2);
+        for h in &held {
+            assert!(h.stats.tpot < 2.0, "{h:?}");
+        }
+        assert!(leave_one_scenario_out(&cfg, &tables[..1], &opts).is_err());
     }
 
     #[test]

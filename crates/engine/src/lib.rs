@@ -28,7 +28,10 @@ pub mod summary;
 pub mod sweep;
 pub mod table;
 
-pub use calibrate::{calibrate, CalibrationReport, CellError, FitOptions, FitParam};
+pub use calibrate::{
+    calibrate, identifiability, leave_one_scenario_out, CalibrationReport, CellError, FitOptions,
+    FitParam, Holdout, Identifiability,
+};
 pub use config::{
     Calibration, EngineConfig, EngineFile, FittedOn, PdConfig, PdFile, PoolFile, Router,
     SchedulerConfig, WorkerSpec,
