@@ -426,7 +426,8 @@ impl Identifiability {
         let mut v: Vec<FitParam> = self
             .rise_pp
             .iter()
-            .filter(|(_, r)| !(*r >= UNIDENTIFIED_RISE_PP))
+            // A NaN rise (no cell to judge by) is not identified either.
+            .filter(|(_, r)| r.is_nan() || *r < UNIDENTIFIED_RISE_PP)
             .map(|(p, _)| *p)
             .collect();
         for &(a, b, _) in &self.confounded {
