@@ -58,6 +58,9 @@ enum Inner {
     Hf(Arc<tokenizers::Tokenizer>),
 }
 
+/// The largest `tokenizer.json` read (real ones are up to a few tens of MB).
+pub const MAX_TOKENIZER_BYTES: u64 = 128 << 20;
+
 /// A tokenizer, cheap to clone and safe to share across threads.
 #[derive(Clone)]
 pub struct Tokenizer {
@@ -89,11 +92,16 @@ impl Tokenizer {
         Ok(Self { name: name.to_string(), inner: Inner::Tiktoken(Arc::new(bpe)), words })
     }
 
-    /// A Hugging Face `tokenizer.json`, or a directory containing one.
+    /// A Hugging Face `tokenizer.json`, or a directory containing one (at most
+    /// [`MAX_TOKENIZER_BYTES`]).
     pub fn from_path(path: &Path) -> Result<Self, TokenizerError> {
         let file = if path.is_dir() { path.join("tokenizer.json") } else { path.to_path_buf() };
-        let tok = tokenizers::Tokenizer::from_file(&file)
-            .map_err(|e| TokenizerError::File { path: file.clone(), message: e.to_string() })?;
+        let failed = |message: String| TokenizerError::File { path: file.clone(), message };
+        // The largest tokenizer.json files are tens of MB; `/dev/zero` must not grow forever.
+        let bytes = crate::error::read_bounded(&file, MAX_TOKENIZER_BYTES)
+            .map_err(|e| failed(e.to_string()))?;
+        let tok = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| failed(e.to_string()))?;
+        drop(bytes);
         let words = WordCounter::for_tokenizer(&tok).map(Arc::new);
         Ok(Self { name: path.display().to_string(), inner: Inner::Hf(Arc::new(tok)), words })
     }

@@ -345,7 +345,8 @@ fn jsonl_errors_name_line_and_field() {
     let tok = cl100k();
     let load_jl = |content: &str| {
         let (_dir, path) = write("data.jsonl", content);
-        let err = load(&DatasetSpec::Jsonl { path: path.clone() }, 1, &tok, 0).unwrap_err();
+        // Lines are read up to the prompts asked for: two reach the second line.
+        let err = load(&DatasetSpec::Jsonl { path: path.clone() }, 2, &tok, 0).unwrap_err();
         (err.to_string(), path.display().to_string())
     };
     let ok = "{\"prompt\": \"a\"}\n";
@@ -414,7 +415,7 @@ fn missing_and_unreadable_files_are_named() {
     assert_eq!(
         err.to_string(),
         format!(
-            "cannot read dataset file {}: not UTF-8 text (invalid byte at offset 1)",
+            "cannot read dataset file {}: not UTF-8 text (invalid byte at offset 1, line 1)",
             path.display()
         )
     );
@@ -451,4 +452,18 @@ fn no_file_content_panics() {
         let _ = load(&DatasetSpec::Jsonl { path: path.clone() }, 3, &tok, 0);
         let _ = load(&DatasetSpec::ShareGpt { path, output_len: None }, 3, &tok, 0);
     }
+}
+
+/// Endless inputs stop at a stated limit instead of filling memory (`/dev/zero` as a
+/// tokenizer or a JSONL dataset grew until the process was killed).
+#[test]
+fn endless_files_are_refused_at_their_limit() {
+    let zero = PathBuf::from("/dev/zero");
+    if !zero.exists() {
+        return;
+    }
+    let err = servelab_workload::Tokenizer::from_path(&zero).err().expect("refused").to_string();
+    assert!(err.contains("larger than the 128 MiB"), "{err}");
+    let err = load(&DatasetSpec::Jsonl { path: zero }, 5, &cl100k(), 0).unwrap_err().to_string();
+    assert!(err.contains("longer than 64 MiB"), "{err}");
 }
