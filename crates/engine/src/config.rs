@@ -495,7 +495,32 @@ fn overlay(base: &Mapping, over: &Mapping) -> Mapping {
 
 /// Fills the family's defaults into `scheduler:` and `calibration:` where the file left keys
 /// out, and merges each P/D pool's own keys over them.
+/// The engines' own names for the largest CUDA-graph capture: vLLM's `cuda_graph_sizes`
+/// (a list: its largest entry) and `max_cudagraph_capture_size`, SGLang's `cuda_graph_max_bs`,
+/// written as `cuda_graph_max_batch`.
+fn graph_aliases(s: &mut Mapping) {
+    if let Some(v) = s.remove("cuda_graph_sizes") {
+        let max = match &v {
+            Value::Sequence(items) => items.iter().filter_map(Value::as_u64).max(),
+            other => other.as_u64(),
+        };
+        // Not a list of sizes: left in place for the typed parse to name.
+        match max {
+            Some(n) => s.insert("cuda_graph_max_batch".into(), Value::from(n)),
+            None => s.insert("cuda_graph_sizes".into(), v),
+        };
+    }
+    for alias in ["max_cudagraph_capture_size", "cuda_graph_max_bs"] {
+        if let Some(v) = s.remove(alias) {
+            s.insert("cuda_graph_max_batch".into(), v);
+        }
+    }
+}
+
 fn fill_defaults(m: &mut Mapping) -> Result<()> {
+    if let Some(Value::Mapping(s)) = m.get_mut("scheduler") {
+        graph_aliases(s);
+    }
     let family = match m.get("engine") {
         Some(f) => serde_yaml_ng::from_value::<EngineFamily>(f.clone())
             .map_err(|e| EngineError::invalid("engine", e.to_string()))?,
@@ -532,6 +557,7 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
                 }
                 None => Mapping::new(),
             };
+            graph_aliases(p);
             for k in &sched_keys {
                 if let Some(v) = p.remove(k) {
                     own.insert(k.clone(), v);
@@ -832,6 +858,16 @@ scheduler:
         assert_eq!(again.engine, EngineFamily::VllmV0);
         assert!(!again.scheduler.chunked_prefill && !again.scheduler.mixed_batches);
         assert_eq!(again.calibration.step_overhead_us, 2500.0);
+        // The engines' own spellings of the largest CUDA-graph capture.
+        for (given, want) in [
+            ("cuda_graph_sizes: [1, 2, 4, 96, 8]", 96),
+            ("max_cudagraph_capture_size: 256", 256),
+            ("cuda_graph_max_bs: 160", 160),
+        ] {
+            let f =
+                EngineFile::parse(&format!("model: qwen3-8b\ngpu: h100\nscheduler: {{{given}}}\n"));
+            assert_eq!(f.unwrap().scheduler.cuda_graph_max_batch, want, "{given}");
+        }
         let bad = [
             ("engine: tgi\nmodel: qwen3-8b\ngpu: h100\n", "engine: unknown variant `tgi`"),
             (
@@ -842,7 +878,10 @@ scheduler:
                 "model: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1, max_num_seqs: 0}, decode: {workers: 1, tp: 1}}\n",
                 "pd.prefill: max_num_seqs: expected an integer >= 1",
             ),
-            ("model: qwen3-8b\ngpu: h100\nscheduler: {cuda_graph_sizes: [1, 2]}\n", "unknown field `cuda_graph_sizes`"),
+            (
+                "model: qwen3-8b\ngpu: h100\nscheduler: {cuda_graph_size: 8}\n",
+                "unknown field `cuda_graph_size`",
+            ),
         ];
         for (yaml, want) in bad {
             let e = EngineFile::parse(yaml).and_then(|f| f.build(None)).unwrap_err().to_string();
