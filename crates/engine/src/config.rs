@@ -463,6 +463,23 @@ impl EngineFile {
             }
             if let Some(c) = &f.calibration {
                 c.validate().map_err(|e| EngineError::invalid(pool, e.to_string()))?;
+                // Requests enter through the prefill workers' API servers and KV leaves from
+                // them: the decode pool's values of these would never be read.
+                let top = &self.calibration;
+                let unread = [
+                    ("frontend_us", c.frontend_us != top.frontend_us),
+                    ("frontend_per_token_us", c.frontend_per_token_us != top.frontend_per_token_us),
+                    ("eta_link", c.eta_link != top.eta_link),
+                ];
+                if let (true, Some((key, _))) =
+                    (pool == "pd.decode", unread.iter().find(|(_, differs)| *differs))
+                {
+                    return Err(EngineError::invalid(
+                        format!("pd.decode.calibration.{key}"),
+                        "not read for decode workers (requests enter, and KV leaves, through the \
+                         prefill workers): set it on pd.prefill or at the top level",
+                    ));
+                }
             }
         }
         let link = p.link.unwrap_or(gpu.network);
@@ -877,6 +894,10 @@ scheduler:
             (
                 "model: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1, max_num_seqs: 0}, decode: {workers: 1, tp: 1}}\n",
                 "pd.prefill: max_num_seqs: expected an integer >= 1",
+            ),
+            (
+                "model: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1}, decode: {workers: 1, tp: 1, calibration: {frontend_us: 5}}}\n",
+                "pd.decode.calibration.frontend_us: not read for decode workers",
             ),
             (
                 "model: qwen3-8b\ngpu: h100\nscheduler: {cuda_graph_size: 8}\n",

@@ -170,13 +170,21 @@ impl Engine {
                 push(cfg.pool_worker(d), d.workers, Role::Decode, "pd.decode.tp")?;
                 // Each GPU sends its own KV shard over its own NIC; the smaller TP side limits.
                 let gpus = f64::from(pd.prefill.tp.min(pd.decode.tp));
-                let bw = pd.link.bandwidth_gb_s * 1e9 * cfg.calibration.eta_link * gpus;
+                // The prefill workers send: their link efficiency.
+                let eta_link = cfg.pool_worker(p).calibration.eta_link;
+                let bw = pd.link.bandwidth_gb_s * 1e9 * eta_link * gpus;
                 let per_token = cfg.model.kv_bytes_per_token(cfg.kv_dtype);
                 Some(Transfer {
                     latency_ns: pd.link.latency_us * 1e3,
                     ns_per_token: per_token / bw * 1e9,
                 })
             }
+        };
+        // Requests enter through the API servers of the workers they are routed to first: the
+        // prefill pool's with P/D.
+        let entry = match &cfg.pd {
+            Some(pd) => cfg.pool_worker(&pd.prefill).calibration,
+            None => cfg.calibration,
         };
         Ok(Self {
             slots,
@@ -188,10 +196,7 @@ impl Engine {
             parked: HashMap::new(),
             frontend: BinaryHeap::new(),
             queued: HashMap::new(),
-            frontend_ns: (
-                cfg.calibration.frontend_us * 1e3,
-                cfg.calibration.frontend_per_token_us * 1e3,
-            ),
+            frontend_ns: (entry.frontend_us * 1e3, entry.frontend_per_token_us * 1e3),
             generation_tokens: 0,
         })
     }
@@ -488,6 +493,23 @@ mod tests {
         assert_eq!(d3.finished, vec![7]);
         assert!(e.is_idle());
         assert_eq!(e.snapshot().generation_tokens_total, 3);
+    }
+
+    /// With P/D, requests enter through the prefill workers' API servers: the prefill pool's
+    /// own `frontend_us` applies (here 0, where the top level says 1 ms).
+    #[test]
+    fn pd_requests_enter_through_the_prefill_pools_api_server() {
+        let cfg = EngineFile::parse(
+            "model: qwen3-8b\ngpu: h100\ncalibration: {step_jitter: 0}\n\
+             pd: {prefill: {workers: 1, tp: 1, calibration: {frontend_us: 0, \
+             frontend_per_token_us: 0}}, decode: {workers: 1, tp: 1}}\n",
+        )
+        .unwrap()
+        .build(None)
+        .unwrap();
+        let mut e = Engine::new(&cfg).unwrap();
+        e.add_request(0, shape(100, 2), 0).unwrap();
+        assert_eq!(e.step(0).map(|s| s.handed_off), Some(vec![0]));
     }
 
     #[test]
