@@ -381,6 +381,15 @@ fn what_a_shard_would_refuse_is_refused_when_rendering() {
         "--no-progress: set by `servelab scale` on every shard",
     );
     refused(&["scale", "k8s", "--shards", "1"], "--shards must be at least 2");
+    // A base URL no shard could use, named without its password.
+    refused(
+        &["scale", "k8s", "--shards", "2", "--", "--base-url", "http://alice:pw-77@gpu:99999"],
+        "--base-url 'http://***@gpu:99999': its port must be a number from 1 to 65535",
+    );
+    refused(
+        &["scale", "slurm", "--shards", "2", "--", "--base-url", "gpu:8000"],
+        "--base-url 'gpu:8000': must start with http:// or https://",
+    );
     // A sweep's and a lab's shards are checked as they will run.
     let gpu = ["--base-url", "http://gpu:8000"];
     let sweep = |more: &[&'static str]| {
@@ -446,4 +455,42 @@ fn a_hand_run_shard_needs_the_shared_start() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("set SERVELAB_SHARDS"), "{}", text(&out));
     assert!(text(&out).contains("--shard 0/1"), "{}", text(&out));
+}
+
+/// Issue 28: credentials given to `scale` stay out of what it writes, and it says where the
+/// shards read them from instead.
+#[test]
+fn credentials_are_left_out_of_the_rendered_files_and_said_so() {
+    for (what, from) in [("k8s", "the Secret 'creds-secrets'"), ("slurm", "environment variables")]
+    {
+        let out = servelab(
+            &[
+                "scale",
+                what,
+                "--shards",
+                "2",
+                "--name",
+                "creds",
+                "--",
+                "--base-url",
+                "http://alice:pw-77@gpu:8000",
+                "--header",
+                "Authorization: Bearer tok-99",
+                "--request-rate",
+                "5",
+            ],
+            &[],
+        );
+        assert!(out.status.success(), "{what}: {}", text(&out));
+        let file = String::from_utf8_lossy(&out.stdout);
+        assert!(!file.contains("pw-77") && !file.contains("tok-99"), "{what}: {file}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(
+                "kept out of the file: the user and password in --base-url, the value \
+                 of the Authorization header; the shards read them from "
+            ) && err.contains(from),
+            "{what}: {err}"
+        );
+    }
 }
