@@ -174,3 +174,53 @@ pub(crate) fn read_text(path: &std::path::Path) -> Result<String, DatasetError> 
         ),
     })
 }
+
+/// The longest line a line-oriented file may have (a prompt of millions of tokens is far
+/// shorter): an endless one (`/dev/zero`) is refused at this length instead of filling memory.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// Call `f` with each non-blank line of `path` (1-based number, text without its line end),
+/// reading one line at a time, until `f` returns `false` or the file ends.
+pub(crate) fn for_each_line(
+    path: &std::path::Path,
+    mut f: impl FnMut(usize, &str) -> Result<bool, DatasetError>,
+) -> Result<(), DatasetError> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(|e| DatasetError::read(path, &e))?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut buf = Vec::new();
+    let (mut line, mut offset) = (0, 0);
+    loop {
+        buf.clear();
+        let n = std::io::Read::take(&mut reader, (MAX_LINE_BYTES + 1) as u64)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| DatasetError::read(path, &e))?;
+        if n == 0 {
+            return Ok(());
+        }
+        line += 1;
+        if buf.len() > MAX_LINE_BYTES {
+            return Err(DatasetError::Shape {
+                path: path.into(),
+                line,
+                problem: format!(
+                    "the line is longer than {} MiB (not a line-per-record file, or an endless \
+                     one?)",
+                    MAX_LINE_BYTES >> 20
+                ),
+            });
+        }
+        let text = std::str::from_utf8(&buf).map_err(|e| DatasetError::Read {
+            path: path.to_path_buf(),
+            message: format!(
+                "not UTF-8 text (invalid byte at offset {}, line {line})",
+                offset + e.valid_up_to()
+            ),
+        })?;
+        offset += n;
+        let text = text.trim_end_matches(['\n', '\r']);
+        if !text.trim().is_empty() && !f(line, text)? {
+            return Ok(());
+        }
+    }
+}

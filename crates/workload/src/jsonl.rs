@@ -15,7 +15,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use serde_json::{Map, Value};
 
-use crate::error::{serde_message, DatasetError};
+use crate::error::{for_each_line, serde_message, DatasetError};
 use crate::image::{image_file_data_url, is_url};
 use crate::prompt::{ChatMessage, ContentPart, MessageContent, Prompt, PromptBody};
 use crate::tokenizer::Tokenizer;
@@ -257,47 +257,17 @@ pub(crate) fn output_tokens(
     Ok(None)
 }
 
-/// The longest line read (a prompt of millions of tokens is far shorter): an endless one
-/// (`/dev/zero`) is refused at this length instead of filling memory.
-pub const MAX_LINE_BYTES: usize = 64 << 20;
-
 /// Parse the first `num` non-blank lines of the file, in order, reading no further: a file
 /// of ten million lines costs what its first `num` do.
 pub(crate) fn parse_first(path: &Path, num: usize) -> Result<Vec<Request>, DatasetError> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(path).map_err(|e| DatasetError::read(path, &e))?;
-    let mut reader = std::io::BufReader::new(file);
     let mut requests = Vec::new();
-    let mut buf = Vec::new();
-    let (mut line, mut offset) = (0, 0);
-    while requests.len() < num {
-        buf.clear();
-        let limit = (MAX_LINE_BYTES + 1) as u64;
-        let n = std::io::Read::take(&mut reader, limit)
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| DatasetError::read(path, &e))?;
-        if n == 0 {
-            break;
-        }
-        line += 1;
-        if buf.len() > MAX_LINE_BYTES {
-            return Err(At { path, line }.shape(format!(
-                "the line is longer than {} MiB (not JSON Lines, or an endless file?)",
-                MAX_LINE_BYTES >> 20
-            )));
-        }
-        let text = std::str::from_utf8(&buf).map_err(|e| DatasetError::Read {
-            path: path.to_path_buf(),
-            message: format!(
-                "not UTF-8 text (invalid byte at offset {}, line {line})",
-                offset + e.valid_up_to()
-            ),
-        })?;
-        offset += n;
-        if !text.trim().is_empty() {
-            requests.push(parse_line(&At { path, line }, text.trim_end_matches(['\n', '\r']))?);
-        }
+    if num == 0 {
+        return Ok(requests);
     }
+    for_each_line(path, |line, text| {
+        requests.push(parse_line(&At { path, line }, text)?);
+        Ok(requests.len() < num)
+    })?;
     if requests.is_empty() {
         return Err(DatasetError::Empty {
             path: path.into(),

@@ -198,25 +198,43 @@ pub fn load_trace(
             o.speedup
         )));
     }
-    let text = crate::error::read_text(&spec.path)?;
     let path = spec.path.as_path();
-    let (rows, filtered) = match &spec.format {
-        TraceFormat::Mooncake { block_size } => {
-            if *block_size == 0 {
+    let (selected, mut stats, total, filtered) = match &spec.format {
+        &TraceFormat::Mooncake { block_size } => {
+            if block_size == 0 {
                 return Err(DatasetError::Spec("trace block size must be at least 1".into()));
             }
-            (mooncake::parse(path, &text, *block_size)?, 0)
+            // Read twice, a line at a time: the first instant, then the rows the window and
+            // the cap keep (a 740 MB trace capped at 5 requests holds 5 rows, not the file).
+            let (mut t0, mut total) = (None::<i64>, 0);
+            mooncake::for_each_row(path, block_size, |r| {
+                t0 = Some(t0.map_or(r.time_ns, |t| t.min(r.time_ns)));
+                total += 1;
+            })?;
+            let Some(t0) = t0 else {
+                return Err(DatasetError::Empty { path: path.into(), expected: "trace rows" });
+            };
+            let mut sel = Selector::new(t0, o);
+            mooncake::for_each_row(path, block_size, |r| sel.push(r))?;
+            let (selected, stats) = sel.finish();
+            (selected, stats, total, 0)
         }
-        TraceFormat::Azure => (csv::parse_azure(path, &text)?, 0),
-        TraceFormat::BurstGpt { model, log_type } => {
-            csv::parse_burstgpt(path, &text, model.as_deref(), log_type.as_deref())?
+        format => {
+            let text = crate::error::read_text(&spec.path)?;
+            let (rows, filtered) = match format {
+                TraceFormat::BurstGpt { model, log_type } => {
+                    csv::parse_burstgpt(path, &text, model.as_deref(), log_type.as_deref())?
+                }
+                _ => (csv::parse_azure(path, &text)?, 0),
+            };
+            let total = rows.len() + filtered;
+            if total == 0 {
+                return Err(DatasetError::Empty { path: path.into(), expected: "trace rows" });
+            }
+            let (selected, stats) = select(rows, o);
+            (selected, stats, total, filtered)
         }
     };
-    let total = rows.len() + filtered;
-    if total == 0 {
-        return Err(DatasetError::Empty { path: path.into(), expected: "trace rows" });
-    }
-    let (selected, mut stats) = select(rows, o);
     stats.rows = total;
     stats.filtered = filtered;
     let block_size = match spec.format {
@@ -227,34 +245,77 @@ pub fn load_trace(
 }
 
 /// Window, zero-length rows and cap, in that order; returns rows with their arrival offsets.
-pub(crate) fn select(mut rows: Vec<Row>, o: &TraceOptions) -> (Vec<(u64, Row)>, TraceStats) {
-    let mut stats = TraceStats::default();
+pub(crate) fn select(rows: Vec<Row>, o: &TraceOptions) -> (Vec<(u64, Row)>, TraceStats) {
     let Some(t0) = rows.iter().map(|r| r.time_ns).min() else {
-        return (Vec::new(), stats);
+        return (Vec::new(), TraceStats::default());
     };
-    // Stable: rows at the same time keep their file order.
-    rows.sort_by_key(|r| r.time_ns);
-    let start = u64::try_from(o.window_start.as_nanos()).unwrap_or(u64::MAX);
-    let end = o
-        .window_duration
-        .map(|d| start.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let offset = row.time_ns.abs_diff(t0);
-        if offset < start || end.is_some_and(|e| offset >= e) {
-            stats.outside_window += 1;
+    let mut sel = Selector::new(t0, o);
+    rows.into_iter().for_each(|r| sel.push(r));
+    sel.finish()
+}
+
+/// The selection of rows fed one at a time in any order, once the trace's first instant
+/// `t0` is known: the window and zero-length rows are counted as they come, and with a cap
+/// only the earliest rows are held (at most about twice the cap).
+pub(crate) struct Selector<'o> {
+    o: &'o TraceOptions,
+    t0: i64,
+    start: u64,
+    end: Option<u64>,
+    stats: TraceStats,
+    kept: Vec<Row>,
+}
+
+impl<'o> Selector<'o> {
+    pub(crate) fn new(t0: i64, o: &'o TraceOptions) -> Selector<'o> {
+        let start = u64::try_from(o.window_start.as_nanos()).unwrap_or(u64::MAX);
+        let end = o
+            .window_duration
+            .map(|d| start.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)));
+        Selector { o, t0, start, end, stats: TraceStats::default(), kept: Vec::new() }
+    }
+
+    pub(crate) fn push(&mut self, row: Row) {
+        let offset = row.time_ns.abs_diff(self.t0);
+        if offset < self.start || self.end.is_some_and(|e| offset >= e) {
+            self.stats.outside_window += 1;
         } else if row.input == 0 || row.output == 0 {
-            stats.zero_length += 1;
-        } else if o.max_requests.is_some_and(|m| out.len() >= m) {
-            stats.over_cap += 1;
+            self.stats.zero_length += 1;
         } else {
-            let delta = offset - start;
-            let arrival =
-                if o.speedup == 1.0 { delta } else { (delta as f64 / o.speedup).round() as u64 };
-            out.push((arrival, row));
+            self.kept.push(row);
+            if let Some(m) = self.o.max_requests {
+                if self.kept.len() >= 2 * m + 1024 {
+                    self.trim(m);
+                }
+            }
         }
     }
-    (out, stats)
+
+    /// Keep the `m` earliest rows (file order among equal instants); the rest are over cap.
+    fn trim(&mut self, m: usize) {
+        self.kept.sort_by_key(|r| (r.time_ns, r.line));
+        self.stats.over_cap += self.kept.len().saturating_sub(m);
+        self.kept.truncate(m);
+    }
+
+    pub(crate) fn finish(mut self) -> (Vec<(u64, Row)>, TraceStats) {
+        match self.o.max_requests {
+            Some(m) => self.trim(m),
+            None => self.kept.sort_by_key(|r| (r.time_ns, r.line)),
+        }
+        let (t0, start, speedup) = (self.t0, self.start, self.o.speedup);
+        let out = self
+            .kept
+            .into_iter()
+            .map(|row| {
+                let delta = row.time_ns.abs_diff(t0) - start;
+                let arrival =
+                    if speedup == 1.0 { delta } else { (delta as f64 / speedup).round() as u64 };
+                (arrival, row)
+            })
+            .collect();
+        (out, self.stats)
+    }
 }
 
 /// Shared block texts, and each request's pieces.
@@ -511,5 +572,20 @@ mod tests {
             s,
             TraceStats { rows: 0, filtered: 0, outside_window: 2, zero_length: 1, over_cap: 1 }
         );
+    }
+
+    #[test]
+    fn a_capped_selection_holds_the_earliest_rows_whatever_their_order() {
+        // 5,000 rows out of order (times repeat), cap 7: the 7 earliest by time, then line,
+        // as a sort of the whole would give; everything else over the cap.
+        let rows: Vec<Row> =
+            (0..5000usize).map(|i| row(i + 1, ((i * 7919) % 4999) as i64 / 3, 5, 5)).collect();
+        let mut sorted = rows.clone();
+        sorted.sort_by_key(|r| (r.time_ns, r.line));
+        let want: Vec<usize> = sorted.iter().take(7).map(|r| r.line).collect();
+        let o = TraceOptions { max_requests: Some(7), ..TraceOptions::default() };
+        let (a, s) = arrivals(rows, &o);
+        assert_eq!(a.iter().map(|(_, l)| *l).collect::<Vec<_>>(), want);
+        assert_eq!(s.over_cap, 4993);
     }
 }

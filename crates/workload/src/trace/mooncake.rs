@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use rayon::prelude::*;
 use serde::Deserialize;
 
 use super::Row;
@@ -89,13 +88,15 @@ fn parse_line(path: &Path, line: usize, text: &str, bs: u64) -> Result<Row, Data
     })
 }
 
-pub(crate) fn parse(path: &Path, text: &str, bs: u64) -> Result<Vec<Row>, DatasetError> {
-    let lines: Vec<(usize, &str)> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| (i + 1, l))
-        .collect();
-    // The first error in file order, whatever thread found it.
-    lines.par_iter().map(|&(n, l)| parse_line(path, n, l, bs)).collect()
+/// Call `f` with each row of the trace at `path`, read one line at a time (a trace of
+/// hundreds of MB is never held whole).
+pub(crate) fn for_each_row(
+    path: &Path,
+    bs: u64,
+    mut f: impl FnMut(Row),
+) -> Result<(), DatasetError> {
+    crate::error::for_each_line(path, |n, l| {
+        f(parse_line(path, n, l, bs)?);
+        Ok(true)
+    })
 }
