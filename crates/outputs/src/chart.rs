@@ -245,6 +245,17 @@ pub fn log_ticks(lo: f64, hi: f64, base: f64) -> Vec<f64> {
     out
 }
 
+/// How many labels a linear x axis over `[lo, hi]` gets: 12, or when every value is a whole
+/// number (steps, runs) no more than the whole numbers in it, so that no label falls between
+/// two of them (a step 2.5 means nothing).
+pub fn x_label_count(lo: f64, hi: f64, whole: bool) -> usize {
+    if !(whole && lo.is_finite() && hi.is_finite()) {
+        return 12;
+    }
+    let n = (hi.floor() - lo.ceil() + 1.0).max(1.0);
+    (n as usize).min(12)
+}
+
 /// Short tick labels: `2`, `1.5`, `250`, `2k`, `12.5k`, `0.05`.
 pub fn tick(v: f64) -> String {
     let a = v.abs();
@@ -272,6 +283,7 @@ fn draw<DB, X, Y>(
     root: &DrawingArea<DB, Shift>,
     c: &Chart,
     legend: Corner,
+    x_labels: usize,
     x: X,
     y: Y,
 ) -> Result<(), String>
@@ -300,7 +312,7 @@ where
         .y_desc(&c.y_label)
         .axis_desc_style((FAMILY, 19))
         .label_style((FAMILY, 16))
-        .x_labels(12)
+        .x_labels(x_labels)
         .y_labels(12)
         .x_label_formatter(&|v| tick(*v))
         .y_label_formatter(&|v| tick(*v))
@@ -326,9 +338,14 @@ where
                 .map_err(e)?;
         }
         let note_style = TextStyle::from((FAMILY, 15)).color(&color);
+        // A note reads away from the nearer edge: left of a point in the right half, so the
+        // last point's note is not cut off by the plot's edge.
+        let mid = (xr.start + xr.end) / 2.0;
         chart
             .draw_series(s.points.iter().zip(&s.notes).map(|(&p, n)| {
-                EmptyElement::at(p) + Text::new(n.clone(), (12, -28), note_style.clone())
+                let (dx, anchor) = if p.0 > mid { (-10, HPos::Right) } else { (10, HPos::Left) };
+                let style = note_style.pos(Pos::new(anchor, VPos::Bottom));
+                EmptyElement::at(p) + Text::new(n.clone(), (dx, -10), style)
             }))
             .map_err(e)?;
     }
@@ -400,11 +417,14 @@ fn draw_any<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, c: &Chart) -> Res
     let log = |lo: f64, hi: f64, base: f64| {
         (lo..hi).log_scale().base(base).with_key_points(log_ticks(lo, hi, base))
     };
+    // A linear x of whole numbers only (steps, runs) is labelled at whole numbers only.
+    let whole = xs().next().is_some() && xs().all(|x| x.fract() == 0.0);
+    let n = if c.x_log.is_some() { 12 } else { x_label_count(x0, x1, whole) };
     match (c.x_log, c.y_log) {
-        (Some(bx), Some(by)) => draw(root, c, legend, log(x0, x1, bx), log(y0, y1, by)),
-        (Some(bx), None) => draw(root, c, legend, log(x0, x1, bx), y0..y1),
-        (None, Some(by)) => draw(root, c, legend, x0..x1, log(y0, y1, by)),
-        (None, None) => draw(root, c, legend, x0..x1, y0..y1),
+        (Some(bx), Some(by)) => draw(root, c, legend, n, log(x0, x1, bx), log(y0, y1, by)),
+        (Some(bx), None) => draw(root, c, legend, n, log(x0, x1, bx), y0..y1),
+        (None, Some(by)) => draw(root, c, legend, n, x0..x1, log(y0, y1, by)),
+        (None, None) => draw(root, c, legend, n, x0..x1, y0..y1),
     }
 }
 
@@ -497,6 +517,16 @@ mod tests {
         assert_eq!(log_ticks(0.8, 70.0, 2.0), [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]);
         assert_eq!(log_ticks(150.0, 2100.0, 10.0), [200.0, 500.0, 1000.0, 2000.0]);
         assert!(log_ticks(0.0, 10.0, 10.0).is_empty());
+    }
+
+    #[test]
+    fn whole_number_axes_get_no_labels_between_whole_numbers() {
+        assert_eq!(x_label_count(-0.4, 5.6, true), 6);
+        assert_eq!(x_label_count(-0.16, 2.24, true), 3);
+        assert_eq!(x_label_count(0.0, 30.0, true), 12);
+        assert_eq!(x_label_count(-0.4, 5.6, false), 12);
+        assert_eq!(x_label_count(0.2, 0.8, true), 1);
+        assert_eq!(x_label_count(f64::NAN, 1.0, true), 12);
     }
 
     #[test]
