@@ -214,10 +214,19 @@ pub async fn compare(a: CompareArgs) -> Result<ExitStatus, Failure> {
 pub async fn report(a: ReportArgs) -> Result<ExitStatus, Failure> {
     let o = CompareOptions::from_flags(a.min_success_rate, a.resamples, a.seed)
         .map_err(Failure::usage)?;
-    let mut sources = Sources::new(a.db.db.clone());
+    // Headline figures first (a few kB a run); the summaries and records only for a report
+    // small enough to show them (report::DETAIL_RUNS).
+    let mut sources = Sources::new(a.db.db.clone()).headline_only(true);
     let mut runs = Vec::new();
     for spec in &a.runs {
         runs.extend(sources.runs(spec).map_err(Failure::usage)?);
+    }
+    if runs.len() <= servelab_compare::report::DETAIL_RUNS {
+        let mut sources = Sources::new(a.db.db.clone());
+        runs.clear();
+        for spec in &a.runs {
+            runs.extend(sources.runs(spec).map_err(Failure::usage)?);
+        }
     }
     let title = a.title.clone();
     let r = tokio::task::spawn_blocking(move || servelab_compare::report::build(&title, runs, &o))

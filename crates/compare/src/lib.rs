@@ -33,4 +33,4 @@ pub use compare::{
 pub use data::{Identity, RunData, Samples, Subject, SCENARIO_TAG};
 pub use narrative::{written_summary, Finding};
 pub use rank::{group, rankings, LevelRanking, Series};
-pub use sources::{load_run, subjects_of, Sources};
+pub use sources::{load_run, load_run_headline, subjects_of, Sources};

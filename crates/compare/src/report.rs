@@ -54,16 +54,26 @@ pub struct Report {
     /// Where the deployment charts' SVG files are, relative to the Markdown file; the
     /// Markdown links them when set (the HTML has them inline).
     pub chart_dir: Option<String>,
+    /// At most [`DETAIL_RUNS`] runs: the report also holds each run's configuration, summary
+    /// block and charts, the comparisons and the rankings at every point. Beyond, it is the
+    /// summary and the per-scenario sections, with a table of every run's figures.
+    pub detail: bool,
 }
+
+/// Up to this many runs a report holds every run's details. 128 sweep points made 32
+/// "Comparison" and 32 "Rankings" sections, 1,700 lines and 89 s; the per-scenario tables
+/// already compare them point by point.
+pub const DETAIL_RUNS: usize = 32;
 
 /// Build the report of these runs (grouped by name into series, by load into points).
 pub fn build(title: &str, runs: Vec<RunData>, o: &CompareOptions) -> Report {
+    let detail = runs.len() <= DETAIL_RUNS;
     let views = scenario_views(&runs);
     let series = group(runs);
     let mut comparisons = Vec::new();
     // One comparison per workload and load: two scenarios (or prompt counts) at one load are
     // never each other's baseline.
-    let ids = identities(&series);
+    let ids = if detail { identities(&series) } else { Vec::new() };
     for id in &ids {
         let subjects: Vec<Subject> =
             series.iter().filter_map(|s| s.at_identity(id).cloned()).collect();
@@ -74,7 +84,7 @@ pub fn build(title: &str, runs: Vec<RunData>, o: &CompareOptions) -> Report {
     let verdicts = verdicts(&views, o);
     Report {
         title: title.to_string(),
-        rankings: rankings(&series, o),
+        rankings: if detail { rankings(&series, o) } else { Vec::new() },
         findings: written_summary(&views, &verdicts, o),
         series,
         comparisons,
@@ -83,7 +93,37 @@ pub fn build(title: &str, runs: Vec<RunData>, o: &CompareOptions) -> Report {
         options: *o,
         per_deployment: false,
         chart_dir: None,
+        detail,
     }
+}
+
+/// What a report of more than [`DETAIL_RUNS`] runs leaves out, and where to find it.
+fn brief_note(r: &Report) -> String {
+    format!(
+        "This report covers {} runs (more than {DETAIL_RUNS}): each run's configuration, summary \
+         block and charts, and the comparisons and rankings at each point are left out; the \
+         tables above compare the deployments point by point. For one point's noise bands: \
+         `servelab compare A B`; for one run's block: `servelab runs show ID`.",
+        runs(r).len()
+    )
+}
+
+/// Each run's summary block as `runs show` prints it (a run known only by its headline, an
+/// import, has its figures instead).
+fn run_blocks(r: &Report) -> Vec<(String, String)> {
+    runs(r)
+        .into_iter()
+        .map(|(name, d)| {
+            let block = match &d.summary {
+                Some(s) => servelab_outputs::vllm_block(s),
+                None => HEADLINE
+                    .iter()
+                    .map(|m| format!("{:<40} {}\n", m.label(), num(d.headline.get(m))))
+                    .collect(),
+            };
+            (name, block)
+        })
+        .collect()
 }
 
 /// The views worth a deployment section: two or more deployments, or one at two or more
@@ -552,6 +592,12 @@ pub fn markdown(r: &Report) -> String {
         }
         out.push('\n');
     }
+    if !r.detail {
+        out.push_str("## Results\n\n");
+        out.push_str(&summary_table(r).to_markdown());
+        out.push_str(&format!("\n{}\n", md(&brief_note(r))));
+        return servelab_outputs::term::sanitize(&out).into_owned();
+    }
     out.push_str("## Configuration\n\n");
     out.push_str(&config_table(r).to_markdown());
     out.push_str("\n## Results\n\n");
@@ -604,6 +650,10 @@ pub fn markdown(r: &Report) -> String {
         out.push('\n');
     }
     out.push_str("\nCharts (TTFT and ITL distributions, requests in flight and output token throughput over each run, with the engine's own series where it has /metrics, and each series' curves against load) are in the HTML twin of this report.\n");
+    out.push_str("\n## Runs\n");
+    for (name, block) in run_blocks(r) {
+        out.push_str(&format!("\n### {}\n\n```\n{block}```\n", md(&name)));
+    }
     // No raw control character (an imported model name's escape sequence) reaches the file.
     servelab_outputs::term::sanitize(&out).into_owned()
 }
@@ -652,6 +702,12 @@ pub fn html(r: &Report) -> String {
         }
         out.push_str("</div>\n");
     }
+    if !r.detail {
+        out.push_str("<h2 id=\"results\">Results</h2>\n");
+        out.push_str(&html_table(&summary_table(r)));
+        out.push_str(&format!("<p class=\"notes\">{}</p>\n", esc(&brief_note(r))));
+        return page(&r.title, &out);
+    }
     out.push_str("<h2 id=\"charts\">Charts</h2>\n");
     for c in charts(r) {
         out.push_str(&figure(&c));
@@ -687,6 +743,10 @@ pub fn html(r: &Report) -> String {
             out.push_str(&format!("<h2>Rankings at {}</h2>\n", esc(&point)));
             out.push_str(&html_table(&t));
         }
+    }
+    out.push_str("<h2 id=\"runs\">Runs</h2>\n");
+    for (name, block) in run_blocks(r) {
+        out.push_str(&format!("<h3>{}</h3>\n<pre>{}</pre>\n", esc(&name), esc(&block)));
     }
     out.push_str("<p class=\"notes\">Generated by servelab report. Verdict and summary rules: docs/store.md.</p>\n");
     page(&r.title, &out)

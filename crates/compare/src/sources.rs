@@ -12,12 +12,13 @@ use crate::data::{Identity, RunData, Subject, SCENARIO_TAG};
 pub struct Sources {
     db: Option<PathBuf>,
     store: Option<Store>,
+    headline_only: bool,
 }
 
 impl Sources {
     /// Operands resolve against the store at `db` (default: the user's data dir).
     pub fn new(db: Option<PathBuf>) -> Sources {
-        Sources { db, store: None }
+        Sources { db, store: None, headline_only: false }
     }
 
     fn store(&mut self) -> Result<&Store, String> {
@@ -49,10 +50,18 @@ impl Sources {
                 })
                 .collect());
         }
+        let load = if self.headline_only { load_run_headline } else { load_run };
         let store =
             self.store().map_err(|e| format!("no run '{spec}': {e}; and it is not a file"))?;
         let ids = store.resolve(spec).map_err(|e| format!("{e}; '{spec}' is not a file either"))?;
-        ids.into_iter().map(|id| load_run(store, id).map_err(|e| e.to_string())).collect()
+        ids.into_iter().map(|id| load(store, id).map_err(|e| e.to_string())).collect()
+    }
+
+    /// Load stored runs by their headline figures and configuration only, without summaries
+    /// or records (see [`load_run_headline`]).
+    pub fn headline_only(mut self, yes: bool) -> Sources {
+        self.headline_only = yes;
+        self
     }
 
     /// The subjects an operand names, for `compare`: one per identity (workload and load)
@@ -123,18 +132,38 @@ fn sweep_file(path: &Path, spec: &str) -> Result<Option<Vec<RunData>>, String> {
 /// What the name of a run the engine model predicted ends with.
 pub const PREDICTED: &str = " (predicted)";
 
+/// The display name of a stored run: its label (else `#id`), its sweep scenario, and
+/// whether it was predicted.
+fn stored_name(row: &servelab_store::RunRow, id: i64) -> String {
+    let mut name = row.label.clone().unwrap_or_else(|| format!("#{id}"));
+    // A sweep's points share its label; each scenario is its own series, so a report never
+    // takes two scenarios at one load for repeats of each other.
+    if let Some((_, scenario)) = row.tags.iter().find(|(k, _)| k == "sweep.scenario") {
+        name = format!("{name} [{scenario}]");
+    }
+    if row.kind.is_predicted() {
+        name.push_str(PREDICTED);
+    }
+    name
+}
+
+/// A stored run by its headline figures, configuration and tags, without its summary and
+/// records: no per-request samples, per-run charts or summary block, but a report of 128
+/// runs reads a few kB per run instead of megabytes.
+pub fn load_run_headline(store: &Store, id: i64) -> Result<RunData, servelab_store::StoreError> {
+    let (row, config) = store.run_config(id)?;
+    let mut data = RunData::from_headline(&stored_name(&row, id), &config.info, row.headline);
+    data.id = Some(id);
+    data.status = servelab_store::status_word(row.status).into();
+    data.config = Some(config);
+    data.tags = row.tags;
+    Ok(data)
+}
+
 /// A stored run as comparison data; a run that never finished is summarized from its records.
 pub fn load_run(store: &Store, id: i64) -> Result<RunData, servelab_store::StoreError> {
     let run = store.run(id)?;
-    let mut name = run.row.label.clone().unwrap_or_else(|| format!("#{id}"));
-    // A sweep's points share its label; each scenario is its own series, so a report never
-    // takes two scenarios at one load for repeats of each other.
-    if let Some((_, scenario)) = run.row.tags.iter().find(|(k, _)| k == "sweep.scenario") {
-        name = format!("{name} [{scenario}]");
-    }
-    if run.row.kind.is_predicted() {
-        name.push_str(PREDICTED);
-    }
+    let name = stored_name(&run.row, id);
     let mut data = match store.summary_of(id)? {
         Some((s, records)) => RunData::from_summary(&name, s, records),
         None => RunData::from_headline(&name, &run.config.info, run.row.headline),

@@ -463,3 +463,29 @@ fn published_verdicts_tell_nine_models_apart() {
         "llama-3.3-70b-awq improves significantly over llama-3.3-70b-fp8 at 1 concurrent (one model by label: llama-3.3-70b)."
     );
 }
+
+/// Issue 25 item 9: a report over many runs reads top-down (one summary, then the scenario
+/// sections, then one table of the runs), without a comparison and a ranking per point.
+#[test]
+fn a_report_of_many_runs_is_one_summary_then_the_scenarios() {
+    let mut runs = Vec::new();
+    for dep in ["a", "b", "c", "d", "e"] {
+        for (sc, ds) in [("500x100", "random(500:100)"), ("3000x150", "random(3000:150)")] {
+            for c in [1u64, 2, 4, 8] {
+                let f = [100.0 * c as f64, 50.0 + c as f64, 10.0];
+                let r = run(&format!("{dep} [{sc}]"), ds, 10 * c, Some(c), f);
+                runs.push(tagged(r, &[(SCENARIO_TAG, sc)]));
+            }
+        }
+    }
+    assert_eq!(runs.len(), 40);
+    let r = build("Many", runs, &CompareOptions::default());
+    assert!(!r.detail && r.comparisons.is_empty() && r.rankings.is_empty());
+    let md = markdown(&r);
+    let h2: Vec<&str> = md.lines().filter(|l| l.starts_with("## ")).collect();
+    assert_eq!(h2, ["## Summary of results", "## Deployments by scenario", "## Results"]);
+    assert_eq!(md.matches("\n### ").count(), 2, "one section per scenario");
+    assert!(md.contains("This report covers 40 runs (more than 32)"), "{md}");
+    let page = html(&r);
+    assert!(!page.contains("Comparison at") && !page.contains("Rankings at"));
+}

@@ -97,6 +97,17 @@ fn no_raw_control_bytes_and_no_309_digit_figures_in_the_report() {
     }
 }
 
+/// Issue 25 item 6: the report embeds every run's summary block (no `runs show` per run).
+#[test]
+fn the_report_embeds_each_runs_summary_block() {
+    let r = sample_report();
+    let md = markdown(&r);
+    let runs = md.split_once("\n## Runs\n").expect("a Runs section").1;
+    assert_eq!(runs.matches("Serving Benchmark Result").count(), 4, "{runs}");
+    assert!(runs.contains("### engine-b @ c=4"), "{runs}");
+    assert_eq!(html(&r).matches("Serving Benchmark Result").count(), 4);
+}
+
 #[test]
 fn markdown_report_snapshot() {
     insta::assert_snapshot!(markdown(&sample_report()));

@@ -11,7 +11,8 @@ fn section(out: &mut String, header: &str, name: &str, d: &Distribution) {
     rule(out, header, '-');
     kv(out, &format!("Mean {name} (ms):"), f2(d.mean));
     kv(out, &format!("Median {name} (ms):"), f2(d.median));
-    for (p, v) in &d.percentiles {
+    // The median is P50: a second row with the same value reads as two figures.
+    for (p, v) in d.percentiles.iter().filter(|(p, _)| *p != 50.0) {
         kv(out, &format!("P{} {name} (ms):", pct_word(*p)), f2(*v));
     }
 }

@@ -228,6 +228,17 @@ fn text_snapshot() {
     insta::assert_snapshot!("text", render_text(&fixture()));
 }
 
+/// Issue 25 item 14: every section printed Median and P50, the same figure twice.
+#[test]
+fn the_median_is_not_repeated_as_p50() {
+    let s = fixture();
+    assert!(s.ttft_ms.percentiles.iter().any(|(p, _)| *p == 50.0), "the fixture has a p50");
+    let text = render_text(&s);
+    assert!(text.contains("Median TTFT (ms):"), "{text}");
+    assert!(!text.contains("P50 "), "{text}");
+    assert!(text.contains("P99 TTFT (ms):"), "{text}");
+}
+
 /// The simulator's log next to the measurement, and a counted re-send.
 #[test]
 fn simulator_truth_adds_its_section() {

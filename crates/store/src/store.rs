@@ -473,6 +473,35 @@ impl Store {
         Ok(row)
     }
 
+    /// A run's row and configuration only, without its summary, records or imported file:
+    /// what a report of many runs needs (the summary and records of 128 sweep points are
+    /// hundreds of MB of JSON to parse).
+    pub fn run_config(&self, id: RunId) -> Result<(RunRow, RunConfig), StoreError> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS}, r.config_json FROM runs r \
+             LEFT JOIN summaries s ON s.run_id = r.id WHERE r.id = ?1"
+        );
+        let found = self
+            .conn
+            .query_row(&sql, params![id], |r| {
+                let row = read_row(r)?;
+                let config: String = r.get(RUN_COLUMN_COUNT)?;
+                Ok((row, config))
+            })
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        let Some((row, config)) = found else {
+            return Err(StoreError::NoSuchRun(id.to_string()));
+        };
+        let config: RunConfig = serde_json::from_str(&config).map_err(|e| StoreError::Corrupt {
+            path: self.path.clone(),
+            id,
+            what: "configuration",
+            source: e,
+        })?;
+        Ok((self.with_tags(row)?, config))
+    }
+
     /// One run with its configuration, summary and (for imports) original file.
     pub fn run(&self, id: RunId) -> Result<StoredRun, StoreError> {
         let sql = format!(
