@@ -613,9 +613,11 @@ pub struct SweepArgs {
     /// repeatable. Without --scenario or --suite, the bench dataset options make one scenario.
     #[arg(long = "scenario", value_name = "ISL:OSL", help_heading = "Sweep")]
     pub scenarios: Vec<String>,
-    /// A YAML suite of named scenarios, or `classic` (ShareGPT 10,000 prompts, which needs
-    /// --dataset-path; random 1024:1024, 2000:6000, 6000:2000).
-    #[arg(long, value_name = "FILE|classic", help_heading = "Sweep")]
+    /// A YAML suite of named scenarios, or a built-in one: `classic` (ShareGPT 10,000
+    /// prompts, which needs --dataset-path; random 1024:1024, 2000:6000, 6000:2000, over the
+    /// command's grid) or `lmdeploy` (the same four cases with 10,000, 2,000, 500 and 500
+    /// prompts, each sent all at once).
+    #[arg(long, value_name = "FILE|classic|lmdeploy", help_heading = "Sweep")]
     pub suite: Option<String>,
     /// Prompts per point = this × the level (concurrency, or req/s), clamped to
     /// [--min-prompts, --max-prompts], so each point reaches steady state.

@@ -174,7 +174,13 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
     }
     let result = servelab_sweep::run_sweep(&plan, &mut c).await;
     c.shutdown().await;
-    sweep_outputs(&plan, result.map_err(Failure::runtime)?, "Sweep results")
+    let result = result.map_err(Failure::runtime)?;
+    // `--format sglang`: every case's block in SGLang's layout first, as the scripted suites
+    // print them (blocks.txt keeps vLLM's).
+    if a.bench.format == args::RunFormat::Sglang {
+        term::stdout(&servelab_sweep::render::point_blocks(&result, true));
+    }
+    sweep_outputs(&plan, result, "Sweep results")
 }
 
 /// A sweep as shard k of N (docs/scale.md): every point a sharded run merged on every shard;

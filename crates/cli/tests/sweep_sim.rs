@@ -241,3 +241,51 @@ async fn ctrl_c_stops_keeps_partial_results_and_resume_finishes() {
     assert_eq!(read_sweep(dir.path()).scenarios[0].points.len(), 2);
     sim.shutdown().await;
 }
+
+/// Issue 25 item 7: a scripted suite whose cases send their prompts all at once is no load
+/// curve ("Saturation: no points measured" was wrong), and every case's block is kept.
+#[tokio::test]
+async fn an_all_at_once_suite_keeps_each_cases_block_and_has_no_curve() {
+    let sim = sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(
+        &suite,
+        "scenarios:\n  - name: burst\n    dataset: { kind: random, input_len: 16, output_len: 4 }\n    request_rate: [inf]\n    num_prompts: [6]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let args = [
+        "servelab",
+        "sweep",
+        "--base-url",
+        &sim.base_url(),
+        "--no-progress",
+        "--no-store",
+        "--settle-secs",
+        "0",
+        "--suite",
+        suite.to_str().unwrap(),
+        "--output-dir",
+        out.to_str().unwrap(),
+        "--format",
+        "sglang",
+    ];
+    let cli = Cli::try_parse_from(args).expect("valid args");
+    let Command::Sweep(a) = cli.command else { unreachable!("sweep subcommand") };
+    let (_tx, rx) = watch::channel(false);
+    let status = tokio::time::timeout(Duration::from_secs(60), servelab::sweep(&a, rx))
+        .await
+        .expect("sweep finished within 60 s");
+    assert!(matches!(status, Ok(ExitStatus::Success)), "{status:?}");
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(!md.contains("no points measured"), "{md}");
+    assert!(
+        md.contains("Saturation: not applicable; every level sends all its prompts at once"),
+        "{md}"
+    );
+    let blocks = std::fs::read_to_string(out.join("blocks.txt")).unwrap();
+    assert!(blocks.starts_with("== burst · inf · 6 prompts ==\n"), "{blocks}");
+    assert_eq!(blocks.matches("Serving Benchmark Result").count(), 1, "{blocks}");
+    assert!(blocks.contains("Successful requests:                     6"), "{blocks}");
+}

@@ -249,6 +249,29 @@ pub fn summary_markdown(r: &SweepResult, cols: &[Column]) -> String {
     out
 }
 
+/// Each grid point's summary block under a heading naming its scenario, load and prompt count,
+/// as a scripted suite prints one block per case: vLLM's layout, or SGLang's (`sglang`).
+pub fn point_blocks(r: &SweepResult, sglang: bool) -> String {
+    let mut out = String::new();
+    for s in &r.scenarios {
+        for p in &s.points {
+            out.push_str(&format!(
+                "== {} · {} · {} prompts ==\n",
+                s.name,
+                p.load.label(),
+                p.num_prompts
+            ));
+            out.push_str(&if sglang {
+                servelab_outputs::sglang_block(&p.summary)
+            } else {
+                servelab_outputs::vllm_block(&p.summary)
+            });
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -307,7 +307,8 @@ pub fn without_request_rows(r: &SweepResult) -> SweepResult {
     r
 }
 
-/// Write `summary.md`, `<scenario>.csv`, `sweep.json` and the charts; returns the paths.
+/// Write `summary.md`, `blocks.txt` (each point's summary block), `<scenario>.csv`,
+/// `sweep.json` and the charts; returns the paths.
 pub fn write_outputs(
     dir: &Path,
     r: &SweepResult,
@@ -321,6 +322,8 @@ pub fn write_outputs(
         Ok(())
     };
     put("summary.md".into(), summary_markdown(r, cols).as_bytes())?;
+    // One block per case, as the scripted suites publish them.
+    put("blocks.txt".into(), crate::render::point_blocks(r, false).as_bytes())?;
     for s in &r.scenarios {
         let all: Vec<PointResult> = s.points.iter().chain(&s.probes).cloned().collect();
         put(format!("{}.csv", servelab_outputs::file_safe(&s.name)), csv(&all).as_bytes())?;

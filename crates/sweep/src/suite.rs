@@ -97,15 +97,45 @@ pub fn classic() -> Vec<Scenario> {
     vec![sharegpt, random(1024, 1024), random(2000, 6000), random(6000, 2000)]
 }
 
-/// `classic`, or the path of a suite YAML file.
+/// The LMDeploy-style scripted suite: the four cases of LMDeploy's serving benchmark script,
+/// each one case of its own prompt count sent all at once (rate inf, no cap): ShareGPT 10,000
+/// prompts (needs `--dataset-path`), random 1024:1024 with 2,000, 2000:6000 and 6000:2000 with
+/// 500 each. The command's grid does not apply: a case is its count.
+pub fn lmdeploy() -> Vec<Scenario> {
+    let all_at_once = |mut s: Scenario, n: usize| {
+        let inf = Level::Rate(f64::INFINITY);
+        s.loads = Some(vec![inf]);
+        s.level_prompts = vec![(inf, n)];
+        s
+    };
+    let random = |i: u64, o: u64, n: usize| {
+        let name = format!("random-{i}x{o}");
+        all_at_once(Scenario::new(name, DatasetChoice::Random { input_len: i, output_len: o }), n)
+    };
+    let sharegpt =
+        Scenario::new("sharegpt", DatasetChoice::Sharegpt { path: None, output_len: None });
+    vec![
+        all_at_once(sharegpt, 10_000),
+        random(1024, 1024, 2000),
+        random(2000, 6000, 500),
+        random(6000, 2000, 500),
+    ]
+}
+
+/// The built-in suites: `--suite NAME`.
+pub const PRESETS: [&str; 2] = ["classic", "lmdeploy"];
+
+/// `classic`, `lmdeploy`, or the path of a suite YAML file.
 pub fn load_suite(spec: &str) -> Result<Vec<Scenario>, SweepError> {
-    if spec == "classic" {
-        return Ok(classic());
+    match spec {
+        "classic" => return Ok(classic()),
+        "lmdeploy" => return Ok(lmdeploy()),
+        _ => {}
     }
     let path = Path::new(spec);
     let text = std::fs::read_to_string(path).map_err(|e| SweepError::Suite {
         path: path.to_path_buf(),
-        message: format!("{e} (give a YAML file, or the built-in suite name 'classic')"),
+        message: format!("{e} (give a YAML file, or a built-in suite: classic, lmdeploy)"),
     })?;
     parse_suite(&text)
         .map_err(|e| SweepError::Suite { path: path.to_path_buf(), message: e.to_string() })
@@ -332,6 +362,29 @@ scenarios:
         assert_eq!(classic()[0].num_prompts, Some(10_000));
     }
 
+    /// Issue 25 item 7: the preset carries its cases' prompt counts and sends each case all
+    /// at once, as LMDeploy's script does; the file version is the same suite.
+    #[test]
+    fn lmdeploy_preset_has_its_counts_all_at_once() {
+        let s = lmdeploy();
+        let inf = Level::Rate(f64::INFINITY);
+        let cases: Vec<(String, Vec<(Level, usize)>)> =
+            s.iter().map(|c| (c.name.clone(), c.level_prompts.clone())).collect();
+        assert_eq!(
+            cases,
+            [
+                ("sharegpt".to_string(), vec![(inf, 10_000)]),
+                ("random-1024x1024".to_string(), vec![(inf, 2000)]),
+                ("random-2000x6000".to_string(), vec![(inf, 500)]),
+                ("random-6000x2000".to_string(), vec![(inf, 500)]),
+            ]
+        );
+        assert!(s.iter().all(|c| c.loads == Some(vec![inf])));
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/suites");
+        assert_eq!(load_suite(&format!("{dir}/lmdeploy.yaml")).unwrap(), s);
+        assert_eq!(load_suite("lmdeploy").unwrap(), s);
+    }
+
     #[test]
     fn example_suites_parse() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/suites");
@@ -353,6 +406,6 @@ scenarios:
     fn missing_suite_file_says_what_to_give() {
         let e = load_suite("/nonexistent/suite.yaml").unwrap_err().to_string();
         assert!(e.starts_with("cannot read suite /nonexistent/suite.yaml: "), "{e}");
-        assert!(e.ends_with("(give a YAML file, or the built-in suite name 'classic')"), "{e}");
+        assert!(e.ends_with("(give a YAML file, or a built-in suite: classic, lmdeploy)"), "{e}");
     }
 }
