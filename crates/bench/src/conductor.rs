@@ -146,7 +146,12 @@ impl Conductor {
         let slots = spec.max_num_seqs.map_or(String::new(), |n| format!(", {n} sequence slots"));
         let timing = match &spec.engine {
             Some(p) => format!("the engine model of {}{slots}", p.display()),
-            None => format!("servelab sim defaults: TTFT 50 ms, ITL 10 ms{slots}"),
+            // Said plainly: a workload or load flag leaves the zero-setup engine model, and a
+            // reader must not take these fixed delays for a modeled server's.
+            None => format!(
+                "fixed timing, not an engine model: TTFT 50 ms, ITL 10 ms{slots}; \
+                 --sim-engine NAME|FILE for a modeled deployment"
+            ),
         };
         term::note(&format!(
             "No --base-url given: benchmarking the built-in simulator at {url} ({timing}). \
