@@ -31,7 +31,14 @@ impl Cli {
         };
         match (&mut cli.command, matches.subcommand()) {
             (Command::Bench(a), Some(("bench", m))) => a.zero_setup = zero_setup(&cmd, m),
-            (Command::Sweep(a), Some(("sweep", m))) => a.request_rate_given = given(m),
+            (Command::Sweep(a), Some(("sweep", m))) => {
+                a.request_rate_given = given(m);
+                a.backend_given = m
+                    .get_raw("backend")
+                    .and_then(|mut v| v.next())
+                    .filter(|_| m.value_source("backend") == Some(clap::parser::ValueSource::CommandLine))
+                    .map(|v| v.to_string_lossy().into_owned());
+            }
             (Command::Predict(a), Some(("predict", m))) => a.sweep.request_rate_given = given(m),
             _ => {}
         }
@@ -604,6 +611,10 @@ pub struct SweepArgs {
     /// single `inf` is the grid (one point, all at once), not the default concurrency grid.
     #[arg(skip)]
     pub request_rate_given: bool,
+    /// Set by [`Cli::parse_args`]: `--backend` as typed (`vllm`, `sglang`), which the API
+    /// flavour (`openai`) forgets; SGLang's block prints it as `Backend:`.
+    #[arg(skip)]
+    pub backend_given: Option<String>,
 
     /// Concurrency levels to sweep (closed loop), e.g. 1,2,4,8. Default 1,2,4,8,16,32,64
     /// unless --request-rate lists rates (e.g. --request-rate 1,2,4 sweeps the rate).

@@ -178,7 +178,8 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
     // `--format sglang`: every case's block in SGLang's layout first, as the scripted suites
     // print them (blocks.txt keeps vLLM's).
     if a.bench.format == args::RunFormat::Sglang {
-        term::stdout(&servelab_sweep::render::point_blocks(&result, true));
+        let backend = a.backend_given.as_deref();
+        term::stdout(&servelab_sweep::render::point_blocks(&result, Some(backend)));
     }
     sweep_outputs(&plan, result, "Sweep results")
 }

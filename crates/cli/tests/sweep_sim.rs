@@ -289,3 +289,16 @@ async fn an_all_at_once_suite_keeps_each_cases_block_and_has_no_curve() {
     assert_eq!(blocks.matches("Serving Benchmark Result").count(), 1, "{blocks}");
     assert!(blocks.contains("Successful requests:                     6"), "{blocks}");
 }
+
+/// Issue 25 item 7: `--backend vllm` is an alias of the completions API; the SGLang-layout
+/// blocks of a sweep print the backend as typed, not `openai`.
+#[test]
+fn the_backend_as_typed_reaches_the_sglang_blocks() {
+    let args = ["servelab", "sweep", "--backend", "vllm", "--format", "sglang"];
+    let cli = Cli::parse_args(args.map(std::ffi::OsString::from)).expect("valid args");
+    let Command::Sweep(a) = cli.command else { unreachable!("sweep subcommand") };
+    assert_eq!(a.backend_given.as_deref(), Some("vllm"));
+    let cli = Cli::parse_args(["servelab", "sweep"].map(std::ffi::OsString::from)).unwrap();
+    let Command::Sweep(a) = cli.command else { unreachable!("sweep subcommand") };
+    assert_eq!(a.backend_given, None, "the default is not 'typed'");
+}

@@ -39,8 +39,8 @@ pub use json::{render_json, render_jsonl_records, result_value, vllm_date, SCHEM
 pub use markdown::{latency_table, markdown_summary, Align, Table};
 pub use servelab_metrics::Summary;
 pub use text::{
-    notes, render_text, render_text_with, servelab_block, sglang_block, vllm_block,
-    vllm_block_with, LatencySection,
+    notes, render_text, render_text_with, servelab_block, sglang_block, sglang_block_as,
+    vllm_block, vllm_block_with, LatencySection,
 };
 
 use servelab_records::RequestRecord;

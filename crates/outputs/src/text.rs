@@ -121,6 +121,12 @@ fn py_float(r: Option<f64>) -> String {
 /// input throughput among the totals, then E2E latency, TTFT, TPOT and ITL with mean, median
 /// and P99. Its ITL is per chunk, as SGLang measures it; a value not measured prints `-`.
 pub fn sglang_block(s: &Summary) -> String {
+    sglang_block_as(s, &s.info.backend)
+}
+
+/// [`sglang_block`] with `backend` as its `Backend:` line: the `--backend` the user typed
+/// (`vllm`), which the run's API flavour (`openai`) does not keep.
+pub fn sglang_block_as(s: &Summary, backend: &str) -> String {
     let mut out = String::new();
     let p99 = |d: &Distribution| {
         d.percentile(99.0).filter(|_| d.count > 0).map_or(crate::fmt::MISSING.into(), f2)
@@ -133,7 +139,7 @@ pub fn sglang_block(s: &Summary) -> String {
         }
     };
     rule(&mut out, " Serving Benchmark Result ", '=');
-    sg(&mut out, "Backend:", &s.info.backend);
+    sg(&mut out, "Backend:", backend);
     sg(&mut out, "Traffic request rate:", py_float(s.info.load.request_rate));
     if let Some(c) = s.info.load.max_concurrency {
         sg(&mut out, "Max request concurrency:", c);

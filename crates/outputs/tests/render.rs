@@ -228,6 +228,16 @@ fn text_snapshot() {
     insta::assert_snapshot!("text", render_text(&fixture()));
 }
 
+/// Issue 25 item 7: SGLang's block names the backend the user typed.
+#[test]
+fn the_sglang_block_prints_the_backend_given() {
+    let s = fixture();
+    assert!(servelab_outputs::sglang_block(&s)
+        .contains("Backend:                                 openai-chat\n"));
+    let b = servelab_outputs::sglang_block_as(&s, "vllm");
+    assert!(b.contains("Backend:                                 vllm\n"), "{b}");
+}
+
 /// Issue 25 item 14: every section printed Median and P50, the same figure twice.
 #[test]
 fn the_median_is_not_repeated_as_p50() {

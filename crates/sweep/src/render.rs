@@ -250,8 +250,9 @@ pub fn summary_markdown(r: &SweepResult, cols: &[Column]) -> String {
 }
 
 /// Each grid point's summary block under a heading naming its scenario, load and prompt count,
-/// as a scripted suite prints one block per case: vLLM's layout, or SGLang's (`sglang`).
-pub fn point_blocks(r: &SweepResult, sglang: bool) -> String {
+/// as a scripted suite prints one block per case: vLLM's layout, or SGLang's (`sglang`,
+/// with the backend name to print, else the run's API flavour).
+pub fn point_blocks(r: &SweepResult, sglang: Option<Option<&str>>) -> String {
     let mut out = String::new();
     for s in &r.scenarios {
         for p in &s.points {
@@ -261,10 +262,12 @@ pub fn point_blocks(r: &SweepResult, sglang: bool) -> String {
                 p.load.label(),
                 p.num_prompts
             ));
-            out.push_str(&if sglang {
-                servelab_outputs::sglang_block(&p.summary)
-            } else {
-                servelab_outputs::vllm_block(&p.summary)
+            out.push_str(&match sglang {
+                Some(backend) => servelab_outputs::sglang_block_as(
+                    &p.summary,
+                    backend.unwrap_or(&p.summary.info.backend),
+                ),
+                None => servelab_outputs::vllm_block(&p.summary),
             });
             out.push('\n');
         }

@@ -323,7 +323,7 @@ pub fn write_outputs(
     };
     put("summary.md".into(), summary_markdown(r, cols).as_bytes())?;
     // One block per case, as the scripted suites publish them.
-    put("blocks.txt".into(), crate::render::point_blocks(r, false).as_bytes())?;
+    put("blocks.txt".into(), crate::render::point_blocks(r, None).as_bytes())?;
     for s in &r.scenarios {
         let all: Vec<PointResult> = s.points.iter().chain(&s.probes).cloned().collect();
         put(format!("{}.csv", servelab_outputs::file_safe(&s.name)), csv(&all).as_bytes())?;
