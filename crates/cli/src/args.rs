@@ -36,7 +36,9 @@ impl Cli {
                 a.backend_given = m
                     .get_raw("backend")
                     .and_then(|mut v| v.next())
-                    .filter(|_| m.value_source("backend") == Some(clap::parser::ValueSource::CommandLine))
+                    .filter(|_| {
+                        m.value_source("backend") == Some(clap::parser::ValueSource::CommandLine)
+                    })
                     .map(|v| v.to_string_lossy().into_owned());
             }
             (Command::Predict(a), Some(("predict", m))) => a.sweep.request_rate_given = given(m),
