@@ -472,12 +472,14 @@ fn guidellm(report: &Value, b: &Value, label: Option<String>) -> ImportedRun {
         total_token_throughput: mean("tokens_per_second"),
         ttft_mean_ms: mean("time_to_first_token_ms"),
         ttft_p99_ms: p99("time_to_first_token_ms"),
-        // GuideLLM's `time_per_output_token_ms` divides the whole request time (first token
-        // included) by the output tokens: not TPOT (docs/metrics.md), so TPOT stays missing.
-        tpot_mean_ms: None,
-        tpot_p99_ms: None,
-        itl_mean_ms: mean("inter_token_latency_ms"),
-        itl_p99_ms: p99("inter_token_latency_ms"),
+        // GuideLLM's `inter_token_latency_ms` is per request `(last − first token) / (n − 1)`:
+        // servelab's TPOT (docs/metrics.md), not its per-token ITL. Its
+        // `time_per_output_token_ms` divides the whole request time, first token included, by
+        // the output tokens: neither, so it is not imported.
+        tpot_mean_ms: mean("inter_token_latency_ms"),
+        tpot_p99_ms: p99("inter_token_latency_ms"),
+        itl_mean_ms: None,
+        itl_p99_ms: None,
         e2el_mean_ms: secs_to_ms(mean("request_latency")),
         e2el_p99_ms: secs_to_ms(p99("request_latency")),
         completed,
@@ -596,9 +598,11 @@ mod tests {
             }}]}"#;
         let r = &parse_result_text(text, "g.json").unwrap()[0];
         assert_eq!((r.headline.completed, r.headline.failed), (Some(95), Some(5)));
-        assert_eq!((r.headline.tpot_mean_ms, r.headline.tpot_p99_ms), (None, None));
-        assert_eq!(r.headline.itl_mean_ms, Some(10.0));
-        assert!(r.missing.contains(&"tpot_mean_ms".to_string()));
+        // TPOT is GuideLLM's inter_token_latency_ms (10/15), never time_per_output_token_ms
+        // (12/20); servelab's per-token ITL is not in the file.
+        assert_eq!((r.headline.tpot_mean_ms, r.headline.tpot_p99_ms), (Some(10.0), Some(15.0)));
+        assert_eq!(r.headline.itl_mean_ms, None);
+        assert!(r.missing.contains(&"itl_mean_ms".to_string()));
     }
 
     #[test]

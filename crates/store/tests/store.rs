@@ -308,13 +308,15 @@ fn guidellm_report_imports_one_run_per_benchmark() {
     assert_eq!(a.headline.completed, Some(240));
     assert_eq!(a.headline.failed, Some(3));
     assert_eq!(a.headline.duration_s, Some(60.0));
-    // GuideLLM's time_per_output_token_ms is not TPOT: left missing.
-    assert_eq!(a.missing, ["tpot_mean_ms", "tpot_p99_ms", "records"]);
+    // TPOT is GuideLLM's inter_token_latency_ms (7.6), not its time_per_output_token_ms
+    // (7.5); the file has no per-token ITL.
+    assert_eq!((a.headline.tpot_mean_ms, a.headline.tpot_p99_ms), (Some(7.6), Some(9.5)));
+    assert_eq!(a.missing, ["itl_mean_ms", "itl_p99_ms", "records"]);
     let b = &runs[1];
     assert_eq!(b.config.info.load.request_rate, Some(8.0));
     assert_eq!(b.headline.ttft_p99_ms, Some(101.0));
     assert_eq!(b.headline.e2el_p99_ms, Some(1900.0));
-    assert!(b.missing.contains(&"tpot_mean_ms".to_string()));
+    assert_eq!(b.headline.tpot_mean_ms, Some(9.1));
     assert!(b.missing.contains(&"total_token_throughput".to_string()));
 }
 
