@@ -285,6 +285,23 @@ async fn run(
         max_tokens: p.output_tokens,
     };
     let all: Vec<PlannedRequest> = work.prompts.iter().map(planned).collect();
+    // Warm-ups that resent the run's first prompts would leave them in the server's prefix
+    // cache, and those measured requests' TTFT short: where the dataset draws its prompts
+    // from a seed, warm-ups draw their own. (A JSONL file's lines have no other order.)
+    let warm_prompts = match &w.dataset {
+        DatasetSpec::Random { .. }
+        | DatasetSpec::Prefix { .. }
+        | DatasetSpec::RandomMultimodal { .. }
+        | DatasetSpec::ShareGpt { .. }
+            if w.num_warmups > 0 && work.sessions.is_none() =>
+        {
+            let seed = w.seed ^ WARMUP_SEED;
+            let p = servelab_workload::load(&w.dataset, w.num_warmups, &tokenizer.tokenizer, seed)
+                .map_err(|e| usage(&e))?;
+            Some(p)
+        }
+        _ => None,
+    };
     // Which prompts carry images (empty when none does): their tokens need the server's usage.
     let mut with_images: Vec<bool> = work.prompts.iter().map(|p| p.image_count() > 0).collect();
     if !with_images.contains(&true) {
@@ -317,7 +334,10 @@ async fn run(
     let warm: Vec<PlannedRequest> = match (&sessions, &source) {
         (Some(s), _) => (0..s.len().min(w.num_warmups)).filter_map(|i| s.first_turn(i)).collect(),
         (None, Some(src)) => (0..src.len().min(w.num_warmups)).map(|i| src.request(i)).collect(),
-        (None, None) => all.iter().take(w.num_warmups).cloned().collect(),
+        (None, None) => match warm_prompts {
+            Some(p) => p.iter().map(planned).collect(),
+            None => all.iter().take(w.num_warmups).cloned().collect(),
+        },
     };
     let warmups: Vec<PlannedRequest> =
         (0u64..).zip(warm).filter(|(i, _)| shard.owns(*i)).map(|(_, r)| r).collect();
@@ -563,6 +583,9 @@ async fn run(
     }
     Ok(BenchOutcome { summary, records, result_path: saved, stop: end.stop, save_errors })
 }
+
+/// Mixed into the run's seed for the warm-ups' own prompts.
+const WARMUP_SEED: u64 = 0x5741_524d_5550;
 
 /// `path` with a file name every file system takes: one over 200 bytes (a model name of
 /// hundreds of characters) is cut and made unique with a hash of the whole name.

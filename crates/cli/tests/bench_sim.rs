@@ -555,3 +555,44 @@ async fn the_zero_setup_run_shows_the_engine_models_figures_exactly() {
     assert!((set - model).abs() / model < 0.03, "set ITL {set} ms, engine model {model} ms");
     assert!((set - 10.0).abs() > 0.2, "fixed timing's 10 ms ITL: {t:?}");
 }
+
+/// Warm-ups draw prompts of their own: resending the run's first prompts would leave them in
+/// the server's prefix cache and those measured requests' TTFT short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_ups_send_prompts_of_their_own() {
+    let sim = sim(SimConfig { truth_text: true, ..SimConfig::fixed(5.0, 1.0) }).await;
+    let out = bench(
+        &sim,
+        &["--num-prompts", "6", "--random-input-len", "64", "--random-output-len", "2"],
+    )
+    .await;
+    let _ = bench(
+        &sim,
+        &[
+            "--num-prompts",
+            "6",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "2",
+            "--num-warmups",
+            "3",
+        ],
+    )
+    .await;
+    assert_eq!(out.summary.completed, 6);
+    let prompts: Vec<String> = sim.truth().into_iter().filter_map(|t| t.prompt).collect();
+    assert_eq!(prompts.len(), 6 + 3 + 6);
+    // The second run: 3 warm-ups, then the same 6 measured prompts as the first run's.
+    let (first, second) = prompts.split_at(6);
+    let (warm, measured) = second.split_at(3);
+    let mut again = measured.to_vec();
+    let mut before = first.to_vec();
+    again.sort();
+    before.sort();
+    assert_eq!(again, before, "the measured prompts do not depend on the warm-ups");
+    for w in warm {
+        assert!(!first.contains(w), "a warm-up resent a measured prompt");
+    }
+    sim.shutdown().await;
+}
