@@ -65,6 +65,11 @@ pub struct Report {
 /// already compare them point by point.
 pub const DETAIL_RUNS: usize = 32;
 
+/// Up to this many points (workload and load) a report shows a comparison, with noise bands,
+/// and a ranking at each (1/10/100 prompts, A vs B at three loads); beyond, the per-scenario
+/// tables compare them and the comparisons stay in [`Report::comparisons`] only.
+pub const POINT_SECTIONS: usize = 4;
+
 /// Build the report of these runs (grouped by name into series, by load into points).
 pub fn build(title: &str, runs: Vec<RunData>, o: &CompareOptions) -> Report {
     let detail = runs.len() <= DETAIL_RUNS;
@@ -95,6 +100,23 @@ pub fn build(title: &str, runs: Vec<RunData>, o: &CompareOptions) -> Report {
         chart_dir: None,
         detail,
     }
+}
+
+/// Whether the comparisons and rankings per point are written (at most [`POINT_SECTIONS`]
+/// points).
+fn point_sections(r: &Report) -> bool {
+    identities(&r.series).len() <= POINT_SECTIONS
+}
+
+/// Why a report of many points has no comparison per point, and where to get one.
+fn points_note(r: &Report) -> Option<String> {
+    let n = identities(&r.series).len();
+    (r.detail && !point_sections(r) && !r.comparisons.is_empty()).then(|| {
+        format!(
+            "The {n} points (workload and load) are compared in the tables by scenario above; \
+             a comparison with noise bands at each: `servelab compare A B`."
+        )
+    })
 }
 
 /// What a report of more than [`DETAIL_RUNS`] runs leaves out, and where to find it.
@@ -607,7 +629,10 @@ pub fn markdown(r: &Report) -> String {
         out.push_str("\n## Engine (/metrics)\n\n");
         out.push_str(&engines.to_markdown());
     }
-    for (point, c) in &r.comparisons {
+    if let Some(n) = points_note(r) {
+        out.push_str(&format!("\n{}\n", md(&n)));
+    }
+    for (point, c) in r.comparisons.iter().filter(|_| point_sections(r)) {
         out.push_str(&format!("\n## Comparison at {}\n\n", md(point)));
         out.push_str(&comparison_table(c).to_markdown());
         out.push('\n');
@@ -615,7 +640,7 @@ pub fn markdown(r: &Report) -> String {
             out.push_str(&format!("- {}\n", n.replace('*', "\\*")));
         }
     }
-    for point in ranking_points(r) {
+    for point in ranking_points(r).into_iter().filter(|_| point_sections(r)) {
         let t = ranking_table(r, &point);
         if t.rows.is_empty() {
             continue;
@@ -728,7 +753,10 @@ pub fn html(r: &Report) -> String {
         out.push_str("<h2 id=\"engine\">Engine (/metrics)</h2>\n");
         out.push_str(&html_table(&engines));
     }
-    for (point, c) in &r.comparisons {
+    if let Some(n) = points_note(r) {
+        out.push_str(&format!("<p class=\"notes\">{}</p>\n", esc(&n)));
+    }
+    for (point, c) in r.comparisons.iter().filter(|_| point_sections(r)) {
         out.push_str(&format!("<h2>Comparison at {}</h2>\n", esc(point)));
         out.push_str(&html_table(&comparison_table(c)));
         out.push_str("<ul class=\"notes\">\n");
@@ -737,7 +765,7 @@ pub fn html(r: &Report) -> String {
         }
         out.push_str("</ul>\n");
     }
-    for point in ranking_points(r) {
+    for point in ranking_points(r).into_iter().filter(|_| point_sections(r)) {
         let t = ranking_table(r, &point);
         if !t.rows.is_empty() {
             out.push_str(&format!("<h2>Rankings at {}</h2>\n", esc(&point)));

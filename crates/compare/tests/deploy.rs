@@ -489,3 +489,18 @@ fn a_report_of_many_runs_is_one_summary_then_the_scenarios() {
     let page = html(&r);
     assert!(!page.contains("Comparison at") && !page.contains("Rankings at"));
 }
+
+/// Issue 25 item 9: two sweeps of two scenarios (6 points) read as the scenario sections; the
+/// comparison and ranking per point (12 sections) are not written, and the report says where
+/// to get one. A report of few points keeps them.
+#[test]
+fn a_sweep_report_has_no_section_per_point() {
+    let r = build("Qwen TP4 vs 3P1D on H20", sweeps(), &CompareOptions::default());
+    assert_eq!(r.comparisons.len(), 6, "computed, for JSON and tests");
+    let md = markdown(&r);
+    assert!(!md.contains("## Comparison at") && !md.contains("## Rankings at"), "{md}");
+    assert!(md.contains("The 6 points (workload and load) are compared in the tables by scenario"));
+    assert!(!html(&r).contains("<h2>Comparison at"));
+    let few = build("Models", models(), &CompareOptions::default());
+    assert_eq!(markdown(&few).matches("## Comparison at").count(), 3);
+}
