@@ -496,7 +496,9 @@ pub fn identifiability(
             }
             let fij = loss(&[(ps[i], h), (ps[j], h)])?;
             let hij = (fij - plus[i] - plus[j] + f0) / (h * h);
-            let corr = hij / (diag[i] * diag[j]).sqrt();
+            // Beyond ±1 the loss is too flat for a quadratic at this step: as confounded as
+            // can be.
+            let corr = (hij / (diag[i] * diag[j]).sqrt()).clamp(-1.0, 1.0);
             if corr.abs() >= CONFOUNDED {
                 confounded.push((ps[i], ps[j], corr));
             }
