@@ -123,8 +123,10 @@ async fn an_interrupted_bench_is_stored_as_interrupted() {
     sim.shutdown().await;
 }
 
+/// A store named with --db that cannot be opened is the user's error, found before anything
+/// is sent (it used to warn, run, and leave the run unrecorded with exit 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_broken_store_does_not_cost_the_benchmark() {
+async fn an_explicit_store_that_cannot_open_stops_the_bench_before_it_sends() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
@@ -135,10 +137,11 @@ async fn a_broken_store_does_not_cost_the_benchmark() {
         &["--num-prompts", "5", "--random-input-len", "8", "--random-output-len", "4"],
     );
     let (_tx, rx) = watch::channel(false);
-    let out = tokio::time::timeout(Duration::from_secs(30), servelab::bench(&s, rx))
+    let err = tokio::time::timeout(Duration::from_secs(30), servelab::bench(&s, rx))
         .await
         .unwrap()
-        .unwrap();
-    assert_eq!(out.summary.completed, 5);
+        .unwrap_err();
+    assert!(err.to_string().contains("--db"), "{err}");
+    assert_eq!(sim.truth_len(), 0, "nothing was sent");
     sim.shutdown().await;
 }
