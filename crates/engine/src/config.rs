@@ -535,6 +535,13 @@ fn graph_aliases(s: &mut Mapping) {
 }
 
 fn fill_defaults(m: &mut Mapping) -> Result<()> {
+    if let Some(Value::Number(_) | Value::Bool(_)) = m.get("engine_version") {
+        // YAML reads 0.10 as the number 0.1: the version the user meant is already lost.
+        return Err(EngineError::invalid(
+            "engine_version",
+            "write it quoted (engine_version: \"0.10\"): unquoted, YAML reads it as a number",
+        ));
+    }
     if let Some(Value::Mapping(s)) = m.get_mut("scheduler") {
         graph_aliases(s);
     }
@@ -899,6 +906,7 @@ scheduler:
                 "model: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1}, decode: {workers: 1, tp: 1, calibration: {frontend_us: 5}}}\n",
                 "pd.decode.calibration.frontend_us: not read for decode workers",
             ),
+            ("engine_version: 0.10\nmodel: qwen3-8b\ngpu: h100\n", "engine_version: write it quoted"),
             (
                 "model: qwen3-8b\ngpu: h100\nscheduler: {cuda_graph_size: 8}\n",
                 "unknown field `cuda_graph_size`",
