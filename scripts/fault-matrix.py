@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every simulator fault kind under every load mode: is every request accounted for?
 
-    BIN=target/release/servelab python3 scripts/fault-matrix.py [--rate 0.2] [--markdown]
+    BIN=target/release/servelab python3 scripts/fault-matrix.py [--rate 0.2] [--faults K,..] [--modes M,..]
 
 For each fault kind x mode (open-loop rate, closed-loop concurrency, duration-bound, sweep,
 lab) it starts `servelab sim serve --fault-rate KIND=RATE --truth-log ...` (the lab starts its
