@@ -31,7 +31,10 @@ fn bench_with_no_target_runs_the_simulator_and_saves_a_valid_result() {
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     assert!(stderr.contains("benchmarking the built-in simulator"), "{stderr}");
     // Workload flags leave the zero-setup engine model; the banner must say so (issue 25).
-    assert!(stderr.contains("fixed timing, not an engine model: TTFT 50 ms, ITL 10 ms"), "{stderr}");
+    assert!(
+        stderr.contains("fixed timing, not an engine model: TTFT 50 ms, ITL 10 ms"),
+        "{stderr}"
+    );
     assert!(stdout.starts_with("============ Serving Benchmark Result ============\n"), "{stdout}");
     assert!(stdout.contains("Successful requests:                     20        \n"), "{stdout}");
     assert!(stdout.contains("Total generated tokens:                  320       \n"), "{stdout}");
