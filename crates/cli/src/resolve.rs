@@ -788,8 +788,9 @@ mod tests {
         assert_eq!(s.workload.num_prompts, 1000);
         assert_eq!(s.workload.dataset.label(), "random(1024:128)");
         assert!(s.request.ignore_eos);
-        // GPUStack's arrivals: 1000 req/s at constant spacing, seed 42.
-        assert_eq!(s.workload.seed, 42);
+        // GPUStack's arrivals: 1000 req/s at constant spacing. No seed of its own: a lab
+        // gives each profile and repeat one, derived from the lab's seed and the profile.
+        assert_eq!(s.workload.seed, 0);
         assert_eq!(s.load.request_rate, Some(1000.0));
         assert_eq!(s.load.burstiness, f64::INFINITY);
         let p = servelab_lab::profile::builtin("sharegpt").unwrap();
