@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Calibration, SchedulerConfig};
+use crate::settings::{Calibration, SchedulerConfig};
 
 /// The serving engine an engine file models.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]

@@ -24,6 +24,7 @@ pub mod kv;
 pub mod model;
 pub mod provenance;
 pub mod replica;
+pub mod settings;
 pub mod summary;
 pub mod sweep;
 pub mod table;

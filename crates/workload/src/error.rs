@@ -148,24 +148,10 @@ pub(crate) fn serde_message(err: &serde_json::Error) -> String {
 /// instead of growing until the machine runs out of memory.
 pub const MAX_DATASET_BYTES: u64 = 2 << 30;
 
-/// Read at most `limit` bytes of `path`; more is an error naming the limit.
-pub fn read_bounded(path: &std::path::Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let file = std::fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(std::io::Error::other(format!(
-            "larger than the {} MiB servelab reads (an endless file, like /dev/zero?)",
-            limit >> 20
-        )));
-    }
-    Ok(bytes)
-}
-
 /// Read a whole dataset file as UTF-8.
 pub(crate) fn read_text(path: &std::path::Path) -> Result<String, DatasetError> {
-    let bytes = read_bounded(path, MAX_DATASET_BYTES).map_err(|e| DatasetError::read(path, &e))?;
+    let bytes = crate::bounded::read_bounded(path, MAX_DATASET_BYTES)
+        .map_err(|e| DatasetError::read(path, &e))?;
     String::from_utf8(bytes).map_err(|e| DatasetError::Read {
         path: path.to_path_buf(),
         message: format!(

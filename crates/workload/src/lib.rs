@@ -13,6 +13,7 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod api;
+mod bounded;
 mod error;
 pub mod hf;
 pub mod hub;

@@ -98,7 +98,7 @@ impl Tokenizer {
         let file = if path.is_dir() { path.join("tokenizer.json") } else { path.to_path_buf() };
         let failed = |message: String| TokenizerError::File { path: file.clone(), message };
         // The largest tokenizer.json files are tens of MB; `/dev/zero` must not grow forever.
-        let bytes = crate::error::read_bounded(&file, MAX_TOKENIZER_BYTES)
+        let bytes = crate::bounded::read_bounded(&file, MAX_TOKENIZER_BYTES)
             .map_err(|e| failed(e.to_string()))?;
         let tok = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| failed(e.to_string()))?;
         drop(bytes);

@@ -1,0 +1,187 @@
+//! The tunable parts of a deployment: the step-time model's calibration and the scheduler's
+//! limits. Apart from the engine file ([`crate::config`]) so the engine families' defaults
+//! ([`crate::family`]) can name them without the file's parsing.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{EngineError, Result};
+
+/// Calibration parameters of the step-time model. Each has a physical meaning and a bound;
+/// defaults are typical of well-tuned engines on Hopper-class GPUs before any fit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Calibration {
+    /// Fraction of peak dense FLOP/s that GEMMs reach when compute-bound (0–1].
+    pub eta_gemm: f64,
+    /// Fraction of peak FLOP/s that attention kernels reach when compute-bound (0–1].
+    pub eta_attn: f64,
+    /// Fraction of peak memory bandwidth reached streaming weights and KV (0–1].
+    pub eta_mem: f64,
+    /// Fraction of link bandwidth reached by all-reduce and KV transfer (0–1].
+    pub eta_link: f64,
+    /// Fixed time per engine step: CPU scheduling, input preparation, sampling, launch (µs).
+    pub step_overhead_us: f64,
+    /// Fixed GPU time per layer per step: kernel latencies a roofline misses (µs).
+    pub layer_overhead_us: f64,
+    /// Fixed time per TP all-reduce call at any TP above 1 (kernel launch, the flags the
+    /// GPUs exchange before and after), µs.
+    pub allreduce_base_us: f64,
+    /// Latency of one exchange step of an all-reduce, µs; two steps through a switch (NVSwitch),
+    /// 2(n−1) around a ring (PCIe). `None`: the GPU's intra-node link latency.
+    pub allreduce_hop_us: Option<f64>,
+    /// Replaced by `allreduce_base_us` and `allreduce_hop_us`: a per-call figure fitted at one
+    /// TP was charged whole at every TP. Accepted only to refuse it with that explanation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allreduce_us: Option<f64>,
+    /// CPU time per sequence per step: input preparation, sampling, detokenisation (µs).
+    pub per_seq_overhead_us: f64,
+    /// CPU time to launch one layer's kernels when a step runs without a CUDA graph, µs: the
+    /// GPU waits for the CPU when its kernels are shorter than their launches (small decode
+    /// batches with `enforce_eager`, or batches above the largest captured size).
+    pub eager_layer_us: f64,
+    /// Fixed latency from a request's arrival until the scheduler sees it (HTTP, gateway,
+    /// templating, hand-off to the engine core), µs; requests overlap in it.
+    pub frontend_us: f64,
+    /// API-server tokenisation time per prompt token, µs; one request at a time per worker,
+    /// so simultaneous arrivals reach the scheduler spread out.
+    pub frontend_per_token_us: f64,
+    /// Step-time noise: each step lasts `(1 + step_jitter·u)` times its cost, `u` uniform in
+    /// [−1, 1) from a seeded generator per worker. Breaks the lockstep that identical
+    /// requests would otherwise keep forever in a deterministic model.
+    pub step_jitter: f64,
+    /// Seed of the step-time noise.
+    pub seed: u64,
+}
+
+impl Default for Calibration {
+    fn default() -> Self {
+        Self {
+            eta_gemm: 0.7,
+            eta_attn: 0.5,
+            eta_mem: 0.8,
+            eta_link: 0.7,
+            step_overhead_us: 1000.0,
+            layer_overhead_us: 10.0,
+            allreduce_base_us: 4.0,
+            allreduce_hop_us: None,
+            allreduce_us: None,
+            per_seq_overhead_us: 20.0,
+            // About fifteen operators per layer at ~13 µs of PyTorch dispatch and launch each
+            // (an estimate; fit it on an eager table).
+            eager_layer_us: 200.0,
+            frontend_us: 1000.0,
+            frontend_per_token_us: 1.0,
+            step_jitter: 0.05,
+            seed: 0,
+        }
+    }
+}
+
+impl Calibration {
+    /// Checks every value is within its bound, naming the bad key.
+    pub fn validate(&self) -> Result<()> {
+        for (key, v) in [
+            ("calibration.eta_gemm", self.eta_gemm),
+            ("calibration.eta_attn", self.eta_attn),
+            ("calibration.eta_mem", self.eta_mem),
+            ("calibration.eta_link", self.eta_link),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(EngineError::invalid(key, format!("expected 0 < value <= 1, got {v}")));
+            }
+        }
+        for (key, v) in [
+            ("calibration.step_overhead_us", self.step_overhead_us),
+            ("calibration.layer_overhead_us", self.layer_overhead_us),
+            ("calibration.per_seq_overhead_us", self.per_seq_overhead_us),
+            ("calibration.eager_layer_us", self.eager_layer_us),
+            ("calibration.frontend_us", self.frontend_us),
+            ("calibration.frontend_per_token_us", self.frontend_per_token_us),
+            ("calibration.allreduce_base_us", self.allreduce_base_us),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(EngineError::invalid(key, format!("expected a value >= 0, got {v}")));
+            }
+        }
+        if let Some(v) = self.allreduce_us {
+            return Err(EngineError::invalid(
+                "calibration.allreduce_us",
+                format!(
+                    "no longer read ({v} µs per call was charged whole at every TP): give \
+                     allreduce_base_us (per call) and allreduce_hop_us (per exchange step), or \
+                     move the part a TP-1 deployment also pays into layer_overhead_us \
+                     (+2 × the excess per call; docs/predict.md, \"TP all-reduce\")"
+                ),
+            ));
+        }
+        if let Some(v) = self.allreduce_hop_us {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(EngineError::invalid(
+                    "calibration.allreduce_hop_us",
+                    format!("expected a value >= 0, got {v}"),
+                ));
+            }
+        }
+        if !(0.0..0.5).contains(&self.step_jitter) {
+            return Err(EngineError::invalid(
+                "calibration.step_jitter",
+                format!("expected 0 <= value < 0.5, got {}", self.step_jitter),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Scheduler options, named as vLLM names its flags.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    /// Most requests running at once.
+    pub max_num_seqs: u32,
+    /// Token budget of one step (decodes count one token each).
+    pub max_num_batched_tokens: u32,
+    /// Split long prompts over steps; off: a prompt is scheduled whole or waits.
+    pub chunked_prefill: bool,
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// Fraction of GPU memory the engine may use (weights + activations + KV).
+    pub gpu_memory_utilization: f64,
+    /// Reuse cached KV blocks of identical prompt prefixes.
+    pub prefix_caching: bool,
+    /// Memory per GPU reserved for activations, CUDA graphs and NCCL (GB); default: derived.
+    pub activation_reserve_gb: Option<f64>,
+    /// Fixes the KV capacity (blocks per worker) instead of deriving it from memory.
+    pub num_gpu_blocks: Option<u64>,
+    /// Longest request (prompt + output tokens) the engine accepts; longer ones are refused,
+    /// as vLLM answers 400. `None`: no limit but the KV capacity.
+    pub max_model_len: Option<u32>,
+    /// Run every step without CUDA graphs (vLLM's `--enforce-eager`).
+    pub enforce_eager: bool,
+    /// Largest step captured as a CUDA graph, in tokens (vLLM V1's largest capture size) or
+    /// decode sequences (vLLM V0, SGLang's `--cuda-graph-max-bs`, TensorRT-LLM); larger steps
+    /// launch their kernels one by one. 0: no graphs.
+    pub cuda_graph_max_batch: u32,
+    /// Prefill chunks and decodes share a step (vLLM V1, TensorRT-LLM); off: a step is all
+    /// prefill (while a waiting request can be admitted) or all decode (vLLM V0, SGLang).
+    pub mixed_batches: bool,
+}
+
+impl Default for SchedulerConfig {
+    /// vLLM V1 defaults for the OpenAI server on a data-centre GPU.
+    fn default() -> Self {
+        Self {
+            max_num_seqs: 256,
+            max_num_batched_tokens: 8192,
+            chunked_prefill: true,
+            block_size: 16,
+            gpu_memory_utilization: 0.9,
+            prefix_caching: true,
+            activation_reserve_gb: None,
+            num_gpu_blocks: None,
+            max_model_len: None,
+            enforce_eager: false,
+            cuda_graph_max_batch: 512,
+            mixed_batches: true,
+        }
+    }
+}
