@@ -37,9 +37,8 @@ impl Default for CompareOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Noise {
-    /// Welch's t interval over repeated runs, when either side has fewer than
-    /// [`crate::welch::MIN_BOOTSTRAP_REPEATS`] (a bootstrap of so few runs understates the
-    /// noise).
+    /// Welch's t interval over repeated runs, when either side has fewer than 5 (a
+    /// bootstrap of so few runs understates the noise).
     FewRepeats {
         /// The baseline's runs.
         baseline: usize,
