@@ -390,6 +390,10 @@ fn acceptance(a: Option<AcceptanceFile>) -> Result<Acceptance, LabError> {
     if !(out.confidence > 0.0 && out.confidence < 1.0) {
         return Err(invalid("acceptance.confidence", "must be in (0, 1), e.g. 0.95"));
     }
+    if out.resamples > servelab_metrics::bootstrap::MAX_RESAMPLES {
+        // u64::MAX panicked after the trials ran; a huge count would run for hours.
+        return Err(invalid("acceptance.resamples", "must be at most 1000000 (1000 is plenty)"));
+    }
     if !(1..=20).contains(&out.repeats) {
         return Err(invalid("acceptance.repeats", "must be 1 to 20 runs of each profile"));
     }
@@ -465,6 +469,8 @@ profiles: [throughput]
     fn repeats_are_bounded_and_interleave_needs_two_and_greedy() {
         let e = err(&format!("{MINIMAL}acceptance: {{repeats: 0}}\n"));
         assert_eq!(e, "acceptance.repeats: must be 1 to 20 runs of each profile");
+        let e = err(&format!("{MINIMAL}acceptance: {{resamples: 18446744073709551615}}\n"));
+        assert!(e.starts_with("acceptance.resamples: must be at most 1000000"), "{e}");
         let e = err(&format!("{MINIMAL}acceptance: {{interleave: true}}\n"));
         assert!(e.starts_with("acceptance.interleave: needs repeats of 2"), "{e}");
         let e = err(&format!("{MINIMAL}acceptance: {{interleave: true, repeats: 2}}\n"));
