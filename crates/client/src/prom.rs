@@ -92,9 +92,7 @@ pub(crate) fn is_fraction(name: &str) -> bool {
     ["usage", "_perc", "_ratio", "_rate"].iter().any(|k| name.contains(k))
 }
 
-/// The standard process collector's start instant (Unix seconds), which Python engines
-/// (vLLM, SGLang) export: when it changes the engine restarted, whatever its counters say.
-pub const PROCESS_START: &str = "process_start_time_seconds";
+pub use servelab_records::PROCESS_START_SERIES as PROCESS_START;
 
 /// The engine's series of one scrape: every sample whose name starts with `vllm:`,
 /// `llamacpp:` or `sglang:`, histogram buckets dropped, summed over label sets (the largest

@@ -139,7 +139,7 @@ impl StreamReader {
         // response can carry (u32::MAX for four chunks of text) would be summed into the
         // throughput as if generated. The bound: a million tokens, or 16 per byte received.
         if let Some(u) = state.usage {
-            let bytes: usize = rec.chunks.iter().map(|c| c.text.len()).sum();
+            let bytes = state.kept_bytes;
             let most = (bytes as u64).saturating_mul(16).max(1 << 20);
             if u.completion_tokens > most {
                 return fail(

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use servelab_records::ServerScrape;
+use servelab_records::{ServerScrape, PROCESS_START_SERIES as PROCESS_START};
 
 use crate::Summary;
 
@@ -178,9 +178,6 @@ enum Between {
     /// already have counted past the old one's totals.
     Unknown,
 }
-
-/// The start instant series ([`servelab_records`] keeps it beside the engine's series).
-const PROCESS_START: &str = "process_start_time_seconds";
 
 /// What happened between each good scrape and the one before (`[0]` is for the first).
 fn between(scrapes: &[ServerScrape], ok: &[&ServerScrape], counters: &[Vec<f64>]) -> Vec<Between> {

@@ -309,6 +309,11 @@ impl RequestRecord {
     }
 }
 
+/// The standard process collector's start instant (Unix seconds), which Python engines (vLLM,
+/// SGLang) export and a scrape keeps beside the engine's series: when it changes, the engine
+/// restarted, whatever its counters say.
+pub const PROCESS_START_SERIES: &str = "process_start_time_seconds";
+
 /// One scrape of the server's Prometheus `/metrics`, taken while a run went on.
 ///
 /// Only the engine's own series are kept (`vllm:*`, `llamacpp:*`, `sglang:*`), each reduced
