@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::fault::{parse_fault_rate, Fault};
 use crate::model::{EngineModel, FixedModel, Jitter, JitterDist, PerTokenModel};
 use crate::quirk::{Quirk, Quirks};
+use crate::spec::Speculation;
 use crate::SimError;
 
 /// Which built-in [`EngineModel`] times the requests.
@@ -114,6 +115,16 @@ pub struct SimArgs {
     /// With --engine: no prefix cache: every prompt is computed in full (vLLM's flag).
     #[arg(long, requires = "engine", overrides_with = "enable_prefix_caching")]
     pub no_enable_prefix_caching: bool,
+    /// Speculative decoding: every decode step verifies K drafted tokens and sends the
+    /// accepted ones with the one it samples (1 to K + 1 tokens per step, one SSE event).
+    /// Fixed timing: a step is one --itl-ms. With --engine: the engine's step plus the
+    /// roofline cost of verifying K + 1 tokens per sequence (docs/sim.md).
+    #[arg(long, value_name = "K")]
+    pub speculative_tokens: Option<u32>,
+    /// With --speculative-tokens: the probability that one drafted token is accepted (each
+    /// independently, until the first rejection).
+    #[arg(long, value_name = "P", requires = "speculative_tokens", default_value_t = 0.7)]
+    pub acceptance_rate: f64,
     /// Quirks of real servers, applied to every request: a comma-separated LIST, repeatable.
     ///
     /// no-done                       streams end without `data: [DONE]`
@@ -220,6 +231,8 @@ pub struct SimConfig {
     /// Chat output length when a request sets no `max_tokens` under
     /// [`Quirk::IgnoreMaxCompletionTokens`] (capped by what `max_model_len` leaves).
     pub default_max_tokens: u64,
+    /// Speculative decoding: decode steps of 1 to K + 1 tokens ([`crate::spec`]). `None`: off.
+    pub speculative: Option<Speculation>,
 }
 
 impl Default for SimConfig {
@@ -262,7 +275,15 @@ impl SimConfig {
             engine: None,
             quirks: Quirks::NONE,
             default_max_tokens: DEFAULT_MAX_TOKENS,
+            speculative: None,
         }
+    }
+
+    /// Speculative decoding: `tokens` drafted per step, each accepted with probability
+    /// `acceptance` ([`crate::spec`]).
+    pub fn with_speculation(mut self, s: Speculation) -> Self {
+        self.speculative = Some(s);
+        self
     }
 
     /// Record every request's rendered prompt and answer text in the truth.
@@ -416,6 +437,17 @@ impl SimArgs {
         if self.default_max_tokens == 0 {
             return Err(SimError::Config("--default-max-tokens must be at least 1".to_string()));
         }
+        let tokens_per_chunk: ChunkSize = self.tokens_per_chunk.parse()?;
+        let speculative = match self.speculative_tokens {
+            Some(k) => Some(Speculation::new(k, self.acceptance_rate).map_err(SimError::Config)?),
+            None => None,
+        };
+        if speculative.is_some() && tokens_per_chunk.max > 1 {
+            return Err(SimError::Config(
+                "--speculative-tokens decides the tokens of each event: drop --tokens-per-chunk"
+                    .to_string(),
+            ));
+        }
         Ok(SimConfig {
             host: self.host,
             port: self.port,
@@ -424,7 +456,8 @@ impl SimArgs {
             max_model_len: self.max_model_len,
             engine_model,
             jitter: Jitter { dist: self.jitter_dist, scale: ms("--jitter-ms", self.jitter_ms)? },
-            tokens_per_chunk: self.tokens_per_chunk.parse()?,
+            tokens_per_chunk,
+            speculative,
             max_num_seqs: self.max_num_seqs,
             eos_mean_tokens: self.eos_mean_tokens,
             reasoning_tokens: self.reasoning_tokens,
@@ -531,6 +564,20 @@ mod tests {
         assert!(e.contains("--quirk") && e.contains("'nope'"), "{e}");
         assert!(e.contains("no-done, reject-ignore-eos") && e.contains("transformers"), "{e}");
         assert!(matches!(parse(&["--quirk", "x"]), Err(SimError::Config(_))));
+    }
+
+    /// `--speculative-tokens K --acceptance-rate P` (P 0.7 unless given), checked by flag.
+    #[test]
+    fn speculative_decoding_switch() {
+        assert_eq!(parse(&[]).unwrap().speculative, None);
+        let s = parse(&["--speculative-tokens", "3"]).unwrap().speculative.unwrap();
+        assert_eq!((s.tokens, s.acceptance), (3, 0.7));
+        let s = parse(&["--speculative-tokens", "2", "--acceptance-rate", "0.5"]).unwrap();
+        assert_eq!(s.speculative, Some(crate::Speculation { tokens: 2, acceptance: 0.5 }));
+        let e = parse(&["--speculative-tokens", "2", "--acceptance-rate", "2"]).unwrap_err();
+        assert!(e.to_string().contains("--acceptance-rate 2"), "{e}");
+        let e = parse(&["--speculative-tokens", "2", "--tokens-per-chunk", "4"]).unwrap_err();
+        assert!(e.to_string().contains("--tokens-per-chunk"), "{e}");
     }
 
     /// The switches a lab rehearses on the simulator reach the engine model.

@@ -76,7 +76,9 @@ impl Engine {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let stepper = match &cfg.engine {
-            Some(e) => Some(crate::stepper::Stepper::start(e).map_err(SimError::Config)?),
+            Some(e) => {
+                Some(crate::stepper::Stepper::start(e, cfg.speculative).map_err(SimError::Config)?)
+            }
             None => None,
         };
         Ok(Self {
@@ -254,7 +256,10 @@ impl Generation {
     pub fn start(&mut self, engine: &Engine, slot_ns: u64, received: Instant) {
         if let Some(s) = &engine.stepper {
             let blocks = std::mem::take(&mut self.blocks);
-            let feed = s.add(self.shape.prompt_tokens, self.total, blocks, PROMPT_BLOCK_TOKENS);
+            // Speculative decoding: the tokens of each step, drawn from this request's stream.
+            let steps = engine.cfg.speculative.map(|sp| sp.plan(self.total, &mut self.rng));
+            let feed =
+                s.add(self.shape.prompt_tokens, self.total, blocks, PROMPT_BLOCK_TOKENS, steps);
             self.feed = Some((feed, received));
             return;
         }
@@ -322,8 +327,13 @@ impl Generation {
         let lo = cs.min.max(1);
         // Prefill yields one token; decode steps (multi-step scheduling, speculative decoding)
         // then yield K at a time. So the first event carries one token, as engines send it.
-        let mut k =
-            if self.sent == 0 { 1 } else { self.rng.random_range(lo..=cs.max.max(lo)) as u64 };
+        let spec = engine.cfg.speculative;
+        let mut k = match spec {
+            _ if self.sent == 0 => 1,
+            // Speculative decoding: one step, 1 to K + 1 tokens.
+            Some(sp) => u64::from(sp.step_tokens(&mut self.rng)),
+            None => self.rng.random_range(lo..=cs.max.max(lo)) as u64,
+        };
         k = k.min(self.total - self.sent);
         // An event never mixes reasoning and content.
         let reasoning = self.sent < self.reasoning;
@@ -333,9 +343,12 @@ impl Generation {
         let state = engine.state();
         let mut due = 0;
         let mut text = String::with_capacity(8 * k as usize);
-        for _ in 0..k {
-            let itl = engine.cfg.engine_model.itl(&self.shape, &state, clock.index() + 1);
-            due = clock.next(&engine.cfg.jitter, itl, &mut self.rng);
+        for i in 0..k {
+            // A speculative step's tokens come out together, one step (ITL) after the last.
+            if spec.is_none() || i == 0 {
+                let itl = engine.cfg.engine_model.itl(&self.shape, &state, clock.index() + 1);
+                due = clock.next(&engine.cfg.jitter, itl, &mut self.rng);
+            }
             let w = &engine.words[self.rng.random_range(0..engine.words.len())];
             text.push_str(w);
         }
@@ -471,5 +484,35 @@ mod tests {
         );
         let text: String = evs.iter().map(|e| e.text.as_str()).collect();
         assert_eq!(engine.tokenizer.count(&text), 8);
+    }
+
+    /// Fixed timing with speculative decoding: one step per --itl-ms whatever it carries, so
+    /// with every draft accepted (K = 3) 10 tokens come as 1 at TTFT, then 4, 4 and the last 1
+    /// 10 ms apart (per-token ITL 2.5 ms); with none accepted, one token per step.
+    #[test]
+    fn speculative_steps_under_fixed_timing() {
+        let events = |p: f64, total: u64| {
+            let spec = crate::Speculation::new(3, p).unwrap();
+            let engine = Engine::new(SimConfig::fixed(50.0, 10.0).with_speculation(spec)).unwrap();
+            let r = req(total, 0, true);
+            let mut g = Generation::new(SmallRng::seed_from_u64(0), &r, total, "length", 0);
+            g.start(&engine, 0, Instant::now());
+            std::iter::from_fn(|| g.next_event(&engine))
+                .map(|e| (e.tokens, e.due_ns, e.last))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            events(1.0, 10),
+            vec![
+                (1, 50_000_000, false),
+                (4, 60_000_000, false),
+                (4, 70_000_000, false),
+                (1, 80_000_000, true),
+            ]
+        );
+        assert_eq!(
+            events(0.0, 3),
+            vec![(1, 50_000_000, false), (1, 60_000_000, false), (1, 70_000_000, true)]
+        );
     }
 }

@@ -27,6 +27,7 @@ mod parse_pool;
 mod quirk;
 pub mod replay;
 mod server;
+pub mod spec;
 mod stepper;
 mod sys;
 mod truth;
@@ -44,6 +45,7 @@ pub use model::{
     EngineModel, EngineState, FixedModel, Jitter, JitterDist, PerTokenModel, RequestShape,
 };
 pub use quirk::{Quirk, QuirkParseError, Quirks};
+pub use spec::Speculation;
 pub use truth::{ImageSeen, TruthChunk, TruthRecord};
 
 use engine::Engine;

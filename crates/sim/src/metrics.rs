@@ -164,6 +164,21 @@ impl Metrics {
                 "Prefix cache hits, in terms of number of cached tokens.",
                 g.prefix_hits.load(Relaxed),
             );
+            let drafted = g.spec_drafted.load(Relaxed);
+            if drafted > 0 {
+                counter(
+                    &mut out,
+                    "vllm:spec_decode_num_draft_tokens",
+                    "Number of draft tokens.",
+                    drafted,
+                );
+                counter(
+                    &mut out,
+                    "vllm:spec_decode_num_accepted_tokens",
+                    "Number of accepted tokens.",
+                    g.spec_accepted.load(Relaxed),
+                );
+            }
         }
         let name = "vllm:request_success_total";
         let _ = writeln!(out, "# HELP {name} Count of successfully processed requests.");

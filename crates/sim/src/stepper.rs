@@ -11,9 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use servelab_engine::{Engine, EngineConfig, RequestShape, StepOutcome};
+use servelab_engine::{CostModel, Engine, EngineConfig, RequestShape, StepOutcome};
 use servelab_timer::PreciseTimer;
 use tokio::sync::{mpsc, watch};
+
+use crate::spec::{verify_extra_ns, Speculation};
 
 /// Tokens of one step for one request, handed over when the step ends.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +45,10 @@ pub struct Gauges {
     pub prefix_queries: AtomicU64,
     /// See `prefix_queries`.
     pub prefix_hits: AtomicU64,
+    /// Speculative decoding: tokens drafted so far (K per decode step).
+    pub spec_drafted: AtomicU64,
+    /// Speculative decoding: drafted tokens accepted so far.
+    pub spec_accepted: AtomicU64,
 }
 
 impl Gauges {
@@ -56,6 +62,36 @@ struct Add {
     id: u64,
     shape: RequestShape,
     out: mpsc::UnboundedSender<Emit>,
+    /// Speculative decoding: the tokens of each of the request's steps (the engine runs one
+    /// step per entry).
+    steps: Option<Vec<u32>>,
+}
+
+/// Where a request's tokens go, and how far it has come.
+struct Out {
+    tx: mpsc::UnboundedSender<Emit>,
+    /// See [`Add::steps`].
+    steps: Option<Vec<u32>>,
+    /// Steps handed over so far.
+    done_steps: usize,
+    /// Tokens in its KV cache: prompt and tokens sent.
+    ctx: u64,
+}
+
+impl Out {
+    /// The client tokens of the engine's next `k` tokens (steps, under speculation).
+    fn take(&mut self, k: u32) -> u32 {
+        let n = match &self.steps {
+            Some(steps) => {
+                let end = (self.done_steps + k as usize).min(steps.len());
+                steps[self.done_steps.min(end)..end].iter().sum()
+            }
+            None => k,
+        };
+        self.done_steps += k as usize;
+        self.ctx += u64::from(n);
+        n
+    }
 }
 
 /// What the engine task is told, and when it happened: a request joins, or one whose client
@@ -119,39 +155,54 @@ impl std::fmt::Debug for Add {
 }
 
 impl Stepper {
-    /// Start the engine task for `cfg` on the current tokio runtime; it stops when the
-    /// stepper is dropped.
-    pub fn start(cfg: &EngineConfig) -> Result<Stepper, String> {
+    /// Start the engine task for `cfg` on the current tokio runtime, with speculative
+    /// decoding `spec` if any; it stops when the stepper is dropped.
+    pub fn start(cfg: &EngineConfig, spec: Option<Speculation>) -> Result<Stepper, String> {
         let engine = Engine::new(cfg).map_err(|e| format!("--engine: {e}"))?;
+        let spec = match spec {
+            Some(_) if engine.workers() > 1 || cfg.pd.is_some() => {
+                return Err(format!(
+                    "--speculative-tokens: modelled for one worker (one TP group); this \
+                     deployment has {} (replicas or P/D pools)",
+                    engine.workers()
+                ))
+            }
+            Some(s) => Some((s, CostModel::new(&cfg.worker(cfg.tp)))),
+            None => None,
+        };
         let timer = PreciseTimer::start().map_err(|e| format!("engine timer thread: {e}"))?;
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop, stop_rx) = watch::channel(false);
         let gauges = Arc::new(Gauges::default());
-        tokio::spawn(drive(engine, timer, rx, stop_rx, gauges.clone()));
+        tokio::spawn(drive(engine, spec, timer, rx, stop_rx, gauges.clone()));
         Ok(Stepper { tx, next_id: AtomicU64::new(0), gauges, _stop: stop })
     }
 
     /// Add a request of `prompt_tokens` generating exactly `output_tokens`, whose prompt's
     /// blocks of `hash_block_tokens` tokens have the prefix hashes `block_hashes` (empty: no
     /// prefix-cache reuse): its tokens arrive on the returned feed as the engine's steps
-    /// produce them.
+    /// produce them. Under speculative decoding, `steps` holds the tokens of each of its steps
+    /// ([`Speculation::plan`]), summing to `output_tokens`.
     pub fn add(
         &self,
         prompt_tokens: u64,
         output_tokens: u64,
         block_hashes: Vec<u64>,
         hash_block_tokens: u32,
+        steps: Option<Vec<u32>>,
     ) -> Feed {
         let (out, rx) = mpsc::unbounded_channel();
         let id = self.next_id.fetch_add(1, Relaxed);
+        // The engine runs one step per planned step: it is told of steps, not tokens.
+        let engine_tokens = steps.as_ref().map_or(output_tokens, |s| s.len() as u64);
         let shape = RequestShape {
             prompt_tokens: u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
-            output_tokens: u32::try_from(output_tokens).unwrap_or(u32::MAX).max(1),
+            output_tokens: u32::try_from(engine_tokens).unwrap_or(u32::MAX).max(1),
             block_hashes,
             hash_block_tokens,
         };
         // The task only stops with the stepper, so the send cannot fail while it lives.
-        let _ = self.tx.send(Msg::Add(Add { id, shape, out }, Instant::now()));
+        let _ = self.tx.send(Msg::Add(Add { id, shape, out, steps }, Instant::now()));
         Feed { rx, id, done: false, tx: self.tx.clone() }
     }
 }
@@ -164,8 +215,12 @@ impl Stepper {
 /// late wakeup (a loaded machine) delays the hand-over of tokens past their due time, which
 /// the truth log counts as the simulator's lateness, instead of silently stretching the
 /// model's schedule.
+///
+/// Under speculative decoding each step ends later by the cost of verifying the drafted
+/// tokens ([`verify_extra_ns`]), and the engine's next step waits for that end (`hold`).
 async fn drive(
     mut engine: Engine,
+    spec: Option<(Speculation, CostModel)>,
     timer: PreciseTimer,
     mut rx: mpsc::UnboundedReceiver<Msg>,
     mut stop: watch::Receiver<bool>,
@@ -175,7 +230,10 @@ async fn drive(
     let ns = |i: Instant| i.saturating_duration_since(t0).as_nanos() as u64;
     let at = |n: u64| t0 + Duration::from_nanos(n);
     let mut clock = Clock::default();
-    let mut outs: HashMap<u64, mpsc::UnboundedSender<Emit>> = HashMap::new();
+    let mut outs: HashMap<u64, Out> = HashMap::new();
+    // Speculative decoding: no step starts before the previous one's verification ends.
+    let mut hold = 0u64;
+    let next_event = |e: &Engine, hold: u64| e.next_event_ns().map(|t| t.max(hold));
     // Started steps by end time (and a sequence number for ties).
     let mut steps: BTreeMap<(u64, u64), StepOutcome> = BTreeMap::new();
     let mut seq = 0u64;
@@ -184,11 +242,22 @@ async fn drive(
         let wall = ns(Instant::now());
         // Catch the engine up with the wall clock, event by event in its own time.
         while let Some(ev) =
-            clock.next(engine.next_event_ns(), arrived.front().map(|m| ns(m.at())), wall)
+            clock.next(next_event(&engine, hold), arrived.front().map(|m| ns(m.at())), wall)
         {
             match ev {
                 Next::Step(t) => {
-                    while let Some(o) = engine.step(t) {
+                    while let Some(mut o) = engine.step(t) {
+                        if let Some((sp, cost)) = &spec {
+                            let decode_ctx: Vec<u64> = o
+                                .emitted
+                                .iter()
+                                .filter(|(id, _)| !o.first_token.contains(id))
+                                .filter_map(|(id, _)| outs.get(id).map(|x| x.ctx))
+                                .collect();
+                            let prefill = o.batch_tokens.saturating_sub(decode_ctx.len() as u64);
+                            o.end_ns += verify_extra_ns(cost, sp.tokens, &decode_ctx, prefill);
+                            hold = hold.max(o.end_ns);
+                        }
                         seq += 1;
                         steps.insert((o.end_ns, seq), o);
                     }
@@ -199,9 +268,13 @@ async fn drive(
                         engine.abort(id);
                         outs.remove(&id);
                     }
-                    Some(Msg::Add(a, _)) => match engine.add_request(a.id, a.shape, t) {
+                    Some(Msg::Add(a, _)) => match engine.add_request(a.id, a.shape.clone(), t) {
                         Ok(()) => {
-                            outs.insert(a.id, a.out);
+                            let ctx = u64::from(a.shape.prompt_tokens);
+                            outs.insert(
+                                a.id,
+                                Out { tx: a.out, steps: a.steps, done_steps: 0, ctx },
+                            );
                         }
                         Err(e) => {
                             let _ = a.out.send(Emit {
@@ -225,8 +298,15 @@ async fn drive(
             let when = at(o.end_ns);
             for &(id, k) in &o.emitted {
                 let last = o.finished.contains(&id);
-                if let Some(out) = outs.get(&id) {
-                    let _ = out.send(Emit { tokens: k, at: when, last, error: None });
+                if let Some(out) = outs.get_mut(&id) {
+                    let tokens = out.take(k);
+                    if let (Some((sp, _)), false) = (&spec, o.first_token.contains(&id)) {
+                        gauges.spec_drafted.fetch_add(u64::from(sp.tokens), Relaxed);
+                        gauges
+                            .spec_accepted
+                            .fetch_add(u64::from(tokens.saturating_sub(1)), Relaxed);
+                    }
+                    let _ = out.tx.send(Emit { tokens, at: when, last, error: None });
                 }
                 if last {
                     outs.remove(&id);
@@ -235,7 +315,7 @@ async fn drive(
         }
         publish(&engine, &gauges);
         let next =
-            [steps.first_key_value().map(|(k, _)| k.0), clock.pending(engine.next_event_ns())]
+            [steps.first_key_value().map(|(k, _)| k.0), clock.pending(next_event(&engine, hold))]
                 .into_iter()
                 .flatten()
                 .min();
@@ -342,10 +422,10 @@ mod tests {
     #[tokio::test]
     async fn tokens_come_step_by_step_and_the_gauges_follow() {
         let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
-        let s = Stepper::start(&cfg).unwrap();
+        let s = Stepper::start(&cfg, None).unwrap();
         let t = Instant::now();
-        let mut a = s.add(100, 5, Vec::new(), 0);
-        let mut b = s.add(100, 5, Vec::new(), 0);
+        let mut a = s.add(100, 5, Vec::new(), 0, None);
+        let mut b = s.add(100, 5, Vec::new(), 0, None);
         let mut got = Vec::new();
         while let Some(e) = a.recv().await {
             got.push(e);
@@ -368,8 +448,8 @@ mod tests {
             .unwrap()
             .build(None)
             .unwrap();
-        let s = Stepper::start(&cfg).unwrap();
-        let mut r = s.add(5000, 5, Vec::new(), 0);
+        let s = Stepper::start(&cfg, None).unwrap();
+        let mut r = s.add(5000, 5, Vec::new(), 0, None);
         let e = r.recv().await.unwrap();
         assert!(e.error.unwrap().contains("KV blocks"));
         assert!(r.recv().await.is_none());
@@ -383,9 +463,9 @@ mod tests {
             .unwrap()
             .build(None)
             .unwrap();
-        let s = Stepper::start(&cfg).unwrap();
-        let mut long = s.add(100, 10_000, Vec::new(), 0);
-        let mut short = s.add(100, 3, Vec::new(), 0);
+        let s = Stepper::start(&cfg, None).unwrap();
+        let mut long = s.add(100, 10_000, Vec::new(), 0, None);
+        let mut short = s.add(100, 3, Vec::new(), 0, None);
         assert!(long.recv().await.unwrap().error.is_none());
         assert_eq!(s.gauges.waiting.load(Relaxed), 1, "the short one waits for the slot");
         drop(long);
@@ -437,8 +517,8 @@ mod tests {
         }
         let want: Vec<u64> = ends.windows(2).map(|w| w[1] - w[0]).collect();
 
-        let s = Stepper::start(&cfg).unwrap();
-        let mut f = s.add(100, 12, Vec::new(), 0);
+        let s = Stepper::start(&cfg, None).unwrap();
+        let mut f = s.add(100, 12, Vec::new(), 0, None);
         let first = f.recv().await.unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let mut got = vec![(first, Instant::now())];
@@ -453,14 +533,69 @@ mod tests {
         assert!(late > Duration::from_millis(50), "handed over late: {late:?}");
     }
 
+    /// Speculative decoding in the engine model: each step sends its planned tokens (here all
+    /// three drafts accepted: 1, then 4 and 4), the engine runs one step per planned step, and
+    /// each decode step ends later by exactly the roofline cost of verifying 4 tokens instead
+    /// of one at the request's context (101, then 105 tokens); the drafted and accepted
+    /// counters follow.
+    #[tokio::test]
+    async fn speculative_steps_carry_their_tokens_and_pay_for_verification() {
+        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+        // The engine's own steps for a request of 3 steps, in virtual time.
+        let shape = RequestShape { prompt_tokens: 100, output_tokens: 3, ..Default::default() };
+        let mut e = Engine::new(&cfg).unwrap();
+        e.add_request(0, shape, 0).unwrap();
+        let (mut ends, mut now) = (Vec::new(), 0);
+        loop {
+            while let Some(o) = e.step(now) {
+                ends.push(o.end_ns);
+            }
+            let Some(n) = e.next_event_ns() else { break };
+            now = n;
+        }
+        assert_eq!(ends.len(), 3);
+        let cost = CostModel::new(&cfg.worker(cfg.tp));
+        let verify = |ctx: u64| verify_extra_ns(&cost, 3, &[ctx], 0);
+        let want = vec![ends[1] - ends[0] + verify(101), ends[2] - ends[1] + verify(105)];
+        assert!(verify(101) > 0);
+
+        let spec = Speculation::new(3, 1.0).unwrap();
+        let s = Stepper::start(&cfg, Some(spec)).unwrap();
+        let plan = vec![1, 4, 4];
+        let mut f = s.add(100, 9, Vec::new(), 0, Some(plan));
+        let mut got = Vec::new();
+        while let Some(e) = f.recv().await {
+            got.push(e);
+        }
+        let tokens: Vec<u32> = got.iter().map(|e| e.tokens).collect();
+        assert_eq!(tokens, vec![1, 4, 4]);
+        assert!(got[2].last && !got[1].last);
+        let gaps: Vec<u64> =
+            got.windows(2).map(|w| (w[1].at - w[0].at).as_nanos() as u64).collect();
+        assert_eq!(gaps, want);
+        assert_eq!(s.gauges.spec_drafted.load(Relaxed), 6);
+        assert_eq!(s.gauges.spec_accepted.load(Relaxed), 6);
+    }
+
+    /// Speculation is modelled for one worker: a deployment of replicas is refused, by flag.
+    #[tokio::test]
+    async fn speculation_over_replicas_is_refused() {
+        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\nreplicas: 2\n")
+            .unwrap()
+            .build(None)
+            .unwrap();
+        let e = Stepper::start(&cfg, Some(Speculation::new(2, 0.5).unwrap())).unwrap_err();
+        assert!(e.contains("--speculative-tokens"), "{e}");
+    }
+
     /// Prompts sharing their leading block hashes hit the prefix cache.
     #[tokio::test]
     async fn shared_prefix_blocks_hit_the_cache() {
         let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
-        let s = Stepper::start(&cfg).unwrap();
+        let s = Stepper::start(&cfg, None).unwrap();
         let blocks: Vec<u64> = (1..=8).collect();
         for _ in 0..2 {
-            let mut f = s.add(128, 1, blocks.clone(), 16);
+            let mut f = s.add(128, 1, blocks.clone(), 16, None);
             while f.recv().await.is_some() {}
         }
         // The second prompt finds all but the last block (one token must be computed).
