@@ -74,9 +74,22 @@ pub fn reuses_prefixes(p: &ProfileSpec) -> bool {
         || value("random_prefix_len").is_some_and(|v| v.parse::<u64>().is_ok_and(|n| n > 0))
 }
 
+/// Whether a bench of profile `p` warms up with prompts of its own (drawn from a seed derived
+/// from the run's, `servelab_workload`'s `WARMUP_SEED`): the datasets drawn from a seed. A
+/// JSONL or Hugging Face file, sessions and traces warm up with the run's own first prompts.
+fn warms_up_on_its_own_prompts(p: &ProfileSpec) -> bool {
+    match p.get("dataset_name") {
+        None => true,
+        Some(ArgValue::Value(v)) => {
+            matches!(v.as_str(), "random" | "prefix" | "random-mm" | "sharegpt")
+        }
+        Some(_) => false,
+    }
+}
+
 /// Refuse what would make profiles or repeats share prompts without asking: two profiles
-/// whose own seeds meet within `repeats` runs, and warm-ups (the bench warms up with the
-/// run's own first prompts, which a prefix cache then serves).
+/// whose own seeds meet within `repeats` runs, and warm-ups that resend the run's own first
+/// prompts (datasets not drawn from a seed), which a prefix cache would then serve.
 pub fn check(profiles: &[ProfileSpec], repeats: u32) -> Result<(), LabError> {
     let runs = u64::from(repeats.max(1));
     for (i, p) in profiles.iter().enumerate() {
@@ -84,13 +97,15 @@ pub fn check(profiles: &[ProfileSpec], repeats: u32) -> Result<(), LabError> {
             Some(ArgValue::Value(v)) => v.parse::<u64>().map_or(true, |n| n > 0),
             _ => false,
         };
-        if warm && !p.shared_prefixes {
+        if warm && !p.shared_prefixes && !warms_up_on_its_own_prompts(p) {
             return Err(invalid(
                 format!("profiles[{i}].num_warmups"),
-                "a bench's warm-ups resend its own first prompts, which a prefix cache then \
-                 serves, so the lab would credit the cache with them: leave num_warmups out \
-                 (each trial starts on a fresh engine, and the report says which runs came \
-                 after others), or set shared_prefixes: true to measure that on purpose",
+                "with this dataset a bench's warm-ups resend the run's own first prompts \
+                 (only random, prefix, random-mm and sharegpt draw warm-up prompts of their \
+                 own), which a prefix cache then serves, so the lab would credit the cache \
+                 with them: leave num_warmups out (each trial starts on a fresh engine, and \
+                 the report says which runs came after others), or set shared_prefixes: true \
+                 to measure that on purpose",
             ));
         }
         let Some(s) = own_seed(p) else { continue };
@@ -179,10 +194,21 @@ mod tests {
         assert!(check(&[a.clone(), same], 1).is_err());
         let shared = profile("c", &[("seed", "1")], true);
         assert!(check(&[a, shared], 1).is_ok());
-        let warm = profile("w", &[("num_warmups", "4")], false);
-        let e = check(&[warm], 1).unwrap_err().to_string();
-        assert!(e.starts_with("profiles[0].num_warmups: a bench's warm-ups resend"), "{e}");
-        assert!(check(&[profile("w", &[("num_warmups", "0")], false)], 1).is_ok());
-        assert!(check(&[profile("w", &[("num_warmups", "4")], true)], 1).is_ok());
+        // Warm-ups of a dataset drawn from a seed use prompts of their own (issue 25): allowed.
+        assert!(check(&[profile("w", &[("num_warmups", "4")], false)], 1).is_ok());
+        for d in ["random", "prefix", "random-mm", "sharegpt"] {
+            let warm = profile("w", &[("num_warmups", "4"), ("dataset_name", d)], false);
+            assert!(check(&[warm], 1).is_ok(), "{d}");
+        }
+        // A file's lines, sessions and traces: the warm-ups resend the first ones.
+        for d in ["jsonl", "sessions", "mooncake", "hf"] {
+            let warm = profile("w", &[("num_warmups", "4"), ("dataset_name", d)], false);
+            let e = check(&[warm], 1).unwrap_err().to_string();
+            assert!(e.starts_with("profiles[0].num_warmups: with this dataset"), "{d}: {e}");
+            let shared = profile("w", &[("num_warmups", "4"), ("dataset_name", d)], true);
+            assert!(check(&[shared], 1).is_ok(), "{d}");
+        }
+        let none = profile("w", &[("num_warmups", "0"), ("dataset_name", "jsonl")], false);
+        assert!(check(&[none], 1).is_ok());
     }
 }
