@@ -18,8 +18,9 @@
 //! second, or drifting less than a millisecond a second, cannot be told from a clock that is
 //! behind.
 use std::net::SocketAddr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
+use servelab_records::time::unix_ms_exact as unix_ms;
 use tokio::time::Instant;
 
 use crate::http::{connect, drive, get_request, read_body, split_host_port, within, Conn, Target};
@@ -162,14 +163,6 @@ pub fn plan_round(b: Bounds, earliest_ms: f64, rtt_ms: f64, k: usize) -> (f64, V
     let boundary = ((earliest_ms + first_aim + rtt_ms / 2.0) / 1e3).ceil() * 1e3;
     let sends = aims.iter().map(|aim| boundary - aim - rtt_ms / 2.0).collect();
     (boundary, sends)
-}
-
-/// Milliseconds since the Unix epoch (negative before it), to the nanosecond.
-fn unix_ms(t: SystemTime) -> f64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs_f64() * 1e3,
-        Err(e) => -e.duration().as_secs_f64() * 1e3,
-    }
 }
 
 /// The target's clock minus this host's from its `Date` header, narrowed and checked at four

@@ -7,9 +7,12 @@ use std::collections::BinaryHeap;
 use crate::engine::{Engine, EngineGauges, RequestShape};
 use crate::error::{EngineError, Result};
 
-/// How requests are sent.
+/// How the driver releases requests in virtual time. Not a second load model: the arrival
+/// times come from [`servelab_load`]'s schedule (the predictor draws them with
+/// `Schedule::take_n`, as the measuring client would); this adds only the closed loop's rule,
+/// which the real client gets from its worker slots, in the driver's event queue.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Load {
+pub enum VirtualLoad {
     /// Request `i` is sent at `arrivals_ns[i]`.
     Open {
         /// Send times, one per request, ns.
@@ -53,9 +56,14 @@ impl Default for RunOptions {
     }
 }
 
-/// What the client saw of one request. Times are client-side, ns from the run's start.
+/// What the client saw of one request in virtual time, ns from the run's start.
+///
+/// Not [`servelab_records::RequestRecord`]: that one is what a measured response carried
+/// (chunks with their text, status, usage, stream notes), and calibration sums millions of
+/// virtual requests that need only their token times. The predictor turns each into a real
+/// record (`servelab_predict`), so everything downstream reads one record type.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct RequestRecord {
+pub struct VirtualRecord {
     /// Index in the input.
     pub index: usize,
     /// Intended send time (arrival for open loop; slot time for closed loop).
@@ -89,7 +97,7 @@ pub struct GaugeSample {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunResult {
     /// One record per input request, in input order.
-    pub requests: Vec<RequestRecord>,
+    pub requests: Vec<VirtualRecord>,
     /// Gauge time series.
     pub gauges: Vec<GaugeSample>,
     /// Engine steps run.
@@ -127,12 +135,12 @@ struct Run<'a> {
 pub fn run(
     engine: &mut Engine,
     shapes: &[RequestShape],
-    load: &Load,
+    load: &VirtualLoad,
     opts: RunOptions,
 ) -> Result<RunResult> {
     let n = shapes.len();
     let (cap, avail) = match load {
-        Load::Open { arrivals_ns } => {
+        VirtualLoad::Open { arrivals_ns } => {
             if arrivals_ns.len() != n {
                 return Err(EngineError::invalid(
                     "arrivals_ns",
@@ -141,7 +149,7 @@ pub fn run(
             }
             (None, arrivals_ns.clone())
         }
-        Load::Closed { concurrency, arrivals_ns } => {
+        VirtualLoad::Closed { concurrency, arrivals_ns } => {
             if *concurrency == 0 {
                 return Err(EngineError::invalid("concurrency", "expected >= 1, got 0"));
             }
@@ -158,7 +166,7 @@ pub fn run(
     let requests = shapes
         .iter()
         .enumerate()
-        .map(|(index, s)| RequestRecord {
+        .map(|(index, s)| VirtualRecord {
             index,
             prompt_tokens: s.prompt_tokens,
             output_tokens: s.output_tokens,
@@ -328,7 +336,7 @@ mod tests {
     #[test]
     fn closed_loop_one_at_a_time_chains_requests() {
         let mut e = engine("model: qwen3-8b\ngpu: h100\n");
-        let load = Load::Closed { concurrency: 1, arrivals_ns: None };
+        let load = VirtualLoad::Closed { concurrency: 1, arrivals_ns: None };
         let opts = RunOptions { network_ns: 1000, gauges: GaugeSampling::Off };
         let r = run(&mut e, &shapes(3, 100, 4), &load, opts).unwrap();
         assert_eq!(r.requests[0].intended_ns, 0);
@@ -348,7 +356,7 @@ mod tests {
     fn open_loop_is_deterministic_and_samples_gauges() {
         let go = || {
             let mut e = engine("model: qwen3-8b\ngpu: h100\nreplicas: 2\n");
-            let load = Load::Open { arrivals_ns: (0..20).map(|i| i * 5_000_000).collect() };
+            let load = VirtualLoad::Open { arrivals_ns: (0..20).map(|i| i * 5_000_000).collect() };
             let opts = RunOptions { network_ns: 0, gauges: GaugeSampling::Interval(10_000_000) };
             run(&mut e, &shapes(20, 500, 20), &load, opts).unwrap()
         };
@@ -366,7 +374,7 @@ mod tests {
         let mut e = engine("model: qwen3-8b\ngpu: h100\nscheduler: {num_gpu_blocks: 10}\n");
         let mut s = shapes(2, 50, 5);
         s[0].prompt_tokens = 5000;
-        let load = Load::Closed { concurrency: 1, arrivals_ns: None };
+        let load = VirtualLoad::Closed { concurrency: 1, arrivals_ns: None };
         let r = run(&mut e, &s, &load, RunOptions::default()).unwrap();
         assert!(r.requests[0].error.as_deref().unwrap_or("").contains("KV blocks"));
         assert_eq!(r.requests[1].token_ns.len(), 5);
@@ -375,9 +383,9 @@ mod tests {
     #[test]
     fn bad_load_is_an_error() {
         let mut e = engine("model: qwen3-8b\ngpu: h100\n");
-        let load = Load::Open { arrivals_ns: vec![0] };
+        let load = VirtualLoad::Open { arrivals_ns: vec![0] };
         assert!(run(&mut e, &shapes(2, 10, 2), &load, RunOptions::default()).is_err());
-        let load = Load::Closed { concurrency: 0, arrivals_ns: None };
+        let load = VirtualLoad::Closed { concurrency: 0, arrivals_ns: None };
         assert!(run(&mut e, &shapes(2, 10, 2), &load, RunOptions::default()).is_err());
     }
 }

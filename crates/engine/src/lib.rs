@@ -38,7 +38,9 @@ pub use config::{
     SchedulerConfig, WorkerSpec,
 };
 pub use cost::{BatchShape, CostModel, StepCost};
-pub use driver::{run, GaugeSample, GaugeSampling, Load, RequestRecord, RunOptions, RunResult};
+pub use driver::{
+    run, GaugeSample, GaugeSampling, RunOptions, RunResult, VirtualLoad, VirtualRecord,
+};
 pub use dtype::DType;
 pub use engine::{Engine, EngineGauges, RequestShape, StepOutcome};
 pub use error::{EngineError, Result};
@@ -52,5 +54,5 @@ pub use model::{model_preset_names, ModelSpec, MoeSpec};
 pub use provenance::{provenance, Provenance};
 pub use replica::RequestId;
 pub use summary::{summarize, PointSummary};
-pub use sweep::{predict_point, Scenario};
+pub use sweep::{predict_point, IslOsl, Scenario};
 pub use table::{parse_sweep_tables, SweepTable};

@@ -1,57 +1,14 @@
-//! The nine published sweep columns of one run, as `vllm bench serve` defines them: duration
-//! from the first intended send to the last token; TPOT per request `(e2e − ttft) / (output −
-//! 1)` over requests with more than one token; percentiles by linear interpolation (numpy's
-//! default). Full metrics belong to servelab's metrics crate; these serve calibration.
+//! The nine published sweep columns of one virtual-time run, as `vllm bench serve` defines
+//! them: duration from the first intended send to the last token; TPOT per request `(e2e −
+//! ttft) / (output − 1)` over requests with more than one token; means and percentiles with
+//! numpy's definitions ([`servelab_records::stats`], the same functions the metrics crate
+//! uses). The row is the one published-table row, [`PointSummary`]. Full metrics belong to
+//! servelab's metrics crate; these serve calibration.
 
-use serde::{Deserialize, Serialize};
+use servelab_records::stats::{mean, percentile};
+pub use servelab_records::PointSummary;
 
 use crate::driver::RunResult;
-
-/// One row of a sweep table (times in ms).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-pub struct PointSummary {
-    /// Concurrency (closed loop) of the row.
-    pub concurrency: u32,
-    /// Completed requests per second.
-    pub request_throughput: f64,
-    /// Output tokens per second.
-    pub output_throughput: f64,
-    /// Mean end-to-end latency.
-    pub mean_e2e_ms: f64,
-    /// P99 end-to-end latency.
-    pub p99_e2e_ms: f64,
-    /// Mean time to first token.
-    pub mean_ttft_ms: f64,
-    /// P99 time to first token.
-    pub p99_ttft_ms: f64,
-    /// Mean time per output token.
-    pub mean_tpot_ms: f64,
-    /// P99 time per output token.
-    pub p99_tpot_ms: f64,
-}
-
-/// The `q`-th percentile (0–100) of sorted `v` by linear interpolation between closest ranks
-/// (numpy `percentile`, method "linear"); 0 for an empty slice.
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    match sorted.len() {
-        0 => 0.0,
-        1 => sorted[0],
-        n => {
-            let pos = q / 100.0 * (n - 1) as f64;
-            let lo = pos.floor() as usize;
-            let hi = (lo + 1).min(n - 1);
-            sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
-        }
-    }
-}
-
-fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
-}
 
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
@@ -82,16 +39,18 @@ pub fn summarize(r: &RunResult, concurrency: u32) -> PointSummary {
         }
     }
     let per_s = |x: f64| if dur_s > 0.0 { x / dur_s } else { 0.0 };
+    // Means in request order, as numpy's pairwise sum (and the metrics crate) take them.
+    let (mean_e2e_ms, mean_ttft_ms, mean_tpot_ms) = (mean(&e2e), mean(&ttft), mean(&tpot));
     let (e2e, ttft, tpot) = (sorted(e2e), sorted(ttft), sorted(tpot));
     PointSummary {
         concurrency,
         request_throughput: per_s(done.len() as f64),
         output_throughput: per_s(tokens as f64),
-        mean_e2e_ms: mean(&e2e),
+        mean_e2e_ms,
         p99_e2e_ms: percentile(&e2e, 99.0),
-        mean_ttft_ms: mean(&ttft),
+        mean_ttft_ms,
         p99_ttft_ms: percentile(&ttft, 99.0),
-        mean_tpot_ms: mean(&tpot),
+        mean_tpot_ms,
         p99_tpot_ms: percentile(&tpot, 99.0),
     }
 }
@@ -99,22 +58,13 @@ pub fn summarize(r: &RunResult, concurrency: u32) -> PointSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::RequestRecord;
-
-    #[test]
-    fn percentile_is_numpy_linear() {
-        let v = [1.0, 2.0, 3.0, 4.0];
-        assert_eq!(percentile(&v, 50.0), 2.5);
-        assert!((percentile(&v, 99.0) - 3.97).abs() < 1e-12);
-        assert_eq!(percentile(&v, 100.0), 4.0);
-        assert_eq!(percentile(&[], 99.0), 0.0);
-    }
+    use crate::driver::VirtualRecord;
 
     #[test]
     fn summary_of_two_requests() {
         // A: sent 0, tokens at 100, 110, 120 ms → e2e 120, ttft 100, tpot 10.
         // B: sent 0, tokens at 200, 240 ms → e2e 240, ttft 200, tpot 40. Duration 0.24 s.
-        let rec = |t: &[u64]| RequestRecord {
+        let rec = |t: &[u64]| VirtualRecord {
             token_ns: t.iter().map(|ms| ms * 1_000_000).collect(),
             first_token_ns: Some(t[0] * 1_000_000),
             end_ns: Some(t[t.len() - 1] * 1_000_000),

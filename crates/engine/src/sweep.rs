@@ -1,33 +1,22 @@
 //! Sweep points: one closed-loop run per (scenario, concurrency), as `servelab sweep` runs them.
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::EngineConfig;
-use crate::driver::{run, GaugeSampling, Load, RunOptions};
+use crate::driver::{run, GaugeSampling, RunOptions, VirtualLoad};
 use crate::engine::{Engine, RequestShape};
 use crate::error::Result;
 use crate::summary::{summarize, PointSummary};
 
-/// Fixed input and output lengths (`ISL:OSL`), as the random dataset with no range makes them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Scenario {
-    /// Prompt tokens.
-    pub isl: u32,
-    /// Output tokens.
-    pub osl: u32,
-}
+pub use servelab_records::IslOsl;
 
-impl std::fmt::Display for Scenario {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.isl, self.osl)
-    }
-}
+/// The `ISL:OSL` of a sweep point: [`IslOsl`], servelab's one type for it. The old name is
+/// kept only while `calibrate.rs` (being reshaped in parallel) still spells it.
+pub type Scenario = IslOsl;
 
 /// Runs `requests` requests of `scenario` at closed-loop `concurrency` on a fresh engine and
 /// summarises them.
 pub fn predict_point(
     cfg: &EngineConfig,
-    scenario: Scenario,
+    scenario: IslOsl,
     concurrency: u32,
     requests: usize,
 ) -> Result<PointSummary> {
@@ -38,7 +27,7 @@ pub fn predict_point(
         ..Default::default()
     };
     let shapes = vec![shape; requests];
-    let load = Load::Closed { concurrency, arrivals_ns: None };
+    let load = VirtualLoad::Closed { concurrency, arrivals_ns: None };
     let opts = RunOptions { network_ns: 0, gauges: GaugeSampling::Off };
     let r = run(&mut engine, &shapes, &load, opts)?;
     Ok(summarize(&r, concurrency))

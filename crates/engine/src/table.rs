@@ -1,10 +1,11 @@
 //! Parser of Markdown sweep tables: the published format (one `## ... (ISL:OSL=3000:150)`
 //! section per scenario, typos such as "Reqeuest" and "Lantency" included) and servelab's own
-//! `summary.md`. Columns are recognised by name, in any order; missing cells become NaN.
+//! `summary.md`. Columns are recognised by name, in any order ([`PublishedColumn::recognise`]);
+//! missing cells become NaN.
+
+use servelab_records::{IslOsl, PointSummary, PublishedColumn};
 
 use crate::error::{EngineError, Result};
-use crate::summary::PointSummary;
-use crate::sweep::Scenario;
 
 /// One table of a Markdown document.
 #[derive(Debug, Clone, PartialEq)]
@@ -12,53 +13,9 @@ pub struct SweepTable {
     /// The heading above the table.
     pub name: String,
     /// `ISL:OSL` found in the heading, if any.
-    pub scenario: Option<Scenario>,
+    pub scenario: Option<IslOsl>,
     /// Rows (NaN where a column is missing or a cell is not a number).
     pub rows: Vec<PointSummary>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Col {
-    Concurrency,
-    ReqTput,
-    OutTput,
-    MeanE2e,
-    P99E2e,
-    MeanTtft,
-    P99Ttft,
-    MeanTpot,
-    P99Tpot,
-    Other,
-}
-
-/// Recognises a header cell, tolerating typos and spacing.
-fn column(header: &str) -> Col {
-    let h: String = header.to_ascii_lowercase().chars().filter(|c| !c.is_whitespace()).collect();
-    let mean = h.starts_with("mean");
-    let p99 = h.starts_with("p99");
-    if h.contains("concurrency") {
-        Col::Concurrency
-    } else if h.contains("throughput") && (h.contains("output") || h.contains("tok/s")) {
-        Col::OutTput
-    } else if h.contains("throughput") {
-        Col::ReqTput
-    } else if h.contains("ttft") {
-        pick(mean, p99, Col::MeanTtft, Col::P99Ttft)
-    } else if h.contains("tpot") {
-        pick(mean, p99, Col::MeanTpot, Col::P99Tpot)
-    } else if h.contains("e2e") || h.contains("latency") || h.contains("lantency") {
-        pick(mean, p99, Col::MeanE2e, Col::P99E2e)
-    } else {
-        Col::Other
-    }
-}
-
-fn pick(mean: bool, p99: bool, m: Col, p: Col) -> Col {
-    match (mean, p99) {
-        (true, _) => m,
-        (_, true) => p,
-        _ => Col::Other,
-    }
 }
 
 fn cells(line: &str) -> Vec<&str> {
@@ -73,58 +30,13 @@ fn is_separator(line: &str) -> bool {
     !c.is_empty() && c.iter().all(|s| !s.is_empty() && s.chars().all(|ch| matches!(ch, '-' | ':')))
 }
 
-/// The first `A:B` pair of integers in a heading (after `ISL:OSL=` when present).
-fn scenario_in(heading: &str) -> Option<Scenario> {
-    let upper = heading.to_ascii_uppercase();
-    let from = upper.find("ISL:OSL").map_or(0, |i| i + "ISL:OSL".len());
-    let s = &heading[from..];
-    let bytes = s.as_bytes();
-    for (i, _) in s.match_indices(':') {
-        let left = s[..i].trim_end();
-        let digits_l = left.bytes().rev().take_while(u8::is_ascii_digit).count();
-        let right = &s[i + 1..];
-        let digits_r = right.bytes().take_while(u8::is_ascii_digit).count();
-        if digits_l > 0 && digits_r > 0 && i < bytes.len() {
-            let isl = left[left.len() - digits_l..].parse().ok()?;
-            let osl = right[..digits_r].parse().ok()?;
-            return Some(Scenario { isl, osl });
-        }
-    }
-    None
-}
-
-fn parse_row(cols: &[Col], line: &str) -> Option<PointSummary> {
-    let mut p = PointSummary {
-        concurrency: 0,
-        request_throughput: f64::NAN,
-        output_throughput: f64::NAN,
-        mean_e2e_ms: f64::NAN,
-        p99_e2e_ms: f64::NAN,
-        mean_ttft_ms: f64::NAN,
-        p99_ttft_ms: f64::NAN,
-        mean_tpot_ms: f64::NAN,
-        p99_tpot_ms: f64::NAN,
-    };
+fn parse_row(cols: &[Option<PublishedColumn>], line: &str) -> Option<PointSummary> {
+    let mut p = PointSummary::missing(0);
     let mut have_conc = false;
     for (c, v) in cols.iter().zip(cells(line)) {
-        let x: f64 = v.replace(',', "").parse().unwrap_or(f64::NAN);
-        match c {
-            Col::Concurrency => {
-                if x.is_finite() && x >= 1.0 && x.fract() == 0.0 && x <= f64::from(u32::MAX) {
-                    p.concurrency = x as u32;
-                    have_conc = true;
-                }
-            }
-            Col::ReqTput => p.request_throughput = x,
-            Col::OutTput => p.output_throughput = x,
-            Col::MeanE2e => p.mean_e2e_ms = x,
-            Col::P99E2e => p.p99_e2e_ms = x,
-            Col::MeanTtft => p.mean_ttft_ms = x,
-            Col::P99Ttft => p.p99_ttft_ms = x,
-            Col::MeanTpot => p.mean_tpot_ms = x,
-            Col::P99Tpot => p.p99_tpot_ms = x,
-            Col::Other => {}
-        }
+        let Some(c) = *c else { continue };
+        let taken = p.set(c, v.replace(',', "").parse().unwrap_or(f64::NAN));
+        have_conc |= taken && c == PublishedColumn::Concurrency;
     }
     have_conc.then_some(p)
 }
@@ -149,7 +61,7 @@ pub fn parse_sweep_tables(markdown: &str) -> Result<Vec<SweepTable>> {
             i += 1;
             continue;
         }
-        let cols: Vec<Col> = cells(line).into_iter().map(column).collect();
+        let cols: Vec<_> = cells(line).into_iter().map(PublishedColumn::recognise).collect();
         i += 2;
         let mut rows = Vec::new();
         while i < lines.len() && lines[i].trim().starts_with('|') {
@@ -158,8 +70,9 @@ pub fn parse_sweep_tables(markdown: &str) -> Result<Vec<SweepTable>> {
             }
             i += 1;
         }
-        if cols.contains(&Col::Concurrency) {
-            out.push(SweepTable { scenario: scenario_in(&heading), name: heading.clone(), rows });
+        if cols.contains(&Some(PublishedColumn::Concurrency)) {
+            let scenario = IslOsl::find_in(&heading);
+            out.push(SweepTable { scenario, name: heading.clone(), rows });
         }
     }
     if out.is_empty() {
@@ -200,7 +113,7 @@ Dataset: `random`
     fn parses_the_published_format_with_its_typos() {
         let t = parse_sweep_tables(PUBLISHED).unwrap();
         assert_eq!(t.len(), 1);
-        assert_eq!(t[0].scenario, Some(Scenario { isl: 3000, osl: 150 }));
+        assert_eq!(t[0].scenario, Some(IslOsl { isl: 3000, osl: 150 }));
         let r = t[0].rows[1];
         assert_eq!(r.concurrency, 2);
         assert_eq!(r.request_throughput, 0.48);
@@ -214,7 +127,7 @@ Dataset: `random`
     fn parses_servelab_summaries_and_skips_bad_rows() {
         let t = parse_sweep_tables(SERVELAB).unwrap();
         assert_eq!(t[0].name, "1000:1000");
-        assert_eq!(t[0].scenario, Some(Scenario { isl: 1000, osl: 1000 }));
+        assert_eq!(t[0].scenario, Some(IslOsl { isl: 1000, osl: 1000 }));
         assert_eq!(t[0].rows.len(), 1);
         assert!(t[0].rows[0].p99_ttft_ms.is_nan());
         assert_eq!(t[0].rows[0].mean_tpot_ms, 13.96);
@@ -232,10 +145,5 @@ Dataset: `random`
     #[test]
     fn no_table_is_an_error() {
         assert!(parse_sweep_tables("# nothing\n| a | b |\n").is_err());
-        assert_eq!(
-            scenario_in("Benchmark (ISL:OSL=500:1000)"),
-            Some(Scenario { isl: 500, osl: 1000 })
-        );
-        assert_eq!(scenario_in("chat"), None);
     }
 }

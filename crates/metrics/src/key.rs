@@ -7,6 +7,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use servelab_records::PublishedColumn;
 
 use crate::stats::Distribution;
 use crate::Summary;
@@ -199,6 +200,24 @@ impl MetricKey {
         MetricKey { metric, stat: Some(stat) }
     }
 
+    /// The key of a column of the published sweep table; `None` for `Concurrency`, which is
+    /// the row's load rather than a figure of the run.
+    pub const fn published(c: PublishedColumn) -> Option<MetricKey> {
+        use PublishedColumn as C;
+        let p99 = Stat::P(99.0);
+        Some(match c {
+            C::Concurrency => return None,
+            C::RequestThroughput => MetricKey::of(Metric::RequestThroughput),
+            C::OutputThroughput => MetricKey::of(Metric::OutputThroughput),
+            C::MeanE2e => MetricKey::stat(Metric::E2el, Stat::Mean),
+            C::P99E2e => MetricKey::stat(Metric::E2el, p99),
+            C::MeanTtft => MetricKey::stat(Metric::Ttft, Stat::Mean),
+            C::P99Ttft => MetricKey::stat(Metric::Ttft, p99),
+            C::MeanTpot => MetricKey::stat(Metric::Tpot, Stat::Mean),
+            C::P99Tpot => MetricKey::stat(Metric::Tpot, p99),
+        })
+    }
+
     /// `ttft_p99`, `e2el_mean`, `output_throughput`, or a bare latency name (`ttft`) for the
     /// per-request value. Also takes `e2e`, `p50` for the median, and the lab's
     /// `total_tokens_per_s`, `output_tokens_per_s`, `requests_per_s`.
@@ -385,6 +404,16 @@ pub const HEADLINE: [MetricKey; 12] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+    use servelab_records::PUBLISHED_COLUMNS;
+
+    #[test]
+    fn published_columns_are_metric_keys_with_the_same_headers() {
+        for c in &PUBLISHED_COLUMNS[1..] {
+            let k = MetricKey::published(*c).unwrap();
+            assert_eq!(k.header(), c.header(), "{c:?}");
+        }
+        assert_eq!(MetricKey::published(PublishedColumn::Concurrency), None);
+    }
 
     #[test]
     fn parses_every_spelling() {

@@ -2,6 +2,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub use servelab_records::time::unix_ms;
+use servelab_records::time::{civil_from_days, days_from_civil};
+
 /// Now as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn now_rfc3339() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -100,35 +103,6 @@ pub fn rfc3339_millis(at: SystemTime) -> String {
     let d = at.duration_since(UNIX_EPOCH).unwrap_or_default();
     let whole = rfc3339(d.as_secs());
     format!("{}.{:03}Z", whole.trim_end_matches('Z'), d.subsec_millis())
-}
-
-/// `at` in Unix milliseconds (0 before 1970): how shards stamp the files they exchange.
-pub fn unix_ms(at: SystemTime) -> u128 {
-    at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
-}
-
-/// (year, month, day) to days since 1970-01-01, Howard Hinnant's `days_from_civil`.
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = i64::from((m + 9) % 12);
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// Days since 1970-01-01 to (year, month, day), Howard Hinnant's `civil_from_days`.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 #[cfg(test)]

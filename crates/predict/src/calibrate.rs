@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use serde::Deserialize;
-use servelab_engine::{EngineFile, PointSummary, Scenario, SweepTable};
+use servelab_engine::{EngineFile, SweepTable};
 use servelab_load::Level;
-use servelab_metrics::Summary;
+use servelab_metrics::{MetricKey, Summary};
+use servelab_records::{IslOsl, PointSummary, PUBLISHED_COLUMNS};
 
 /// The sweep tables of the file at `path`: a servelab `sweep.json` (a JSON object), else
 /// Markdown tables as published or as `servelab sweep` writes `summary.md`. Errors name the
@@ -50,13 +51,6 @@ struct PointFile {
     summary: Summary,
 }
 
-/// `ISL:OSL` of a random dataset label (`random(3000:150)`) or a scenario name (`3000:150`).
-fn scenario_of(s: &str) -> Option<Scenario> {
-    let inner = s.strip_prefix("random(").and_then(|r| r.strip_suffix(')')).unwrap_or(s);
-    let (i, o) = inner.split_once(':')?;
-    Some(Scenario { isl: i.trim().parse().ok()?, osl: o.trim().parse().ok()? })
-}
-
 /// The grid points of a servelab `sweep.json` as sweep tables: one per scenario, one row per
 /// concurrency level. Scenarios of fixed random lengths only (`--scenario ISL:OSL`).
 pub fn sweep_json_tables(text: &str) -> Result<Vec<SweepTable>, String> {
@@ -78,7 +72,7 @@ pub fn tables_from_points(
 ) -> Result<Vec<SweepTable>, String> {
     let mut out: Vec<SweepTable> = Vec::new();
     for (name, dataset, load, summary) in points {
-        let Some(scenario) = scenario_of(&dataset).or_else(|| scenario_of(&name)) else {
+        let Some(scenario) = IslOsl::of_label(&dataset).or_else(|| IslOsl::of_label(&name)) else {
             return Err(format!(
                 "scenario '{name}' ({dataset}) has no fixed ISL:OSL; calibrate reads \
                  --scenario ISL:OSL sweeps"
@@ -98,23 +92,15 @@ pub fn tables_from_points(
     Ok(out)
 }
 
-/// The nine published columns of a measured summary.
+/// The nine published columns of a measured summary (NaN for a figure it lacks).
 fn row(concurrency: u32, s: &Summary) -> PointSummary {
-    let p99 = |d: &servelab_metrics::Distribution| {
-        d.percentiles.iter().find(|(p, _)| *p == 99.0).map_or(f64::NAN, |(_, v)| *v)
-    };
-    let mean = |d: &servelab_metrics::Distribution| if d.count > 0 { d.mean } else { f64::NAN };
-    PointSummary {
-        concurrency,
-        request_throughput: s.request_throughput,
-        output_throughput: s.output_throughput,
-        mean_e2e_ms: mean(&s.e2el_ms),
-        p99_e2e_ms: p99(&s.e2el_ms),
-        mean_ttft_ms: mean(&s.ttft_ms),
-        p99_ttft_ms: p99(&s.ttft_ms),
-        mean_tpot_ms: mean(&s.tpot_ms),
-        p99_tpot_ms: p99(&s.tpot_ms),
+    let mut p = PointSummary::missing(concurrency);
+    for c in PUBLISHED_COLUMNS {
+        if let Some(v) = MetricKey::published(c).and_then(|k| k.value(s)) {
+            p.set(c, v);
+        }
     }
+    p
 }
 
 /// The engine file `original` (YAML text) with its calibration replaced by `fitted` and its
@@ -137,13 +123,6 @@ pub fn fitted_engine_yaml(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scenarios_come_from_labels_or_names() {
-        assert_eq!(scenario_of("random(3000:150)"), Some(Scenario { isl: 3000, osl: 150 }));
-        assert_eq!(scenario_of("1000:1000"), Some(Scenario { isl: 1000, osl: 1000 }));
-        assert_eq!(scenario_of("sharegpt(a.json)"), None);
-    }
 
     #[test]
     fn the_fitted_file_keeps_the_deployment_and_takes_the_fit() {

@@ -26,7 +26,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use servelab_engine::{
-    Engine, EngineConfig, GaugeSample, GaugeSampling, Load, Provenance, RequestShape, RunOptions,
+    Engine, EngineConfig, GaugeSample, GaugeSampling, Provenance, RequestShape, RunOptions,
+    VirtualLoad,
 };
 use servelab_load::{Arrivals, Schedule};
 use servelab_metrics::Summary;
@@ -119,11 +120,11 @@ impl Predictor {
         let arrivals = plan.load.arrivals();
         let times = Schedule::take_n(arrivals, w.seed, shapes.len());
         let load = match plan.load.concurrency() {
-            Some(c) => Load::Closed {
+            Some(c) => VirtualLoad::Closed {
                 concurrency: u32::try_from(c).unwrap_or(u32::MAX),
                 arrivals_ns: (arrivals != Arrivals::Burst).then(|| times.clone()),
             },
-            None => Load::Open { arrivals_ns: times.clone() },
+            None => VirtualLoad::Open { arrivals_ns: times.clone() },
         };
         let gauges = match plan.limits.server_metrics_interval {
             Some(d) if !d.is_zero() => GaugeSampling::Interval(d.as_nanos() as u64),
@@ -245,7 +246,7 @@ fn shape(i: usize, l: &RequestLengths) -> Result<RequestShape, RunError> {
 
 /// A predicted request as the client would have recorded it: one chunk per engine step that
 /// emitted tokens to it, at the virtual time the client read it.
-fn record(r: &servelab_engine::RequestRecord, scheduled_ns: u64) -> RequestRecord {
+fn record(r: &servelab_engine::VirtualRecord, scheduled_ns: u64) -> RequestRecord {
     let mut chunks: Vec<Chunk> = Vec::new();
     for &t in &r.token_ns {
         match chunks.last_mut() {

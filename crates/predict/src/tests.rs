@@ -1,6 +1,6 @@
 use std::sync::Mutex;
 
-use servelab_engine::{EngineFile, Scenario};
+use servelab_engine::{EngineFile, IslOsl};
 use servelab_plan::{
     Api, DatasetSpec, LoadSpec, MetricsConfig, OutputSpec, RequestSpec, RunKind, SimTarget, Target,
     WorkloadSpec,
@@ -47,7 +47,7 @@ fn a_closed_loop_plan_predicts_what_the_engine_model_says() {
     assert_eq!(s.total_output_tokens, 40 * 50);
     assert_eq!(s.total_input_tokens, 40 * 1000);
     // The same closed loop run by the engine crate's own sweep point: same numbers.
-    let point = servelab_engine::predict_point(&c, Scenario { isl: 1000, osl: 50 }, 8, 40).unwrap();
+    let point = servelab_engine::predict_point(&c, IslOsl { isl: 1000, osl: 50 }, 8, 40).unwrap();
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
     assert!(close(s.output_throughput, point.output_throughput), "{s:?} {point:?}");
     assert!(close(s.tpot_ms.mean, point.mean_tpot_ms), "{} {}", s.tpot_ms.mean, point.mean_tpot_ms);
@@ -104,7 +104,7 @@ fn a_shared_prefix_hits_the_prefix_cache() {
 
 #[test]
 fn chunks_group_the_tokens_of_one_step() {
-    let r = servelab_engine::RequestRecord {
+    let r = servelab_engine::VirtualRecord {
         index: 3,
         intended_ns: 10,
         first_token_ns: Some(50),
@@ -122,7 +122,7 @@ fn chunks_group_the_tokens_of_one_step() {
     assert_eq!(rec.output_tokens(), Some(3));
     assert!(rec.is_success());
     let refused =
-        servelab_engine::RequestRecord { error: Some("too long".into()), ..Default::default() };
+        servelab_engine::VirtualRecord { error: Some("too long".into()), ..Default::default() };
     let rec = record(&refused, 0);
     assert_eq!(rec.status, Some(400));
     assert!(!rec.is_success());

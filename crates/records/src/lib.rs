@@ -7,12 +7,24 @@
 //!
 //! All times are nanoseconds since the run's origin (one `Instant` taken before the first
 //! arrival), so records serialize compactly and compare across requests exactly.
+//!
+//! Below every stage that reads records, it also holds the few definitions those stages must
+//! share exactly and that the engine model (which sits beside metrics, not above it) needs
+//! too: numpy's [`stats::percentile`], the `ISL:OSL` pair ([`IslOsl`]), the published sweep
+//! table ([`published`]) and civil-date arithmetic ([`time`]).
 
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+pub mod isl_osl;
+pub mod published;
+pub mod stats;
+pub mod time;
+
 use std::collections::BTreeMap;
 
+pub use isl_osl::{IslOsl, NotIslOsl};
+pub use published::{PointSummary, PublishedColumn, PUBLISHED_COLUMNS};
 use serde::{Deserialize, Serialize};
 pub use servelab_load::{LoadSpec, Ramp, RampStrategy, Shard};
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use servelab_load::Level;
+use servelab_records::{IslOsl, NotIslOsl};
 
 use crate::error::{invalid, SweepError};
 
@@ -46,20 +47,15 @@ impl DatasetChoice {
     }
 }
 
-/// `3000:150` → a random scenario named `3000x150` with those input:output lengths.
+/// `3000:150` → a random scenario named `3000x150` with those input:output lengths (read as
+/// [`IslOsl`], servelab's one `ISL:OSL`; neither may be 0).
 pub fn parse_scenario(s: &str) -> Result<Scenario, SweepError> {
-    let bad = || {
-        invalid(
-            "--scenario",
-            format!("'{s}' is not ISL:OSL (input and output tokens, e.g. 3000:150)"),
-        )
-    };
-    let (i, o) = s.split_once(':').ok_or_else(bad)?;
-    let input_len: u64 = i.trim().parse().map_err(|_| bad())?;
-    let output_len: u64 = o.trim().parse().map_err(|_| bad())?;
-    if input_len == 0 || output_len == 0 {
-        return Err(bad());
-    }
+    let lengths = s.parse::<IslOsl>().map_err(|e| e.to_string());
+    let lengths = lengths.and_then(|l| {
+        (l.isl > 0 && l.osl > 0).then_some(l).ok_or_else(|| NotIslOsl(s.into()).to_string())
+    });
+    let IslOsl { isl, osl } = lengths.map_err(|e| invalid("--scenario", e))?;
+    let (input_len, output_len) = (u64::from(isl), u64::from(osl));
     Ok(Scenario::new(
         format!("{input_len}x{output_len}"),
         DatasetChoice::Random { input_len, output_len },

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use servelab_records::time::days_from_civil;
+
 use super::Row;
 use crate::error::DatasetError;
 
@@ -210,20 +212,10 @@ pub(crate) fn parse_datetime(s: &str) -> Option<i64> {
             sign * (hm[..2].parse::<i64>().ok()? * 3600 + hm[2..].parse::<i64>().ok()? * 60)
         }
     };
-    let days = days_from_civil(y, mo, d);
+    // mo and d were checked to be 1..=12 and 1..=31 above.
+    let days = days_from_civil(y, mo as u32, d as u32);
     let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_s;
     secs.checked_mul(1_000_000_000)?.checked_add(frac_ns)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
