@@ -66,7 +66,7 @@ pub enum Noise {
 /// What the difference means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum DeltaVerdict {
     /// Better than the baseline, beyond the noise.
     Better,
     /// Worse than the baseline, beyond the noise.
@@ -89,7 +89,7 @@ pub struct Delta {
     /// How the interval was estimated.
     pub noise: Noise,
     /// What the difference means, given the interval and the metric's direction.
-    pub verdict: Verdict,
+    pub verdict: DeltaVerdict,
 }
 
 /// One metric across subjects.
@@ -142,16 +142,16 @@ pub fn rejected(success_rate: Option<f64>, min: f64) -> bool {
 }
 
 /// The verdict of a difference interval for a metric's direction.
-pub fn verdict(metric: MetricKey, interval: Option<Interval>) -> Verdict {
+pub fn verdict(metric: MetricKey, interval: Option<Interval>) -> DeltaVerdict {
     match interval {
-        None => Verdict::Unknown,
-        Some(i) if !i.excludes_zero() => Verdict::WithinNoise,
+        None => DeltaVerdict::Unknown,
+        Some(i) if !i.excludes_zero() => DeltaVerdict::WithinNoise,
         Some(i) => {
             let up = i.lo > 0.0;
             if up == metric.higher_is_better() {
-                Verdict::Better
+                DeltaVerdict::Better
             } else {
-                Verdict::Worse
+                DeltaVerdict::Worse
             }
         }
     }

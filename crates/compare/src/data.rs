@@ -4,7 +4,7 @@
 use servelab_metrics::request::itl_per_token_ms;
 use servelab_metrics::{RequestRow, Summary};
 use servelab_records::{RequestRecord, RunInfo};
-use servelab_store::{Headline, RunConfig};
+use servelab_store::{Headline, RunSetup};
 
 use serde::Serialize;
 use servelab_metrics::Metric;
@@ -74,7 +74,7 @@ pub struct RunData {
     /// Per-request samples; `None` for a run known only by its headline (an import).
     pub samples: Option<Samples>,
     /// The full configuration, when the store or the imported file has it.
-    pub config: Option<RunConfig>,
+    pub config: Option<RunSetup>,
     /// `key=value` tags, in stored order.
     pub tags: Vec<(String, String)>,
     /// The full summary; `None` for a run known only by its headline.

@@ -7,7 +7,7 @@ use servelab_metrics::{Metric, MetricKey, Stat};
 use servelab_outputs::chart::{spans, Chart, Series};
 use servelab_outputs::fmt::{num, MISSING};
 use servelab_outputs::{file_safe, Align, Table};
-use servelab_records::LoadSpec;
+use servelab_records::{LoadSpec, PUBLISHED_COLUMNS};
 
 use crate::compare::{best_index, rejected, CompareOptions};
 use crate::data::{RunData, Subject, SCENARIO_TAG};
@@ -20,31 +20,19 @@ pub const DEPLOY_METRICS: [MetricKey; 3] = [
     MetricKey::stat(Metric::Tpot, Stat::Mean),
 ];
 
-/// The columns of a published per-deployment table after `Concurrency`, with their headers
-/// as published.
-pub const PUBLISHED_COLUMNS: [(MetricKey, &str); 8] = [
-    (MetricKey::of(Metric::RequestThroughput), "Request Throughput (req/s)"),
-    (MetricKey::of(Metric::OutputThroughput), "Output Token Throughput (tok/s)"),
-    (MetricKey::stat(Metric::E2el, Stat::Mean), "Mean E2E Latency (ms)"),
-    (MetricKey::stat(Metric::E2el, Stat::P(99.0)), "P99 E2E Latency (ms)"),
-    (MetricKey::stat(Metric::Ttft, Stat::Mean), "Mean TTFT (ms)"),
-    (MetricKey::stat(Metric::Ttft, Stat::P(99.0)), "P99 TTFT (ms)"),
-    (MetricKey::stat(Metric::Tpot, Stat::Mean), "Mean TPOT (ms)"),
-    (MetricKey::stat(Metric::Tpot, Stat::P(99.0)), "P99 TPOT (ms)"),
-];
-
 /// One deployment's table of a scenario as teams publish it: a row per level it ran, the
-/// nine columns of [`PUBLISHED_COLUMNS`]; a rejected point's figures are `-`.
+/// nine columns of [`PUBLISHED_COLUMNS`] under their published headers; a rejected point's
+/// figures are `-`.
 pub fn published_table(v: &ScenarioView, e: &Entry, o: &CompareOptions) -> Table {
-    let mut headers = vec!["Concurrency".to_string()];
-    headers.extend(PUBLISHED_COLUMNS.iter().map(|(_, h)| h.to_string()));
+    let headers: Vec<String> = PUBLISHED_COLUMNS.iter().map(|c| c.header().to_string()).collect();
     let mut t = Table::new(headers).with_align(&[Align::Right; 9]);
     for (i, r) in v.rows.iter().enumerate() {
         if e.cells.get(i).is_none_or(Option::is_none) {
             continue;
         }
+        let figures = PUBLISHED_COLUMNS.iter().filter_map(|c| MetricKey::published(*c));
         let mut cells = vec![r.label.clone()];
-        cells.extend(PUBLISHED_COLUMNS.iter().map(|(m, _)| num(e.value(i, *m, o))));
+        cells.extend(figures.map(|m| num(e.value(i, m, o))));
         t.push(cells);
     }
     t
@@ -480,7 +468,7 @@ mod tests {
             ..RunInfo::default()
         };
         let mut d = RunData::from_headline(name, &info, Headline::default());
-        d.config = Some(servelab_store::RunConfig { info, ..Default::default() });
+        d.config = Some(servelab_store::RunSetup { info, ..Default::default() });
         if let Some(s) = scenario {
             d.tags.push((SCENARIO_TAG.into(), s.into()));
         }

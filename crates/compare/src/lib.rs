@@ -28,7 +28,8 @@ pub mod verdict;
 mod welch;
 
 pub use compare::{
-    compare, pair, CompareOptions, Comparison, Delta, MetricRow, Noise, Pairing, Point, Verdict,
+    compare, pair, CompareOptions, Comparison, Delta, DeltaVerdict, MetricRow, Noise, Pairing,
+    Point,
 };
 pub use data::{Identity, RunData, Samples, Subject, SCENARIO_TAG};
 pub use narrative::{written_summary, Finding};

@@ -4,7 +4,7 @@
 use servelab_outputs::fmt::{num, MISSING};
 use servelab_outputs::Table;
 
-use crate::compare::{Comparison, Delta, Noise, Verdict};
+use crate::compare::{Comparison, Delta, DeltaVerdict, Noise};
 
 /// `+1.23 (+4.5%) better [+0.40, +2.06]`: the difference, its verdict, and the interval it
 /// was judged on (so "within noise" and "worse" can be checked by eye).
@@ -13,10 +13,10 @@ pub fn delta_cell(d: Option<&Delta>) -> String {
     let pct = d.pct.map(|p| format!(" ({p:+.1}%)")).unwrap_or_default();
     let band = d.interval.map(|i| format!(" [{:+.2}, {:+.2}]", i.lo, i.hi)).unwrap_or_default();
     let word = match d.verdict {
-        Verdict::Better => "better",
-        Verdict::Worse => "worse",
-        Verdict::WithinNoise => "within noise",
-        Verdict::Unknown => "no noise estimate",
+        DeltaVerdict::Better => "better",
+        DeltaVerdict::Worse => "worse",
+        DeltaVerdict::WithinNoise => "within noise",
+        DeltaVerdict::Unknown => "no noise estimate",
     };
     format!("{:+.2}{pct} {word}{band}", d.abs)
 }

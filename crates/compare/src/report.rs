@@ -24,7 +24,7 @@ use crate::deploy::{
 use crate::narrative::{written_summary, Finding};
 use crate::rank::{group, identities, point_name, rankings, LevelRanking, Series};
 use crate::render::{comparison_table, notes};
-use crate::verdict::{verdicts, ScenarioVerdicts, Verdict};
+use crate::verdict::{verdicts, ModelVerdict, ScenarioVerdicts};
 use servelab_metrics::HEADLINE;
 
 /// Everything a report shows, computed once; the renderers only format.
@@ -194,13 +194,13 @@ fn titled_charts(r: &Report, v: &ScenarioView) -> Vec<Chart> {
 }
 
 /// A verdict as a Markdown bullet: `- **headline** figures (rule)`.
-fn verdict_md(v: &Verdict) -> String {
+fn verdict_md(v: &ModelVerdict) -> String {
     let md = servelab_outputs::markdown::escape;
     format!("- **{}** {} ({})\n", md(&v.headline), md(&v.text), v.rule)
 }
 
 /// A verdict as an HTML list item.
-fn verdict_html(v: &Verdict) -> String {
+fn verdict_html(v: &ModelVerdict) -> String {
     format!(
         "<li><strong>{}</strong> {} <small>({})</small></li>\n",
         esc(&v.headline),
@@ -223,14 +223,14 @@ fn verdict_scope(s: &ScenarioVerdicts) -> String {
 /// The summary of each scenario that has one, in scenario order: its heading line, its
 /// verdicts (models, then variants) and its findings. One block per scenario, so the
 /// verdicts and the facts about one scenario are read together.
-type SummaryBlock<'a> = (String, Vec<&'a Verdict>, Vec<&'a Finding>);
+type SummaryBlock<'a> = (String, Vec<&'a ModelVerdict>, Vec<&'a Finding>);
 
 fn summary_blocks(r: &Report) -> Vec<SummaryBlock<'_>> {
     let mut out = Vec::new();
     for v in &r.views {
         let name = v.workload.name();
         let judged = r.verdicts.iter().find(|s| s.workload == v.workload);
-        let verdicts: Vec<&Verdict> =
+        let verdicts: Vec<&ModelVerdict> =
             judged.map(|s| s.models.iter().chain(&s.variants).collect()).unwrap_or_default();
         let findings: Vec<&Finding> = r.findings.iter().filter(|f| f.scenario == name).collect();
         if verdicts.is_empty() && findings.is_empty() {

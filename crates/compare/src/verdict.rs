@@ -127,7 +127,7 @@ fn size_words(b: f64) -> String {
 
 /// One judgement.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Verdict {
+pub struct ModelVerdict {
     /// The rule that produced it, `V1` to `V5` or `W1`.
     pub rule: &'static str,
     /// The model (deployment) judged.
@@ -146,9 +146,9 @@ pub struct ScenarioVerdicts {
     /// The lightest and the heaviest level the models were judged between.
     pub levels: (Row, Row),
     /// One verdict per model, in the order the models came.
-    pub models: Vec<Verdict>,
+    pub models: Vec<ModelVerdict>,
     /// One verdict per variant beside its model's first variant.
-    pub variants: Vec<Verdict>,
+    pub variants: Vec<ModelVerdict>,
 }
 
 /// A model's figures at the lightest (`l`) and heaviest (`h`) judged level it ran; `h` is
@@ -268,7 +268,7 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
             }
         })
         .collect();
-    let mut judged: Vec<Option<Verdict>> = vec![None; n];
+    let mut judged: Vec<Option<ModelVerdict>> = vec![None; n];
     let name = |i: usize| v.entries[i].name.clone();
     // Ranks under load are among the models that ran the heaviest level.
     let thr_h: Vec<Option<f64>> = figs.iter().map(|f| f.at_heaviest(f.thr_h)).collect();
@@ -327,7 +327,7 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
             _ => String::new(),
         };
         let lowest = if r_tpot[c] == Some(1) { "lowest " } else { "" };
-        judged[c] = Some(Verdict {
+        judged[c] = Some(ModelVerdict {
             rule: "V1",
             model: name(c),
             headline: format!("{} is the throughput champion.", name(c)),
@@ -365,7 +365,7 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
         let (x, others) = above_field(d).unwrap_or((0.0, 0.0));
         let bound =
             if latency_bound(d) { " (latency-bound: TTFT explodes with concurrency)" } else { "" };
-        judged[d] = Some(Verdict {
+        judged[d] = Some(ModelVerdict {
             rule: "V2",
             model: name(d),
             headline: format!("{} degrades the hardest under load{bound}.", name(d)),
@@ -426,8 +426,12 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
             ),
             _ => (format!("{} offers the best balance.", name(b)), String::new()),
         };
-        judged[b] =
-            Some(Verdict { rule: "V3", model: name(b), headline, text: balance_text(b, &sizes) });
+        judged[b] = Some(ModelVerdict {
+            rule: "V3",
+            model: name(b),
+            headline,
+            text: balance_text(b, &sizes),
+        });
     }
 
     // V3L: the best balance among the large models left, when V3 named no large model.
@@ -453,7 +457,7 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
             size_words(size[b].unwrap_or(0.0)),
             size_words(LARGE_PARAMS_B)
         );
-        judged[b] = Some(Verdict {
+        judged[b] = Some(ModelVerdict {
             rule: "V3L",
             model: name(b),
             headline: format!("{} offers the best balance for a large model.", name(b)),
@@ -500,7 +504,7 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
         };
         judged[i] = Some(if latency_bound(i) {
             let (x, others) = above_field(i).unwrap_or((0.0, 0.0));
-            Verdict {
+            ModelVerdict {
                 rule: "V4",
                 model: name(i),
                 headline: format!("{} is latency-bound: TTFT explodes with concurrency.", name(i)),
@@ -512,7 +516,7 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
                 ),
             }
         } else {
-            Verdict {
+            ModelVerdict {
                 rule: "V5",
                 model: name(i),
                 headline: format!("{}:", name(i)),
@@ -547,7 +551,7 @@ fn model_key(e: &Entry) -> (String, bool) {
 /// lightest also mean TTFT). Judged on mean TPOT at the lightest such level:
 /// [`SIGNIFICANT`] lower is "improves significantly over", higher "is significantly slower
 /// than", else "is on par with".
-fn variants(v: &ScenarioView, shared: &[usize], o: &CompareOptions) -> Vec<Verdict> {
+fn variants(v: &ScenarioView, shared: &[usize], o: &CompareOptions) -> Vec<ModelVerdict> {
     let mut out = Vec::new();
     for (k, e) in v.entries.iter().enumerate() {
         let (key, tagged) = model_key(e);
@@ -582,7 +586,7 @@ fn variant(
     both: &[usize],
     first: usize,
     o: &CompareOptions,
-) -> Verdict {
+) -> ModelVerdict {
     let (a, b) = (base.value(first, TPOT, o), e.value(first, TPOT, o));
     let rel = match (a, b) {
         (Some(a), Some(b)) if a > 0.0 => (b - a) / a,
@@ -616,7 +620,7 @@ fn variant(
         ));
     }
     text.push('.');
-    Verdict {
+    ModelVerdict {
         rule: "W1",
         model: e.name.clone(),
         headline: format!("{} {word} {} at {} ({how}).", e.name, base.name, rows[first].words()),

@@ -13,7 +13,7 @@ use std::path::Path;
 use serde_json::Value;
 use servelab_records::{LoadSpec, Ramp, RampStrategy, RunInfo};
 
-use crate::model::{Headline, RunConfig};
+use crate::model::{Headline, RunSetup};
 
 /// The tool a file came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub struct ImportedRun {
     /// The run's label: the file's own, else the file name without its extension.
     pub label: Option<String>,
     /// The configuration, as far as the file tells it.
-    pub config: RunConfig,
+    pub config: RunSetup,
     /// Tags to file the run under: `source=TOOL`.
     pub tags: Vec<(String, String)>,
     /// The headline metrics the file has.
@@ -326,7 +326,7 @@ fn finish(
 ) -> ImportedRun {
     // The host that ran an imported benchmark is not in its file; this machine's name would
     // be a false fact.
-    let config = RunConfig { info, host: String::new(), engine: None, engine_flags: None };
+    let config = RunSetup { info, host: String::new(), engine: None, engine_flags: None };
     let tags = vec![("source".to_string(), source.as_str().to_string())];
     ImportedRun { source, label, config, tags, missing: missing(&headline), headline, raw }
 }

@@ -26,9 +26,7 @@ mod view;
 
 pub use import::{import_file, parse_result_text, ImportError, ImportedRun, SourceTool};
 pub use merge::{read_digests, read_shard_file, shard_result_files};
-pub use model::{
-    Filter, Headline, NewRun, RunConfig, RunId, RunKind, RunRow, RunStatus, StoredRun,
-};
+pub use model::{Filter, Headline, NewRun, RunId, RunKind, RunRow, RunSetup, RunStatus, StoredRun};
 pub use paths::{default_db_path, resolve_db_path};
 pub use recorder::{Recorder, StoreRecording};
 pub use store::{Store, StoreError};

@@ -8,7 +8,7 @@ use servelab_metrics::merge::{merge_shards, MergeOptions, ShardRun};
 use servelab_metrics::{MetricsConfig, Summary};
 use servelab_records::{RequestRecord, RunInfo, RunKind};
 
-use crate::model::{NewRun, RunConfig, RunId, RunStatus};
+use crate::model::{NewRun, RunId, RunSetup, RunStatus};
 use crate::store::{Store, StoreError};
 use crate::view::ViewError;
 
@@ -202,7 +202,7 @@ impl Store {
         let run = NewRun {
             label: Some(label.to_string()),
             kind: RunKind::Bench,
-            config: RunConfig::new(merged.info, &tags),
+            config: RunSetup::new(merged.info, &tags),
             tags,
         };
         let id = self.begin_run(&run)?;
@@ -233,7 +233,7 @@ impl Store {
         let run = NewRun {
             label: Some(label.to_string()),
             kind: RunKind::Bench,
-            config: RunConfig::new(summary.info.clone(), &tags),
+            config: RunSetup::new(summary.info.clone(), &tags),
             tags,
         };
         let id = self.begin_run(&run)?;

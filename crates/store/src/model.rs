@@ -42,10 +42,11 @@ impl RunStatus {
     }
 }
 
-/// The full configuration of a run: how it was driven ([`RunInfo`]: target, model, dataset,
-/// load, seed, tool version) plus where it ran and what engine it measured.
+/// A run's setup as the store files it: how it was driven ([`RunInfo`]: target, model,
+/// dataset, load, seed, tool version) plus where it ran and what engine it measured. (The
+/// measuring loop's own settings are the client's `RunConfig`.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct RunConfig {
+pub struct RunSetup {
     /// How the run was driven, as recorded in its results.
     pub info: RunInfo,
     /// Host name of the machine that ran the client.
@@ -56,12 +57,12 @@ pub struct RunConfig {
     pub engine_flags: Option<String>,
 }
 
-impl RunConfig {
+impl RunSetup {
     /// The configuration of a run driven by `info`, with engine details taken from the tags
     /// `engine` and `engine_flags` when present.
-    pub fn new(info: RunInfo, tags: &[(String, String)]) -> RunConfig {
+    pub fn new(info: RunInfo, tags: &[(String, String)]) -> RunSetup {
         let tag = |k: &str| tags.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
-        RunConfig {
+        RunSetup {
             info,
             host: host_name(),
             engine: tag("engine"),
@@ -87,7 +88,7 @@ pub struct NewRun {
     /// What produced it: a bench, a sweep point, a lab trial, ...
     pub kind: RunKind,
     /// Its full configuration.
-    pub config: RunConfig,
+    pub config: RunSetup,
     /// `key=value` tags to file it under (`--tag`).
     pub tags: Vec<(String, String)>,
 }
@@ -214,7 +215,7 @@ pub struct StoredRun {
     /// The run as listed.
     pub row: RunRow,
     /// How it was driven and where.
-    pub config: RunConfig,
+    pub config: RunSetup,
     /// The full summary, for runs servelab measured and finished.
     pub summary: Option<Summary>,
     /// The original file of an imported run.

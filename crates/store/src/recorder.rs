@@ -12,7 +12,7 @@ use servelab_outputs::term;
 use servelab_plan::{RecordSink, RecordSpec, Recording};
 use servelab_records::{RequestRecord, RunInfo};
 
-use crate::model::{NewRun, RunConfig, RunId, RunStatus};
+use crate::model::{NewRun, RunId, RunSetup, RunStatus};
 use crate::store::Store;
 
 /// Records are written when this many are waiting...
@@ -152,7 +152,7 @@ impl Recording for StoreRecording {
         let run = NewRun {
             label: spec.label.clone(),
             kind: spec.kind,
-            config: RunConfig::new(info.clone(), &spec.tags),
+            config: RunSetup::new(info.clone(), &spec.tags),
             tags: spec.tags.clone(),
         };
         Box::new(Recorder::begin(&path, &run))

@@ -10,7 +10,7 @@ use servelab_records::RequestRecord;
 
 use crate::import::ImportedRun;
 use crate::model::{
-    Filter, Headline, NewRun, RunConfig, RunId, RunKind, RunRow, RunStatus, StoredRun,
+    Filter, Headline, NewRun, RunId, RunKind, RunRow, RunSetup, RunStatus, StoredRun,
 };
 use crate::schema::{self, SchemaError};
 
@@ -476,7 +476,7 @@ impl Store {
     /// A run's row and configuration only, without its summary, records or imported file:
     /// what a report of many runs needs (the summary and records of 128 sweep points are
     /// hundreds of MB of JSON to parse).
-    pub fn run_config(&self, id: RunId) -> Result<(RunRow, RunConfig), StoreError> {
+    pub fn run_config(&self, id: RunId) -> Result<(RunRow, RunSetup), StoreError> {
         let sql = format!(
             "SELECT {RUN_COLUMNS}, r.config_json FROM runs r \
              LEFT JOIN summaries s ON s.run_id = r.id WHERE r.id = ?1"
@@ -493,7 +493,7 @@ impl Store {
         let Some((row, config)) = found else {
             return Err(StoreError::NoSuchRun(id.to_string()));
         };
-        let config: RunConfig = serde_json::from_str(&config).map_err(|e| StoreError::Corrupt {
+        let config: RunSetup = serde_json::from_str(&config).map_err(|e| StoreError::Corrupt {
             path: self.path.clone(),
             id,
             what: "configuration",
@@ -524,7 +524,7 @@ impl Store {
         };
         let corrupt =
             |what, source| StoreError::Corrupt { path: self.path.clone(), id, what, source };
-        let config: RunConfig =
+        let config: RunSetup =
             serde_json::from_str(&config).map_err(|e| corrupt("configuration", e))?;
         let summary = match summary {
             Some(s) => serde_json::from_str(&s).map_err(|e| corrupt("summary", e))?,
