@@ -8,6 +8,8 @@
 //! Workloads that are not a flat list of prompts have their own entry points:
 //! [`load_sessions`] (multi-turn sessions; [`Session::turn_messages`] builds turn `k` from the
 //! server's replies) and [`load_trace`] (timestamped replay with `arrivals_ns`).
+//! [`Workload::load`] is what a run asks for: whichever of the three its dataset is, with the
+//! warm-ups' own prompts.
 
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
@@ -30,6 +32,7 @@ mod textgen;
 pub mod tokenizer;
 mod trace;
 mod wordcount;
+mod work;
 
 use std::path::PathBuf;
 
@@ -47,6 +50,7 @@ pub use tokenizer::{Tokenizer, TokenizerError};
 pub use trace::{
     load_trace, TraceFormat, TraceOptions, TraceSpec, TraceStats, TraceWorkload, DEFAULT_BLOCK_SIZE,
 };
+pub use work::Workload;
 
 /// Which prompts to generate or read.
 #[derive(Debug, Clone)]
