@@ -148,6 +148,109 @@ pub fn merge_notes(points: &[(f64, f64)], notes: &[String]) -> Vec<String> {
     out
 }
 
+/// Where a point's note goes: its text's anchor `(dx, dy)` pixels from the point, and which
+/// side of the text the anchor is on (`left`: the text runs right of it; `below`: the text
+/// hangs under it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotePlace {
+    /// Horizontal offset from the point, pixels.
+    pub dx: i32,
+    /// Vertical offset from the point, pixels (down is positive).
+    pub dy: i32,
+    /// The text starts at the anchor (else it ends there).
+    pub left: bool,
+    /// The text's top is at the anchor (else its bottom).
+    pub below: bool,
+}
+
+/// Pixel size of a note's text at the chart's note font (15 px DejaVu Sans, whose digits are
+/// 0.64 em wide): generous, so a placement that clears this box clears the drawn text.
+fn note_box(text: &str) -> (i32, i32) {
+    (10 * text.chars().count() as i32 + 2, 18)
+}
+
+/// The candidate places of a note, most preferred first: above right, above left, below right,
+/// below left, then the same farther out.
+const NOTE_PLACES: [NotePlace; 10] = [
+    NotePlace { dx: 10, dy: -10, left: true, below: false },
+    NotePlace { dx: -10, dy: -10, left: false, below: false },
+    NotePlace { dx: 10, dy: 10, left: true, below: true },
+    NotePlace { dx: -10, dy: 10, left: false, below: true },
+    NotePlace { dx: 0, dy: -12, left: true, below: false },
+    NotePlace { dx: 0, dy: 12, left: false, below: true },
+    NotePlace { dx: 12, dy: -30, left: true, below: false },
+    NotePlace { dx: -12, dy: -30, left: false, below: false },
+    NotePlace { dx: 12, dy: 30, left: true, below: true },
+    NotePlace { dx: -12, dy: 30, left: false, below: true },
+];
+
+/// Places the notes `notes` (pixel point, text) so that none sits on a plotted line, a marked
+/// point or another note where a free place exists, and none leaves the plot `area` (pixel
+/// `(x0, y0), (x1, y1)`): each takes the first of [`NOTE_PLACES`] whose text box covers the
+/// fewest samples of `lines` (pixel polylines) and overlaps no earlier note, preferring to
+/// stay inside the plot. Returns one place per note, in order.
+pub fn place_notes(
+    lines: &[Vec<(i32, i32)>],
+    notes: &[((i32, i32), String)],
+    area: ((i32, i32), (i32, i32)),
+) -> Vec<NotePlace> {
+    // Every line sampled every few pixels, so a segment crossing a box is seen.
+    let mut samples: Vec<(i32, i32)> = Vec::new();
+    for l in lines {
+        samples.extend(l.iter().copied());
+        for seg in l.windows(2) {
+            let (a, b) = (seg[0], seg[1]);
+            let len = (b.0 - a.0).abs().max((b.1 - a.1).abs());
+            let n = (len / 3).clamp(1, 2000);
+            for i in 1..n {
+                let t = f64::from(i) / f64::from(n);
+                let lerp = |u: i32, v: i32| u + (f64::from(v - u) * t).round() as i32;
+                samples.push((lerp(a.0, b.0), lerp(a.1, b.1)));
+            }
+        }
+    }
+    let rect = |(px, py): (i32, i32), text: &str, p: NotePlace| {
+        let (w, h) = note_box(text);
+        let (ax, ay) = (px + p.dx, py + p.dy);
+        let x0 = if p.left { ax } else { ax - w };
+        let y0 = if p.below { ay } else { ay - h };
+        (x0, y0, x0 + w, y0 + h)
+    };
+    let overlap = |a: (i32, i32, i32, i32), b: (i32, i32, i32, i32)| {
+        a.0 < b.2 && b.0 < a.2 && a.1 < b.3 && b.1 < a.3
+    };
+    let ((ax0, ay0), (ax1, ay1)) = area;
+    let mut placed: Vec<(i32, i32, i32, i32)> = Vec::new();
+    let mut out = Vec::with_capacity(notes.len());
+    for (point, text) in notes {
+        if text.is_empty() {
+            out.push(NOTE_PLACES[0]);
+            continue;
+        }
+        let cost = |p: NotePlace| {
+            let r = rect(*point, text, p);
+            let on_lines =
+                samples.iter().filter(|&&(x, y)| x >= r.0 && x <= r.2 && y >= r.1 && y <= r.3);
+            let on_notes = placed.iter().filter(|&&q| overlap(r, q)).count();
+            let outside = r.0 < ax0 || r.2 > ax1 || r.1 < ay0 || r.3 > ay1;
+            (usize::from(outside), on_notes, on_lines.count())
+        };
+        let best = NOTE_PLACES
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|&(i, p)| {
+                let (outside, on_notes, on_lines) = cost(p);
+                // Off the plot is worst, then on another note, then on a line; then order.
+                (outside, on_notes + on_lines, i)
+            })
+            .map_or(NOTE_PLACES[0], |(_, p)| p);
+        placed.push(rect(*point, text, best));
+        out.push(best);
+    }
+    out
+}
+
 fn register_font() -> Result<(), String> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
@@ -320,6 +423,35 @@ where
         .bold_line_style(RGBColor(210, 210, 210))
         .draw()
         .map_err(e)?;
+    // Every note's place, chosen off the plotted lines and the other notes (in pixels).
+    let px = |p: &(f64, f64)| chart.backend_coord(p);
+    let mut lines: Vec<Vec<(i32, i32)>> = c
+        .series
+        .iter()
+        .map(|s| match s.style {
+            Style::Line => s.points.iter().map(px).collect(),
+            Style::Step => step_path(&s.points).iter().map(px).collect(),
+        })
+        .collect();
+    if let Some(Mark { x, y: Some(y), label }) = &c.mark {
+        // The ring and its label, as obstacles too.
+        let (cx, cy) = px(&(*x, *y));
+        let w = note_box(label).0;
+        lines.push(vec![
+            (cx - w, cy - 14),
+            (cx + w, cy - 14),
+            (cx + w, cy + 40),
+            (cx - w, cy + 40),
+        ]);
+    }
+    let notes: Vec<((i32, i32), String)> = c
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().zip(&s.notes).map(|(p, n)| (px(p), n.clone())))
+        .collect();
+    let area = chart.plotting_area().get_pixel_range();
+    let area = ((area.0.start, area.1.start), (area.0.end, area.1.end));
+    let mut places = place_notes(&lines, &notes, area).into_iter();
     for (i, s) in c.series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let style = ShapeStyle::from(color).stroke_width(3);
@@ -338,16 +470,21 @@ where
                 .map_err(e)?;
         }
         let note_style = TextStyle::from((FAMILY, 15)).color(&color);
-        // A note reads away from the nearer edge: left of a point in the right half, so the
-        // last point's note is not cut off by the plot's edge.
-        let mid = (xr.start + xr.end) / 2.0;
-        chart
-            .draw_series(s.points.iter().zip(&s.notes).map(|(&p, n)| {
-                let (dx, anchor) = if p.0 > mid { (-10, HPos::Right) } else { (10, HPos::Left) };
-                let style = note_style.pos(Pos::new(anchor, VPos::Bottom));
-                EmptyElement::at(p) + Text::new(n.clone(), (dx, -10), style)
-            }))
-            .map_err(e)?;
+        // Each note where `place_notes` found room: off the lines, the other notes and the
+        // plot's edges.
+        let texts: Vec<_> = s
+            .points
+            .iter()
+            .zip(&s.notes)
+            .map(|(&p, n)| {
+                let at = places.next().unwrap_or(NOTE_PLACES[0]);
+                let h = if at.left { HPos::Left } else { HPos::Right };
+                let v = if at.below { VPos::Top } else { VPos::Bottom };
+                EmptyElement::at(p)
+                    + Text::new(n.clone(), (at.dx, at.dy), note_style.pos(Pos::new(h, v)))
+            })
+            .collect();
+        chart.draw_series(texts).map_err(e)?;
     }
     if let Some(m) = &c.mark {
         let ink = RGBColor(90, 90, 90);
@@ -490,6 +627,61 @@ mod tests {
         let pts = [(100.0, 50.0), (200.0, 50.0), (3000.0, 10.0), (3010.0, 10.0), (3020.0, 10.1)];
         let notes: Vec<String> = ["1", "2", "4", "8", "16"].map(String::from).to_vec();
         assert_eq!(merge_notes(&pts, &notes), ["1", "2", "4, 8, 16", "", ""]);
+    }
+
+    /// Issue 25: a note never sits on a plotted line when a free place exists, nor on another
+    /// note, nor past the plot's edge.
+    #[test]
+    fn notes_are_placed_off_the_lines() {
+        let area = ((0, 0), (800, 500));
+        let note = |x: i32, y: i32, t: &str| ((x, y), t.to_string());
+        // Nothing in the way: above right of the point.
+        let free = place_notes(&[], &[note(100, 300, "16")], area);
+        assert_eq!(free, [NotePlace { dx: 10, dy: -10, left: true, below: false }]);
+        // A line just above the point, where that note would go: below right instead.
+        let above = vec![(0, 285), (800, 285)];
+        let p = place_notes(std::slice::from_ref(&above), &[note(100, 300, "16")], area);
+        assert_eq!(p, [NotePlace { dx: 10, dy: 10, left: true, below: true }]);
+        // The line itself through the point, rising to the right: under it on the right (above
+        // left would leave the plot).
+        let rising = vec![(0, 400), (100, 300), (200, 200)];
+        let p = place_notes(std::slice::from_ref(&rising), &[note(100, 300, "concurrency 16")], area);
+        assert_eq!(p, [NotePlace { dx: 10, dy: 10, left: true, below: true }]);
+        let p = place_notes(&[rising], &[note(400, 300, "16")], area);
+        assert_eq!(p, [NotePlace { dx: 10, dy: -10, left: true, below: false }], "clear of it");
+        // At the right edge: the text ends at the point rather than leave the plot.
+        let p = place_notes(&[], &[note(795, 300, "64")], area);
+        assert!(!p[0].left, "{p:?}");
+        // Two notes on one point do not print on each other.
+        let p = place_notes(&[], &[note(100, 300, "4"), note(100, 300, "8")], area);
+        assert_ne!(p[0], p[1]);
+        // Lines everywhere around: the least covered place, still inside the plot.
+        let band: Vec<Vec<(i32, i32)>> =
+            (250..=350).step_by(4).map(|y| vec![(0, y), (800, y)]).collect();
+        let p = place_notes(&band, &[note(400, 300, "2")], area);
+        assert_eq!(p.len(), 1);
+    }
+
+    /// A chart whose notes have to move still renders (the places reach the SVG text).
+    #[test]
+    fn a_chart_with_crowded_notes_renders() {
+        let pts = vec![(1.0, 10.0), (2.0, 11.0), (4.0, 11.5), (8.0, 30.0)];
+        let notes = ["c=1", "c=2", "c=4", "c=8"].map(String::from).to_vec();
+        let flat = vec![(1.0, 11.2), (8.0, 11.2)];
+        let c = Chart {
+            name: "t".into(),
+            title: "t".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            series: vec![Series { notes, ..Series::line("a", pts) }, Series::line("b", flat)],
+            x_log: Some(2.0),
+            y_log: None,
+            mark: None,
+        };
+        let svg = render_svg(&c).unwrap();
+        for n in ["c=1", "c=2", "c=4", "c=8"] {
+            assert!(svg.contains(n), "{n}");
+        }
     }
 
     #[test]
