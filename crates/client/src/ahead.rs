@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::planned::{PlannedRequest, RequestSource};
+use crate::planned::{PlannedRequest, RequestWriter};
 
 /// Most bodies written ahead.
 pub const AHEAD_REQUESTS: usize = 512;
@@ -58,7 +58,7 @@ struct State {
 
 #[derive(Debug)]
 struct Shared {
-    source: Arc<dyn RequestSource>,
+    source: Arc<dyn RequestWriter>,
     order: Order,
     state: Mutex<State>,
     /// Wakes the writer when a request is taken (room in the window) or on stop.
@@ -85,7 +85,7 @@ pub(crate) struct Ahead {
 impl Ahead {
     /// Start writing ahead; returns once the first window is written (before the clock
     /// starts).
-    pub(crate) async fn start(source: Arc<dyn RequestSource>, order: Order) -> Ahead {
+    pub(crate) async fn start(source: Arc<dyn RequestWriter>, order: Order) -> Ahead {
         let shared = Arc::new(Shared {
             source,
             order,
@@ -187,7 +187,7 @@ mod tests {
         writes: AtomicUsize,
     }
 
-    impl RequestSource for Numbers {
+    impl RequestWriter for Numbers {
         fn len(&self) -> usize {
             self.len
         }

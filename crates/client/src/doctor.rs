@@ -40,6 +40,7 @@ use tokio::sync::{mpsc, watch};
 use crate::http::{connect, drive, get_request, get_with_headers, read_body, within, Target};
 use crate::openai::{request_body, Api, BodyOptions, MaxTokensField};
 use crate::runner::{run, PlannedRequest, Progress, RunConfig};
+use crate::source::RequestSource;
 
 /// Output tokens every probe asks for.
 pub const PROBE_TOKENS: u64 = 8;
@@ -1014,12 +1015,11 @@ async fn send(at: &Target, opts: &BodyOptions, prompt: &PromptBody, timeout: Dur
     let body = request_body(opts, prompt, Some(PROBE_TOKENS));
     let cfg = RunConfig {
         target: at.clone(),
-        requests: vec![PlannedRequest {
+        source: RequestSource::requests(vec![PlannedRequest {
             body: Bytes::from(body),
             prompt_tokens: None,
             max_tokens: Some(PROBE_TOKENS),
-        }],
-        source: None,
+        }]),
         warmups: Vec::new(),
         arrivals: Arrivals::Burst,
         send_at: None,
@@ -1032,7 +1032,6 @@ async fn send(at: &Target, opts: &BodyOptions, prompt: &PromptBody, timeout: Dur
         stall_timeout: None,
         drain_timeout: Duration::ZERO,
         preconnect: 1,
-        sessions: None,
         baseline: None,
     };
     let progress = Arc::new(Progress::default());

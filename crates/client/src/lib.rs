@@ -1,7 +1,9 @@
 //! Client: how requests are sent and timed.
 //!
-//! [`runner::run`] is the one measuring loop; [`sse`] frames the byte stream, [`openai`] speaks
-//! the OpenAI-compatible protocol, [`http`] holds connections, [`server_timings`] reads an
+//! [`runner::run`] is the one measuring loop: it takes what to send from a [`RequestSource`]
+//! (prompts, trace rows or sessions) and decides when; the private `wire` module sends one
+//! request and reads its stream. [`sse`] frames the byte stream, [`openai`] speaks the
+//! OpenAI-compatible protocol, [`http`] holds connections, [`server_timings`] reads an
 //! engine's own timings (llama.cpp), and [`tokens`] fills per-chunk token counts after the run.
 
 #![warn(missing_docs)]
@@ -20,14 +22,17 @@ pub mod runner;
 pub mod scrape;
 pub mod server_timings;
 mod session;
+mod source;
 pub mod sse;
 pub mod stream;
 mod text;
 mod timed_io;
 pub mod tokens;
+mod wire;
 
 pub use http::{Target, TargetError};
 pub use openai::{Api, BodyOptions};
-pub use planned::{PlannedRequest, RequestSource};
+pub use planned::{PlannedRequest, RequestWriter};
 pub use runner::{run, Progress, RunConfig, RunEnd, StopReason};
 pub use session::{Reply, SessionRun};
+pub use source::RequestSource;

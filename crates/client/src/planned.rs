@@ -16,8 +16,8 @@ pub struct PlannedRequest {
 
 /// Measured requests written on demand, for workloads whose bodies are too large to hold all
 /// at once (a long trace replay): the loop writes each a bounded number of arrivals ahead of
-/// its send, on a thread of its own ([`crate::RunConfig::source`]).
-pub trait RequestSource: Send + Sync + std::fmt::Debug {
+/// its send, on a thread of its own ([`crate::RequestSource::OnDemand`]).
+pub trait RequestWriter: Send + Sync + std::fmt::Debug {
     /// How many requests there are.
     fn len(&self) -> usize;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use servelab_client::{run, PlannedRequest, Progress, RunConfig, RunEnd, Target};
+use servelab_client::{run, PlannedRequest, Progress, RequestSource, RunConfig, RunEnd, Target};
 use servelab_load::Arrivals;
 use servelab_records::{FailureKind, Outcome, RequestRecord};
 use tokio::sync::{mpsc, watch};
@@ -29,8 +29,7 @@ pub fn config(target: Target, n: usize) -> RunConfig {
     };
     RunConfig {
         target,
-        requests: vec![planned; n],
-        source: None,
+        source: RequestSource::requests(vec![planned; n]),
         warmups: Vec::new(),
         arrivals: Arrivals::Burst,
         send_at: None,
@@ -43,7 +42,6 @@ pub fn config(target: Target, n: usize) -> RunConfig {
         stall_timeout: None,
         drain_timeout: Duration::from_secs(1),
         preconnect: 1,
-        sessions: None,
         baseline: None,
     }
 }
