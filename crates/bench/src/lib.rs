@@ -16,13 +16,18 @@
 mod clock;
 mod conductor;
 mod drain;
+mod finish;
+mod measure;
 pub mod preflight;
+mod prepare;
 mod progress;
 mod signals;
 mod truth;
 
 pub use clock::{read_clock, said};
-pub use conductor::{global_schedule, preconnect_count, BenchOutcome, Conductor};
+pub use conductor::Conductor;
 pub use drain::{gauge_sum, requests_in_server, wait_drained, Drain};
+pub use finish::BenchOutcome;
+pub use prepare::{global_schedule, preconnect_count};
 pub use servelab_client::StopReason;
 pub use signals::{interrupt_on_signals, DRAIN};

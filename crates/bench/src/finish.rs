@@ -1,0 +1,222 @@
+//! Stage 3 of a run, after the clock stopped: the summary with everything set beside it (the
+//! engine's account, the simulator's truth, the replay's rows, the run's warnings), then the
+//! saved result. A new account of a run goes into [`summarize`]; a new file into [`save`].
+
+use std::path::PathBuf;
+
+use servelab_client::StopReason;
+use servelab_metrics::digest::ShardDigest;
+use servelab_metrics::Summary;
+use servelab_outputs::term;
+use servelab_plan::{Plan, RunError};
+use servelab_records::RequestRecord;
+
+use crate::measure::Measured;
+
+/// Everything a finished (or interrupted) run produced.
+#[derive(Debug)]
+pub struct BenchOutcome {
+    /// What it measured.
+    pub summary: Summary,
+    /// Every request, warm-ups first, with token counts.
+    pub records: Vec<RequestRecord>,
+    /// The result JSON, when the plan asked for one.
+    pub result_path: Option<PathBuf>,
+    /// Why issuing stopped.
+    pub stop: StopReason,
+    /// Files the run could not write (a full disk, a read-only folder): the summary and the
+    /// store have the result; the caller says so after printing it, and fails.
+    pub save_errors: Vec<String>,
+}
+
+/// The summary of what was measured, then the store's record of it and the saved files. With
+/// `truth`, the simulator's log from the given mark on is set next to the measurement.
+pub(crate) fn finish(
+    plan: &Plan,
+    mut m: Measured,
+    truth: Option<(&servelab_sim::SimHandle, usize)>,
+) -> Result<BenchOutcome, RunError> {
+    let (summary, digest) = summarize(plan, &mut m, truth);
+    Ok(save(plan, m, summary, digest))
+}
+
+/// The run's summary (from the fold, or from the records kept whole) and, when the records
+/// were folded, the shard digest the fold kept.
+fn summarize(
+    plan: &Plan,
+    m: &mut Measured,
+    truth: Option<(&servelab_sim::SimHandle, usize)>,
+) -> (Summary, Option<ShardDigest>) {
+    let (p, records, folded) = (&m.prepared, &m.records, &mut m.folded);
+    let mut summary = match folded.summary(&m.info) {
+        Some(s) => s,
+        None => servelab_metrics::summarize(records, &m.info, &plan.metrics),
+    };
+    let digest = folded.digest.take().map(|d| ShardDigest { info: m.info.clone(), ..d });
+    servelab_metrics::engine::attach(&mut summary, &m.scrapes);
+    if let Some((sim, mark)) = truth {
+        if digest.is_some() {
+            summary.warnings.push(
+                "the simulator's account is not set against the measurement: the records were \
+                 folded"
+                    .into(),
+            );
+        } else {
+            let truth = crate::truth::server_truth(&sim.truth_since(mark));
+            servelab_metrics::truth::attach(&mut summary, records, &truth);
+        }
+    }
+    if let Some(rows) = p.trace_rows {
+        servelab_metrics::replay::attach(&mut summary, rows);
+    }
+    summary.warnings.extend(images_without_usage(records, &p.with_images));
+    summary.warnings.extend(p.adaptation.notes.iter().cloned());
+    if p.adaptation.dropped_ignore_eos {
+        summary.warnings.extend(folded.conduct.ended_early());
+    }
+    if let Some(note) = &p.tokenizer.estimate_note {
+        summary.warnings.push(note.clone());
+    }
+    if m.info.interrupted {
+        // Counted from the records, not from the arrivals handed out: the arrival a request
+        // was waiting for when the interrupt came was never sent.
+        let sent = records.iter().filter(|r| !r.warmup).count() as u64 + folded.folded;
+        summary.warnings.push(format!(
+            "interrupted: {sent} of {} planned requests were sent; this is a partial result",
+            p.share.requests
+        ));
+    }
+    (summary, digest)
+}
+
+/// The store first: a file that cannot be written (a full disk) must not cost the run its
+/// stored result, and no write failure costs the summary the caller prints.
+fn save(plan: &Plan, m: Measured, summary: Summary, digest: Option<ShardDigest>) -> BenchOutcome {
+    let Measured { sink, records, info, result_path, detail_path, detail_error, stop, .. } = m;
+    if let Some(line) = sink.finish(&records, &summary, info.interrupted) {
+        term::note(&line);
+    }
+    let mut save_errors: Vec<String> = detail_error.into_iter().collect();
+    let saved = if plan.output.save_result {
+        if plan.shard.shard.is_some() {
+            let digest = match digest {
+                Some(d) => Ok(d),
+                None => ShardDigest::new(
+                    &summary,
+                    &records,
+                    servelab_metrics::sketch::SHARD_SKETCH_ALPHA,
+                ),
+            };
+            save_errors.extend(save_digest(digest, &result_path).err());
+        }
+        let json = servelab_outputs::json::render(&summary, &records, plan.output.save_detailed);
+        match servelab_plan::write_file(&result_path, json.as_bytes()) {
+            Ok(()) => {
+                term::note(&format!("Saved result to {}", result_path.display()));
+                Some(result_path)
+            }
+            Err(e) => {
+                save_errors.push(e.to_string());
+                None
+            }
+        }
+    } else {
+        None
+    };
+    if let (Some(p), true) = (detail_path, save_errors.is_empty()) {
+        term::note(&format!("Saved per-request records to {}", p.display()));
+    }
+    BenchOutcome { summary, records, result_path: saved, stop, save_errors }
+}
+
+/// A shard also ships its digest: counts, time series and sketches in a few kB to tens of kB,
+/// which merge into the whole run's summary when its records are too many to move
+/// (`runs merge-digests`). Written before the result, so a result file that is there has its
+/// digest beside it.
+fn save_digest(
+    digest: Result<ShardDigest, impl std::fmt::Display>,
+    result_path: &std::path::Path,
+) -> Result<(), String> {
+    let path: PathBuf = result_path.with_extension("digest.json");
+    digest
+        .map_err(|e| format!("shard digest: {e}"))
+        .and_then(|d| serde_json::to_string(&d).map_err(|e| format!("shard digest: {e}")))
+        .and_then(|text| {
+            servelab_plan::write_file(&path, text.as_bytes()).map_err(|e| e.to_string())
+        })?;
+    term::note(&format!("Saved the shard's digest to {}", path.display()));
+    Ok(())
+}
+
+/// The warning for completed requests whose prompt carried images (`with_images[i]`: prompt
+/// `i` does; records cycle through the prompts by index) but whose server sent no usage: their
+/// prompt tokens are the text's alone, since only the server knows what an image costs.
+fn images_without_usage(records: &[RequestRecord], with_images: &[bool]) -> Option<String> {
+    if with_images.is_empty() {
+        return None;
+    }
+    let n = records
+        .iter()
+        .filter(|r| !r.warmup && r.is_success() && r.usage.is_none())
+        .filter(|r| with_images[(r.index % with_images.len() as u64) as usize])
+        .count();
+    (n > 0).then(|| {
+        format!(
+            "{n} completed requests carried images but the server sent no usage: their prompt \
+             tokens (and the input totals) count the text only; what the images cost in tokens \
+             is unknown"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_without_usage_are_counted_and_named() {
+        let rec = |index: u64, usage: bool, warmup: bool| RequestRecord {
+            index,
+            warmup,
+            usage: usage.then(|| servelab_records::Usage {
+                prompt_tokens: 10,
+                completion_tokens: 2,
+                ..Default::default()
+            }),
+            scheduled_ns: 0,
+            intended_ns: 0,
+            sent_ns: 0,
+            prompt_tokens: Some(8),
+            max_tokens: Some(2),
+            chunks: Vec::new(),
+            end_ns: Some(1),
+            status: Some(200),
+            outcome: servelab_records::Outcome::Success,
+            server: None,
+            read_lag_ns: None,
+            retries: 0,
+            session: None,
+            stream: Default::default(),
+        };
+        // Prompts 0 and 2 of 3 carry images; request 3 cycles back to prompt 0.
+        let with_images = [true, false, true];
+        let records = [
+            rec(0, false, true),
+            rec(0, false, false),
+            rec(1, false, false),
+            rec(2, true, false),
+            rec(3, false, false),
+        ];
+        assert_eq!(
+            images_without_usage(&records, &with_images).as_deref(),
+            Some(
+                "2 completed requests carried images but the server sent no usage: their prompt \
+                 tokens (and the input totals) count the text only; what the images cost in \
+                 tokens is unknown"
+            )
+        );
+        assert_eq!(images_without_usage(&records[..4], &[false, false, false, false]), None);
+        assert_eq!(images_without_usage(&records, &[]), None);
+        assert_eq!(images_without_usage(&[rec(2, true, false)], &with_images), None);
+    }
+}
