@@ -15,7 +15,7 @@ seed=${SERVELAB_PROPERTY_SEED:-$(date +%s)}
 echo "== property tests (stable): scale x$scale, seed $seed"
 out=$(SERVELAB_PROPERTY_SCALE=$scale SERVELAB_PROPERTY_SEED=$seed \
   cargo test --profile "${PROFILE:-dev}" -q -p servelab-client -p servelab-workload -p servelab-store -p servelab-lab \
-  --test properties -- --nocapture 2>&1) || { echo "$out" | tail -40; echo "FAILED (seed $seed)"; exit 1; }
+  --test it -- --nocapture properties:: 2>&1) || { echo "$out" | tail -40; echo "FAILED (seed $seed)"; exit 1; }
 echo "$out" | grep -oE '[a-z0-9-]+: [0-9]+ executions, [0-9]+ crashes( \([^)]*\))?' | sort
 if command -v cargo-fuzz >/dev/null 2>&1 && rustup toolchain list 2>/dev/null | grep -q nightly; then
   echo "== cargo-fuzz (nightly): ${secs}s per target"

@@ -38,7 +38,7 @@ echo "engine: $SERVELAB_REAL_ENGINE_URL, -np $SLOTS"
 curl -sf "$SERVELAB_REAL_ENGINE_URL/props" | python3 -c \
   'import json,sys;p=json.load(sys.stdin);print("engine build:",p.get("build_info","?"),"n_ctx:",p.get("default_generation_settings",{}).get("n_ctx","?"))' \
   || true
-cargo test -p servelab --test real_engine -- --nocapture --test-threads 1 2>&1 \
+cargo test -p servelab --test it -- --nocapture real_engine:: --test-threads 1 2>&1 \
   | tee /tmp/servelab-real-engine.log
 # The figures (libtest prints each test's name before its output, on the same line).
 grep -oE '(openai|openai-chat|queueing|context overflow|keep-alive|restart): .*|test result.*' \

@@ -1,6 +1,8 @@
 //! Shared by the integration tests: a `servelab bench` built from command-line arguments,
 //! resolved exactly as the binary resolves them, and run to its end.
 
+pub mod lab;
+
 use std::time::Duration;
 
 use clap::Parser;

@@ -1,0 +1,16 @@
+//! The crate's integration tests, one binary (one link of the workspace) for all of them.
+
+mod cli;
+#[path = "../common/mod.rs"]
+mod common;
+mod conformance;
+mod doctor;
+mod lab_sim;
+mod predict_cli;
+mod real_engine;
+mod scale_local;
+mod scale_scripts;
+mod secrets;
+mod store_bench;
+mod store_cli;
+mod sweep_sim;

@@ -1,0 +1,430 @@
+//! `servelab predict` and `servelab predict calibrate` as a user runs them: the sweep's files,
+//! runs stored as predicted, a prediction compared with a measurement, a fit written back.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn servelab(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_servelab"))
+        .args(args)
+        .env("SERVELAB_DB", db)
+        .output()
+        .expect("binary runs")
+}
+
+fn ok(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn engine() -> String {
+    format!("{}/../../examples/engines/qwen3-8b-h100-tp1.yaml", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn predict_writes_what_sweep_writes_and_files_runs_as_predicted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let out = dir.path().join("pred");
+    let engine = engine();
+    let args = [
+        "predict",
+        "--engine",
+        &engine,
+        "--concurrency",
+        "1,2",
+        "--scenario",
+        "32:8",
+        "--scenario",
+        "256:16",
+        "--min-prompts",
+        "12",
+        "--max-prompts",
+        "12",
+        "--label",
+        "pred",
+        "--output-dir",
+        out.to_str().unwrap(),
+    ];
+    let table = ok(&servelab(&db, &args));
+    for col in ["Concurrency", "Output Token Throughput (tok/s)", "P99 TPOT (ms)"] {
+        assert!(table.contains(col), "{table}");
+    }
+    for f in ["summary.md", "sweep.json", "32x8.csv", "256x16.csv", "charts/32x8-throughput.svg"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let list = ok(&servelab(&db, &["runs", "list", "--label", "pred"]));
+    assert_eq!(list.matches("servelab predicted").count(), 4, "{list}");
+    let show = ok(&servelab(&db, &["runs", "show", "1"]));
+    assert!(show.contains("complete (servelab predicted)"), "{show}");
+    assert!(show.contains("predicted by the engine model"), "{show}");
+    // Every artefact says what it is and where its calibration comes from.
+    assert!(
+        table.contains("kind: predicted · calibration: vllm-v1 defaults, not fitted"),
+        "{table}"
+    );
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("kind: predicted") && md.contains("expect ±75 %"), "{md}");
+    let csv = std::fs::read_to_string(out.join("32x8.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with(",kind,calibration,band_pct"), "{csv}");
+    assert!(
+        csv.lines().skip(1).all(|l| l.ends_with(",predicted,\"vllm-v1 defaults, not fitted\",75")),
+        "{csv}"
+    );
+    let json = std::fs::read_to_string(out.join("sweep.json")).unwrap();
+    assert!(json.contains("\"predicted\"") && json.contains("not fitted"), "sweep.json");
+    assert!(show.contains("calibration vllm-v1 defaults, not fitted"), "{show}");
+
+    // A measured run at the same load beside the prediction: compare says which is which.
+    let bench = [
+        "bench",
+        "--num-prompts",
+        "12",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "8",
+        "--ignore-eos",
+        "--no-progress",
+        "--max-concurrency",
+        "1",
+        "--label",
+        "measured",
+    ];
+    ok(&servelab(&db, &bench));
+    let cmp = ok(&servelab(&db, &["compare", "1", "measured"]));
+    assert!(cmp.contains("(predicted)"), "{cmp}");
+    assert!(cmp.contains("measured"), "{cmp}");
+
+    // The prediction's own sweep.json is a table calibrate reads; the fitted file predicts.
+    let fitted = dir.path().join("fitted.yaml");
+    let sweep_json = out.join("sweep.json");
+    let report = ok(&servelab(
+        &db,
+        &[
+            "predict",
+            "calibrate",
+            "--engine",
+            &engine,
+            sweep_json.to_str().unwrap(),
+            "--params",
+            "eta_gemm",
+            "--max-evals",
+            "3",
+            "--output",
+            fitted.to_str().unwrap(),
+        ],
+    ));
+    assert!(report.contains("| eta_gemm |"), "{report}");
+    assert!(report.contains("| 256:16 | 2 |"), "{report}");
+    let text = std::fs::read_to_string(&fitted).unwrap();
+    assert!(text.starts_with("# ") && text.contains("calibration:"), "{text}");
+    let again_dir = dir.path().join("again");
+    let again = [
+        "predict",
+        "--engine",
+        fitted.to_str().unwrap(),
+        "--concurrency",
+        "2",
+        "--scenario",
+        "32:8",
+        "--min-prompts",
+        "4",
+        "--no-store",
+        "--output-dir",
+        again_dir.to_str().unwrap(),
+    ];
+    ok(&servelab(&db, &again));
+}
+
+#[test]
+fn predict_errors_name_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let out = servelab(&db, &["predict", "--concurrency", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--engine"));
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "gpu: h100\nmodel: nope\n").unwrap();
+    let out = servelab(&db, &["predict", "--engine", bad.to_str().unwrap(), "--no-store"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--engine") && err.contains("bad.yaml"), "{err}");
+    let engine = engine();
+    let table = dir.path().join("t.md");
+    std::fs::write(&table, "no tables here\n").unwrap();
+    let out =
+        servelab(&db, &["predict", "calibrate", "--engine", &engine, table.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("t.md"));
+}
+
+/// Calibrate reads measured sweeps from the store by label, and refuses predictions.
+#[test]
+fn calibrate_reads_stored_sweeps_and_refuses_predictions() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let (m_dir, p_dir) = (dir.path().join("m"), dir.path().join("p"));
+    let sweep = [
+        "sweep",
+        "--concurrency",
+        "1,2",
+        "--scenario",
+        "32:8",
+        "--scenario",
+        "64:4",
+        "--min-prompts",
+        "4",
+        "--max-prompts",
+        "4",
+        "--ignore-eos",
+        "--no-progress",
+        "--settle-secs",
+        "0",
+        "--label",
+        "measured-sweep",
+        "--output-dir",
+        m_dir.to_str().unwrap(),
+    ];
+    ok(&servelab(&db, &sweep));
+    let engine = engine();
+    let fitted = dir.path().join("fitted.yaml");
+    let calibrate = |source: &str| {
+        servelab(
+            &db,
+            &[
+                "predict",
+                "calibrate",
+                "--engine",
+                &engine,
+                source,
+                "--params",
+                "eta_gemm",
+                "--max-evals",
+                "3",
+                "--output",
+                fitted.to_str().unwrap(),
+            ],
+        )
+    };
+    let report = ok(&calibrate("measured-sweep"));
+    assert!(report.contains("| 32:8 | 1 |") && report.contains("| 32:8 | 2 |"), "{report}");
+    assert!(fitted.exists());
+    // The same runs named by --runs, with the diagnostics: which parameters the data pins
+    // down, and each scenario predicted by a fit of the other.
+    let args = [
+        "predict",
+        "calibrate",
+        "--engine",
+        &engine,
+        "--runs",
+        "measured-sweep",
+        "--params",
+        "eta_gemm,eta_link",
+        "--max-evals",
+        "3",
+        "--leave-one-out",
+        "--output",
+        fitted.to_str().unwrap(),
+    ];
+    let report = ok(&servelab(&db, &args));
+    assert!(report.contains("| eta_link | 0.0 points | no |"), "{report}");
+    assert!(report.contains("Not identified by this data: eta_gemm, eta_link"), "{report}");
+    let held = report.split("Leave-one-scenario-out").nth(1).expect("held-out errors");
+    assert!(held.contains("| 32:8 | 2 |") && held.contains("| 64:4 | 2 |"), "{report}");
+    let written = std::fs::read_to_string(&fitted).unwrap();
+    assert!(
+        written.contains("fitted_on:") && written.contains("source: measured-sweep"),
+        "{written}"
+    );
+
+    let predict = [
+        "predict",
+        "--engine",
+        &engine,
+        "--concurrency",
+        "1",
+        "--scenario",
+        "32:8",
+        "--min-prompts",
+        "4",
+        "--label",
+        "guess",
+        "--output-dir",
+        p_dir.to_str().unwrap(),
+    ];
+    ok(&servelab(&db, &predict));
+    let out = calibrate("guess");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a prediction"));
+    let out = calibrate("no-such-label");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// `servelab` with `args` and the Hugging Face settings `hf` (the user's own are removed), so
+/// the Hub tests never touch the user's cache or the network.
+fn servelab_hf(db: &Path, args: &[&str], hf: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_servelab"));
+    cmd.args(args).env("SERVELAB_DB", db);
+    for v in ["HF_ENDPOINT", "HF_HUB_CACHE", "HF_HOME", "HF_TOKEN", "HF_HUB_OFFLINE"] {
+        cmd.env_remove(v);
+    }
+    cmd.envs(hf.iter().copied()).output().expect("binary runs")
+}
+
+/// A one-shot Hub on 127.0.0.1: answers one GET with `body` and the revision header; returns
+/// its endpoint and the request head it received.
+fn one_shot_hub(body: String) -> (String, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-Repo-Commit: abc123\r\nConnection: \
+             close\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(reply.as_bytes()).unwrap();
+        head
+    });
+    (endpoint, server)
+}
+
+/// An engine file whose `model_config` is a Hugging Face model id: its config.json is
+/// downloaded once into the Hub cache (here from a local server), then found there offline.
+#[test]
+fn model_config_by_hub_id_downloads_once_then_reads_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let engine = dir.path().join("hub-engine.yaml");
+    std::fs::write(&engine, "model_config: Qwen/Qwen3-8B\ngpu: h100\n").unwrap();
+    let json = std::fs::read_to_string(format!(
+        "{}/../engine/presets/qwen3-8b.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let cache = dir.path().join("hub-cache");
+    let cache_env = cache.to_str().unwrap();
+    let predict = |out: &str| {
+        let out_dir = dir.path().join(out);
+        [
+            "predict",
+            "--engine",
+            engine.to_str().unwrap(),
+            "--concurrency",
+            "2",
+            "--scenario",
+            "128:8",
+            "--min-prompts",
+            "4",
+            "--max-prompts",
+            "4",
+            "--no-store",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ]
+        .map(String::from)
+    };
+    fn args(a: &[String]) -> Vec<&str> {
+        a.iter().map(String::as_str).collect()
+    }
+
+    // Offline and not cached: the error names the model and what to do.
+    let out = servelab_hf(
+        &db,
+        &args(&predict("p0")),
+        &[("HF_HUB_CACHE", cache_env), ("HF_HUB_OFFLINE", "1")],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("model_config: Qwen/Qwen3-8B") && err.contains("HF_HUB_OFFLINE"), "{err}");
+
+    let (endpoint, hub) = one_shot_hub(json.clone());
+    let table = ok(&servelab_hf(
+        &db,
+        &args(&predict("p1")),
+        &[("HF_HUB_CACHE", cache_env), ("HF_ENDPOINT", &endpoint)],
+    ));
+    let head = hub.join().unwrap();
+    assert!(head.starts_with("GET /Qwen/Qwen3-8B/resolve/main/config.json HTTP/1.1"), "{head}");
+    let cached = cache.join("models--Qwen--Qwen3-8B/snapshots/abc123/config.json");
+    assert_eq!(std::fs::read_to_string(cached).unwrap(), json);
+
+    // Offline now, from the cache: the same prediction as the preset of the same model.
+    let again = ok(&servelab_hf(
+        &db,
+        &args(&predict("p2")),
+        &[("HF_HUB_CACHE", cache_env), ("HF_HUB_OFFLINE", "1")],
+    ));
+    assert_eq!(table, again);
+    let preset = dir.path().join("preset-engine.yaml");
+    std::fs::write(&preset, "model: qwen3-8b\ngpu: h100\n").unwrap();
+    let mut p3 = predict("p3");
+    p3[2] = preset.display().to_string();
+    // The same figures; the provenance names the model as each file does.
+    let figures = |t: &str| t.split("## Warnings").next().unwrap_or_default().to_string();
+    let from_preset = ok(&servelab_hf(&db, &args(&p3), &[("HF_HUB_CACHE", cache_env)]));
+    assert_eq!(figures(&from_preset), figures(&table));
+    assert!(from_preset.contains("qwen3-8b on h100") && table.contains("Qwen/Qwen3-8B on h100"));
+}
+
+/// `predict calibrate --engine NAME` takes a built-in engine file, as `predict` does; the
+/// fitted file lands beside the user, named after it.
+#[test]
+fn calibrate_takes_a_built_in_engine_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let out = dir.path().join("pred");
+    let name = "qwen3-8b-h100-tp1";
+    let predict = [
+        "predict",
+        "--engine",
+        name,
+        "--concurrency",
+        "1,2",
+        "--scenario",
+        "64:8",
+        "--min-prompts",
+        "4",
+        "--max-prompts",
+        "4",
+        "--no-store",
+        "--output-dir",
+        out.to_str().unwrap(),
+    ];
+    ok(&servelab(&db, &predict));
+    let sweep_json = out.join("sweep.json");
+    let calibrate = [
+        "predict",
+        "calibrate",
+        "--engine",
+        name,
+        sweep_json.to_str().unwrap(),
+        "--params",
+        "eta_gemm",
+        "--max-evals",
+        "3",
+    ];
+    let run = Command::new(env!("CARGO_BIN_EXE_servelab"))
+        .args(calibrate)
+        .env("SERVELAB_DB", &db)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let report = ok(&run);
+    assert!(report.contains("| eta_gemm |"), "{report}");
+    let fitted = std::fs::read_to_string(dir.path().join(format!("{name}.fitted.yaml"))).unwrap();
+    assert!(fitted.starts_with(&format!("# {name}, calibrated by")), "{fitted}");
+    assert!(fitted.contains("model: qwen3-8b") && fitted.contains("calibration:"), "{fitted}");
+}

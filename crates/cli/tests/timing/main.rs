@@ -1,0 +1,16 @@
+//! The integration tests that assert measured wall-clock time. Each takes
+//! `serial::one_at_a_time()` first, so they run one at a time and alone: `cargo test` runs
+//! test binaries one after another, and nextest puts this binary in its `timing` test group
+//! (.config/nextest.toml). No other test competes with them for the cores.
+
+mod bench_sim;
+#[path = "../common/mod.rs"]
+mod common;
+mod engine_metrics;
+mod lab_sim;
+mod predict_cli;
+mod scale_local;
+#[path = "../../../../testdata/serial.rs"]
+mod serial;
+mod sweep_shards;
+mod workloads;

@@ -1,0 +1,3 @@
+//! The crate's integration tests, one binary (one link of the workspace) for all of them.
+
+mod render;
