@@ -13,6 +13,7 @@ use crate::server::{self, ServerSample};
 use crate::stats::Distribution;
 use crate::summary::{FailureGroup, Summary};
 use crate::timeline;
+use crate::warning::{Warning, Warnings};
 use crate::MetricsConfig;
 
 /// Distinct messages kept per failure kind.
@@ -173,10 +174,10 @@ impl Collector {
         rows.sort_by_key(|r| r.index);
         itl_token_ms.sort_by_key(|(index, _)| *index);
         let pct = &cfg.percentiles;
-        let mut warnings = Vec::new();
+        let mut warnings = Warnings::new();
 
         let window_ns = if cfg.window_ns == 0 {
-            warnings.push("window_ns was 0; used 1 s throughput windows".to_string());
+            warnings.push(Warning::ZeroWindow);
             crate::DEFAULT_WINDOW_NS
         } else {
             cfg.window_ns
@@ -198,16 +199,11 @@ impl Collector {
 
         let missing_input = ok.iter().filter(|r| r.prompt_tokens.is_none()).count();
         if missing_input > 0 {
-            warnings.push(format!(
-                "{missing_input} completed requests have no prompt token count (counted as 0)"
-            ));
+            warnings.push(Warning::NoPromptCount { requests: missing_input });
         }
         let missing_output = ok.iter().filter(|r| r.output_tokens.is_none()).count();
         if missing_output > 0 {
-            warnings.push(format!(
-                "{missing_output} completed requests have no output token count (no usage, \
-                 chunks not retokenized); counted as 0 and left out of TPOT"
-            ));
+            warnings.push(Warning::NoOutputCount { requests: missing_output });
         }
         if let Some(retok) = retokenized {
             if retok != total_output {
@@ -215,28 +211,23 @@ impl Collector {
                     .iter()
                     .filter(|r| r.retokenized_tokens.is_some_and(|t| Some(t) != r.output_tokens))
                     .count();
-                warnings.push(format!(
-                    "generated tokens: server usage says {total_output}, chunk counts sum to \
-                     {retok} (they disagree in {disagree} of {completed} requests)"
-                ));
+                warnings.push(Warning::UsageDisagrees {
+                    usage: total_output,
+                    chunks: retok,
+                    requests: disagree,
+                    completed,
+                });
             }
         }
         if unknown_chunk_counts > 0 {
-            warnings.push(format!(
-                "{unknown_chunk_counts} completed requests have chunks without token counts; \
-                 ITL and peak throughput count such a chunk as one token"
-            ));
+            warnings.push(Warning::ChunksWithoutCounts { requests: unknown_chunk_counts });
         }
         warnings.extend(conduct.warnings(info.backend == "openai-chat"));
         if completed == 0 && !rows.is_empty() && !info.interrupted {
-            warnings.push("all requests failed: check the endpoint and arguments".to_string());
+            warnings.push(Warning::AllFailed);
         }
         if retries > 0 {
-            warnings.push(format!(
-                "{retries} requests were sent twice: the server closed an idle kept-alive \
-                 connection without answering, and the request was re-sent once on a new \
-                 connection (latency counts from the first intended send)"
-            ));
+            warnings.push(Warning::Resent { requests: retries });
         }
 
         let dist = |f: &dyn Fn(&RequestRow) -> Option<f64>, rows: &[&RequestRow]| {

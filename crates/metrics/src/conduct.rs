@@ -5,6 +5,8 @@
 
 use servelab_records::RequestRecord;
 
+use crate::warning::Warning;
+
 /// Counts over a run's successful measured requests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Conduct {
@@ -89,40 +91,28 @@ impl Conduct {
 
     /// What to tell the user, once per run; `chat` when the requests were chat completions
     /// (whose default length field is `max_completion_tokens`).
-    pub fn warnings(&self, chat: bool) -> Vec<String> {
+    pub fn warnings(&self, chat: bool) -> Vec<Warning> {
         let mut w = Vec::new();
         let n = self.completed;
         if self.no_done > 0 {
-            w.push(format!(
-                "the server sent no data: [DONE] in {} of {n} successful streams; each ended \
-                 cleanly after its finish_reason and was counted as complete",
-                self.no_done
-            ));
+            w.push(Warning::NoDone { streams: self.no_done, of: n });
         }
         if let Some((got, asked)) = self.over_example {
-            let field = if chat { "max_completion_tokens" } else { "max_tokens" };
-            let other = if chat { "max_tokens" } else { "max_completion_tokens" };
-            w.push(format!(
-                "asked {asked}, the server generated {got} (more than asked in {} of {} \
-                 requests): it ignores {field}; servelab doctor tells which field it honours, \
-                 --max-tokens-field {other} sends the other",
-                self.over, self.asked
-            ));
+            w.push(Warning::IgnoresMaxTokens { asked, got, over: self.over, of: self.asked, chat });
         }
-        let mut quirks = Vec::new();
-        for (count, what) in [
+        let found: Vec<(&'static str, u64)> = [
             (self.after_done, "bytes after data: [DONE] (not read as output)"),
             (self.other_choices, "choices other than index 0 (n > 1; only choice 0 measured)"),
             (self.encoded, "a compressed body (decoded)"),
             (self.bom, "a byte-order mark before the first event (skipped)"),
             (self.other_output, "output as tool calls or a refusal (counted as output)"),
-        ] {
-            if count > 0 {
-                quirks.push(format!("{what} in {count} of {n}"));
-            }
-        }
-        if !quirks.is_empty() {
-            w.push(format!("the server's streams had {}", quirks.join("; ")));
+        ]
+        .into_iter()
+        .filter(|(count, _)| *count > 0)
+        .map(|(count, what)| (what, count))
+        .collect();
+        if !found.is_empty() {
+            w.push(Warning::StreamQuirks { found, of: n });
         }
         w
     }

@@ -30,6 +30,7 @@ use crate::sessions::SessionDigest;
 use crate::sketch::{DdSketch, RunSketch, SketchError};
 use crate::summary::{FailureGroup, Summary};
 use crate::timeline;
+use crate::warning::{Warning, Warnings};
 use crate::MetricsConfig;
 use crate::{EngineMetrics, TraceRows};
 
@@ -66,7 +67,7 @@ pub struct ShardDigest {
     /// Failed requests by kind.
     pub failures: Vec<FailureGroup>,
     /// The shard's own warnings.
-    pub warnings: Vec<String>,
+    pub warnings: Warnings,
     /// Earliest intended send of a measured request, on the shared schedule axis.
     pub first_intended_ns: Option<Nanos>,
     /// Latest end of a measured request, on the same axis.
@@ -356,8 +357,9 @@ impl ShardDigest {
         &self,
         info: RunInfo,
         percentiles: Option<&[f64]>,
-        mut warnings: Vec<String>,
+        warnings: impl IntoIterator<Item = impl Into<Warning>>,
     ) -> Summary {
+        let mut warnings: Warnings = warnings.into_iter().collect();
         let origin = self.first_intended_ns.unwrap_or(0);
         let duration_ns = self.last_end_ns.map_or(0, |e| e.saturating_sub(origin));
         let duration_s = duration_ns as f64 / 1e9;
@@ -366,14 +368,11 @@ impl ShardDigest {
         let window_ns = self.metrics.window_ns.max(1);
         let first_grain = usize::try_from(origin / g).unwrap_or(usize::MAX);
         if origin % g != 0 {
-            warnings.push(format!(
-                "throughput windows counted from {:.1} ms on the schedule, the first send \
-                 ({:.3} ms) rounded down to the digests' {:.0} ms grains: peak output throughput \
-                 may differ slightly from summarizing the records",
-                (first_grain as u64 * g) as f64 / 1e6,
-                origin as f64 / 1e6,
-                g as f64 / 1e6
-            ));
+            warnings.push(Warning::GrainRounded {
+                from_ms: (first_grain as u64 * g) as f64 / 1e6,
+                first_send_ms: origin as f64 / 1e6,
+                grain_ms: g as f64 / 1e6,
+            });
         }
         let windows = windows_from_grains(
             &self.tokens_per_grain,
@@ -386,10 +385,7 @@ impl ShardDigest {
         let upper_peak =
             self.concurrency_max_per_grain.iter().copied().max().unwrap_or(0).max(exact_peak);
         if upper_peak > exact_peak {
-            warnings.push(format!(
-                "peak concurrency: {exact_peak} requests were in flight at once for certain; \
-                 from the digests the peak is between {exact_peak} and {upper_peak}"
-            ));
+            warnings.push(Warning::PeakConcurrencyBounds { exact: exact_peak, upper: upper_peak });
         }
         let pct: Vec<f64> =
             percentiles.map_or_else(|| self.metrics.percentiles.clone(), <[f64]>::to_vec);
@@ -554,7 +550,7 @@ mod tests {
         let bound = got.warnings.iter().find(|w| w.starts_with("peak concurrency"));
         if got.peak_concurrency < exact.peak_concurrency {
             let w = bound.expect("a peak below the exact one is said to be a lower bound");
-            let upper: u64 = w.rsplit(' ').next().unwrap().parse().unwrap();
+            let upper: u64 = w.to_string().rsplit(' ').next().unwrap().parse().unwrap();
             assert!(upper >= exact.peak_concurrency, "{w}");
         }
         assert!(got.warnings[0].starts_with("merged from 2 shards' digests"));

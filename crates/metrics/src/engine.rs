@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use servelab_records::{ServerScrape, PROCESS_START_SERIES as PROCESS_START};
 
+use crate::warning::Warning;
 use crate::Summary;
 
 /// The names each figure is read from, in order of preference (vLLM V1, vLLM V0,
@@ -366,31 +367,19 @@ pub fn attach(summary: &mut Summary, scrapes: &[ServerScrape]) {
         return;
     };
     for t in &m.restarts_s {
-        summary.warnings.push(format!(
-            "the engine restarted during the run: its /metrics counters fell, seen at {t:.2} s \
-             (requests in flight then failed; see failures)"
-        ));
+        summary.warnings.push(Warning::EngineRestarted { at_s: *t });
     }
     for t in &m.unknown_gaps_s {
-        summary.warnings.push(format!(
-            "the engine's /metrics answered again at {t:.2} s after failing, and nothing tells \
-             whether it restarted meanwhile (it exports no process_start_time_seconds and no \
-             counter fell): its counted figures are left out rather than summed across the gap"
-        ));
+        summary.warnings.push(Warning::MetricsGap { at_s: *t });
     }
     for (span, e) in m.unreachable_s.iter().zip(&m.unreachable_errors) {
-        summary.warnings.push(format!(
-            "the engine's /metrics did not answer from {:.2} s to {:.2} s: {e}",
-            span[0], span[1]
-        ));
+        let (from_s, to_s, error) = (span[0], span[1], e.clone());
+        summary.warnings.push(Warning::MetricsUnreachable { from_s, to_s, error });
     }
     if let Some(g) = m.generation_tokens {
         let client = summary.total_output_tokens as f64;
         if summary.failed == 0 && m.restarts_s.is_empty() && (g - client).abs() > client * 0.01 {
-            summary.warnings.push(format!(
-                "the engine counted {g:.0} generated tokens during the run, the client \
-                 received {client:.0}: other traffic on the server, or a miscount"
-            ));
+            summary.warnings.push(Warning::TokenCountMismatch { engine: g, client });
         }
     }
     summary.engine = Some(m);

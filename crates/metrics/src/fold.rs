@@ -17,6 +17,7 @@ use crate::conduct::Conduct;
 use crate::digest::{DigestError, ShardDigest};
 use crate::sketch::DEFAULT_ALPHA;
 use crate::summary::Summary;
+use crate::warning::Warning;
 use crate::MetricsConfig;
 
 /// Measured records a run keeps whole (about 40–100 MB for short responses).
@@ -38,7 +39,7 @@ pub struct RecordFold {
     folded_count: u64,
     /// The whole run's stream conduct, counted as records arrive (a block's is partial).
     conduct: Conduct,
-    block_warnings: Vec<String>,
+    block_warnings: Vec<Warning>,
 }
 
 /// What a fold ends with.
@@ -53,7 +54,7 @@ pub struct Folded {
     pub conduct: Conduct,
     /// Measured records the run would have kept whole.
     keep: usize,
-    block_warnings: Vec<String>,
+    block_warnings: Vec<Warning>,
 }
 
 impl RecordFold {
@@ -146,18 +147,13 @@ impl Folded {
     pub fn summary(&self, info: &RunInfo) -> Option<Summary> {
         let digest = self.digest.as_ref()?;
         let alpha_pct = digest.sketches.ttft_ms.alpha() * 100.0;
-        let mut warnings = vec![format!(
-            "{} measured requests, more than the {} kept whole (--keep-records): the \
-             summary was folded from them as they came, percentiles and medians within \
-             {alpha_pct}% of the exact values; counts, throughput, goodput, means, standard \
-             deviations and extremes exact; per-request records are in the store and the \
-             --save-detailed file, not in the result JSON",
-            self.folded, self.keep
-        )];
+        let mut warnings =
+            vec![Warning::Folded { requests: self.folded, kept: self.keep, alpha_pct }];
         warnings.extend(self.conduct.warnings(info.backend == "openai-chat"));
-        warnings.extend(self.block_warnings.iter().map(|w| format!("in part of the run: {w}")));
+        let in_part = self.block_warnings.iter().map(|w| Warning::InPartOfRun(Box::new(w.clone())));
+        warnings.extend(in_part);
         if digest.completed == 0 && digest.failed > 0 && !info.interrupted {
-            warnings.push("all requests failed: check the endpoint and arguments".to_string());
+            warnings.push(Warning::AllFailed);
         }
         let mut summary = digest.summary(info.clone(), None, warnings);
         let late = crate::truth::overload_warnings(&summary);

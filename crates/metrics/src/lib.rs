@@ -33,6 +33,7 @@ pub mod stats;
 mod summary;
 pub mod timeline;
 pub mod truth;
+pub mod warning;
 
 use serde::{Deserialize, Serialize};
 use servelab_records::{RequestRecord, RunInfo};
@@ -48,6 +49,7 @@ pub use slo::{Slo, SloCheck, SloSpec, SloTerm};
 pub use stats::Distribution;
 pub use summary::{FailureGroup, Summary};
 pub use truth::TruthCheck;
+pub use warning::{Warning, Warnings};
 
 /// One second, the default throughput window.
 pub const DEFAULT_WINDOW_NS: u64 = 1_000_000_000;

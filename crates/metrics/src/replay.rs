@@ -10,12 +10,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::stats::Distribution;
+use crate::warning::Warning;
 use crate::Summary;
 
-/// Median of sent − trace instant above this: the replay fell behind the trace.
-pub const BEHIND_MEDIAN_WARN_MS: f64 = 10.0;
-/// 99th percentile of sent − trace instant above this: the replay fell behind the trace.
-pub const BEHIND_P99_WARN_MS: f64 = 100.0;
+pub use crate::warning::{BEHIND_MEDIAN_WARN_MS, BEHIND_P99_WARN_MS};
 
 /// What happened to a trace's rows (the workload's `TraceStats`, and how many were kept).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -72,28 +70,18 @@ pub fn with_p99(percentiles: &[f64]) -> Vec<f64> {
 /// The warning of a replay whose sends fell behind the trace (median or p99 of sent − trace
 /// instant above [`BEHIND_MEDIAN_WARN_MS`] / [`BEHIND_P99_WARN_MS`]), naming how much of it
 /// was waiting for a concurrency slot and how much the client's own lateness.
-pub fn behind_warning(r: &ReplaySummary, s: &Summary) -> Option<String> {
+pub fn behind_warning(r: &ReplaySummary, s: &Summary) -> Option<Warning> {
     let d = &r.behind_ms;
     let p99 = d.percentile(99.0).unwrap_or(d.max);
     if d.is_empty() || (d.median <= BEHIND_MEDIAN_WARN_MS && p99 <= BEHIND_P99_WARN_MS) {
         return None;
     }
-    let queue = s.client_queue_ms.median;
-    let lag = s.schedule_lag_ms.median;
-    let cause = if queue >= lag {
-        "most of it waiting for a free --max-concurrency slot: raise --max-concurrency, or \
-         replay slower (--trace-speedup below 1)"
-    } else {
-        "most of it the client's own lateness: this host cannot issue the trace's load; replay \
-         slower (--trace-speedup below 1) or split the run across hosts"
-    };
-    Some(format!(
-        "the replay fell behind the trace: requests were sent {:.2} ms after their trace \
-         instants at the median and {:.2} ms at p99 (warn above {BEHIND_MEDIAN_WARN_MS} / \
-         {BEHIND_P99_WARN_MS} ms; client queue {:.2} ms and schedule lag {:.2} ms at the \
-         median), {cause}. The server saw a slower, smoother load than the trace's",
-        d.median, p99, queue, lag
-    ))
+    Some(Warning::ReplayBehind {
+        median_ms: d.median,
+        p99_ms: p99,
+        queue_ms: s.client_queue_ms.median,
+        lag_ms: s.schedule_lag_ms.median,
+    })
 }
 
 /// Attaches a replay's rows and lateness to `summary`, with the warning when it fell behind.

@@ -111,7 +111,7 @@ pub struct Summary {
     /// Failed requests by kind, in [`FailureKind::ALL`] order.
     pub failures: Vec<FailureGroup>,
     /// Things the reader must know to trust the numbers.
-    pub warnings: Vec<String>,
+    pub warnings: crate::warning::Warnings,
     /// Every measured request, by index.
     pub requests: Vec<RequestRow>,
 }

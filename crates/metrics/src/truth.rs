@@ -10,6 +10,7 @@ use servelab_records::RequestRecord;
 
 use crate::request;
 use crate::stats::Distribution;
+use crate::warning::Warning;
 use crate::Summary;
 
 /// One token-carrying event of a request, as the server logged it: offsets in nanoseconds
@@ -72,12 +73,7 @@ impl TruthCheck {
 /// The truth check's bound for the per-token ITL: within this, the measurement is exact at
 /// the resolution a user reads.
 pub const ITL_EXACT_MS: f64 = 0.5;
-/// Median schedule lag above this: the client sent late.
-pub const LAG_MEDIAN_WARN_MS: f64 = 1.0;
-/// 99th-percentile schedule lag above this: the client sent late.
-pub const LAG_P99_WARN_MS: f64 = 10.0;
-/// Median client read lag above this: the client read late.
-pub const READ_LAG_MEDIAN_WARN_MS: f64 = 1.0;
+pub use crate::warning::{LAG_MEDIAN_WARN_MS, LAG_P99_WARN_MS, READ_LAG_MEDIAN_WARN_MS};
 /// 99th-percentile server lateness above this: the target was overloaded.
 pub const SERVER_LATE_P99_WARN_MS: f64 = 5.0;
 
@@ -140,39 +136,24 @@ pub fn attach(summary: &mut Summary, records: &[RequestRecord], truth: &[ServerT
     summary.truth = check(records, truth);
     if let Some(t) = &summary.truth {
         if t.server_late_p99_ms > SERVER_LATE_P99_WARN_MS {
-            summary.warnings.push(format!(
-                "the target was overloaded: it sent its tokens late by {:.2} ms at the median \
-                 and {:.2} ms at p99 (its own log). The latencies are true for the server as it \
-                 ran, but not what it was set to do; give it more CPU or less load",
-                t.server_late_ms, t.server_late_p99_ms
-            ));
+            let (median_ms, p99_ms) = (t.server_late_ms, t.server_late_p99_ms);
+            summary.warnings.push(Warning::TargetOverloaded { median_ms, p99_ms });
         }
     }
 }
 
 /// Plain-words warnings when the client itself was late, from a summary's schedule and read
 /// lag. Every run gets them: a late client inflates every latency it reports.
-pub fn overload_warnings(s: &Summary) -> Vec<String> {
+pub fn overload_warnings(s: &Summary) -> Vec<Warning> {
     let mut out = Vec::new();
     let lag = &s.schedule_lag_ms;
     let lag_p99 = lag.percentile(99.0).unwrap_or(lag.max);
     if !lag.is_empty() && (lag.median > LAG_MEDIAN_WARN_MS || lag_p99 > LAG_P99_WARN_MS) {
-        out.push(format!(
-            "servelab sent late: schedule lag {:.2} ms at the median, {:.2} ms at p99 (warn \
-             above {LAG_MEDIAN_WARN_MS} / {LAG_P99_WARN_MS} ms). Every latency counts from the \
-             intended send, so this lag is in them; this host cannot issue the load as \
-             planned. Lower the rate or concurrency here, or split the run across hosts",
-            lag.median, lag_p99
-        ));
+        out.push(Warning::SentLate { median_ms: lag.median, p99_ms: lag_p99 });
     }
     if let Some(read) = &s.read_lag_ms {
         if !read.is_empty() && read.median > READ_LAG_MEDIAN_WARN_MS {
-            out.push(format!(
-                "servelab read late: bytes waited {:.2} ms at the median (per request, longest \
-                 wait) before the client handled them (warn above {READ_LAG_MEDIAN_WARN_MS} \
-                 ms); token times are that much late. The client host is overloaded",
-                read.median
-            ));
+            out.push(Warning::ReadLate { median_ms: read.median });
         }
     }
     out

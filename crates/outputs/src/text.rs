@@ -379,7 +379,7 @@ pub fn notes(s: &Summary) -> Vec<String> {
         .filter(|(_, d)| d.is_empty())
         .map(|(name, _)| format!("no {name} samples: its 0.00 values are placeholders"))
         .collect();
-    v.extend(s.warnings.iter().map(|w| one_line(w)));
+    v.extend(s.warnings.iter().map(|w| one_line(&w.to_string())));
     v
 }
 

@@ -176,9 +176,9 @@ impl Predictor {
             ));
         }
         if !plan.request.ignore_eos {
-            summary.warnings.push(
-                "every request generates its full output length, as with --ignore-eos".into(),
-            );
+            summary
+                .warnings
+                .push("every request generates its full output length, as with --ignore-eos");
         }
         Ok(Prediction { summary, records, scrapes })
     }

@@ -28,6 +28,6 @@ pub use import::{import_file, parse_result_text, ImportError, ImportedRun, Sourc
 pub use merge::{read_digests, read_shard_file, shard_result_files};
 pub use model::{Filter, Headline, NewRun, RunId, RunKind, RunRow, RunSetup, RunStatus, StoredRun};
 pub use paths::{default_db_path, resolve_db_path};
-pub use recorder::{Recorder, StoreRecording};
+pub use recorder::{Recorder, RecorderWarning, StoreRecording};
 pub use store::{Store, StoreError};
 pub use view::{check_date, list_table, source_word, status_word, ViewError};

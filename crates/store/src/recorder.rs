@@ -13,12 +13,40 @@ use servelab_plan::{RecordSink, RecordSpec, Recording};
 use servelab_records::{RequestRecord, RunInfo};
 
 use crate::model::{NewRun, RunId, RunSetup, RunStatus};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// Records are written when this many are waiting...
 pub const BATCH_RECORDS: usize = 256;
 /// ...or when the oldest waiting one is this old, so a crash loses at most this much.
 pub const BATCH_AGE: Duration = Duration::from_millis(500);
+
+/// What went wrong recording a run (the bench itself goes on).
+#[derive(Debug)]
+pub enum RecorderWarning {
+    /// The store could not be opened, or the run not begun in it.
+    NotRecorded(StoreError),
+    /// A batch of records could not be appended; recording stopped.
+    AppendFailed(StoreError),
+    /// The final records could not be stored.
+    FinalRecordsFailed(StoreError),
+    /// The summary could not be stored.
+    SummaryFailed(StoreError),
+}
+
+impl std::fmt::Display for RecorderWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecorderWarning::NotRecorded(e) => write!(f, "{e}; this run is not recorded"),
+            RecorderWarning::AppendFailed(e) => {
+                write!(f, "cannot append records: {e}; recording stops, the bench goes on")
+            }
+            RecorderWarning::FinalRecordsFailed(e) => {
+                write!(f, "cannot store the final records: {e}")
+            }
+            RecorderWarning::SummaryFailed(e) => write!(f, "cannot store the summary: {e}"),
+        }
+    }
+}
 
 /// Writes one run to the store, or does nothing when the store is off or has failed.
 #[derive(Debug)]
@@ -27,7 +55,7 @@ pub struct Recorder {
     id: Option<RunId>,
     pending: Vec<RequestRecord>,
     oldest: Option<Instant>,
-    warnings: Vec<String>,
+    warnings: Vec<RecorderWarning>,
 }
 
 impl Recorder {
@@ -43,7 +71,7 @@ impl Recorder {
             Ok(store) => Recorder::begin_in(store, run),
             Err(e) => {
                 let mut r = Recorder::disabled();
-                r.warn(format!("{e}; this run is not recorded"));
+                r.warn(RecorderWarning::NotRecorded(e));
                 r
             }
         }
@@ -57,7 +85,7 @@ impl Recorder {
                 r.store = Some(store);
                 r.id = Some(id);
             }
-            Err(e) => r.warn(format!("{e}; this run is not recorded")),
+            Err(e) => r.warn(RecorderWarning::NotRecorded(e)),
         }
         r
     }
@@ -68,13 +96,13 @@ impl Recorder {
     }
 
     /// Warnings so far (each was also printed).
-    pub fn warnings(&self) -> &[String] {
+    pub fn warnings(&self) -> &[RecorderWarning] {
         &self.warnings
     }
 
-    fn warn(&mut self, msg: String) {
-        term::warn(&format!("results store: {msg}"));
-        self.warnings.push(msg);
+    fn warn(&mut self, w: RecorderWarning) {
+        term::warn(&format!("results store: {w}"));
+        self.warnings.push(w);
     }
 
     /// Queue one record; writes a batch when enough are waiting or the oldest is old enough.
@@ -98,13 +126,13 @@ impl Recorder {
         let batch = std::mem::take(&mut self.pending);
         let (Some(store), Some(id)) = (self.store.as_mut(), self.id) else { return };
         if let Err(e) = store.append_records(id, &batch) {
-            self.fail(format!("cannot append records: {e}; recording stops, the bench goes on"));
+            self.fail(RecorderWarning::AppendFailed(e));
         }
     }
 
-    fn fail(&mut self, msg: String) {
+    fn fail(&mut self, w: RecorderWarning) {
         self.store = None;
-        self.warn(msg);
+        self.warn(w);
     }
 
     /// Write the final records (replacing those appended during the run: token counts are
@@ -119,14 +147,14 @@ impl Recorder {
         self.pending.clear();
         let (Some(store), Some(id)) = (self.store.as_mut(), self.id) else { return None };
         if let Err(e) = store.append_records(id, records) {
-            self.fail(format!("cannot store the final records: {e}"));
+            self.fail(RecorderWarning::FinalRecordsFailed(e));
             return None;
         }
         let (Some(store), Some(id)) = (self.store.as_mut(), self.id) else { return None };
         match store.finish_run(id, summary, status) {
             Ok(()) => Some(id),
             Err(e) => {
-                self.fail(format!("cannot store the summary: {e}"));
+                self.fail(RecorderWarning::SummaryFailed(e));
                 None
             }
         }

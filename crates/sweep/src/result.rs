@@ -104,7 +104,7 @@ pub struct SweepResult {
     /// The thresholds the knees were found with.
     pub knee_rule: KneeRule,
     /// Things the reader must know (e.g. repeated prompts and prefix caches).
-    pub warnings: Vec<String>,
+    pub warnings: servelab_metrics::Warnings,
     /// True when Ctrl-C stopped the sweep before every point ran.
     pub interrupted: bool,
 }

@@ -266,7 +266,7 @@ pub async fn run_sweep<R: Runner>(
     plan: &SweepPlan,
     runner: &mut R,
 ) -> Result<SweepResult, SweepError> {
-    let mut warnings = plan.check()?;
+    let mut warnings: servelab_metrics::Warnings = plan.check()?.into_iter().collect();
     if !plan.fresh_prompts {
         warnings.push(
             "every point sends the same prompts (--same-prompts): a server with a prefix cache \

@@ -388,7 +388,8 @@ async fn bench_adapts_to_a_server_with_transformers_quirks_and_says_so() {
         assert!(got <= 8, "asked 8, got {got}: the length went in a field the server reads");
         assert!(r.stream.no_done);
     }
-    let w = s.warnings.join("\n");
+    let w: Vec<String> = s.warnings.iter().map(ToString::to_string).collect();
+    let w = w.join("\n");
     assert!(
         w.contains("the server ignores max_completion_tokens; the length was sent as max_tokens"),
         "{w}"

@@ -128,6 +128,7 @@ async fn two_shards_of_a_sweep_take_the_same_steps_over_merged_points() {
         // point is taken again after it (to a millisecond here; under 100 ms however busy the
         // two cores, against ±750 ms for whole seconds), and kept for the later points.
         let widest = a.summary.warnings.iter().find_map(|w| {
+            let w = w.to_string();
             let (_, rest) = w.split_once("each within ±")?;
             rest.split(' ').next()?.parse::<f64>().ok()
         });

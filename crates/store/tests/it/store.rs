@@ -155,7 +155,8 @@ fn an_unusable_store_warns_and_records_nothing() {
     let mut rec = servelab_store::Recorder::begin(&blocker.join("s.db"), &new_run("r", "m", &[]));
     assert_eq!(rec.run_id(), None);
     assert_eq!(rec.warnings().len(), 1);
-    assert!(rec.warnings()[0].contains("this run is not recorded"), "{:?}", rec.warnings());
+    let w = rec.warnings()[0].to_string();
+    assert!(w.contains("this run is not recorded"), "{:?}", rec.warnings());
     rec.push(&record(0, 1));
     assert_eq!(rec.finish(&[], &summary(&[record(0, 1)], "m"), RunStatus::Complete), None);
 }

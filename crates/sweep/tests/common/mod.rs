@@ -85,7 +85,7 @@ pub fn summary(c: usize, n: usize) -> Summary {
         truth: None,
         sessions: None,
         replay: None,
-        warnings: vec![],
+        warnings: Default::default(),
         requests: vec![],
     }
 }
