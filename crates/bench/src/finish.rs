@@ -58,8 +58,7 @@ fn summarize(
         if digest.is_some() {
             summary.warnings.push(
                 "the simulator's account is not set against the measurement: the records were \
-                 folded"
-                    .into(),
+                 folded",
             );
         } else {
             let truth = crate::truth::server_truth(&sim.truth_since(mark));
