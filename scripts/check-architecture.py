@@ -20,6 +20,7 @@ LAYERS = [
     ["servelab-records"],
     ["servelab-workload", "servelab-metrics", "servelab-engine"],
     ["servelab-client", "servelab-sim", "servelab-outputs", "servelab-plan"],
+    ["servelab-exchange"],
     ["servelab-store", "servelab-bench", "servelab-predict"],
     ["servelab-sweep", "servelab-lab", "servelab-scale"],
     ["servelab-compare"],

@@ -1,26 +1,28 @@
 //! A lab run as shard k of N (docs/scale.md): shard 0 launches each trial's engine and the
-//! other shards send their parts of its profiles to it.
+//! other shards send their parts of its profiles to it, meeting through the shard exchange
+//! ([`servelab_exchange`]).
 //!
-//! Per launch (a trial, or one round of an interleaved pair), the other shards say they have
-//! arrived at it; shard 0, once the engine is ready and every shard has arrived, writes a
-//! launch file into the shared folder (its base URL and the instant every shard starts the
-//! first profile, a lead from now), or at once when the engine failed, and, after stopping the
-//! engine, the trial's result. The other shards wait (bounded) for the launch file, run their
-//! parts of the profiles (each a sharded run merged on every shard), then wait for the result
-//! and keep shard 0's: every shard then holds the same trials, so the strategy takes the same
-//! next step everywhere, even when only shard 0 saw the engine die. The arrival keeps a shard
-//! still busy with the last launch (sending to a dead engine until its timeout) from starting
-//! the next one's first profile late.
+//! Per launch (a trial, or one round of an interleaved pair), the other shards arrive at it;
+//! shard 0, once the engine is ready and every shard has arrived, publishes the launch (its
+//! base URL and the instant every shard starts the first profile, a lead from now), or at
+//! once when the engine failed, and, after stopping the engine, the trial's result. The other
+//! shards wait (bounded) for the launch, run their parts of the profiles (each a sharded run
+//! merged on every shard), then wait for the result and keep shard 0's: every shard then
+//! holds the same trials, so the strategy takes the same next step everywhere, even when only
+//! shard 0 saw the engine die. The arrival keeps a shard still busy with the last launch
+//! (sending to a dead engine until its timeout) from starting the next one's first profile
+//! late.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use servelab_exchange::{Exchange, ExchangeError, ReadPart, ShardedRuns};
 use servelab_plan::time::unix_ms;
-use servelab_plan::Shard;
+use servelab_plan::{Plan, Shard, ShardSpec, Target};
 use tokio::sync::watch;
 
+use crate::config::Experiment;
 use crate::error::LabError;
 use crate::trial::TrialResult;
 
@@ -42,9 +44,76 @@ pub struct LabShard {
 }
 
 impl LabShard {
+    /// This process's part of a sharded lab run with `spec` (`lab run --shard`, else the
+    /// scheduler's environment): the shards meet in `dir/shards` (`dir`, the --output-dir, is
+    /// shared by all); `None` for a whole lab. Every profile of `exp` (their `plans`, in
+    /// profile order) must run as a shard of that many, and a sharded lab cannot resume
+    /// (checked before any engine starts).
+    pub fn of(
+        spec: &ShardSpec,
+        dir: &Path,
+        exp: &Experiment,
+        plans: &[Plan],
+        resume: bool,
+    ) -> Result<Option<LabShard>, String> {
+        if !spec.is_split() {
+            return Ok(None);
+        }
+        let shard = spec.shard_or_whole();
+        let Some(started) = spec.start_at else {
+            return Err(format!(
+                "--start-at: shard {shard} of a lab needs the lab's shared start instant: give \
+                 every shard the same --start-at (RFC 3339 or Unix seconds)"
+            ));
+        };
+        if resume {
+            return Err(format!("--resume: a sharded lab (shard {shard}) runs from its start"));
+        }
+        for (p, plan) in exp.profiles.iter().zip(plans) {
+            let target = Target::Url("http://engine:8000".into());
+            let sharded = Plan { target, shard: spec.clone(), ..plan.clone() };
+            sharded.check().map_err(|e| format!("profiles ({}): {e}", p.name))?;
+        }
+        // The others send the same schedule from the same instant: they end within a request
+        // timeout of each other, unless one failed.
+        let timeout = plans.iter().map(|p| p.limits.request_timeout).max();
+        Ok(Some(LabShard {
+            shard,
+            clock: spec.clock.clone(),
+            dir: dir.join("shards"),
+            started,
+            lead: Duration::from_secs(2),
+            wait: timeout.unwrap_or_default() + Duration::from_secs(600),
+        }))
+    }
+
     /// Shard 0: the one that launches engines.
     pub fn launches(&self) -> bool {
         self.shard.index == 0
+    }
+
+    /// The lab's own folder: shard 0 writes it in `shared` (the --output-dir), the others
+    /// keep theirs beside the exchanged files.
+    pub fn lab_dir(&self, shared: &Path) -> PathBuf {
+        match self.launches() {
+            true => shared.to_path_buf(),
+            false => self.dir.join(format!("shard-{}", self.shard.index)),
+        }
+    }
+
+    /// `inner` running each profile run as this shard of it, merged on every shard (parts
+    /// read with `read_part`): the runner a sharded lab takes.
+    pub fn runner<R>(&self, inner: R, read_part: ReadPart) -> ShardedRuns<R> {
+        ShardedRuns::new(
+            inner,
+            self.shard,
+            self.dir.clone(),
+            self.started,
+            self.lead,
+            self.wait,
+            read_part,
+        )
+        .with_clock(self.clock.clone())
     }
 }
 
@@ -68,38 +137,40 @@ impl Launch {
     }
 }
 
-/// What a shard writes into the shared folder, stamped with the lab's start instant (Unix
-/// ms): a file left there by another lab run is not this one's.
-#[derive(Serialize, Deserialize)]
-struct Stamped<T> {
-    lab: u128,
-    value: T,
-}
-
 /// The stem of one launch's files: the trial and the first round it runs.
 fn stem(trial: &str, round: u32) -> String {
     format!("launch-{}-round-{round}", servelab_outputs::file_safe(trial))
 }
 
-fn launch_file(dir: &Path, trial: &str, round: u32) -> PathBuf {
-    dir.join(format!("{}.json", stem(trial, round)))
-}
-
-fn result_file(dir: &Path, trial: &str, round: u32) -> PathBuf {
-    dir.join(format!("{}.result.json", stem(trial, round)))
-}
-
-fn arrival_file(dir: &Path, trial: &str, round: u32, shard: Shard) -> PathBuf {
-    dir.join(format!("{}.shard-{}-of-{}.here", stem(trial, round), shard.index, shard.count))
-}
-
 impl LabShard {
-    /// Write `value`, stamped, as JSON to `path`, whole or not at all (the others poll for it).
-    fn publish<T: Serialize>(&self, path: &Path, value: T) -> Result<(), LabError> {
-        let write = |message: String| LabError::Write { path: path.to_path_buf(), message };
-        let stamped = Stamped { lab: unix_ms(self.started), value };
-        let json = serde_json::to_vec_pretty(&stamped).map_err(|e| write(e.to_string()))?;
-        servelab_plan::write_file(path, &json).map_err(|e| write(e.to_string()))
+    /// This shard's side of the exchange, stamped with the lab's start.
+    fn exchange(&self) -> Exchange {
+        Exchange::new(&self.dir, self.shard, self.started)
+    }
+
+    /// An exchange's failure as the lab says it.
+    fn error(&self, e: ExchangeError) -> LabError {
+        match e {
+            ExchangeError::Write { path, message } => LabError::Write { path, message },
+            ExchangeError::NotArrived { path, shard, count, waited } => LabError::Shard {
+                path,
+                message: format!(
+                    "shard {shard} of {count} did not arrive at this launch within {} s; see \
+                     its output",
+                    waited.as_secs()
+                ),
+            },
+            ExchangeError::Timeout { path, waited } => LabError::Shard {
+                path,
+                message: format!(
+                    "shard {}: shard 0 did not write this within {} s; see its output (it \
+                     launches the engines of a sharded lab)",
+                    self.shard,
+                    waited.as_secs()
+                ),
+            },
+            other => LabError::Shard { path: self.dir.clone(), message: other.to_string() },
+        }
     }
 
     /// Shard 0: the engine of `trial` (round `round`), launched with `command`, answers at
@@ -118,18 +189,14 @@ impl LabShard {
             command: command.into(),
             start_ms,
         };
-        self.publish(&launch_file(&self.dir, trial, round), launch)
+        let name = format!("{}.json", stem(trial, round));
+        self.exchange().publish(&name, &launch).map_err(|e| self.error(e))
     }
 
     /// Shard 0: the launch's trial result, after its engine stopped.
     pub fn publish_result(&self, round: u32, t: &TrialResult) -> Result<(), LabError> {
-        self.publish(&result_file(&self.dir, &t.spec.id, round), t)
-    }
-
-    /// The other shards: this shard is ready for the launch of `trial` (round `round`).
-    pub fn arrive(&self, trial: &str, round: u32) -> Result<(), LabError> {
-        let path = arrival_file(&self.dir, trial, round, self.shard);
-        self.publish(&path, ())
+        let name = format!("{}.result.json", stem(&t.spec.id, round));
+        self.exchange().publish(&name, t).map_err(|e| self.error(e))
     }
 
     /// Shard 0: wait (bounded) until every other shard arrived at the launch; `Ok(false)`:
@@ -140,31 +207,12 @@ impl LabShard {
         round: u32,
         interrupt: &mut watch::Receiver<bool>,
     ) -> Result<bool, LabError> {
-        let until = tokio::time::Instant::now() + self.wait;
-        for index in 1..self.shard.count {
-            let path = arrival_file(&self.dir, trial, round, Shard { index, ..self.shard });
-            let left = until.saturating_duration_since(tokio::time::Instant::now());
-            let here = self.poll::<()>(&path, left, interrupt);
-            if here.await.map_err(|_| self.missing(&path, index))?.is_none() {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        let here = self.exchange().arrivals(&stem(trial, round), self.wait, interrupt).await;
+        here.map_err(|e| self.error(e))
     }
 
-    fn missing(&self, path: &Path, index: u32) -> LabError {
-        LabError::Shard {
-            path: path.to_path_buf(),
-            message: format!(
-                "shard {index} of {} did not arrive at this launch within {} s; see its output",
-                self.shard.count,
-                self.wait.as_secs()
-            ),
-        }
-    }
-
-    /// The other shards: shard 0's launch of `trial` (round `round`), waiting at most
-    /// `ready_timeout` plus the bound; `Ok(None)`: interrupted.
+    /// The other shards: arrive at shard 0's launch of `trial` (round `round`) and wait for
+    /// it, at most `ready_timeout` plus the bound; `Ok(None)`: interrupted.
     pub async fn launch(
         &self,
         trial: &str,
@@ -172,9 +220,11 @@ impl LabShard {
         ready_timeout: Duration,
         interrupt: &mut watch::Receiver<bool>,
     ) -> Result<Option<Launch>, LabError> {
-        self.arrive(trial, round)?;
-        let path = launch_file(&self.dir, trial, round);
-        self.poll(&path, ready_timeout + self.wait, interrupt).await
+        let ex = self.exchange();
+        let stem = stem(trial, round);
+        ex.arrive(&stem).map_err(|e| self.error(e))?;
+        let wait = ready_timeout + self.wait;
+        ex.wait_for(&format!("{stem}.json"), wait, interrupt).await.map_err(|e| self.error(e))
     }
 
     /// The other shards: shard 0's result of the launch; `Ok(None)`: interrupted.
@@ -185,47 +235,9 @@ impl LabShard {
         stop_grace: Duration,
         interrupt: &mut watch::Receiver<bool>,
     ) -> Result<Option<TrialResult>, LabError> {
-        let path = result_file(&self.dir, trial, round);
-        self.poll(&path, stop_grace + self.wait, interrupt).await
-    }
-
-    /// Poll `path` every 100 ms until it holds a value stamped by this lab, at most `wait`.
-    async fn poll<T: DeserializeOwned>(
-        &self,
-        path: &Path,
-        wait: Duration,
-        interrupt: &mut watch::Receiver<bool>,
-    ) -> Result<Option<T>, LabError> {
-        let until = tokio::time::Instant::now() + wait;
-        let lab = unix_ms(self.started);
-        let read = || {
-            let text = std::fs::read_to_string(path).ok()?;
-            let stamped: Stamped<T> = serde_json::from_str(&text).ok()?;
-            (stamped.lab == lab).then_some(stamped.value)
-        };
-        loop {
-            if *interrupt.borrow() {
-                return Ok(None);
-            }
-            if let Some(v) = read() {
-                return Ok(Some(v));
-            }
-            if tokio::time::Instant::now() >= until {
-                return Err(LabError::Shard {
-                    path: path.to_path_buf(),
-                    message: format!(
-                        "shard {}: shard 0 did not write this within {} s; see its output (it \
-                         launches the engines of a sharded lab)",
-                        self.shard,
-                        wait.as_secs()
-                    ),
-                });
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                _ = interrupt.changed() => {}
-            }
-        }
+        let name = format!("{}.result.json", stem(trial, round));
+        let wait = stop_grace + self.wait;
+        self.exchange().wait_for(&name, wait, interrupt).await.map_err(|e| self.error(e))
     }
 }
 

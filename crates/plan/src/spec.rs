@@ -242,6 +242,38 @@ impl std::fmt::Display for ClockReference {
 }
 
 impl ShardSpec {
+    /// The shard settings of a command line: `--shard K/N` (else the scheduler's environment,
+    /// read through `env`), `--start-at INSTANT` and `--clock-reference REF`. Errors name the
+    /// flag.
+    pub fn from_flags(
+        shard: Option<&str>,
+        start_at: Option<&str>,
+        clock: Option<&str>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<ShardSpec, String> {
+        let shard = match shard {
+            Some(s) => Some(Shard::parse(s).map_err(|e| e.to_string())?),
+            None => Shard::from_env(env).map_err(|e| e.to_string())?,
+        };
+        let start_at = start_at
+            .map(|t| crate::time::parse_instant(t).map_err(|e| format!("--start-at: {e}")))
+            .transpose()?;
+        let clock = clock.map(str::parse).transpose()?.unwrap_or_default();
+        Ok(ShardSpec { shard, start_at, clock })
+    }
+
+    /// Refuse a shard or a start instant where runs are whole (`what`, e.g. predictions,
+    /// which send nothing): docs/scale.md.
+    pub fn whole_runs_only(&self, what: &str) -> Result<(), String> {
+        if self.is_split() || self.start_at.is_some() {
+            return Err(format!(
+                "--shard/--start-at (or a scheduler's shard environment): {what} do not run as \
+                 shards; shard each bench or sweep instead (docs/scale.md)"
+            ));
+        }
+        Ok(())
+    }
+
     /// The shard, or the whole run.
     pub fn shard_or_whole(&self) -> Shard {
         self.shard.unwrap_or(Shard::WHOLE)

@@ -17,6 +17,7 @@ mod point;
 pub mod render;
 mod result;
 pub mod run;
+mod shards;
 mod slo;
 mod store;
 pub mod suite;
