@@ -581,7 +581,15 @@ pub struct BenchArgs {
     #[arg(long, help_heading = "Store")]
     pub no_store: bool,
 
-    // --- scale out (docs/scale.md)
+    /// Scale out (docs/scale.md).
+    #[command(flatten)]
+    pub shard: ShardArgs,
+}
+
+/// `--shard`, `--start-at` and `--clock-reference`: one run (a bench, a sweep, a lab) as
+/// shard K of N (docs/scale.md). `lab run` words their help for a lab.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ShardArgs {
     /// Send shard K of N of the run (0-based), e.g. `2/16`: every shard draws the same global
     /// workload and schedule from the seed and sends requests i with i mod N = K. Default:
     /// Kubernetes' JOB_COMPLETION_INDEX with SERVELAB_SHARDS, or Slurm's SLURM_PROCID of
@@ -600,6 +608,13 @@ pub struct BenchArgs {
     /// server's Date header), or `none`.
     #[arg(long, value_name = "REF", help_heading = "Scale out")]
     pub clock_reference: Option<String>,
+}
+
+impl ShardArgs {
+    /// Any of the three was given.
+    pub fn given(&self) -> bool {
+        self.shard.is_some() || self.start_at.is_some() || self.clock_reference.is_some()
+    }
 }
 
 /// The flags of `servelab sweep`: every bench flag, plus the grid and how to judge it.
@@ -696,6 +711,17 @@ pub enum LabCommand {
 
 /// The arguments of `servelab lab run`.
 #[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("shard", |a| a.help("Run as shard K of N of the lab (0-based), e.g. `1/4`: shard 0 \
+        launches each trial's engine, every shard sends its share of each profile run, and all \
+        merge each run alike. --output-dir must be a folder every shard sees. Default: the \
+        scheduler's environment (as for `servelab bench`), else the whole lab")),
+    mut_arg("start_at", |a| a.help("Wall-clock instant every shard of the lab starts at \
+        (required with --shard K/N, N > 1): RFC 3339 or Unix seconds")),
+    mut_arg("clock_reference", |a| a.help("What each shard reads its clock's offset against \
+        before a profile run (as for `servelab bench`): `target` (the engine's Date header; the \
+        default), `ntp://HOST[:PORT]`, `http://HOST[:PORT][/PATH]`, or `none`")),
+)]
 pub struct LabRunArgs {
     /// The experiment YAML (docs/lab.md).
     pub experiment: PathBuf,
@@ -711,21 +737,9 @@ pub struct LabRunArgs {
     /// Do not record the profile runs in the results store.
     #[arg(long)]
     pub no_store: bool,
-    /// Run as shard K of N of the lab (0-based), e.g. `1/4`: shard 0 launches each trial's
-    /// engine, every shard sends its share of each profile run, and all merge each run alike.
-    /// --output-dir must be a folder every shard sees. Default: the scheduler's environment
-    /// (as for `servelab bench`), else the whole lab.
-    #[arg(long, value_name = "K/N", help_heading = "Scale out")]
-    pub shard: Option<String>,
-    /// Wall-clock instant every shard of the lab starts at (required with --shard K/N,
-    /// N > 1): RFC 3339 or Unix seconds.
-    #[arg(long, value_name = "INSTANT", help_heading = "Scale out")]
-    pub start_at: Option<String>,
-    /// What each shard reads its clock's offset against before a profile run (as for
-    /// `servelab bench`): `target` (the engine's Date header; the default),
-    /// `ntp://HOST[:PORT]`, `http://HOST[:PORT][/PATH]`, or `none`.
-    #[arg(long, value_name = "REF", help_heading = "Scale out")]
-    pub clock_reference: Option<String>,
+    /// Scale out: the lab as shard K of N (docs/scale.md).
+    #[command(flatten)]
+    pub shard: ShardArgs,
 }
 
 /// The bench flags of a profile, parsed as `servelab bench` would.

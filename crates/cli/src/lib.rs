@@ -12,7 +12,6 @@ pub mod exit;
 pub mod resolve;
 mod scale;
 mod store;
-mod sweep_shards;
 
 use std::path::PathBuf;
 
@@ -164,9 +163,7 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
     let recording =
         resolve::recording(a.bench.db.clone(), a.bench.no_store).map_err(Failure::usage)?;
     if let (true, Some(start)) = (plan.base.shard.is_split(), plan.base.shard.start_at) {
-        let (cancel, interrupt) = sweep_shards::cancellable(interrupt);
-        let c = Conductor::new(interrupt).with_settle(settle, drain);
-        return sharded_sweep(plan, c, cancel, start, settle, recording).await;
+        return sharded_sweep(plan, interrupt, start, (settle, drain), recording).await;
     }
     let mut c = Conductor::new(interrupt).with_settle(settle, drain);
     if let Some(r) = recording {
@@ -184,35 +181,24 @@ pub async fn sweep(a: &SweepArgs, interrupt: watch::Receiver<bool>) -> Result<Ex
     sweep_outputs(&plan, result, "Sweep results")
 }
 
-/// A sweep as shard k of N (docs/scale.md): every point a sharded run merged on every shard;
-/// shard 0 writes the sweep's outputs and stores the merged points, the others keep their
-/// point files in the shared results folder's `sweep-shard-K`. The shards' own parts are not
+/// A sweep as shard k of N (docs/scale.md, [`servelab_sweep::SweepPlan::sharded`]): shard 0
+/// writes the sweep's outputs and stores the merged points; the shards' own parts are not
 /// stored.
 async fn sharded_sweep(
     mut plan: servelab_sweep::SweepPlan,
-    c: Conductor,
-    cancel: sweep_shards::Cancel,
+    interrupt: watch::Receiver<bool>,
     start: std::time::SystemTime,
-    settle: std::time::Duration,
+    (settle, drain): (std::time::Duration, std::time::Duration),
     recording: Option<std::sync::Arc<dyn servelab_plan::Recording>>,
 ) -> Result<ExitStatus, Failure> {
-    let shard = plan.base.shard.shard_or_whole();
-    let shared = plan.base.output.result_dir.clone();
-    if shard.index > 0 {
-        plan.output_dir = shared.join(format!("sweep-shard-{}", shard.index));
-    }
-    // Time to settle the target, then for every shard to see the last end file and start.
-    let lead = settle + std::time::Duration::from_secs(2);
-    // The other shards send the same schedule from the same instant: they end within a
-    // request timeout of each other, unless one failed.
-    let wait = plan.base.limits.request_timeout + std::time::Duration::from_secs(600);
-    let mut r = sweep_shards::ShardedPoints::new(c, shard, shared, start, lead, wait)
-        .with_recording(recording)
-        .with_cancel(cancel)
-        .with_clock(plan.base.shard.clock.clone());
+    let (cancel, interrupt) = servelab_exchange::cancellable(interrupt);
+    let c = Conductor::new(interrupt).with_settle(settle, drain);
+    let read = servelab_store::read_shard_file;
+    let mut r = plan.sharded(c, start, settle, read).with_recording(recording).with_cancel(cancel);
     let result = servelab_sweep::run_sweep(&plan, &mut r).await;
     r.into_inner().shutdown().await;
     let result = result.map_err(Failure::runtime)?;
+    let shard = plan.base.shard.shard_or_whole();
     if shard.index == 0 {
         return sweep_outputs(&plan, result, "Sweep results");
     }
@@ -390,10 +376,7 @@ pub async fn run_experiment(
     let shared = a.output_dir.clone().unwrap_or_else(|| servelab_lab::default_dir(&loaded.exp));
     let shard = resolve::lab_shard(a, &shared, &loaded).map_err(Failure::usage)?;
     // Shard 0 writes the lab's folder; the others keep theirs beside the exchanged files.
-    let dir = match &shard {
-        Some(s) if !s.launches() => s.dir.join(format!("shard-{}", s.shard.index)),
-        _ => shared.clone(),
-    };
+    let dir = shard.as_ref().map_or_else(|| shared.clone(), |s| s.lab_dir(&shared));
     let opts = servelab_lab::RunOptions {
         dir: dir.clone(),
         resume: a.resume,
@@ -403,6 +386,7 @@ pub async fn run_experiment(
         shard: shard.clone(),
     };
     let (exp, text) = (&loaded.exp, &loaded.text);
+    let recording = resolve::recording(a.db.clone(), a.no_store).map_err(Failure::usage)?;
     let finish = match shard {
         // Each profile run a sharded run, merged on every shard and stored by shard 0; the
         // parts are not stored (docs/scale.md).
@@ -415,26 +399,21 @@ pub async fn run_experiment(
                     shared.display()
                 ));
             }
-            let (shard, ex, lead) = (s.shard, s.dir, s.lead);
-            let (cancel, stop) = sweep_shards::cancellable(interrupt.clone());
+            let (cancel, stop) = servelab_exchange::cancellable(interrupt.clone());
             let c = Conductor::new(stop);
-            let mut r = sweep_shards::ShardedPoints::new(c, shard, ex, s.started, lead, s.wait)
-                .with_recording(
-                    resolve::recording(a.db.clone(), a.no_store).map_err(Failure::usage)?,
-                )
-                .with_cancel(cancel)
-                .with_clock(s.clock);
+            let mut r = s
+                .runner(c, servelab_store::read_shard_file)
+                .with_recording(recording)
+                .with_cancel(cancel);
             let finish = servelab_lab::run_in_dir(exp, text, &opts, &mut r, interrupt).await;
             r.into_inner().shutdown().await;
             finish
         }
         None => {
-            let c = Conductor::new(interrupt.clone());
-            let mut c =
-                match resolve::recording(a.db.clone(), a.no_store).map_err(Failure::usage)? {
-                    Some(r) => c.with_recording(r),
-                    None => c,
-                };
+            let mut c = Conductor::new(interrupt.clone());
+            if let Some(r) = recording {
+                c = c.with_recording(r);
+            }
             let finish = servelab_lab::run_in_dir(exp, text, &opts, &mut c, interrupt).await;
             c.shutdown().await;
             finish

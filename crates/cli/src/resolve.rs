@@ -36,7 +36,7 @@ pub const ZERO_SETUP_ENGINE: &str = "qwen3-8b-h100-tp1";
 
 /// The plan of `servelab bench`.
 pub fn bench_plan(a: &BenchArgs, api_key: Option<String>) -> Result<Plan, String> {
-    bench_plan_as(a, api_key, shard_spec(a)?)
+    bench_plan_as(a, api_key, shard_spec(&a.shard)?)
 }
 
 /// The plan of `servelab bench`, run as `shard` (a lab profile: whatever the environment).
@@ -418,7 +418,7 @@ pub fn profile_plan(args: Vec<String>) -> Result<Plan, String> {
         text.lines().next().unwrap_or("").trim_start_matches("error: ").to_string()
     })?;
     let b = &parsed.bench;
-    if b.shard.is_some() || b.start_at.is_some() || b.clock_reference.is_some() {
+    if b.shard.given() {
         return Err("--shard/--start-at/--clock-reference: a profile is one run of the lab; \
                     shard the whole lab instead (`servelab lab run --shard K/N --start-at T`, \
                     docs/scale.md)"
@@ -474,11 +474,9 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
         _ => None,
     };
     let rate = base_rate.filter(|r| r.is_finite());
-    let mut base = plan(&a.bench, api_key(), rate, shard_spec(&a.bench)?)?;
-    if base.shard.is_split() {
-        sharded_sweep_only(&base, &loads, a)?;
-    } else {
-        whole_runs_only(&base.shard, "sweeps")?;
+    let mut base = plan(&a.bench, api_key(), rate, shard_spec(&a.bench.shard)?)?;
+    if !base.shard.is_split() {
+        base.shard.whole_runs_only("sweeps")?;
     }
     let trace_rates = matches!(base.workload.dataset, DatasetSpec::Trace(_))
         && loads.iter().any(|l| matches!(l, servelab_load::Level::Rate(_)));
@@ -528,7 +526,7 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     if !(slo_resolution.is_finite() && slo_resolution > 0.0) {
         return Err(format!("--slo-resolution: must be a number > 0 (got {slo_resolution})"));
     }
-    Ok(SweepPlan {
+    let plan = SweepPlan {
         base,
         dataset_path: a.bench.dataset_path.clone(),
         scenarios,
@@ -542,7 +540,11 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
         output_dir,
         resume: a.resume.is_some(),
         columns: parse_columns(&a.columns).map_err(|e| e.to_string())?,
-    })
+    };
+    if plan.base.shard.is_split() {
+        plan.check_sharded()?;
+    }
+    Ok(plan)
 }
 
 /// The plan of `servelab predict`: the sweep's, with no target (nothing is sent) and its
@@ -565,7 +567,7 @@ pub fn predict_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     if b.sim_engine.is_some() {
         return Err("--sim-engine: predict runs no simulator; the deployment is --engine".into());
     }
-    whole_runs_only(&shard_spec(b)?, "predictions")?;
+    shard_spec(&b.shard)?.whole_runs_only("predictions")?;
     let mut plan = sweep_plan(a)?;
     if a.output_dir.is_none() && a.resume.is_none() {
         plan.output_dir = PathBuf::from(format!(
@@ -598,110 +600,22 @@ pub fn fit_options(params: &str, max_evals: usize) -> Result<FitOptions, String>
     Ok(FitOptions { params, max_evals, ..FitOptions::default() })
 }
 
-/// Refuse a shard or a start instant where runs are whole: a prediction sends nothing
-/// (docs/scale.md). Checked before the plan is built, so
-/// the plan's own checks never ask such a command for what only a shard needs.
-fn whole_runs_only(shard: &servelab_plan::ShardSpec, what: &str) -> Result<(), String> {
-    if shard.is_split() || shard.start_at.is_some() {
-        return Err(format!(
-            "--shard/--start-at (or a scheduler's shard environment): {what} do not run as \
-             shards; shard each bench or sweep instead (docs/scale.md)"
-        ));
-    }
-    Ok(())
-}
-
-/// What a sharded sweep cannot do: resume (the shards would disagree on which points are
-/// left), or a concurrency level below the shard count (a shard would get no slot).
-fn sharded_sweep_only(
-    base: &Plan,
-    loads: &[servelab_load::Level],
-    a: &SweepArgs,
-) -> Result<(), String> {
-    let shard = base.shard.shard_or_whole();
-    if a.resume.is_some() {
-        return Err(format!("--resume: a sharded sweep (shard {shard}) runs from its start"));
-    }
-    for l in loads {
-        if let servelab_load::Level::Concurrency(c) = l {
-            if (*c as u64) < u64::from(shard.count) {
-                return Err(format!(
-                    "--concurrency {c}: a sweep point's cap is shared by {} shards; every level \
-                     must be at least the shard count",
-                    shard.count
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// `--shard` (else the scheduler's environment), `--start-at` and `--clock-reference`.
-fn shard_spec(a: &BenchArgs) -> Result<servelab_plan::ShardSpec, String> {
-    shard_of(a.shard.as_deref(), a.start_at.as_deref(), a.clock_reference.as_deref())
+fn shard_spec(a: &crate::args::ShardArgs) -> Result<servelab_plan::ShardSpec, String> {
+    let env = |name: &str| std::env::var(name).ok();
+    let (shard, start_at) = (a.shard.as_deref(), a.start_at.as_deref());
+    servelab_plan::ShardSpec::from_flags(shard, start_at, a.clock_reference.as_deref(), env)
 }
 
-/// A `--shard` flag (else the scheduler's environment), a `--start-at` flag and a
-/// `--clock-reference` flag.
-fn shard_of(
-    shard: Option<&str>,
-    start_at: Option<&str>,
-    clock: Option<&str>,
-) -> Result<servelab_plan::ShardSpec, String> {
-    use servelab_plan::Shard;
-    let shard = match shard {
-        Some(s) => Some(Shard::parse(s).map_err(|e| e.to_string())?),
-        None => Shard::from_env(|name| std::env::var(name).ok()).map_err(|e| e.to_string())?,
-    };
-    let start_at = match start_at {
-        Some(t) => {
-            Some(servelab_plan::time::parse_instant(t).map_err(|e| format!("--start-at: {e}"))?)
-        }
-        None => None,
-    };
-    let clock = clock.map(str::parse).transpose()?.unwrap_or_default();
-    Ok(servelab_plan::ShardSpec { shard, start_at, clock })
-}
-
-/// This process's part of a sharded lab (`lab run --shard`, else the scheduler's
-/// environment): the shards meet in `dir/shards` (`dir`, the --output-dir, is shared by all);
-/// `None` for a whole lab. Every profile must run as a shard of that many (checked before
-/// any engine starts).
+/// This process's part of a sharded lab ([`servelab_lab::LabShard::of`]); `None` for a
+/// whole lab.
 pub fn lab_shard(
     a: &crate::args::LabRunArgs,
     dir: &std::path::Path,
     loaded: &servelab_lab::Loaded,
 ) -> Result<Option<servelab_lab::LabShard>, String> {
-    let spec = shard_of(a.shard.as_deref(), a.start_at.as_deref(), a.clock_reference.as_deref())?;
-    if !spec.is_split() {
-        return Ok(None);
-    }
-    let shard = spec.shard_or_whole();
-    let Some(started) = spec.start_at else {
-        return Err(format!(
-            "--start-at: shard {shard} of a lab needs the lab's shared start instant: give \
-             every shard the same --start-at (RFC 3339 or Unix seconds)"
-        ));
-    };
-    if a.resume {
-        return Err(format!("--resume: a sharded lab (shard {shard}) runs from its start"));
-    }
-    for (p, plan) in loaded.exp.profiles.iter().zip(&loaded.plans) {
-        let target = Target::Url("http://engine:8000".into());
-        let sharded = Plan { target, shard: spec.clone(), ..plan.clone() };
-        sharded.check().map_err(|e| format!("profiles ({}): {e}", p.name))?;
-    }
-    // The others send the same schedule from the same instant: they end within a request
-    // timeout of each other, unless one failed.
-    let timeout = loaded.plans.iter().map(|p| p.limits.request_timeout).max();
-    Ok(Some(servelab_lab::LabShard {
-        shard,
-        clock: spec.clock,
-        dir: dir.join("shards"),
-        started,
-        lead: Duration::from_secs(2),
-        wait: timeout.unwrap_or_default() + Duration::from_secs(600),
-    }))
+    let spec = shard_spec(&a.shard)?;
+    servelab_lab::LabShard::of(&spec, dir, &loaded.exp, &loaded.plans, a.resume)
 }
 
 #[cfg(test)]
