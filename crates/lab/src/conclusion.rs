@@ -262,7 +262,7 @@ pub fn engine_sentences(exp: &Experiment, trials: &[TrialResult]) -> Vec<String>
                     invalid_reason(fast, exp).is_none() && invalid_reason(slow, exp).is_none();
                 let d = crate::strategy::deltas(slow, fast, exp, &[fast, slow]);
                 if let Some(d) = d.iter().find(|d| d.profile == p.name).filter(|_| valid) {
-                    if d.verdict != crate::strategy::Verdict::Better {
+                    if d.verdict != crate::strategy::ProfileVerdict::Better {
                         s.push_str(&format!(
                             " The difference ({:+.1}%) is within noise (±{:.1}%): neither engine \
                              is measurably faster here.",

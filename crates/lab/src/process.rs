@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 /// A running engine; dropping it kills its whole process group.
 #[derive(Debug)]
-pub struct Engine {
+pub struct EngineProcess {
     child: Child,
     pgid: i32,
     /// Set once the group has been stopped and the leader reaped.
@@ -221,9 +221,13 @@ pub fn describe(status: ExitStatus) -> String {
     }
 }
 
-impl Engine {
+impl EngineProcess {
     /// Start `sh -c COMMAND` in a new process group, stdout and stderr appended to `log`.
-    pub fn spawn(command: &str, env: &[(String, String)], log: &Path) -> std::io::Result<Engine> {
+    pub fn spawn(
+        command: &str,
+        env: &[(String, String)],
+        log: &Path,
+    ) -> std::io::Result<EngineProcess> {
         let out = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
         let err = out.try_clone()?;
         let (read_end, write_end) = pipe()?;
@@ -255,7 +259,7 @@ impl Engine {
         };
         let pgid = i32::try_from(child.id()).map_err(std::io::Error::other)?;
         register(pgid);
-        Ok(Engine { child, pgid, stopped: false, watchdog })
+        Ok(EngineProcess { child, pgid, stopped: false, watchdog })
     }
 
     /// The leader's exit status, if it has exited.
@@ -311,7 +315,7 @@ fn release(watchdog: &mut Option<OwnedFd>) {
     }
 }
 
-impl Drop for Engine {
+impl Drop for EngineProcess {
     fn drop(&mut self) {
         self.kill_now();
     }
@@ -382,7 +386,7 @@ mod tests {
             pidfile.display()
         );
         let log = dir.path().join("engine.log");
-        let e = Engine::spawn(&cmd, &[], &log).unwrap();
+        let e = EngineProcess::spawn(&cmd, &[], &log).unwrap();
         let pid = read_pid(&pidfile);
         assert!(alive(pid));
         let t0 = Instant::now();
@@ -403,7 +407,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("pid");
         let cmd = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
-        let e = Engine::spawn(&cmd, &[("X".into(), "1".into())], &dir.path().join("l")).unwrap();
+        let e =
+            EngineProcess::spawn(&cmd, &[("X".into(), "1".into())], &dir.path().join("l")).unwrap();
         let pid = read_pid(&pidfile);
         assert!(alive(pid));
         drop(e);
@@ -423,7 +428,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("pid");
         let cmd = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
-        let mut e = Engine::spawn(&cmd, &[], &dir.path().join("l")).unwrap();
+        let mut e = EngineProcess::spawn(&cmd, &[], &dir.path().join("l")).unwrap();
         let pid = read_pid(&pidfile);
         let shell = e.pgid;
         let w = watchdog_of(shell).expect("every engine has a watchdog");
@@ -472,7 +477,7 @@ mod tests {
     #[test]
     fn a_stopped_engine_leaves_no_watchdog() {
         let dir = tempfile::tempdir().unwrap();
-        let e = Engine::spawn("sleep 30", &[], &dir.path().join("l")).unwrap();
+        let e = EngineProcess::spawn("sleep 30", &[], &dir.path().join("l")).unwrap();
         let w = watchdog_of(e.pgid).expect("every engine has a watchdog");
         assert!(alive(w));
         drop(e);

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::config::Experiment;
 use crate::error::{invalid, LabError};
-use crate::process::{describe, free_port, render, Engine};
+use crate::process::{describe, free_port, render, EngineProcess};
 use crate::shards::LabShard;
 use crate::strategy::{command_template, next, Next, Outcome};
 use crate::trial::{self, ProfileResult, TrialResult, TrialSpec, TrialStatus};
@@ -219,7 +219,7 @@ pub fn split_url(url: &str) -> (String, String) {
 
 /// Poll `url` until it answers 200, the engine exits, the timeout passes, or an interrupt.
 async fn wait_ready(
-    engine: &mut Engine,
+    engine: &mut EngineProcess,
     url: &str,
     timeout: Duration,
     interrupt: &mut watch::Receiver<bool>,
@@ -373,7 +373,7 @@ async fn launch_trial<R: Runner>(
     };
 
     let started = Instant::now();
-    let mut engine = match Engine::spawn(&command, &env, &log) {
+    let mut engine = match EngineProcess::spawn(&command, &env, &log) {
         Ok(e) => e,
         Err(e) => {
             failed(&mut result, format!("cannot start `{command}`: {e}"));
@@ -446,7 +446,7 @@ enum ProfilesEnd {
 async fn run_profiles<R: Runner>(
     exp: &Experiment,
     rounds: std::ops::Range<u32>,
-    mut engine: Option<&mut Engine>,
+    mut engine: Option<&mut EngineProcess>,
     result: &mut TrialResult,
     runner: &mut R,
     plans: &[Plan],

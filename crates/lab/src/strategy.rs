@@ -15,7 +15,7 @@ use crate::trial::{ProfileResult, TrialResult, TrialSpec};
 /// How one profile moved between two trials.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum ProfileVerdict {
     /// The objective rose by more than the noise bar.
     Better,
     /// The objective fell by more than the noise bar.
@@ -42,7 +42,7 @@ pub struct ProfileDelta {
     /// The run-to-run bar alone, when repeated runs gave one.
     pub run_noise_pct: Option<f64>,
     /// Whether the change clears the noise bar, and which way.
-    pub verdict: Verdict,
+    pub verdict: ProfileVerdict,
     /// The candidate's prefix-cache hit rate (percent, mean over its runs) when it was above
     /// [`crate::seeds::REUSE_BAR`] in a profile whose prompts should not repeat: a gain there
     /// came from reuse the workload does not have, so it is not credited (verdict `same`).
@@ -69,8 +69,8 @@ fn withhold_reuse(d: &mut ProfileDelta, base: &TrialResult, cand: &TrialResult, 
     }
     let Some(hits) = hit_rate(cand, &d.profile) else { return };
     let before = hit_rate(base, &d.profile).unwrap_or(0.0);
-    if hits - before > crate::seeds::REUSE_BAR && d.verdict == Verdict::Better {
-        d.verdict = Verdict::Same;
+    if hits - before > crate::seeds::REUSE_BAR && d.verdict == ProfileVerdict::Better {
+        d.verdict = ProfileVerdict::Same;
         d.uncredited_hits_pct = Some(hits * 100.0);
     }
 }
@@ -222,13 +222,13 @@ pub fn noise_pct(min_gain_pct: f64, base: f64, ci: Option<Interval>) -> f64 {
 }
 
 /// Better, worse or within noise.
-pub fn verdict(delta_pct: f64, noise_pct: f64) -> Verdict {
+pub fn verdict(delta_pct: f64, noise_pct: f64) -> ProfileVerdict {
     if delta_pct > noise_pct {
-        Verdict::Better
+        ProfileVerdict::Better
     } else if delta_pct < -noise_pct {
-        Verdict::Worse
+        ProfileVerdict::Worse
     } else {
-        Verdict::Same
+        ProfileVerdict::Same
     }
 }
 
@@ -330,12 +330,13 @@ fn decide(ds: &[ProfileDelta]) -> (Decision, String) {
         ),
         None => format!("{} {:+.1}% (noise ±{:.1}%)", d.profile, d.delta_pct, d.noise_pct),
     };
-    let worse: Vec<String> = ds.iter().filter(|d| d.verdict == Verdict::Worse).map(show).collect();
+    let worse: Vec<String> =
+        ds.iter().filter(|d| d.verdict == ProfileVerdict::Worse).map(show).collect();
     if !worse.is_empty() {
         return (Decision::Rejected, format!("worse: {}", worse.join(", ")));
     }
     let better: Vec<String> =
-        ds.iter().filter(|d| d.verdict == Verdict::Better).map(show).collect();
+        ds.iter().filter(|d| d.verdict == ProfileVerdict::Better).map(show).collect();
     if better.is_empty() {
         let all: Vec<String> = ds.iter().map(show).collect();
         return (Decision::Rejected, format!("within noise: {}", all.join(", ")));
@@ -449,7 +450,7 @@ pub fn baseline_within_noise(
         .filter(|t| t.spec.id != best.spec.id && invalid_reason(t, exp).is_none())
         .filter_map(|other| {
             let ds = deltas(other, best, exp, baselines);
-            let ahead = ds.iter().any(|d| d.verdict == Verdict::Better);
+            let ahead = ds.iter().any(|d| d.verdict == ProfileVerdict::Better);
             (!ahead && !ds.is_empty()).then(|| {
                 let all: Vec<String> = ds.iter().map(show).collect();
                 format!("`{}` ({})", other.spec.id, all.join(", "))
@@ -800,9 +801,9 @@ mod tests {
         assert_eq!(noise_pct(2.0, 100.0, None), 2.0);
         assert_eq!(noise_pct(2.0, 100.0, Some(Interval { lo: -5.0, hi: 5.0 })), 5.0);
         assert_eq!(noise_pct(2.0, 100.0, Some(Interval { lo: 1.0, hi: 2.0 })), 2.0);
-        assert_eq!(verdict(2.5, 2.0), Verdict::Better);
-        assert_eq!(verdict(2.0, 2.0), Verdict::Same);
-        assert_eq!(verdict(-2.5, 2.0), Verdict::Worse);
+        assert_eq!(verdict(2.5, 2.0), ProfileVerdict::Better);
+        assert_eq!(verdict(2.0, 2.0), ProfileVerdict::Same);
+        assert_eq!(verdict(-2.5, 2.0), ProfileVerdict::Worse);
     }
 
     #[test]
@@ -891,9 +892,9 @@ mod tests {
         let Next::Done(o) = next(&e, &done) else { panic!() };
         let s = &o.steps[2];
         assert_eq!(s.decision, Decision::Kept, "q's gain still counts: {}", s.reason);
-        assert_eq!(s.deltas[0].verdict, Verdict::Same);
+        assert_eq!(s.deltas[0].verdict, ProfileVerdict::Same);
         assert_eq!(s.deltas[0].uncredited_hits_pct, Some(99.2));
-        assert_eq!(s.deltas[1].verdict, Verdict::Better);
+        assert_eq!(s.deltas[1].verdict, ProfileVerdict::Better);
         assert_eq!(s.reason, "better: q +4.0% (noise ±2.0%)");
         // Every profile's gain on reused prompts: nothing left to keep it for.
         let mut all = done.clone();
@@ -1007,7 +1008,7 @@ mod tests {
         let d = deltas(&done[0], &done[2], &e, &pool);
         assert_eq!(d[0].run_noise_pct, Some(0.0));
         assert_eq!(d[0].noise_pct, 2.0);
-        assert_eq!(d[0].verdict, Verdict::Better);
+        assert_eq!(d[0].verdict, ProfileVerdict::Better);
         // One run short, or one run with a failure: the trial does not count.
         let mut short = done[2].clone();
         short.profiles.retain(|r| r.repeat == 0);
@@ -1054,7 +1055,7 @@ mod tests {
         // Both ratios are exactly 1.2: no spread, so the floor decides.
         assert_eq!(d.run_noise_pct, Some(0.0));
         assert_eq!(d.noise_pct, 2.0);
-        assert_eq!(d.verdict, Verdict::Better);
+        assert_eq!(d.verdict, ProfileVerdict::Better);
         // slow: ratios 1.05 and 0.95 around 1 -> within noise; flaky: +50 % with a spread.
         done.push(reference(&e, &["fast"], "slow", &[80.0, 80.0]));
         done.push(repeated(&e, "a", &["fast", "slow"], &[84.0, 76.0]));

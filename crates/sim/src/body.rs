@@ -14,7 +14,7 @@ use http_body::{Body, Frame};
 use tokio::sync::{AcquireError, OwnedSemaphorePermit};
 
 use crate::api::{stream_error_events, Endpoint, GenRequest, Render};
-use crate::engine::{finish, Arrival, Engine, Generation, Slot, Waiting};
+use crate::engine::{finish, Arrival, Generation, SimEngine, Slot, Waiting};
 use crate::fault::Fault;
 use crate::truth::TruthChunk;
 use servelab_timer::Sleep;
@@ -55,7 +55,7 @@ struct Due {
 
 /// Everything about one request that a response needs, fixed at arrival.
 pub struct Job {
-    pub engine: Arc<Engine>,
+    pub engine: Arc<SimEngine>,
     pub arrival: Arrival,
     pub req: GenRequest,
     pub render: Render,

@@ -27,9 +27,10 @@ use crate::parse_pool::ParsePool;
 /// Word pool size: plenty of variety, cheap to build once.
 const WORD_POOL: usize = 2000;
 
-/// Everything requests share.
+/// The simulated engine: everything its requests share (not the engine model,
+/// `servelab_engine::Engine`, which it drives in `--engine` mode).
 #[derive(Debug)]
-pub struct Engine {
+pub struct SimEngine {
     pub cfg: SimConfig,
     pub tokenizer: Tokenizer,
     /// Pre-decoded single-token words (each starts with a space), never decoded per chunk.
@@ -49,7 +50,7 @@ pub struct Engine {
     pub created: u64,
 }
 
-impl Engine {
+impl SimEngine {
     /// Load the tokenizer and word pool and start the timer and truth writer (blocking).
     pub fn new(cfg: SimConfig) -> Result<Self, SimError> {
         let tokenizer = Tokenizer::from_spec(&cfg.tokenizer)
@@ -130,10 +131,10 @@ impl Engine {
 
 /// Marks a request as waiting for a slot; undone on drop.
 #[derive(Debug)]
-pub struct Waiting(Arc<Engine>);
+pub struct Waiting(Arc<SimEngine>);
 
 impl Waiting {
-    pub fn new(engine: &Arc<Engine>) -> Self {
+    pub fn new(engine: &Arc<SimEngine>) -> Self {
         engine.metrics.waiting.fetch_add(1, Relaxed);
         Self(engine.clone())
     }
@@ -148,12 +149,12 @@ impl Drop for Waiting {
 /// A held decode slot; counts as running until dropped.
 #[derive(Debug)]
 pub struct Slot {
-    engine: Arc<Engine>,
+    engine: Arc<SimEngine>,
     _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Slot {
-    pub fn new(engine: &Arc<Engine>, permit: Option<OwnedSemaphorePermit>) -> Self {
+    pub fn new(engine: &Arc<SimEngine>, permit: Option<OwnedSemaphorePermit>) -> Self {
         // In engine-model mode the engine counts its own running requests.
         if engine.stepper.is_none() {
             engine.metrics.running.fetch_add(1, Relaxed);
@@ -253,7 +254,7 @@ impl Generation {
 
     /// The request got its slot `slot_ns` after arrival (received at `received`): start the
     /// clock, or in engine-model mode join the engine's batch.
-    pub fn start(&mut self, engine: &Engine, slot_ns: u64, received: Instant) {
+    pub fn start(&mut self, engine: &SimEngine, slot_ns: u64, received: Instant) {
         if let Some(s) = &engine.stepper {
             let blocks = std::mem::take(&mut self.blocks);
             // Speculative decoding: the tokens of each step, drawn from this request's stream.
@@ -277,7 +278,7 @@ impl Generation {
     /// The next event: planned at once by the timing model, or in engine-model mode when the
     /// engine's step that produces it ends. `None` when all tokens are sent (or the engine
     /// refused the request).
-    pub fn poll_event(&mut self, engine: &Engine, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+    pub fn poll_event(&mut self, engine: &SimEngine, cx: &mut Context<'_>) -> Poll<Option<Event>> {
         let Some((rx, received)) = self.feed.as_mut() else {
             return Poll::Ready(self.next_event(engine));
         };
@@ -312,12 +313,12 @@ impl Generation {
     }
 
     /// [`Generation::poll_event`] as a future.
-    pub async fn next_event_async(&mut self, engine: &Engine) -> Option<Event> {
+    pub async fn next_event_async(&mut self, engine: &SimEngine) -> Option<Event> {
         std::future::poll_fn(|cx| self.poll_event(engine, cx)).await
     }
 
     /// The next event, or `None` when all tokens are planned (or the clock is not started).
-    pub fn next_event(&mut self, engine: &Engine) -> Option<Event> {
+    pub fn next_event(&mut self, engine: &SimEngine) -> Option<Event> {
         let clock = self.clock.as_mut()?;
         if self.sent >= self.total {
             return None;
@@ -395,7 +396,7 @@ impl Arrival {
 /// Record a finished request: truth plus the latency histograms.
 #[allow(clippy::too_many_arguments)]
 pub fn finish(
-    engine: &Engine,
+    engine: &SimEngine,
     arrival: &Arrival,
     endpoint: &str,
     prompt_tokens: u64,
@@ -465,7 +466,7 @@ mod tests {
     #[test]
     fn events_chunk_and_split_reasoning() {
         let cfg = SimConfig::fixed(50.0, 10.0).with_tokens_per_chunk(3, 3);
-        let engine = Engine::new(cfg).unwrap();
+        let engine = SimEngine::new(cfg).unwrap();
         let r = req(8, 0, true);
         let mut g = Generation::new(SmallRng::seed_from_u64(0), &r, 8, "length", 2);
         assert!(g.next_event(&engine).is_none(), "not started");
@@ -493,7 +494,8 @@ mod tests {
     fn speculative_steps_under_fixed_timing() {
         let events = |p: f64, total: u64| {
             let spec = crate::Speculation::new(3, p).unwrap();
-            let engine = Engine::new(SimConfig::fixed(50.0, 10.0).with_speculation(spec)).unwrap();
+            let engine =
+                SimEngine::new(SimConfig::fixed(50.0, 10.0).with_speculation(spec)).unwrap();
             let r = req(total, 0, true);
             let mut g = Generation::new(SmallRng::seed_from_u64(0), &r, total, "length", 0);
             g.start(&engine, 0, Instant::now());

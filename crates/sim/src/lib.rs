@@ -48,7 +48,7 @@ pub use quirk::{Quirk, QuirkParseError, Quirks};
 pub use spec::Speculation;
 pub use truth::{ImageSeen, TruthChunk, TruthRecord};
 
-use engine::Engine;
+use engine::SimEngine;
 
 /// Why the sim could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +76,7 @@ pub enum SimError {
 #[derive(Debug)]
 pub struct SimHandle {
     addr: SocketAddr,
-    engine: Arc<Engine>,
+    engine: Arc<SimEngine>,
     stop: watch::Sender<bool>,
     accept: JoinHandle<()>,
 }
@@ -122,7 +122,7 @@ pub async fn start(config: SimConfig) -> Result<SimHandle, SimError> {
     // Thousands of streams need thousands of sockets; failure only lowers the ceiling.
     let _ = sys::raise_nofile_limit();
     let addr = format!("{}:{}", config.host, config.port);
-    let engine = tokio::task::spawn_blocking(move || Engine::new(config))
+    let engine = tokio::task::spawn_blocking(move || SimEngine::new(config))
         .await
         .map_err(|e| SimError::Io(format!("engine setup task failed: {e}")))??;
     let engine = Arc::new(engine);

@@ -22,7 +22,7 @@ use crate::api::{self, ApiError, Endpoint, Render};
 use crate::body::{Job, SseBody};
 use crate::conn::{ConnFlags, ConnIo};
 use crate::engine::{
-    finish, natural_length, output_length, Arrival, Engine, Generation, Slot, Waiting,
+    finish, natural_length, output_length, Arrival, Generation, SimEngine, Slot, Waiting,
 };
 use crate::fault::{draw_fault, Fault};
 use crate::truth::TruthChunk;
@@ -103,7 +103,7 @@ fn reset_now() -> io::Error {
 
 /// Route one request.
 async fn route(
-    engine: Arc<Engine>,
+    engine: Arc<SimEngine>,
     reset: Arc<ConnFlags>,
     req: Request<Incoming>,
 ) -> Result<Resp, io::Error> {
@@ -157,7 +157,7 @@ fn method_not_allowed(allow: &'static str) -> Resp {
 
 /// A generation request: validate, apply faults, then stream or answer in full.
 async fn generate(
-    engine: Arc<Engine>,
+    engine: Arc<SimEngine>,
     reset: Arc<ConnFlags>,
     endpoint: Endpoint,
     req: Request<Incoming>,
@@ -293,7 +293,7 @@ async fn generate(
 
 /// Records an "aborted" truth record unless disarmed.
 struct AbortGuard {
-    engine: Arc<Engine>,
+    engine: Arc<SimEngine>,
     arrival: Arrival,
     endpoint: Endpoint,
     prompt_tokens: u64,
@@ -428,7 +428,7 @@ fn chunk(job: &Job, due_ns: u64) -> TruthChunk {
 }
 
 /// Serve one connection until it closes or the server shuts down.
-async fn serve_conn(engine: Arc<Engine>, tcp: TcpStream, mut stop: watch::Receiver<bool>) {
+async fn serve_conn(engine: Arc<SimEngine>, tcp: TcpStream, mut stop: watch::Receiver<bool>) {
     let _ = tcp.set_nodelay(true);
     let reset = Arc::new(ConnFlags::default());
     let io = ConnIo { tcp, flags: reset.clone() };
@@ -458,7 +458,7 @@ async fn serve_conn(engine: Arc<Engine>, tcp: TcpStream, mut stop: watch::Receiv
 /// Accept connections until `stop` turns true, then drop every connection (aborting
 /// streams, whose truth records say "aborted").
 pub async fn accept_loop(
-    engine: Arc<Engine>,
+    engine: Arc<SimEngine>,
     listener: TcpListener,
     mut stop: watch::Receiver<bool>,
 ) {
