@@ -189,14 +189,19 @@ pub enum Warning {
 }
 
 impl Warning {
+    /// The warning's sentence.
+    pub fn sentence(&self) -> String {
+        format!("{self}")
+    }
+
     /// Whether the warning's words contain `pat`.
     pub fn contains(&self, pat: &str) -> bool {
-        self.to_string().contains(pat)
+        self.sentence().contains(pat)
     }
 
     /// Whether the warning's words start with `pat`.
     pub fn starts_with(&self, pat: &str) -> bool {
-        self.to_string().starts_with(pat)
+        self.sentence().starts_with(pat)
     }
 }
 
@@ -348,26 +353,26 @@ impl fmt::Display for Warning {
 /// sentence).
 impl PartialEq for Warning {
     fn eq(&self, other: &Warning) -> bool {
-        self.to_string() == other.to_string()
+        self.sentence() == other.sentence()
     }
 }
 
 /// A warning equals the sentence it says.
 impl PartialEq<str> for Warning {
     fn eq(&self, other: &str) -> bool {
-        self.to_string() == other
+        self.sentence() == other
     }
 }
 
 impl PartialEq<&str> for Warning {
     fn eq(&self, other: &&str) -> bool {
-        self.to_string() == *other
+        self.sentence() == *other
     }
 }
 
 impl PartialEq<String> for Warning {
     fn eq(&self, other: &String) -> bool {
-        self.to_string() == *other
+        self.sentence() == *other
     }
 }
 
