@@ -50,7 +50,7 @@ pub use tokenizer::{Tokenizer, TokenizerError};
 pub use trace::{
     load_trace, TraceFormat, TraceOptions, TraceSpec, TraceStats, TraceWorkload, DEFAULT_BLOCK_SIZE,
 };
-pub use work::Workload;
+pub use work::{RunTokenizer, Workload};
 
 /// Which prompts to generate or read.
 #[derive(Debug, Clone)]

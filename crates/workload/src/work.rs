@@ -2,9 +2,10 @@
 //! trace row or a session) and the prompts of its warm-ups. This is where a plan's dataset
 //! becomes what to send; `servelab-client`'s `RequestSource` turns it into request bodies.
 
+use crate::tokenizer::DEFAULT_ENCODING;
 use crate::{
     load, load_sessions, load_trace, DatasetError, DatasetSpec, Prompt, Session, Tokenizer,
-    TraceWorkload,
+    TokenizerError, TraceWorkload,
 };
 
 /// Mixed into the run's seed for the warm-ups' own prompts.
@@ -62,6 +63,50 @@ impl Workload {
     }
 }
 
+/// The tokenizer a run counts with, and why its counts are estimates when they are.
+#[derive(Debug)]
+pub struct RunTokenizer {
+    /// The tokenizer.
+    pub tokenizer: Tokenizer,
+    /// Set when counts come from a tokenizer that is not the model's: the run's warning.
+    pub estimate_note: Option<String>,
+}
+
+impl RunTokenizer {
+    /// `spec` when given (an error is then the spec's); for the built-in simulator
+    /// (`simulated`) its own tokenizer, exact; the model's when its name finds one; else the
+    /// default encoding, an estimate said in [`RunTokenizer::estimate_note`].
+    pub fn choose(
+        spec: Option<&str>,
+        model: &str,
+        simulated: bool,
+    ) -> Result<RunTokenizer, TokenizerError> {
+        if let Some(spec) = spec {
+            return Ok(RunTokenizer {
+                tokenizer: Tokenizer::from_spec(spec)?,
+                estimate_note: None,
+            });
+        }
+        if simulated {
+            // The simulator's default tokenizer: counts are exact.
+            let tokenizer = Tokenizer::builtin(DEFAULT_ENCODING)?;
+            return Ok(RunTokenizer { tokenizer, estimate_note: None });
+        }
+        if model.contains('/') {
+            if let Ok(tokenizer) = Tokenizer::from_spec(model) {
+                return Ok(RunTokenizer { tokenizer, estimate_note: None });
+            }
+        }
+        let note = format!(
+            "no tokenizer for model '{model}': prompt lengths and per-chunk token counts are \
+             estimates from {DEFAULT_ENCODING}; output totals come from the server's usage when \
+             it sends it. Pass --tokenizer for exact counts."
+        );
+        let tokenizer = Tokenizer::builtin(DEFAULT_ENCODING)?;
+        Ok(RunTokenizer { tokenizer, estimate_note: Some(note) })
+    }
+}
+
 /// Warm-ups that resent the run's first prompts would leave them in the server's prefix
 /// cache, and those measured requests' TTFT short: where the dataset draws its prompts from a
 /// seed, warm-ups draw their own. (A JSONL file's lines have no other order.)
@@ -87,6 +132,16 @@ fn warmup_prompts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_without_a_tokenizer_counts_with_an_estimate_and_says_so() {
+        let exact = RunTokenizer::choose(None, "any", true).unwrap();
+        assert!(exact.estimate_note.is_none());
+        let guess = RunTokenizer::choose(None, "no-such-model", false).unwrap();
+        let note = guess.estimate_note.unwrap();
+        assert!(note.starts_with("no tokenizer for model 'no-such-model'"), "{note}");
+        assert!(RunTokenizer::choose(Some("no/such/file.json"), "m", false).is_err());
+    }
 
     #[test]
     fn seeded_datasets_draw_their_own_warmups() {
