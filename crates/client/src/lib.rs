@@ -35,4 +35,4 @@ pub use openai::{Api, BodyOptions};
 pub use planned::{PlannedRequest, RequestWriter};
 pub use runner::{run, Progress, RunConfig, RunEnd, StopReason};
 pub use session::{Reply, SessionRun};
-pub use source::RequestSource;
+pub use source::{global_schedule, RequestSource, Share};

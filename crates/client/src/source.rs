@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use servelab_load::Shard;
+use servelab_load::{LoadSpec, Schedule, Shard};
 use servelab_workload::{Prompt, TraceWorkload, Workload};
 
 use crate::openai::{request_body, BodyOptions};
@@ -106,6 +106,69 @@ impl RequestSource {
     }
 }
 
+/// The units of a run one process sends, and when.
+#[derive(Debug, Clone)]
+pub struct Share {
+    /// What the whole run's arrivals start (requests or sessions).
+    pub units: usize,
+    /// The global index of each unit sent here; `None`: all of them, in order.
+    pub ids: Option<Arc<[u64]>>,
+    /// When each is due (ns from time zero); `None`: the arrival process decides.
+    pub send_at: Option<Arc<[u64]>>,
+    /// The requests those units make (a session makes one per turn).
+    pub requests: u64,
+}
+
+impl Share {
+    /// Units sent by this process.
+    pub fn units_here(&self) -> usize {
+        self.ids.as_ref().map_or(self.units, |ids| ids.len())
+    }
+}
+
+impl RequestSource {
+    /// What `shard` sends of a run whose arrivals are drawn from `load` and `seed`, or fall
+    /// at the `explicit` instants (a trace's own, a ramp's). A shard sends its part of the
+    /// global schedule under the global indices, so the shards' records merge as one run's.
+    pub fn share(
+        &self,
+        shard: Shard,
+        explicit: Option<Arc<[u64]>>,
+        load: &LoadSpec,
+        seed: u64,
+    ) -> Share {
+        let units = self.units();
+        let (ids, send_at): (Option<Arc<[u64]>>, _) = if shard.is_whole() {
+            (None, explicit)
+        } else {
+            let global = match &explicit {
+                Some(at) => at.to_vec(),
+                None => global_schedule(load, seed, units),
+            };
+            let (ids, at) = shard.share(&global);
+            (Some(ids.into()), Some(at.into()))
+        };
+        let requests = self.requests_of(ids.as_deref());
+        Share { units, ids, send_at, requests }
+    }
+}
+
+/// The whole run's intended send instants (ns from time zero), as one process would draw
+/// them: `prompts` of them, or in duration mode every one before the end (prompts cycled).
+/// Every shard draws the same from the seed. A duration with no rate would be endless; a plan
+/// with shards refuses that (`Plan::check`), and it yields nothing here.
+pub fn global_schedule(load: &LoadSpec, seed: u64, prompts: usize) -> Vec<u64> {
+    let schedule = Schedule::new(load.arrivals(), seed);
+    match load.duration_s {
+        None => schedule.take(prompts).collect(),
+        Some(_) if load.request_rate.is_none() => Vec::new(),
+        Some(d) => {
+            let end = (d * 1e9) as u64;
+            schedule.take_while(|t| *t < end).collect()
+        }
+    }
+}
+
 /// A trace's rows, each request written when the loop asks for it.
 #[derive(Debug)]
 struct TraceRows {
@@ -139,6 +202,43 @@ mod tests {
             prompt_tokens: Some(i),
             max_tokens: None,
         }
+    }
+
+    #[test]
+    fn the_global_schedule_is_the_one_process_schedule() {
+        let load = LoadSpec { request_rate: Some(4.0), ..LoadSpec::default() };
+        let global = global_schedule(&load, 7, 5);
+        assert_eq!(global, Schedule::take_n(load.arrivals(), 7, 5));
+        assert_eq!(global.len(), 5);
+        // Duration mode: every instant before the end, prompts cycled (a constant 4/s for
+        // 1 s is 0, 250, 500 and 750 ms).
+        let timed = LoadSpec {
+            request_rate: Some(4.0),
+            burstiness: f64::INFINITY,
+            duration_s: Some(1.0),
+            ..LoadSpec::default()
+        };
+        assert_eq!(global_schedule(&timed, 7, 2), vec![0, 250_000_000, 500_000_000, 750_000_000]);
+        let endless = LoadSpec { duration_s: Some(1.0), ..LoadSpec::default() };
+        assert_eq!(global_schedule(&endless, 7, 2), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_shard_sends_its_part_of_the_global_schedule_under_global_indices() {
+        let source = RequestSource::requests((0..5).map(request).collect());
+        let load = LoadSpec { request_rate: Some(4.0), ..LoadSpec::default() };
+        let whole = source.share(Shard::WHOLE, None, &load, 7);
+        assert_eq!((whole.units, whole.units_here(), whole.requests), (5, 5, 5));
+        assert!(whole.ids.is_none() && whole.send_at.is_none());
+        let second = source.share(Shard { index: 1, count: 2 }, None, &load, 7);
+        let global = global_schedule(&load, 7, 5);
+        assert_eq!(second.ids.as_deref(), Some(&[1, 3][..]));
+        assert_eq!(second.send_at.as_deref(), Some(&[global[1], global[3]][..]));
+        assert_eq!((second.units, second.units_here(), second.requests), (5, 2, 2));
+        // Explicit instants are shared the same way.
+        let at: Arc<[u64]> = vec![0, 10, 20, 30, 40].into();
+        let replay = source.share(Shard { index: 0, count: 2 }, Some(at), &load, 7);
+        assert_eq!(replay.send_at.as_deref(), Some(&[0, 20, 40][..]));
     }
 
     #[test]
