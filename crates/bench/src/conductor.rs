@@ -11,10 +11,11 @@ use tokio::sync::watch;
 
 use crate::clock::Clocks;
 use crate::drain::{wait_drained, Drain};
-use crate::finish::{finish, BenchOutcome};
+use crate::finish::finish;
 use crate::measure::measure;
 use crate::preflight::Preflights;
 use crate::prepare::prepare;
+use crate::save::BenchOutcome;
 
 /// Runs plans against real servers or the built-in simulator.
 pub struct Conductor {

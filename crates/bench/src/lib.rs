@@ -21,13 +21,16 @@ mod measure;
 pub mod preflight;
 mod prepare;
 mod progress;
+mod save;
 mod signals;
+mod sinks;
 mod truth;
 
 pub use clock::{read_clock, said};
 pub use conductor::Conductor;
 pub use drain::{gauge_sum, requests_in_server, wait_drained, Drain};
-pub use finish::BenchOutcome;
-pub use prepare::{global_schedule, preconnect_count};
+pub use measure::preconnect_count;
+pub use save::BenchOutcome;
+pub use servelab_client::global_schedule;
 pub use servelab_client::StopReason;
 pub use signals::{interrupt_on_signals, DRAIN};

@@ -1,23 +1,22 @@
 //! Stage 2 of a run: the measuring loop, with every finished record streamed to the detail
-//! file and the store as it arrives and folded for the summary. New work that must watch the
-//! run while it goes (another live account, another sink) goes here.
+//! file and the store as it arrives and folded for the summary (`sinks`). New work
+//! that must watch the run while it goes (another live account) goes here.
 
-use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use servelab_client::scrape::{Baseline, Scraper};
 use servelab_client::{Progress, RunConfig, StopReason};
-use servelab_metrics::fold::{Folded, RecordFold};
+use servelab_load::Arrivals;
+use servelab_metrics::fold::Folded;
 use servelab_outputs::term;
 use servelab_plan::{NoRecording, Plan, RecordSink, Recording, RunError};
 use servelab_records::{RequestRecord, RunInfo, ServerScrape, ShardInfo};
-use servelab_workload::Tokenizer;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::clock::{Clocks, Reading};
-use crate::prepare::{preconnect_count, Prepared};
+use crate::prepare::Prepared;
+use crate::sinks::{RunFiles, Sinks};
 
 /// What the loop measured, with what the run was prepared with.
 pub(crate) struct Measured {
@@ -35,8 +34,7 @@ pub(crate) struct Measured {
     pub scrapes: Vec<ServerScrape>,
     pub stop: StopReason,
     /// Where the result goes when saved, and the detail file written during the run.
-    pub result_path: PathBuf,
-    pub detail_path: Option<PathBuf>,
+    pub files: RunFiles,
     /// Why the detail file stops early, if it does.
     pub detail_error: Option<String>,
 }
@@ -50,6 +48,7 @@ pub(crate) async fn measure(
     interrupt: watch::Receiver<bool>,
 ) -> Result<Measured, RunError> {
     let p = &prepared;
+    let cfg = run_config(plan, p);
     let sharded = plan.shard.shard.is_some() || plan.shard.start_at.is_some();
     let clock = if sharded {
         let (mut stop, spec, warm) = (interrupt.clone(), &plan.shard, !p.warmups.is_empty());
@@ -59,29 +58,18 @@ pub(crate) async fn measure(
     };
     let reading = clock.as_ref().and_then(|c| c.reading());
     let mut info = run_info(plan, p, sharded.then(|| shard_info(plan, reading)));
-    // Run, streaming records to the collector (and to disk) as they finish.
-    let result_path =
-        safe_file_name(plan.result_path(&info.backend, &info.model, &info.started_at));
-    let detail_path =
-        plan.output.save_detailed.then(|| result_path.with_extension("records.jsonl"));
-    let (tx, rx) = mpsc::unbounded_channel();
     // The run is recorded as running before the first request is sent.
     let sink: Box<dyn RecordSink> = match &recording {
         Some(r) => r.begin(&info, &plan.record),
         None => Box::new(NoRecording),
     };
-    // A multi-turn session's requests must stay together to be counted; such runs keep all.
-    let keep = if p.source.multi_turn() { usize::MAX } else { plan.limits.keep_records };
-    let fold = RecordFold::new(keep, info.clone(), plan.metrics.clone());
-    // Disk and store writes run on a blocking-pool thread, never on the runtime's workers
-    // that are timing streams.
-    let (detail, tok) = (detail_path.clone(), p.tokenizer.tokenizer.clone());
-    let collector = tokio::task::spawn_blocking(move || collect(rx, detail, sink, fold, tok));
+    // Run, streaming records to the sinks (and to disk) as they finish.
+    let (sinks, tx, files) =
+        Sinks::start(plan, &info, sink, p.source.multi_turn(), &p.tokenizer.tokenizer);
     let progress = Arc::new(Progress::default());
     let total =
         (plan.load.duration_s.is_none() || p.share.send_at.is_some()).then_some(p.share.requests);
     let display = crate::progress::spawn(progress.clone(), total, plan.output.progress);
-    let cfg = run_config(plan, p);
     // The engine's own account, scraped before, during and after the run.
     let baseline = Arc::new(Baseline::default());
     let scraper = match plan.limits.server_metrics_interval {
@@ -89,7 +77,13 @@ pub(crate) async fn measure(
         None => None,
     };
     let cfg = RunConfig { baseline: scraper.as_ref().map(|_| baseline), ..cfg };
-    warn_if_start_passed(plan);
+    if let Some(Err(late)) = plan.shard.start_at.map(|at| at.duration_since(SystemTime::now())) {
+        term::warn(&format!(
+            "--start-at was {:.1} s ago: requests due before now are sent late (and counted \
+             so); give the shards a later start",
+            late.duration().as_secs_f64()
+        ));
+    }
     let run = servelab_client::run(cfg, progress.clone(), tx, interrupt.clone()).await;
     let scrapes = match (&run, scraper) {
         (Ok(end), Some(sc)) => sc.finish(end.origin).await,
@@ -98,14 +92,9 @@ pub(crate) async fn measure(
     let end =
         run.map_err(|e| RunError::Failed(format!("cannot connect to {}: {e}", p.base_url)))?;
     display.finish().await;
-    let (mut folded, sink, detail_error) = collector
-        .await
-        .map_err(|e| RunError::Failed(format!("record collector failed: {e}")))?
-        .map_err(|e| RunError::Failed(format!("cannot write per-request records: {e}")))?;
-    let records =
-        attribute_tokens(std::mem::take(&mut folded.records), &p.tokenizer.tokenizer).await?;
+    let collected = sinks.finish().await?;
     info.interrupted = end.stop == StopReason::Interrupted;
-    // For a reading taken again after the run, when the start left no time for it.
+    // A reading taken again after the run, when the start left no time for it.
     if clock.is_some() && !info.interrupted {
         let mut stop = interrupt;
         let again = clocks.after(clock, &plan.shard.clock, &p.target, &mut stop).await;
@@ -114,14 +103,13 @@ pub(crate) async fn measure(
     Ok(Measured {
         prepared,
         info,
-        records,
-        folded,
-        sink,
+        records: collected.records,
+        folded: collected.folded,
+        sink: collected.sink,
         scrapes,
         stop: end.stop,
-        result_path,
-        detail_path,
-        detail_error,
+        files,
+        detail_error: collected.detail_error,
     })
 }
 
@@ -172,47 +160,22 @@ fn run_config(plan: &Plan, p: &Prepared) -> RunConfig {
     }
 }
 
-fn warn_if_start_passed(plan: &Plan) {
-    let Some(at) = plan.shard.start_at else { return };
-    if let Err(late) = at.duration_since(std::time::SystemTime::now()) {
-        term::warn(&format!(
-            "--start-at was {:.1} s ago: requests due before now are sent late (and counted \
-             so); give the shards a later start",
-            late.duration().as_secs_f64()
-        ));
-    }
-}
-
-/// After the clock stops: per-chunk token counts, off the runtime's workers.
-async fn attribute_tokens(
-    mut records: Vec<RequestRecord>,
-    tokenizer: &Tokenizer,
-) -> Result<Vec<RequestRecord>, RunError> {
-    let tok = tokenizer.clone();
-    tokio::task::spawn_blocking(move || {
-        for r in &mut records {
-            servelab_client::tokens::attribute_tokens(r, &tok);
-        }
-        records
-    })
-    .await
-    .map_err(|e| RunError::Failed(format!("token attribution failed: {e}")))
-}
-
-/// `path` with a file name every file system takes: one over 200 bytes (a model name of
-/// hundreds of characters) is cut and made unique with a hash of the whole name.
-fn safe_file_name(path: PathBuf) -> PathBuf {
-    const MAX: usize = 200;
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return path };
-    if name.len() <= MAX {
-        return path;
-    }
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    name.hash(&mut h);
-    let (stem, ext) = name.rsplit_once('.').unwrap_or((name, "json"));
-    let cut = (0..=150).rev().find(|&i| stem.is_char_boundary(i)).unwrap_or(0);
-    path.with_file_name(format!("{}-{:016x}.{ext}", &stem[..cut], h.finish()))
+/// Connections to open before the clock starts. Each one takes a TCP handshake out of a
+/// measured request, but an idle one is not free for every server: a thread-per-connection
+/// server (llama.cpp's httplib) parks a worker on it until its keep-alive timeout, and 48 idle
+/// connections kept llama-server from answering anything, `/metrics` included, for 4.9 s. So
+/// open what the run uses at once: the concurrency cap, or at a finite rate the arrivals of
+/// its first second (more are opened on demand).
+pub fn preconnect_count(
+    prompts: usize,
+    max_concurrency: Option<usize>,
+    arrivals: &Arrivals,
+) -> usize {
+    let at_once = match arrivals {
+        Arrivals::Burst => prompts,
+        Arrivals::Gamma { rate, .. } | Arrivals::Constant { rate } => rate.ceil().max(1.0) as usize,
+    };
+    at_once.min(prompts).min(max_concurrency.unwrap_or(usize::MAX)).min(4096)
 }
 
 /// What a shard records of itself: which shard, its start, its clock reading.
@@ -226,77 +189,21 @@ fn shard_info(plan: &Plan, clock: Option<&Reading>) -> ShardInfo {
     }
 }
 
-/// Receive records as requests finish; append each to the detail file at once, and to the
-/// recording sink. Blocking: runs on its own thread.
-fn collect(
-    mut rx: mpsc::UnboundedReceiver<RequestRecord>,
-    detail: Option<PathBuf>,
-    sink: Box<dyn RecordSink>,
-    mut fold: RecordFold,
-    tokenizer: Tokenizer,
-) -> std::io::Result<(Folded, Box<dyn RecordSink>, Option<String>)> {
-    let mut file = match &detail {
-        Some(p) => {
-            if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            Some(std::io::BufWriter::new(std::fs::File::create(p)?))
-        }
-        None => None,
-    };
-    // A write that fails (a full disk) stops the file, not the run: the records still reach
-    // the store and the summary.
-    let mut detail_error = None;
-    let sink = std::cell::RefCell::new(sink);
-    // A record folded away gets its token counts now, and the store its final version
-    // (stored records are replaced by index).
-    let mut prepare = |r: &mut RequestRecord| {
-        if r.chunks.iter().any(|c| c.tokens.is_none()) {
-            servelab_client::tokens::attribute_tokens(r, &tokenizer);
-            sink.borrow_mut().push(r);
-        }
-    };
-    while let Some(r) = rx.blocking_recv() {
-        if let Some(f) = file.as_mut() {
-            let written = serde_json::to_writer(&mut *f, &r)
-                .map_err(std::io::Error::other)
-                .and_then(|()| f.write_all(b"\n"))
-                // Flushed per record: a crash or kill loses at most the request in flight.
-                .and_then(|()| f.flush());
-            if let Err(e) = written {
-                let path = detail.as_deref().unwrap_or(std::path::Path::new("")).display();
-                detail_error = Some(format!(
-                    "cannot write {path}: {e}; it stops at the records written before (the \
-                     store and the summary have all)"
-                ));
-                file = None;
-            }
-        }
-        sink.borrow_mut().push(&r);
-        fold.push(r, &mut prepare).map_err(std::io::Error::other)?;
-    }
-    let mut folded = fold.finish(&mut prepare).map_err(std::io::Error::other)?;
-    folded.records.sort_by_key(|r| (r.warmup as u8 ^ 1, r.index));
-    let mut sink = sink.into_inner();
-    sink.flush();
-    Ok((folded, sink, detail_error))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn long_file_names_are_cut_and_made_unique() {
-        let short = PathBuf::from("out/openai-infqps-m-20261126-101010.json");
-        assert_eq!(safe_file_name(short.clone()), short);
-        let long = |m: &str| PathBuf::from(format!("out/openai-infqps-{m}-20261126.json"));
-        let a = safe_file_name(long(&"é".repeat(200)));
-        let b = safe_file_name(long(&"é".repeat(201)));
-        let name = a.file_name().unwrap().to_str().unwrap();
-        assert!(name.len() <= 150 + 1 + 16 + 5, "{name}");
-        assert!(name.starts_with("openai-infqps-éé") && name.ends_with(".json"), "{name}");
-        assert_eq!(a.parent(), Some(std::path::Path::new("out")));
-        assert_ne!(a, b);
+    fn preconnect_opens_what_the_first_second_uses() {
+        // A burst sends everything at once, capped by the concurrency limit.
+        assert_eq!(preconnect_count(48, None, &Arrivals::Burst), 48);
+        assert_eq!(preconnect_count(48, Some(8), &Arrivals::Burst), 8);
+        assert_eq!(preconnect_count(10_000, None, &Arrivals::Burst), 4096);
+        // At 4 req/s only four requests start in the first second.
+        assert_eq!(preconnect_count(48, None, &Arrivals::Constant { rate: 4.0 }), 4);
+        assert_eq!(preconnect_count(48, None, &Arrivals::Gamma { rate: 2.5, shape: 1.0 }), 3);
+        assert_eq!(preconnect_count(48, None, &Arrivals::Gamma { rate: 0.1, shape: 1.0 }), 1);
+        assert_eq!(preconnect_count(2, Some(8), &Arrivals::Constant { rate: 100.0 }), 2);
+        assert_eq!(preconnect_count(500, Some(64), &Arrivals::Constant { rate: 100.0 }), 64);
     }
 }
