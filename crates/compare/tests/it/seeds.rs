@@ -208,7 +208,7 @@ async fn sweep(name: &str, layout: &str, h: &servelab_sim::SimHandle) -> SweepRe
         tags: vec![("gpu".into(), "sim".into()), ("layout".into(), layout.into())],
         scenarios,
         knee_rule: KneeRule::default(),
-        warnings: Vec::new(),
+        warnings: Default::default(),
         interrupted: false,
     }
 }
