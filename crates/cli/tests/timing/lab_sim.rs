@@ -165,7 +165,7 @@ async fn a_lab_run_as_two_shards_takes_the_same_steps_over_merged_runs() {
     let count = |f: &dyn Fn(&str) -> bool| files.iter().filter(|n| f(n)).count();
     assert_eq!(count(&|n| n.starts_with("launch-") && n.ends_with("-round-0.json")), t0.len());
     // Shard 1 arrived at every launch before shard 0 set its start.
-    assert_eq!(count(&|n| n.ends_with(".shard-1-of-2.here")), t0.len());
+    assert_eq!(count(&|n| n.ends_with("-shard-1-of-2.here")), t0.len());
     let parts = |k: u32| count(&|n| n.ends_with(&format!("-shard-{k}-of-2.json")));
     let runs: usize = t0.iter().map(|t| t.profiles.len()).sum();
     assert!(parts(0) >= runs && parts(0) == parts(1), "{files:?}");
