@@ -268,16 +268,12 @@ pub fn merge_digests(
         all.absorb(d)?;
     }
     let alpha_pct = all.sketches.ttft_ms.alpha() * 100.0;
-    let mut warnings = vec![format!(
-        "merged from {} shards' digests, not their records: percentiles and medians within \
-         {alpha_pct}% of the exact values; counts, throughput, goodput, means, standard \
-         deviations and extremes exact; the simulator's truth not included",
-        digests.len()
-    )];
-    warnings.extend(notes);
+    let mut warnings = vec![Warning::MergedFromDigests { shards: digests.len(), alpha_pct }];
+    warnings.extend(notes.into_iter().map(Warning::Note));
     for d in digests {
         let k = d.info.shard.as_ref().map(|s| s.shard.to_string()).unwrap_or_default();
-        warnings.extend(d.warnings.iter().map(|w| format!("shard {k}: {w}")));
+        let shard = |w: &Warning| Warning::Shard { shard: k.clone(), warning: Box::new(w.clone()) };
+        warnings.extend(d.warnings.iter().map(shard));
     }
     Ok(all.summary(info, percentiles, warnings))
 }
