@@ -238,99 +238,182 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     }
 }
 
-/// The verdicts of one scenario; `None` when no model has a level with its throughput.
+/// The verdicts of one scenario; `None` when no model has a level with its throughput. The
+/// rules judge in order, each model once: V1, V2, V3, V3L, then V4 or V5 for the rest.
 pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<ScenarioVerdicts> {
-    let n = v.entries.len();
-    // Judged levels: those where 2+ models have throughput (every level of a lone model).
-    let need = n.min(2);
-    let shared: Vec<usize> = (0..v.rows.len())
-        .filter(|&i| v.entries.iter().filter(|e| e.value(i, TOTAL, o).is_some()).count() >= need)
-        .collect();
-    let (&li, &hi) = (shared.first()?, shared.last()?);
-    let (l, h) = (&v.rows[li], &v.rows[hi]);
-    let figs: Vec<Figures> = v
-        .entries
-        .iter()
-        .map(|e| {
-            // A model that did not run the heaviest level is judged at its own heaviest.
-            let own = shared.iter().rev().copied().find(|&i| e.value(i, TOTAL, o).is_some());
-            let hh = own.unwrap_or(hi);
-            Figures {
-                h: hh,
-                at_h: hh == hi && own.is_some(),
-                thr_l: e.value(li, TOTAL, o),
-                thr_h: e.value(hh, TOTAL, o),
-                thr_max: shared.iter().filter_map(|&i| e.value(i, TOTAL, o)).reduce(f64::max),
-                ttft_l: e.value(li, TTFT, o),
-                ttft_h: e.value(hh, TTFT, o),
-                tpot_l: e.value(li, TPOT, o),
-                tpot_h: e.value(hh, TPOT, o),
-            }
-        })
-        .collect();
-    let mut judged: Vec<Option<ModelVerdict>> = vec![None; n];
-    let name = |i: usize| v.entries[i].name.clone();
-    // Ranks under load are among the models that ran the heaviest level.
-    let thr_h: Vec<Option<f64>> = figs.iter().map(|f| f.at_heaviest(f.thr_h)).collect();
-    let ttft_h: Vec<Option<f64>> = figs.iter().map(|f| f.at_heaviest(f.ttft_h)).collect();
-    let tpot_h: Vec<Option<f64>> = figs.iter().map(|f| f.at_heaviest(f.tpot_h)).collect();
-    let ttft_l: Vec<Option<f64>> = figs.iter().map(|f| f.ttft_l).collect();
-    let count = |vals: &[Option<f64>]| vals.iter().flatten().count();
-    let (n_thr, n_ttft, n_tpot) = (count(&thr_h), count(&ttft_l), count(&tpot_h));
-    let r_thr = ranks(&thr_h, TOTAL);
-    let r_ttft = ranks(&ttft_l, TTFT);
-    let r_tpot = ranks(&tpot_h, TPOT);
-    // Rank sum under load and for the first token; `None` for a model without all three.
-    let score = |i: usize| Some(r_thr[i]? + r_ttft[i]? + r_tpot[i]?);
-    let better = |a: usize, b: usize| match (score(a), score(b)) {
-        (Some(x), Some(y)) => y < x || (y == x && thr_h[b] > thr_h[a]),
-        (None, Some(_)) => true,
-        _ => false,
-    };
-    // How far a model's mean TTFT under load stands above the field's: its value over the
-    // median of the other models' (V2, V4). Growth against its own light level alone
-    // would call every model latency-bound when all are sent at once.
-    let above_field = |i: usize| -> Option<(f64, f64)> {
-        let mine = ttft_h[i]?;
-        let others =
-            median((0..n).filter(|&j| j != i).filter_map(|j| ttft_h[j]).collect::<Vec<_>>())?;
-        (others > 0.0).then_some((mine / others, others))
-    };
-    let latency_bound = |i: usize| {
-        figs[i].growth().is_some_and(|g| g >= EXPLODES)
-            && above_field(i).is_some_and(|(x, _)| x >= LAGS)
-    };
-
-    // V1: the throughput champion.
-    let champ = (n >= 2)
-        .then(|| {
-            (0..n)
-                .filter(|&i| thr_h[i].is_some())
-                .reduce(|a, b| if thr_h[b] > thr_h[a] { b } else { a })
-        })
-        .flatten();
+    let s = Scene::new(v, o)?;
+    let mut judged: Vec<Option<ModelVerdict>> = vec![None; s.n];
+    let champ = s.champion();
     if let Some(c) = champ {
-        let f = &figs[c];
-        let every = shared.iter().all(|&i| {
-            let mine = v.entries[c].value(i, TOTAL, o);
-            v.entries.iter().all(|e| e.value(i, TOTAL, o) <= mine)
+        judged[c] = Some(s.champion_verdict(c));
+    }
+    if let Some(d) = s.hardest(champ) {
+        judged[d] = Some(s.hardest_verdict(d));
+    }
+    let balance = s.balance(champ, &judged);
+    if let Some(b) = balance {
+        judged[b] = Some(s.balance_verdict(b, champ));
+    }
+    if let Some(b) = s.large_balance(balance, &judged) {
+        judged[b] = Some(s.large_balance_verdict(b));
+    }
+    for (i, j) in judged.iter_mut().enumerate() {
+        if j.is_none() {
+            *j = Some(s.rest_verdict(i));
+        }
+    }
+    Some(ScenarioVerdicts {
+        workload: v.workload.clone(),
+        levels: (s.l().clone(), s.h().clone()),
+        models: judged.into_iter().flatten().collect(),
+        variants: variants(v, &s.shared, o),
+    })
+}
+
+/// One scenario as the rules see it: the judged levels, each model's figures there, and its
+/// ranks among the models that have each figure.
+struct Scene<'a> {
+    v: &'a ScenarioView,
+    o: &'a CompareOptions,
+    /// Models.
+    n: usize,
+    /// Judged levels: those where 2+ models have throughput (every level of a lone model).
+    shared: Vec<usize>,
+    /// The lightest and the heaviest judged level.
+    li: usize,
+    hi: usize,
+    figs: Vec<Figures>,
+    /// Under load, among the models that ran the heaviest level; and single-request TTFT.
+    thr_h: Vec<Option<f64>>,
+    ttft_h: Vec<Option<f64>>,
+    tpot_h: Vec<Option<f64>>,
+    ttft_l: Vec<Option<f64>>,
+    /// Ranks (1 = best) of those figures.
+    r_thr: Vec<Option<usize>>,
+    r_ttft: Vec<Option<usize>>,
+    r_tpot: Vec<Option<usize>>,
+    /// Billions of parameters, when known.
+    size: Vec<Option<f64>>,
+}
+
+impl<'a> Scene<'a> {
+    fn new(v: &'a ScenarioView, o: &'a CompareOptions) -> Option<Scene<'a>> {
+        let n = v.entries.len();
+        let need = n.min(2);
+        let shared: Vec<usize> = (0..v.rows.len())
+            .filter(|&i| {
+                v.entries.iter().filter(|e| e.value(i, TOTAL, o).is_some()).count() >= need
+            })
+            .collect();
+        let (&li, &hi) = (shared.first()?, shared.last()?);
+        let figs: Vec<Figures> = v.entries.iter().map(|e| figures(e, &shared, o)).collect();
+        let thr_h: Vec<Option<f64>> = figs.iter().map(|f| f.at_heaviest(f.thr_h)).collect();
+        let ttft_h: Vec<Option<f64>> = figs.iter().map(|f| f.at_heaviest(f.ttft_h)).collect();
+        let tpot_h: Vec<Option<f64>> = figs.iter().map(|f| f.at_heaviest(f.tpot_h)).collect();
+        let ttft_l: Vec<Option<f64>> = figs.iter().map(|f| f.ttft_l).collect();
+        Some(Scene {
+            v,
+            o,
+            n,
+            li,
+            hi,
+            figs,
+            r_thr: ranks(&thr_h, TOTAL),
+            r_ttft: ranks(&ttft_l, TTFT),
+            r_tpot: ranks(&tpot_h, TPOT),
+            thr_h,
+            ttft_h,
+            tpot_h,
+            ttft_l,
+            size: v.entries.iter().map(model_size).collect(),
+            shared,
+        })
+    }
+
+    fn l(&self) -> &Row {
+        &self.v.rows[self.li]
+    }
+
+    fn h(&self) -> &Row {
+        &self.v.rows[self.hi]
+    }
+
+    fn name(&self, i: usize) -> String {
+        self.v.entries[i].name.clone()
+    }
+
+    /// Rank sum under load and for the first token; `None` for a model without all three.
+    fn score(&self, i: usize) -> Option<usize> {
+        Some(self.r_thr[i]? + self.r_ttft[i]? + self.r_tpot[i]?)
+    }
+
+    /// Whether `b` balances better than `a`: a lower rank sum, then more throughput.
+    fn better(&self, a: usize, b: usize) -> bool {
+        match (self.score(a), self.score(b)) {
+            (Some(x), Some(y)) => y < x || (y == x && self.thr_h[b] > self.thr_h[a]),
+            (None, Some(_)) => true,
+            _ => false,
+        }
+    }
+
+    /// How far a model's mean TTFT under load stands above the field's: its value over the
+    /// median of the other models' (V2, V4). Growth against its own light level alone would
+    /// call every model latency-bound when all are sent at once.
+    fn above_field(&self, i: usize) -> Option<(f64, f64)> {
+        let mine = self.ttft_h[i]?;
+        let others: Vec<f64> =
+            (0..self.n).filter(|&j| j != i).filter_map(|j| self.ttft_h[j]).collect();
+        let others = median(others)?;
+        (others > 0.0).then_some((mine / others, others))
+    }
+
+    fn latency_bound(&self, i: usize) -> bool {
+        self.figs[i].growth().is_some_and(|g| g >= EXPLODES)
+            && self.above_field(i).is_some_and(|(x, _)| x >= LAGS)
+    }
+
+    fn large(&self, i: usize) -> bool {
+        self.size[i].is_some_and(|p| p >= LARGE_PARAMS_B)
+    }
+
+    /// V1: the highest total token throughput at the heaviest level (2+ models).
+    fn champion(&self) -> Option<usize> {
+        let thr_h = &self.thr_h;
+        (self.n >= 2)
+            .then(|| {
+                (0..self.n).filter(|&i| thr_h[i].is_some()).reduce(|a, b| {
+                    if thr_h[b] > thr_h[a] {
+                        b
+                    } else {
+                        a
+                    }
+                })
+            })
+            .flatten()
+    }
+
+    fn champion_verdict(&self, c: usize) -> ModelVerdict {
+        let (f, l, h, o) = (&self.figs[c], self.l(), self.h(), self.o);
+        let every = self.shared.iter().all(|&i| {
+            let mine = self.v.entries[c].value(i, TOTAL, o);
+            self.v.entries.iter().all(|e| e.value(i, TOTAL, o) <= mine)
         });
-        let lead = if every && shared.len() > 1 {
+        let lead = if every && self.shared.len() > 1 {
             "Highest total token throughput at every level".to_string()
         } else {
             "Highest total token throughput under load".to_string()
         };
-        let scale = match (f.thr_l, f.thr_h, li != hi) {
+        let scale = match (f.thr_l, f.thr_h, self.li != self.hi) {
             (Some(a), Some(b), true) if a > 0.0 => {
                 format!(", {:.1}x its {} at {}", b / a, tps(f.thr_l), l.words())
             }
             _ => String::new(),
         };
-        let lowest = if r_tpot[c] == Some(1) { "lowest " } else { "" };
-        judged[c] = Some(ModelVerdict {
+        let lowest = if self.r_tpot[c] == Some(1) { "lowest " } else { "" };
+        ModelVerdict {
             rule: "V1",
-            model: name(c),
-            headline: format!("{} is the throughput champion.", name(c)),
+            model: self.name(c),
+            headline: format!("{} is the throughput champion.", self.name(c)),
             text: format!(
                 "{lead} ({} at {}{scale}); {lowest}mean TPOT under load {}; {}.",
                 tps(f.thr_h),
@@ -338,44 +421,51 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
                 ms(f.tpot_h),
                 first_token(f, l),
             ),
-        });
+        }
     }
 
-    // V2: degrades the worst in absolute terms: the highest mean TTFT at the heaviest level,
-    // standing out from the field and grown at least 2x; never the champion.
-    let hardest = (n >= 2 && li != hi)
-        .then(|| {
-            (0..n).filter(|&i| ttft_h[i].is_some()).reduce(|a, b| {
-                if ttft_h[b] > ttft_h[a] {
-                    b
-                } else {
-                    a
-                }
+    /// V2: degrades the worst in absolute terms: the highest mean TTFT at the heaviest level,
+    /// standing out from the field and grown at least 2x; never the champion.
+    fn hardest(&self, champ: Option<usize>) -> Option<usize> {
+        let ttft_h = &self.ttft_h;
+        (self.n >= 2 && self.li != self.hi)
+            .then(|| {
+                (0..self.n).filter(|&i| ttft_h[i].is_some()).reduce(|a, b| {
+                    if ttft_h[b] > ttft_h[a] {
+                        b
+                    } else {
+                        a
+                    }
+                })
             })
-        })
-        .flatten()
-        .filter(|&i| {
-            figs[i].growth().is_some_and(|g| g >= DEGRADES)
-                && above_field(i).is_some_and(|(x, _)| x >= DEGRADES)
-                && Some(i) != champ
-        });
-    if let Some(d) = hardest {
-        let f = &figs[d];
+            .flatten()
+            .filter(|&i| {
+                self.figs[i].growth().is_some_and(|g| g >= DEGRADES)
+                    && self.above_field(i).is_some_and(|(x, _)| x >= DEGRADES)
+                    && Some(i) != champ
+            })
+    }
+
+    fn hardest_verdict(&self, d: usize) -> ModelVerdict {
+        let (f, l, h) = (&self.figs[d], self.l(), self.h());
         let g = f.growth().unwrap_or(0.0);
-        let (x, others) = above_field(d).unwrap_or((0.0, 0.0));
-        let bound =
-            if latency_bound(d) { " (latency-bound: TTFT explodes with concurrency)" } else { "" };
-        judged[d] = Some(ModelVerdict {
+        let (x, others) = self.above_field(d).unwrap_or((0.0, 0.0));
+        let bound = if self.latency_bound(d) {
+            " (latency-bound: TTFT explodes with concurrency)"
+        } else {
+            ""
+        };
+        ModelVerdict {
             rule: "V2",
-            model: name(d),
-            headline: format!("{} degrades the hardest under load{bound}.", name(d)),
+            model: self.name(d),
+            headline: format!("{} degrades the hardest under load{bound}.", self.name(d)),
             text: format!(
                 "Mean TTFT reaches {} at {}, the highest of {} models and {x:.1}x the median of \
                  the others ({}), from {} at {} ({g:.1}x); mean TPOT {} → {}; total throughput \
                  caps at {}.",
                 ms(f.ttft_h),
                 h.words(),
-                count(&ttft_h),
+                self.ttft_h.iter().flatten().count(),
                 ms(Some(others)),
                 ms(f.ttft_l),
                 l.words(),
@@ -383,96 +473,116 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
                 ms(f.tpot_h),
                 tps(f.thr_max),
             ),
-        });
+        }
     }
 
-    // V3: the best balance among the models left.
-    let left: Vec<usize> = (0..n).filter(|&i| judged[i].is_none() && score(i).is_some()).collect();
-    let balance =
-        left.iter().copied().reduce(|a, b| if better(a, b) { b } else { a }).filter(|&b| {
-            n >= 2
-                && (champ.is_none_or(|c| score(c).is_none_or(|cs| score(b) <= Some(cs)))
-                    || r_ttft[b] == Some(1))
-        });
-    let size: Vec<Option<f64>> = v.entries.iter().map(model_size).collect();
-    let large = |i: usize| size[i].is_some_and(|p| p >= LARGE_PARAMS_B);
-    // The figures of a balance judgement (V3, V3L), ranked among `among` models.
-    let balance_text = |b: usize, among: &str| -> String {
-        let f = &figs[b];
-        let first = if r_ttft[b] == Some(1) {
+    /// V3: the best balance among the models not judged yet, if it ties or beats the
+    /// champion's rank sum or has the fastest first token.
+    fn balance(&self, champ: Option<usize>, judged: &[Option<ModelVerdict>]) -> Option<usize> {
+        let left = (0..self.n).filter(|&i| judged[i].is_none() && self.score(i).is_some());
+        left.reduce(|a, b| if self.better(a, b) { b } else { a }).filter(|&b| {
+            self.n >= 2
+                && (champ.is_none_or(|c| self.score(c).is_none_or(|cs| self.score(b) <= Some(cs)))
+                    || self.r_ttft[b] == Some(1))
+        })
+    }
+
+    fn balance_verdict(&self, b: usize, champ: Option<usize>) -> ModelVerdict {
+        // "For a large model" when it is one and the champion is smaller: the champion's
+        // lead is partly its size.
+        let size = &self.size;
+        let smaller_champ = champ
+            .and_then(|c| Some((c, size[c]?)))
+            .filter(|&(_, cs)| self.large(b) && size[b].is_some_and(|bs| bs > cs));
+        let (headline, sizes) = match (smaller_champ, size[b]) {
+            (Some((c, cs)), Some(bs)) => (
+                format!("{} offers the best balance for a large model.", self.name(b)),
+                format!(
+                    "; {} parameters against {}'s {}",
+                    size_words(bs),
+                    self.name(c),
+                    size_words(cs)
+                ),
+            ),
+            _ => (format!("{} offers the best balance.", self.name(b)), String::new()),
+        };
+        ModelVerdict {
+            rule: "V3",
+            model: self.name(b),
+            headline,
+            text: self.balance_text(b, &sizes),
+        }
+    }
+
+    /// V3L: when V3 named no large model, the best rank sum of all the large models (2+),
+    /// when no other judgement took it and it is not latency-bound against the field.
+    fn large_balance(
+        &self,
+        balance: Option<usize>,
+        judged: &[Option<ModelVerdict>],
+    ) -> Option<usize> {
+        let v3_large = balance.is_some_and(|b| self.large(b));
+        (self.n_large() >= 2 && !v3_large)
+            .then(|| {
+                (0..self.n).filter(|&i| self.large(i) && self.score(i).is_some()).reduce(|a, b| {
+                    if self.better(a, b) {
+                        b
+                    } else {
+                        a
+                    }
+                })
+            })
+            .flatten()
+            .filter(|&i| judged[i].is_none() && !self.latency_bound(i))
+    }
+
+    fn n_large(&self) -> usize {
+        (0..self.n).filter(|&i| self.large(i)).count()
+    }
+
+    fn large_balance_verdict(&self, b: usize) -> ModelVerdict {
+        let among = format!(
+            "; {} parameters, the best rank sum of the {} models of {} or more",
+            size_words(self.size[b].unwrap_or(0.0)),
+            self.n_large(),
+            size_words(LARGE_PARAMS_B)
+        );
+        ModelVerdict {
+            rule: "V3L",
+            model: self.name(b),
+            headline: format!("{} offers the best balance for a large model.", self.name(b)),
+            text: self.balance_text(b, &among),
+        }
+    }
+
+    /// The figures of a balance judgement (V3, V3L), ranked among `among` models.
+    fn balance_text(&self, b: usize, among: &str) -> String {
+        let (f, l, count) =
+            (&self.figs[b], self.l(), |v: &[Option<f64>]| v.iter().flatten().count());
+        let first = if self.r_ttft[b] == Some(1) {
             format!("Fastest first token: {}", first_token(f, l))
         } else {
-            format!("{}{}", upper_first(&first_token(f, l)), rank_words(r_ttft[b], n_ttft))
+            format!(
+                "{}{}",
+                upper_first(&first_token(f, l)),
+                rank_words(self.r_ttft[b], count(&self.ttft_l))
+            )
         };
         format!(
             "{first}; {} at {}{} with mean TPOT {}{}{among}.",
             tps(f.thr_h),
-            h.words(),
-            rank_words(r_thr[b], n_thr),
+            self.h().words(),
+            rank_words(self.r_thr[b], count(&self.thr_h)),
             ms(f.tpot_h),
-            rank_words(r_tpot[b], n_tpot),
+            rank_words(self.r_tpot[b], count(&self.tpot_h)),
         )
-    };
-    if let Some(b) = balance {
-        // "For a large model" when it is one and the champion is smaller: the champion's
-        // lead is partly its size.
-        let smaller_champ = champ
-            .and_then(|c| Some((c, size[c]?)))
-            .filter(|&(_, cs)| large(b) && size[b].is_some_and(|bs| bs > cs));
-        let (headline, sizes) = match (smaller_champ, size[b]) {
-            (Some((c, cs)), Some(bs)) => (
-                format!("{} offers the best balance for a large model.", name(b)),
-                format!("; {} parameters against {}'s {}", size_words(bs), name(c), size_words(cs)),
-            ),
-            _ => (format!("{} offers the best balance.", name(b)), String::new()),
-        };
-        judged[b] = Some(ModelVerdict {
-            rule: "V3",
-            model: name(b),
-            headline,
-            text: balance_text(b, &sizes),
-        });
     }
 
-    // V3L: the best balance among the large models left, when V3 named no large model.
-    let n_large = (0..n).filter(|&i| large(i)).count();
-    let v3_large = balance.is_some_and(large);
-    // The best rank sum of all the large models, when no other judgement took it and it is
-    // not latency-bound against the field.
-    let large_balance = (n_large >= 2 && !v3_large)
-        .then(|| {
-            (0..n).filter(|&i| large(i) && score(i).is_some()).reduce(|a, b| {
-                if better(a, b) {
-                    b
-                } else {
-                    a
-                }
-            })
-        })
-        .flatten()
-        .filter(|&i| judged[i].is_none() && !latency_bound(i));
-    if let Some(b) = large_balance {
-        let among = format!(
-            "; {} parameters, the best rank sum of the {n_large} models of {} or more",
-            size_words(size[b].unwrap_or(0.0)),
-            size_words(LARGE_PARAMS_B)
-        );
-        judged[b] = Some(ModelVerdict {
-            rule: "V3L",
-            model: name(b),
-            headline: format!("{} offers the best balance for a large model.", name(b)),
-            text: balance_text(b, &among),
-        });
-    }
-
-    // V4 and V5: the rest.
-    for i in 0..n {
-        if judged[i].is_some() {
-            continue;
-        }
-        let f = &figs[i];
-        let hr = &v.rows[f.h];
-        let growth = f.growth().filter(|_| li != f.h);
+    /// V4 (latency-bound against the field) or V5 (its figures): a model no rule above judged.
+    fn rest_verdict(&self, i: usize) -> ModelVerdict {
+        let (f, l, h) = (&self.figs[i], self.l(), self.h());
+        let hr = &self.v.rows[f.h];
+        let growth = f.growth().filter(|_| self.li != f.h);
         let ttft = match growth {
             Some(g) => format!(
                 "mean TTFT {} at {} → {} at {} ({g:.1}x)",
@@ -484,11 +594,12 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
             None => first_token(f, l),
         };
         let figures = if f.at_h {
+            let n_thr = self.thr_h.iter().flatten().count();
             format!(
                 "{} at {}{}, mean TPOT {} there; {ttft}.",
                 tps(f.thr_h),
                 h.words(),
-                rank_words(r_thr[i], n_thr),
+                rank_words(self.r_thr[i], n_thr),
                 ms(f.tpot_h)
             )
         } else if f.thr_h.is_some() {
@@ -502,12 +613,15 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
         } else {
             format!("no level shared with another model; {ttft}.")
         };
-        judged[i] = Some(if latency_bound(i) {
-            let (x, others) = above_field(i).unwrap_or((0.0, 0.0));
+        if self.latency_bound(i) {
+            let (x, others) = self.above_field(i).unwrap_or((0.0, 0.0));
             ModelVerdict {
                 rule: "V4",
-                model: name(i),
-                headline: format!("{} is latency-bound: TTFT explodes with concurrency.", name(i)),
+                model: self.name(i),
+                headline: format!(
+                    "{} is latency-bound: TTFT explodes with concurrency.",
+                    self.name(i)
+                ),
                 text: format!(
                     "{} Mean TTFT at {} is {x:.1}x the median of the other models ({}).",
                     upper_first(&figures),
@@ -518,18 +632,31 @@ pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<Scenari
         } else {
             ModelVerdict {
                 rule: "V5",
-                model: name(i),
-                headline: format!("{}:", name(i)),
+                model: self.name(i),
+                headline: format!("{}:", self.name(i)),
                 text: upper_first(&figures),
             }
-        });
+        }
     }
-    Some(ScenarioVerdicts {
-        workload: v.workload.clone(),
-        levels: (l.clone(), h.clone()),
-        models: judged.into_iter().flatten().collect(),
-        variants: variants(v, &shared, o),
-    })
+}
+
+/// Model `e`'s figures at the lightest judged level (`shared[0]`) and at the heaviest it ran.
+fn figures(e: &Entry, shared: &[usize], o: &CompareOptions) -> Figures {
+    let (li, hi) = (shared[0], shared[shared.len() - 1]);
+    // A model that did not run the heaviest level is judged at its own heaviest.
+    let own = shared.iter().rev().copied().find(|&i| e.value(i, TOTAL, o).is_some());
+    let hh = own.unwrap_or(hi);
+    Figures {
+        h: hh,
+        at_h: hh == hi && own.is_some(),
+        thr_l: e.value(li, TOTAL, o),
+        thr_h: e.value(hh, TOTAL, o),
+        thr_max: shared.iter().filter_map(|&i| e.value(i, TOTAL, o)).reduce(f64::max),
+        ttft_l: e.value(li, TTFT, o),
+        ttft_h: e.value(hh, TTFT, o),
+        tpot_l: e.value(li, TPOT, o),
+        tpot_h: e.value(hh, TPOT, o),
+    }
 }
 
 fn upper_first(s: &str) -> String {
