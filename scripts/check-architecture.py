@@ -23,7 +23,7 @@ LAYERS = [
     ["servelab-exchange"],
     ["servelab-store", "servelab-bench", "servelab-predict"],
     ["servelab-sweep", "servelab-lab", "servelab-scale"],
-    ["servelab-compare"],
+    ["servelab-compare", "servelab-settings"],
     ["servelab"],
 ]
 LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}

@@ -6,10 +6,8 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
-pub mod args;
 pub mod doctor;
 pub mod exit;
-pub mod resolve;
 mod scale;
 mod store;
 
@@ -21,6 +19,7 @@ use servelab_plan::RunError;
 use tokio::sync::watch;
 
 pub use exit::{ExitStatus, Failure};
+pub use servelab_settings::{args, resolve};
 
 use crate::args::{
     BenchArgs, CalibrateArgs, Cli, Command, LabCommand, LabRunArgs, PredictArgs, PredictCommand,
