@@ -4,83 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use clap::Parser;
 use servelab_outputs::term;
-use servelab_plan::time::rfc3339_millis;
 use servelab_scale::{k8s, local, slurm, MergeFrom, ScaleRun, ScaleSpec};
+use servelab_settings::scale::{spec, start};
 
-use crate::args::{Cli, Command, LabCommand, MergeFromArg, ScaleCommand, ScaleCommon, ScaleRunArg};
+use crate::args::{ScaleCommand, ScaleRunArg};
 use crate::store::Shards;
 use crate::{ExitStatus, Failure};
-
-/// The run every shard is part of, checked as its shards will check it: the run's arguments
-/// with what the scaled run adds to them ([`servelab_scale::shard_args`], `--shard 0/N`)
-/// resolve into a bench or sweep plan (a lab's experiment is loaded, every profile checked
-/// against N) here, so a typo or a value the shards would refuse (a `--max-concurrency` below
-/// N) fails on this machine, not on N of them.
-fn spec(c: &ScaleCommon) -> Result<ScaleSpec, Failure> {
-    let run = match c.run {
-        ScaleRunArg::Bench => ScaleRun::Bench,
-        ScaleRunArg::Sweep => ScaleRun::Sweep,
-        ScaleRunArg::Lab => ScaleRun::Lab,
-    };
-    let spec = ScaleSpec {
-        name: c.name.clone(),
-        shards: c.shards,
-        run,
-        args: c.args.clone(),
-        label: c.label.clone().unwrap_or_else(|| c.name.clone()),
-        merge_from: match c.merge_from {
-            MergeFromArg::Records => MergeFrom::Records,
-            MergeFromArg::Digests => MergeFrom::Digests,
-        },
-    };
-    // Reserved flags first: named as such, not as clap's complaint about a repeat.
-    spec.check().map_err(Failure::usage)?;
-    // The start instant and folders only stand in for the shards' own: any value parses alike.
-    let shard = servelab_scale::shard_args(&spec, "0", "results", "results/servelab.db");
-    let argv = ["servelab".to_string()]
-        .into_iter()
-        .chain(shard)
-        .chain(["--shard".to_string(), format!("0/{}", spec.shards)]);
-    let what = run.name();
-    let cli = Cli::try_parse_from(argv).map_err(|e| {
-        Failure::usage(format!(
-            "the {what} arguments after -- do not parse: {}",
-            e.to_string().lines().next().unwrap_or_default()
-        ))
-    })?;
-    let as_shard = |e: String| {
-        Failure::usage(format!("the {what} arguments after --, as each shard runs them: {e}"))
-    };
-    match cli.command {
-        Command::Bench(b) if run == ScaleRun::Bench => {
-            crate::resolve::bench_plan(&b, None).map_err(as_shard)?;
-        }
-        Command::Sweep(a) if run == ScaleRun::Sweep => {
-            crate::resolve::sweep_plan(&a).map_err(as_shard)?;
-        }
-        Command::Lab(LabCommand::Run(a)) if run == ScaleRun::Lab => {
-            let loaded = servelab_lab::load_experiment(&a.experiment, crate::resolve::profile_plan)
-                .map_err(|e| as_shard(e.to_string()))?;
-            crate::resolve::lab_shard(&a, Path::new("results"), &loaded).map_err(as_shard)?;
-        }
-        _ => {
-            return Err(Failure::usage(format!("the arguments after -- must be {what} arguments")))
-        }
-    }
-    Ok(spec)
-}
-
-/// `--start-at` checked (as the shards will read it), else `ahead` from now; RFC 3339.
-fn start(given: Option<&str>, ahead: Duration) -> Result<String, Failure> {
-    let at = match given {
-        Some(t) => servelab_plan::time::parse_instant(t)
-            .map_err(|e| Failure::usage(format!("--start-at: {e}")))?,
-        None => SystemTime::now() + ahead,
-    };
-    Ok(rfc3339_millis(at))
-}
 
 fn emit(text: &str, output: Option<&std::path::Path>) -> Result<(), Failure> {
     match output {
@@ -132,9 +62,10 @@ pub async fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
             if a.common.run == ScaleRunArg::Lab {
                 return Err(Failure::usage(servelab_scale::ScaleError::LabOnKubernetes));
             }
-            let start_at = start(a.start_at.as_deref(), Duration::from_secs(a.start_in))?;
+            let start_at = start(a.start_at.as_deref(), Duration::from_secs(a.start_in))
+                .map_err(Failure::usage)?;
             let spec = k8s::K8sSpec {
-                scale: spec(&a.common)?,
+                scale: spec(&a.common).map_err(Failure::usage)?,
                 image: a.image.clone(),
                 claim: a.claim.clone(),
                 namespace: a.namespace.clone(),
@@ -147,11 +78,11 @@ pub async fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
         }
         ScaleCommand::Slurm(a) => {
             let start_at = match &a.start_at {
-                Some(t) => Some(start(Some(t), Duration::ZERO)?),
+                Some(t) => Some(start(Some(t), Duration::ZERO).map_err(Failure::usage)?),
                 None => None,
             };
             let spec = slurm::SlurmSpec {
-                scale: spec(&a.common)?,
+                scale: spec(&a.common).map_err(Failure::usage)?,
                 cpus_per_task: a.cpus_per_task,
                 nodes: a.nodes,
                 exe: a.exe.clone(),
@@ -162,9 +93,9 @@ pub async fn scale(cmd: ScaleCommand) -> Result<ExitStatus, Failure> {
             note_secrets(&spec.scale, "environment variables exported before sbatch");
         }
         ScaleCommand::Local(a) => {
-            let scale = spec(&a.common)?;
+            let scale = spec(&a.common).map_err(Failure::usage)?;
             let ahead = servelab_plan::seconds("--start-in", a.start_in).map_err(Failure::usage)?;
-            let start_at = start(None, ahead)?;
+            let start_at = start(None, ahead).map_err(Failure::usage)?;
             let stamp = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map(|d| d.as_secs())

@@ -1,7 +1,7 @@
 //! servelab's settings, in two stages (as uv's CLI and settings crates): [`args`] holds every
 //! command-line definition as clap parses it (raw, unvalidated; flag names follow
 //! `vllm bench serve` where it has the same concept), and [`resolve`] turns them into
-//! validated plans, every error naming the flag. The `servelab` binary parses with these,
+//! validated plans, every error naming the flag ([`scale`]: the scaled run's). The `servelab` binary parses with these,
 //! resolves, and calls the library stages.
 
 #![warn(missing_docs)]
@@ -9,3 +9,4 @@
 
 pub mod args;
 pub mod resolve;
+pub mod scale;
