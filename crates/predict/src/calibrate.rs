@@ -105,17 +105,18 @@ fn row(concurrency: u32, s: &Summary) -> PointSummary {
 
 /// The engine file `original` (YAML text) with its calibration replaced by `fitted` and its
 /// domain by `fitted_on` (what predictions from it will say they extrapolate from), headed by
-/// `note` as comment lines. The original's own comments are not kept.
+/// `note` as comment lines. The original's own comments are not kept. The engine file's own
+/// error when `original` does not parse.
 pub fn fitted_engine_yaml(
     original: &str,
     fitted: servelab_engine::Calibration,
     fitted_on: servelab_engine::FittedOn,
     note: &str,
-) -> Result<String, String> {
-    let mut file = EngineFile::parse(original).map_err(|e| e.to_string())?;
+) -> servelab_engine::Result<String> {
+    let mut file = EngineFile::parse(original)?;
     file.calibration = fitted;
     file.fitted_on = Some(fitted_on);
-    let yaml = file.to_yaml().map_err(|e| e.to_string())?;
+    let yaml = file.to_yaml()?;
     let head: String = note.lines().map(|l| format!("# {l}\n")).collect();
     Ok(format!("{head}{yaml}"))
 }
