@@ -6,14 +6,14 @@
 
 use std::time::Instant;
 
-use servelab_engine::{load_engine_file, predict_point, Scenario};
+use servelab_engine::{load_engine_file, predict_point, IslOsl};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "examples/engines/qwen3-32b-h20-tp4.yaml".to_string());
     let cfg = load_engine_file(&path)?;
-    let scenarios = [Scenario { isl: 3000, osl: 150 }, Scenario { isl: 1000, osl: 1000 }];
+    let scenarios = [IslOsl { isl: 3000, osl: 150 }, IslOsl { isl: 1000, osl: 1000 }];
     let total = Instant::now();
     println!("engine: {path}");
     println!("| ISL:OSL | Conc | req/s | out tok/s | mean TTFT ms | mean TPOT ms | wall ms |");
