@@ -1,8 +1,11 @@
 //! Step time: a roofline per operator class, summed, plus fixed overheads.
 //!
 //! Each class costs `max(flops / (peak × η_compute), bytes / (bandwidth × η_mem))` on one GPU of
-//! the TP group (all GPUs of a group do the same work in lockstep). Activation traffic is
-//! ignored: next to weights and KV it is small at the batch sizes served.
+//! the TP group (all GPUs of a group do the same work in lockstep). The activations each token
+//! writes and reads between kernels (norms, residuals, rotary, the gated activation, GEMM
+//! inputs and outputs) are a memory-bound class of their own: small next to the GEMMs on a
+//! GPU whose compute is slow for its bandwidth (H20 in BF16: 2 %), a fifth of a prompt's time
+//! where it is fast (H100 in FP8).
 
 use crate::config::{Calibration, WorkerSpec};
 use crate::dtype::ComputeClass;
@@ -87,6 +90,9 @@ pub struct StepCost {
     pub attn_prefill: f64,
     /// Attention of decodes: reads each running sequence's whole KV.
     pub attn_decode: f64,
+    /// Activation traffic between kernels: per token and layer, 8 hidden-wide and 4
+    /// intermediate-wide (TP-split) 16-bit tensors written or read.
+    pub activations: f64,
     /// TP all-reduces: 2 per layer, each `latency + 2(n−1)/n × tokens × hidden × 2 B / link`.
     pub all_reduce: f64,
     /// Fixed step, per-layer and per-sequence overheads.
@@ -104,6 +110,7 @@ impl StepCost {
             + self.lm_head
             + self.attn_prefill
             + self.attn_decode
+            + self.activations
             + self.all_reduce
             + self.overhead
             + self.launch
@@ -171,6 +178,8 @@ pub struct CostModel {
     win_layers: f64,
     /// KV bytes per token per layer on one GPU.
     kv_layer_bytes: f64,
+    /// Activation bytes each token moves between kernels on one GPU, all layers.
+    act_bytes_per_token: f64,
     /// All-reduce: calls per step, bytes per token per call, ring factor, link, latency.
     ar_calls: f64,
     ar_bytes_per_token: f64,
@@ -231,6 +240,18 @@ impl CostModel {
             full_layers: f64::from(m.layers - m.sliding_layers),
             win_layers: f64::from(m.sliding_layers),
             kv_layer_bytes: w.kv_bytes_per_token_per_gpu() / layers,
+            act_bytes_per_token: {
+                // The tensors the activation reserve counts (config.rs): 8 hidden-wide, 4
+                // intermediate-wide (the experts a token is routed to, TP-split).
+                let inter = match &m.moe {
+                    Some(x) => f64::from(
+                        (x.experts_per_token * x.expert_intermediate + x.shared_intermediate)
+                            .max(m.intermediate),
+                    ),
+                    None => f64::from(m.intermediate),
+                };
+                layers * (8.0 * f64::from(m.hidden) + 4.0 * inter / tp) * ACTIVATION_BYTES
+            },
             ar_calls: if w.tp > 1 { 2.0 * layers } else { 0.0 },
             ar_bytes_per_token: f64::from(m.hidden) * ACTIVATION_BYTES * bus_factor(w.tp),
             ar_link_bw: g.intra.bandwidth_gb_s * 1e9 * c.eta_link,
@@ -302,6 +323,7 @@ impl CostModel {
             lm_head,
             attn_prefill,
             attn_decode,
+            activations: t * self.act_bytes_per_token / self.mem_bw,
             all_reduce,
             overhead: self.overhead + b.seqs as f64 * self.per_seq,
             launch: 0.0,
@@ -312,6 +334,7 @@ impl CostModel {
                 + c.lm_head
                 + c.attn_prefill
                 + c.attn_decode
+                + c.activations
                 + c.all_reduce
                 + self.layer_overhead;
             c.launch = (self.eager_launch - gpu).max(0.0);
@@ -364,10 +387,12 @@ mod tests {
     /// - LM head: 151,936 × 4096 × 2 B = 1,244,659,712 B → 0.464425 ms.
     /// - Attention decode: 64 × 1024 tokens × 36 layers × (2·8·128·2 = 4096 B) =
     ///   9,663,676,416 B → 3.605850 ms (compute: 4·4096·65536·36 / 494.5e12 = 0.078 ms).
+    /// - Activations: 64 tokens × 36 layers × (8·4096 + 4·12288) × 2 B = 377,487,360 B →
+    ///   0.140853 ms.
     /// - All-reduce: none at TP 1. Overhead: 2.64 ms.
     ///
-    /// Total: 24,799,870,976 B / 2.68e12 B/s = 9.2536832 ms, + 2.64 ms = 11.8936832 ms, i.e.
-    /// 64 tokens per 11.89 ms = 5,381 tok/s.
+    /// Total: 25,177,358,336 B / 2.68e12 B/s = 9.3945367 ms, + 2.64 ms = 12.0345367 ms, i.e.
+    /// 64 tokens per 12.03 ms = 5,318 tok/s.
     #[test]
     fn decode_step_qwen3_8b_h100_batch_64() {
         let w = worker("model: qwen3-8b\ngpu: h100\n", 1);
@@ -384,9 +409,10 @@ mod tests {
         close(c.attn_decode, 9_663_676_416.0 / bw);
         assert_eq!(c.attn_prefill, 0.0);
         assert_eq!(c.all_reduce, 0.0);
+        close(c.activations, 377_487_360.0 / bw);
         close(c.overhead, 2.64e-3);
-        close(c.total(), 11.893_683_2e-3);
-        assert_eq!(cm.step_ns(&b), 11_893_683);
+        close(c.total(), 25_177_358_336.0 / bw + 2.64e-3);
+        assert_eq!(cm.step_ns(&b), 12_034_537);
     }
 
     /// Qwen3-32B on H20 TP 4, a 3000-token prefill from scratch (one step): compute-bound.
@@ -395,7 +421,8 @@ mod tests {
     /// Attention: 4 × 8192 × (3000·3001/2) × 64 / 4 = 2.360e12 FLOP at 74e12 → 0.03190 s.
     /// All-reduce: 128 × (4 µs + 2 steps × 2 µs + 3000 × 5120 × 2 B × 2·3/4 / 315e9) =
     /// 128 × 154.3 µs (H20 boards are NVSwitch: two steps at any TP).
-    /// LM head (memory-bound) 0.12 ms; overhead 1 + 0.64 + 0.02 ms. Total ≈ 0.506 s.
+    /// Activations: 3000 × 64 × (8·5120 + 4·25600/4) × 2 B = 25.56 GB at 3.2e12 B/s → 7.99 ms.
+    /// LM head (memory-bound) 0.12 ms; overhead 1 + 0.64 + 0.02 ms. Total ≈ 0.514 s.
     #[test]
     fn prefill_step_qwen3_32b_h20_tp4() {
         let w = worker("model: qwen3-32b\ngpu: h20\ntp: 4\n", 4);
@@ -409,7 +436,8 @@ mod tests {
         close(c.attn_prefill, 4.0 * 8192.0 * 4_501_500.0 * 64.0 / 4.0 / 74e12);
         let ar = 128.0 * (8e-6 + 3000.0 * 5120.0 * 2.0 * 1.5 / 315e9);
         close(c.all_reduce, ar);
-        assert!((c.total() - 0.506).abs() < 0.002, "{}", c.total());
+        close(c.activations, 3000.0 * 64.0 * 133_120.0 / 3.2e12);
+        assert!((c.total() - 0.514).abs() < 0.002, "{}", c.total());
     }
 
     /// All-reduce latency: `base + steps × hop`, two steps through NVSwitch at any TP, 2(n−1)

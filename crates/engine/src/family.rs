@@ -41,6 +41,11 @@ pub struct FamilyTraits {
     /// CUDA graphs also cover steps that compute prompt tokens (vLLM V1's piecewise graphs);
     /// otherwise only decode-only steps are graphed.
     pub graphs_mixed_steps: bool,
+    /// A request is admitted only when the KV blocks of its whole sequence (prompt and every
+    /// output token) are free, and they are taken at once, so running requests are never
+    /// preempted: TensorRT-LLM's default capacity scheduler (`GUARANTEED_NO_EVICT`). The
+    /// others allocate as tokens are computed and preempt when the pool runs out.
+    pub reserve_full_kv: bool,
 }
 
 impl EngineFamily {
@@ -113,6 +118,7 @@ impl EngineFamily {
     pub fn traits(self) -> FamilyTraits {
         FamilyTraits {
             graphs_mixed_steps: matches!(self, EngineFamily::VllmV1 | EngineFamily::Dynamo),
+            reserve_full_kv: matches!(self, EngineFamily::Trtllm),
         }
     }
 }

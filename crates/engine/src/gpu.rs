@@ -28,7 +28,9 @@ pub struct GpuSpec {
     pub fp4_tflops: Option<f64>,
     /// Memory bandwidth, GB/s.
     pub mem_bw_gb_s: f64,
-    /// Memory capacity, GB (10^9 bytes).
+    /// Memory capacity as the datasheet states it, "GB" that are GiB (2^30 bytes): HBM and
+    /// GDDR come in binary sizes (an H100's "80 GB" are five 16 GiB stacks; CUDA reports
+    /// 79.6 GiB of them), see [`GpuSpec::mem_bytes`].
     pub mem_gb: f64,
     /// GPU-to-GPU link inside a node (NVLink or PCIe), used by TP all-reduce.
     pub intra: LinkSpec,
@@ -184,9 +186,12 @@ impl GpuSpec {
         self.mem_bw_gb_s * 1e9
     }
 
-    /// Memory capacity in bytes.
+    /// Memory capacity in bytes: the datasheet's "GB" are binary (80 GB = 80 × 2^30 bytes,
+    /// what the engines' `gpu_memory_utilization` is a fraction of, less well under 1 % the
+    /// driver keeps). Read as 10^9 bytes they were 7 % short, which on a tight deployment
+    /// (Qwen3-32B in BF16 on one H100) halved the KV cache.
     pub fn mem_bytes(&self) -> f64 {
-        self.mem_gb * 1e9
+        self.mem_gb * (1u64 << 30) as f64
     }
 }
 

@@ -59,7 +59,9 @@ const PRESETS: &[(&str, &str)] = &[
     ("qwen3-32b", include_str!("../presets/qwen3-32b.json")),
     ("qwen3-30b-a3b", include_str!("../presets/qwen3-30b-a3b.json")),
     ("qwen3-235b-a22b", include_str!("../presets/qwen3-235b-a22b.json")),
+    ("llama-3.1-8b", include_str!("../presets/llama-3.1-8b.json")),
     ("llama-3.3-70b", include_str!("../presets/llama-3.3-70b.json")),
+    ("llama-3.1-405b", include_str!("../presets/llama-3.1-405b.json")),
     ("gpt-oss-20b", include_str!("../presets/gpt-oss-20b.json")),
     ("gpt-oss-120b", include_str!("../presets/gpt-oss-120b.json")),
     ("glm-4.6", include_str!("../presets/glm-4.6.json")),
@@ -372,7 +374,13 @@ mod tests {
 
     #[test]
     fn dense_presets_match_published_sizes() {
-        for (name, billions) in [("qwen3-8b", 8.2), ("qwen3-32b", 32.8), ("llama-3.3-70b", 70.6)] {
+        for (name, billions) in [
+            ("qwen3-8b", 8.2),
+            ("qwen3-32b", 32.8),
+            ("llama-3.1-8b", 8.03),
+            ("llama-3.3-70b", 70.6),
+            ("llama-3.1-405b", 405.0),
+        ] {
             let m = ModelSpec::preset(name).unwrap();
             let got = m.total_params();
             assert!(rel(got, billions * 1e9) < TOL, "{name}: {got}");

@@ -5,7 +5,9 @@
 //! cannot get its KV blocks preempts the most recently admitted running request (recompute: its
 //! blocks are freed and it goes back to the front of the waiting queue), possibly itself. Then,
 //! if nothing was preempted, waiting requests in FIFO order while `max_num_seqs` and the budget
-//! allow; a request whose blocks do not fit stops admission (no skipping ahead). A request
+//! allow; a request whose blocks do not fit stops admission (no skipping ahead). A TensorRT-LLM
+//! worker admits a request only with the blocks of its whole sequence, taken at once, and so
+//! never preempts. A request
 //! whose computed tokens reach its length samples one token at the step's end.
 
 use std::collections::VecDeque;
@@ -97,6 +99,9 @@ pub struct Worker {
     caching: bool,
     /// Prefill chunks and decodes share a step; off: prefill-first steps.
     mixed: bool,
+    /// Admission takes the KV blocks of the whole sequence (TensorRT-LLM's
+    /// `GUARANTEED_NO_EVICT`): no preemption.
+    reserve_full: bool,
     max_model_len: Option<u32>,
     slab: Vec<Option<Req>>,
     free_slots: Vec<usize>,
@@ -185,6 +190,7 @@ impl Worker {
             chunked: s.chunked_prefill,
             caching: s.prefix_caching,
             mixed: s.mixed_batches,
+            reserve_full: w.engine.traits().reserve_full_kv,
             max_model_len: s.max_model_len,
             slab: Vec::new(),
             free_slots: Vec::new(),
@@ -381,7 +387,9 @@ impl Worker {
                 n = budget;
             }
             let have = hit.max(r.blocks.len());
-            let need = self.blocks_for(computed + n).saturating_sub(have);
+            // Reserving the whole sequence (TensorRT-LLM) takes every block it will need now.
+            let upto = if self.reserve_full { r.prompt + r.output } else { computed + n };
+            let need = self.blocks_for(upto).saturating_sub(have);
             if self.pool.free() < need + hit_free {
                 break;
             }
