@@ -1,0 +1,362 @@
+//! Cross-checks on public measured tables (`crates/engine/testdata/public/`, format in its
+//! README): every table is predicted with the shipped calibration only (fitted on the
+//! reference H20 table and on nothing here), carried to each deployment by
+//! [`carry_calibration`], and the median absolute errors per table must be the ones
+//! docs/predict.md prints ("Cross-checks on public tables"), so the docs cannot go stale. Run
+//! with `--no-capture` to see every row; `SERVELAB_PUBLIC_CARRY=whole` prints the figures with
+//! every fitted parameter carried as it is (the docs' "whole" columns, not checked).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_yaml_ng::Mapping;
+use servelab_engine::calibrate::{carry_calibration, pct_error};
+use servelab_engine::{load_engine_file, predict_point, EngineConfig, EngineFile, Scenario};
+
+/// The calibration every table is predicted with: the shipped fit of the reference deployment.
+const CALIBRATION_FILE: &str = "examples/engines/qwen3-32b-h20-tp4.yaml";
+
+/// Largest drift, in percentage points, between a computed median error and the docs' figure.
+const MARGIN_PP: f64 = 0.1;
+
+/// Offline tables queue thousands of requests; past this many the throughput of a run of
+/// identical requests is steady (the ramp and the tail are a few batches), so the harness
+/// simulates at most this many (stated in docs/predict.md).
+const MAX_SIMULATED: usize = 2000;
+
+#[derive(Debug, Deserialize)]
+struct Table {
+    engine: String,
+    engine_version: String,
+    deployment: Mapping,
+    bench: Bench,
+    metrics: Vec<String>,
+    rows: Vec<Row>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Bench {
+    /// `offline` (every request at once) or `concurrency` (each row's `concurrency`).
+    load: String,
+    /// `trtllm-bench`: the scheduler limits of each row from trtllm-bench's heuristic.
+    #[serde(default)]
+    settings: Option<String>,
+    #[serde(default)]
+    kv_cache_fraction: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Row {
+    isl: u32,
+    osl: u32,
+    requests: usize,
+    #[serde(default)]
+    concurrency: Option<u32>,
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    output_tok_s: Option<f64>,
+    #[serde(default)]
+    mean_tpot_ms: Option<f64>,
+    #[serde(default)]
+    mean_ttft_ms: Option<f64>,
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// How the shipped calibration is applied: `carried` (default) by
+/// [`carry_calibration`]'s rule, `whole` (`SERVELAB_PUBLIC_CARRY=whole`) every parameter as
+/// fitted, as a file that copies the `calibration:` block would.
+fn whole() -> bool {
+    std::env::var("SERVELAB_PUBLIC_CARRY").is_ok_and(|v| v == "whole")
+}
+
+fn config(t: &Table) -> EngineConfig {
+    let reference = load_engine_file(root().join(CALIBRATION_FILE)).unwrap();
+    let fitted_on = reference.fitted_on.clone().expect("the shipped file says what it fits");
+    let mut m = t.deployment.clone();
+    m.insert("engine".into(), t.engine.clone().into());
+    m.insert("engine_version".into(), t.engine_version.clone().into());
+    let yaml = serde_yaml_ng::to_string(&m).unwrap();
+    let mut cfg = EngineFile::parse(&yaml).unwrap().build(None).unwrap();
+    cfg.calibration = if whole() {
+        reference.calibration
+    } else {
+        carry_calibration(&reference.calibration, &fitted_on, cfg.engine, &cfg.gpu.name)
+    };
+    cfg.fitted_on = Some(fitted_on);
+    cfg
+}
+
+/// trtllm-bench's engine settings for one ISL/OSL (tensorrt_llm/bench/build/tuning.py,
+/// `calc_engine_setting` and `finetune_setting`, PP 1): the requests whose whole sequence fits
+/// the KV fraction of the memory left by the weights, rounded up optimistically, and a token
+/// budget of that many times `1 + ISL/OSL`. Memory in GiB as it counts it.
+fn trtllm_bench_settings(cfg: &EngineConfig, isl: u32, osl: u32, fraction: f64) -> (u32, u32) {
+    let gib = (1u64 << 30) as f64;
+    let m = &cfg.model;
+    let tp = f64::from(cfg.tp);
+    let per_token = 2.0
+        * f64::from(m.layers)
+        * f64::from(m.kv_heads.max(cfg.tp))
+        * f64::from(m.head_dim)
+        * cfg.kv_dtype.bytes()
+        / gib;
+    let available = cfg.gpu.mem_bytes() / gib * tp - m.weight_bytes() / gib;
+    let max_requests = available * fraction / (per_token * f64::from(isl + osl));
+    let raw_bs = max_requests.min(4096.0);
+    let raw_tokens = (raw_bs * (1.0 + f64::from(isl) / f64::from(osl))).min(32768.0);
+    let up = |x: f64, step: f64| step * (x / step).ceil();
+    let bs = if raw_bs < 256.0 {
+        up(raw_bs, 32.0).max(64.0)
+    } else if raw_bs < 1024.0 {
+        up(raw_bs, 128.0)
+    } else {
+        up(raw_bs, 256.0)
+    };
+    let tokens = if raw_tokens < 4096.0 {
+        up(raw_tokens, 256.0).max(2048.0)
+    } else if raw_tokens < 8192.0 {
+        up(raw_tokens, 512.0)
+    } else {
+        up(raw_tokens, 1024.0)
+    };
+    (bs as u32, tokens as u32)
+}
+
+/// One predicted row: (measured, predicted) per metric, `None` where the table gives none.
+type RowResult = [Option<(f64, f64)>; 3];
+
+fn predict_row(base: &EngineConfig, t: &Table, r: &Row) -> RowResult {
+    let mut cfg = base.clone();
+    if t.bench.settings.as_deref() == Some("trtllm-bench") {
+        let fraction = t.bench.kv_cache_fraction.unwrap_or(0.9);
+        let (bs, tokens) = trtllm_bench_settings(&cfg, r.isl, r.osl, fraction);
+        cfg.scheduler.max_num_seqs = bs;
+        // With chunked prefill off (its default) trtllm-bench raises the budget to the longest
+        // prompt plus a full batch of decodes (utils/general.py, `get_settings`), and captures
+        // CUDA graphs up to the batch size.
+        cfg.scheduler.max_num_batched_tokens =
+            if cfg.scheduler.chunked_prefill { tokens } else { tokens.max(r.isl + bs) };
+        cfg.scheduler.cuda_graph_max_batch = bs;
+        // The KV fraction is of the memory the weights leave.
+        let w = cfg.model.weight_bytes() / f64::from(cfg.tp);
+        let mem = cfg.gpu.mem_bytes();
+        cfg.scheduler.gpu_memory_utilization = (w + fraction * (mem - w)) / mem;
+    }
+    // Mean lengths where the table gives its totals (outputs that ended at EOS, a dataset of
+    // varying lengths), else the nominal ones.
+    let mean = |total: Option<u64>, nominal: u32| {
+        total.map_or(nominal, |n| ((n as f64 / r.requests as f64).round() as u32).max(1))
+    };
+    let sc = Scenario { isl: mean(r.input_tokens, r.isl), osl: mean(r.output_tokens, r.osl) };
+    let n = match t.bench.load.as_str() {
+        "offline" => r.requests.min(MAX_SIMULATED),
+        _ => r.requests,
+    };
+    let conc = match t.bench.load.as_str() {
+        "offline" => n as u32,
+        "concurrency" => r.concurrency.expect("a concurrency row names its concurrency"),
+        other => panic!("unknown load `{other}`"),
+    };
+    let p = predict_point(&cfg, sc, conc, n)
+        .unwrap_or_else(|e| panic!("{sc} n={n} conc={conc} scheduler {:?}: {e}", cfg.scheduler));
+    [
+        r.output_tok_s.map(|m| (m, p.output_throughput)),
+        r.mean_tpot_ms.map(|m| (m, p.mean_tpot_ms)),
+        r.mean_ttft_ms.map(|m| (m, p.mean_ttft_ms)),
+    ]
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+/// Median absolute % error of each metric over the rows.
+fn medians(rows: &[RowResult]) -> [Option<f64>; 3] {
+    std::array::from_fn(|k| {
+        median(rows.iter().filter_map(|r| r[k].map(|(m, p)| pct_error(m, p).abs())).collect())
+    })
+}
+
+fn fmt(x: Option<f64>) -> String {
+    x.map_or("–".to_string(), |v| format!("{v:.1}"))
+}
+
+/// Every table of testdata/public, by file name.
+fn tables() -> Vec<(String, Table)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/public");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let t: Table =
+                serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, t)
+        })
+        .collect()
+}
+
+/// The docs' rows: file name -> (throughput, TPOT, TTFT) medians.
+fn stated() -> Vec<(String, [Option<f64>; 3])> {
+    let doc = std::fs::read_to_string(root().join("docs/predict.md")).unwrap();
+    let section = doc
+        .split("### Cross-checks on public tables")
+        .nth(1)
+        .expect("docs/predict.md has the cross-check section");
+    let num = |s: &str| s.trim().trim_matches('*').parse::<f64>().ok();
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with("| table"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| {
+            let c: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            let name = c.first()?.trim_matches('`').to_string();
+            let n = c.len();
+            Some((name, [num(c.get(n - 3)?), num(c.get(n - 2)?), num(c.get(n - 1)?)]))
+        })
+        .collect()
+}
+
+/// Output tokens the harness simulates for a table, a measure of its run time (about 7
+/// million a second in a debug build).
+fn simulated_tokens(t: &Table) -> usize {
+    t.rows
+        .iter()
+        .map(|r| {
+            let n =
+                if t.bench.load == "offline" { r.requests.min(MAX_SIMULATED) } else { r.requests };
+            n * r.osl as usize
+        })
+        .sum()
+}
+
+/// Tables cheap enough for every test run (under a second each in a debug build).
+const QUICK_TOKENS: usize = 2_000_000;
+
+/// Predicts the tables `pick` selects, prints every row, and checks their medians against
+/// the docs' table; `every` also checks that the docs name no table that is not here.
+// The rows are the report a reader of docs/predict.md reproduces with `--no-capture`.
+#[allow(clippy::print_stderr)]
+fn check(pick: impl Fn(&Table) -> bool, every: bool) {
+    let mut summary = Vec::new();
+    let mut cells: Vec<RowResult> = Vec::new();
+    for (name, t) in tables() {
+        assert!(!t.rows.is_empty(), "{name}: no rows");
+        for m in &t.metrics {
+            assert!(
+                ["output_tok_s", "mean_tpot_ms", "mean_ttft_ms"].contains(&m.as_str()),
+                "{name}: unknown metric {m}"
+            );
+        }
+        if !pick(&t) {
+            continue;
+        }
+        let cfg = config(&t);
+        let rows: Vec<RowResult> = t.rows.iter().map(|r| predict_row(&cfg, &t, r)).collect();
+        eprintln!("## {name}");
+        for (r, res) in t.rows.iter().zip(&rows) {
+            let cell = |x: Option<(f64, f64)>| {
+                x.map_or("–".into(), |(m, p)| {
+                    format!("{m:.1} → {p:.1} ({:+.1} %)", pct_error(m, p))
+                })
+            };
+            eprintln!(
+                "{}:{} n={} | out tok/s {} | TPOT {} | TTFT {}",
+                r.isl,
+                r.osl,
+                r.requests,
+                cell(res[0]),
+                cell(res[1]),
+                cell(res[2])
+            );
+        }
+        let med = medians(&rows);
+        cells.extend_from_slice(&rows);
+        eprintln!(
+            "| `{name}` | {} | {} | {} | {} |\n",
+            t.rows.len(),
+            fmt(med[0]),
+            fmt(med[1]),
+            fmt(med[2])
+        );
+        summary.push((name, med));
+    }
+    let all = medians(&cells);
+    let n = |k: usize| cells.iter().filter(|r| r[k].is_some()).count();
+    eprintln!(
+        "all cells: output throughput {} ({} cells), mean TPOT {} ({}), mean TTFT {} ({})",
+        fmt(all[0]),
+        n(0),
+        fmt(all[1]),
+        n(1),
+        fmt(all[2]),
+        n(2)
+    );
+    if whole() {
+        return;
+    }
+    let docs = stated();
+    let mut stale = Vec::new();
+    for (name, med) in &summary {
+        let Some((_, want)) = docs.iter().find(|(n, _)| n == name) else {
+            stale.push(format!("{name}: not in docs/predict.md's cross-check table"));
+            continue;
+        };
+        for k in 0..3 {
+            let ok = match (med[k], want[k]) {
+                (Some(g), Some(w)) => (g - w).abs() <= MARGIN_PP,
+                (None, None) => true,
+                _ => false,
+            };
+            if !ok {
+                stale.push(format!(
+                    "{name}, {}: docs say {}, the model gives {}",
+                    ["output throughput", "mean TPOT", "mean TTFT"][k],
+                    fmt(want[k]),
+                    fmt(med[k])
+                ));
+            }
+        }
+    }
+    if every {
+        for (name, _) in &docs {
+            if !summary.iter().any(|(n, _)| n == name) {
+                stale.push(format!("{name}: in the docs, no such file in testdata/public"));
+            }
+        }
+    }
+    assert!(stale.is_empty(), "update docs/predict.md (or the model):\n{}", stale.join("\n"));
+}
+
+/// The tables small enough to run every time (a second in a debug build).
+#[test]
+fn quick_public_tables_are_predicted_within_the_errors_the_docs_state() {
+    check(|t| simulated_tokens(t) <= QUICK_TOKENS, false);
+}
+
+/// Every table: about 30 s in a debug build (the offline throughput tables simulate up to
+/// 2,000 requests of up to 4,096 output tokens a row). `cargo nextest run -p servelab-engine
+/// --test it public --run-ignored all --no-capture`.
+#[test]
+#[ignore = "about 30 s in a debug build; run with --run-ignored all"]
+fn every_public_table_is_predicted_within_the_errors_the_docs_state() {
+    check(|_| true, true);
+}
