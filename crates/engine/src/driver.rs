@@ -8,7 +8,7 @@ use crate::engine::{Engine, EngineGauges, RequestShape};
 use crate::error::{EngineError, Result};
 
 /// How the driver releases requests in virtual time. Not a second load model: the arrival
-/// times come from [`servelab_load`]'s schedule (the predictor draws them with
+/// times come from `servelab_load`'s schedule (the predictor draws them with
 /// `Schedule::take_n`, as the measuring client would); this adds only the closed loop's rule,
 /// which the real client gets from its worker slots, in the driver's event queue.
 #[derive(Debug, Clone, PartialEq)]
