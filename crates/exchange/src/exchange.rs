@@ -174,7 +174,15 @@ impl Exchange {
         wait: Duration,
         interrupt: &mut watch::Receiver<bool>,
     ) -> Result<Option<T>, ExchangeError> {
-        let path = self.path(name);
+        self.wait_for_path(self.path(name), wait, interrupt).await
+    }
+
+    async fn wait_for_path<T: DeserializeOwned>(
+        &self,
+        path: PathBuf,
+        wait: Duration,
+        interrupt: &mut watch::Receiver<bool>,
+    ) -> Result<Option<T>, ExchangeError> {
         let until = tokio::time::Instant::now() + wait;
         loop {
             if *interrupt.borrow() {
@@ -207,14 +215,12 @@ impl Exchange {
         for k in (0..self.shard.count).filter(|&k| k != self.shard.index) {
             let path = self.shard_path(stem, k, "here");
             let left = until.saturating_duration_since(tokio::time::Instant::now());
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            let here = self.wait_for::<()>(&name.unwrap_or_default(), left, interrupt).await;
-            let count = self.shard.count;
-            match here {
+            match self.wait_for_path::<()>(path.clone(), left, interrupt).await {
                 Ok(Some(())) => {}
                 Ok(None) => return Ok(false),
                 Err(_) => {
-                    return Err(ExchangeError::NotArrived { path, shard: k, count, waited: wait })
+                    let count = self.shard.count;
+                    return Err(ExchangeError::NotArrived { path, shard: k, count, waited: wait });
                 }
             }
         }

@@ -107,7 +107,7 @@ impl<R> ShardedRuns<R> {
 }
 
 /// `point-JJJJ`: the name every shard gives run `j`'s files.
-fn stem(j: usize) -> String {
+fn run_stem(j: usize) -> String {
     format!("point-{j:04}")
 }
 
@@ -123,27 +123,26 @@ impl<R: Runner> Runner for ShardedRuns<R> {
 
     async fn run(&mut self, plan: &Plan) -> Result<Summary, RunError> {
         let (j, start, ex) = self.next_run(plan);
-        let shard = ex.shard();
+        let (shard, stem) = (ex.shard(), run_stem(j));
         let mut p = plan.clone();
         p.shard =
             ShardSpec { shard: Some(shard), start_at: Some(start), clock: self.clock.clone() };
         p.output.save_result = true;
         p.output.save_detailed = true;
         p.output.result_dir = ex.dir().to_path_buf();
-        p.output.result_filename = Some(format!("{}.json", stem(j)));
+        p.output.result_filename = Some(format!("{stem}.json"));
         // A run's cap below the shard count leaves a shard no slot: refused, not hung.
         // Every shard refuses it alike: no end file needed.
         p.check().map_err(|e| RunError::Usage(e.to_string()))?;
         // Forgone by a shard already (its trial's engine died): nothing to measure.
-        ex.ends(&stem(j)).map_err(|e| failed(j, e))?;
+        ex.ends(&stem).map_err(|e| failed(j, e))?;
         // A part that failed, or was interrupted or stopped, is no part: the others fail the
         // run at once with why, rather than wait out the bound for it.
         let say_failed = |why: String| {
-            ex.end(&stem(j), &End::Failed(why)).map_err(|e| RunError::Failed(e.to_string()))
+            ex.end(&stem, &End::Failed(why)).map_err(|e| RunError::Failed(e.to_string()))
         };
         let interrupted = format!("interrupted on shard {shard}");
-        let stem_j = stem(j);
-        let peer = ex.peer_failure(&stem_j);
+        let peer = ex.peer_failure(&stem);
         let run = self.inner.run(&p);
         tokio::pin!(run);
         let ran = match &self.cancel {
@@ -177,11 +176,11 @@ impl<R: Runner> Runner for ShardedRuns<R> {
             say_failed(interrupted)?;
             return Ok(own);
         }
-        ex.end(&stem(j), &End::now()).map_err(|e| RunError::Failed(e.to_string()))?;
+        ex.end(&stem, &End::now()).map_err(|e| RunError::Failed(e.to_string()))?;
         // The user's interrupt ends the wait (a closed channel when there is none).
         let (_never, none) = watch::channel(false);
         let mut interrupt = self.cancel.as_ref().map_or(none, Cancel::user);
-        let ends = match ex.wait_for_ends(&stem(j), self.wait, &mut interrupt).await {
+        let ends = match ex.wait_for_ends(&stem, self.wait, &mut interrupt).await {
             Ok(Some(ends)) => ends,
             Ok(None) => return Err(RunError::Interrupted),
             Err(e) => return Err(failed(j, e)),
@@ -226,7 +225,7 @@ impl<R: Runner> Runner for ShardedRuns<R> {
         let (j, _, ex) = self.next_run(plan);
         // The others then fail the run at once; if even this write fails they wait out
         // the bound, and say which shard never finished.
-        if let Err(e) = ex.end(&stem(j), &End::Failed(reason.to_string())) {
+        if let Err(e) = ex.end(&run_stem(j), &End::Failed(reason.to_string())) {
             servelab_outputs::term::warn(&e.to_string());
         }
     }
@@ -278,7 +277,7 @@ mod tests {
     /// What shard `index` of 2 said of run `j` (started at `start`) in its end file.
     fn end_of(dir: &Path, j: usize, index: u32, start: SystemTime) -> Option<End> {
         let ex = Exchange::new(dir, Shard { index, count: 2 }, start);
-        ex.read(&format!("{}-shard-{index}-of-2.end", stem(j)))
+        ex.read(&format!("{}-shard-{index}-of-2.end", run_stem(j)))
     }
 
     /// A runner that counts the plans it ran, and fails them (interrupted, or refused).
@@ -313,7 +312,7 @@ mod tests {
         let peer = Exchange::new(dir.path(), Shard { index: 0, count: 2 }, first);
         let fail = async {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            peer.end(&stem(0), &End::Failed("engine exited (signal 9)".into())).unwrap();
+            peer.end(&run_stem(0), &End::Failed("engine exited (signal 9)".into())).unwrap();
         };
         let (ran, ()) = tokio::time::timeout(Duration::from_secs(10), async {
             tokio::join!(r.run(&plan), fail)
@@ -339,7 +338,7 @@ mod tests {
         let first = UNIX_EPOCH + Duration::from_secs(100);
         let mut r = sharded(Count(0, true), dir.path(), 1, first);
         assert_eq!(r.run(&plan()).await.unwrap_err(), RunError::Interrupted);
-        let e = Exchange::new(dir.path(), Shard { index: 0, count: 2 }, first).ends(&stem(0));
+        let e = Exchange::new(dir.path(), Shard { index: 0, count: 2 }, first).ends(&run_stem(0));
         assert_eq!(e.unwrap_err().to_string(), "shard 1/2 failed: interrupted on shard 1/2");
     }
 

@@ -4,7 +4,6 @@
 //! factors (8× more slots, 4× slower tokens, 20% injected errors), so the verdicts hold on a
 //! noisy shared machine. Every test ends by checking that no engine process survived.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use servelab::args::LabRunArgs;
@@ -15,7 +14,7 @@ use servelab_lab::trial::TrialStatus;
 use servelab_lab::Finish;
 use tokio::sync::watch;
 
-use crate::common::lab::{args, assert_no_survivors, marker, sim, write, BIN, TINY};
+use crate::common::lab::{args, assert_no_survivors, marker, sim, survivors, write, BIN, TINY};
 
 async fn run(a: &LabRunArgs) -> Finish {
     let (_tx, rx) = watch::channel(false);
