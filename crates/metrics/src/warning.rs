@@ -184,6 +184,13 @@ pub enum Warning {
         /// Schedule lag at the median, ms.
         lag_ms: f64,
     },
+    /// A sweep scenario draws its prompts from a file: points at different loads repeat them.
+    PromptsRepeat {
+        /// The scenario's name.
+        scenario: String,
+    },
+    /// Every point of a sweep sends the same prompts (`--same-prompts`).
+    SamePrompts,
     /// A sentence of its own: from a stage above metrics, or read back from a result file.
     Note(String),
 }
@@ -344,6 +351,17 @@ impl fmt::Display for Warning {
                      The server saw a slower, smoother load than the trace's"
                 )
             }
+            Warning::PromptsRepeat { scenario } => write!(
+                f,
+                "scenario '{scenario}' draws its prompts from a file, so points at different \
+                 loads repeat prompts: with a prefix cache on the server, repeats are answered \
+                 faster and later points can look better than they are"
+            ),
+            Warning::SamePrompts => f.write_str(
+                "every point sends the same prompts (--same-prompts): a server with a prefix \
+                 cache answers repeated prompts faster, so later points can look better than they \
+                 are",
+            ),
             Warning::Note(text) => f.write_str(text),
         }
     }

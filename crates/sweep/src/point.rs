@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use servelab_load::{parse_concurrency_list, parse_rate_list, Level};
+use servelab_metrics::Warning;
 use servelab_plan::{DatasetSpec, Plan, RunKind, SessionSource};
 
 use crate::error::{invalid, SweepError};
@@ -128,19 +129,14 @@ impl SweepPlan {
 
     /// Check every scenario before the first run, not halfway through; and the warnings the
     /// reader must see (repeated prompts from files meet prefix caches).
-    pub fn check(&self) -> Result<Vec<String>, SweepError> {
+    pub fn check(&self) -> Result<Vec<Warning>, SweepError> {
         let mut warnings = Vec::new();
         for sc in &self.scenarios {
             let own = scenario_dataset(sc, self.dataset_path.as_ref())?;
             let from_file =
                 sc.dataset.is_file() || (own.is_none() && reads_file(&self.base.workload.dataset));
             if from_file && self.fresh_prompts {
-                warnings.push(format!(
-                    "scenario '{}' draws its prompts from a file, so points at different loads \
-                     repeat prompts: with a prefix cache on the server, repeats are answered \
-                     faster and later points can look better than they are",
-                    sc.name
-                ));
+                warnings.push(Warning::PromptsRepeat { scenario: sc.name.clone() });
             }
         }
         Ok(warnings)

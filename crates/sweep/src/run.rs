@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use servelab_plan::{Plan, RunError, Runner};
 
-use servelab_metrics::SloSpec;
+use servelab_metrics::{SloSpec, Warning, Warnings};
 
 use crate::error::SweepError;
 use servelab_load::{Axis, Level};
@@ -266,13 +266,9 @@ pub async fn run_sweep<R: Runner>(
     plan: &SweepPlan,
     runner: &mut R,
 ) -> Result<SweepResult, SweepError> {
-    let mut warnings: servelab_metrics::Warnings = plan.check()?.into_iter().collect();
+    let mut warnings: Warnings = plan.check()?.into_iter().collect();
     if !plan.fresh_prompts {
-        warnings.push(
-            "every point sends the same prompts (--same-prompts): a server with a prefix cache \
-             answers repeated prompts faster, so later points can look better than they are"
-                .to_string(),
-        );
+        warnings.push(Warning::SamePrompts);
     }
     let mut d = Driver { plan, runner, runs: 0, interrupted: false };
     let mut scenarios = Vec::new();
