@@ -346,6 +346,39 @@ impl ShardDigest {
         Ok(())
     }
 
+    /// Output tokens per throughput window, from the grains of the window that holds the
+    /// first send on (a first send between grains is said in `warnings`).
+    fn windows(&self, origin: u64, warnings: &mut Warnings) -> Vec<u64> {
+        let g = self.grain_ns.max(1);
+        let window_ns = self.metrics.window_ns.max(1);
+        let first_grain = usize::try_from(origin / g).unwrap_or(usize::MAX);
+        if origin % g != 0 {
+            warnings.push(Warning::GrainRounded {
+                from_ms: (first_grain as u64 * g) as f64 / 1e6,
+                first_send_ms: origin as f64 / 1e6,
+                grain_ms: g as f64 / 1e6,
+            });
+        }
+        windows_from_grains(
+            &self.tokens_per_grain,
+            first_grain,
+            usize::try_from(window_ns / g).unwrap_or(1),
+        )
+    }
+
+    /// The peak concurrency known for certain; where the grains allow a higher one (requests
+    /// overlapping between grid instants), the bounds are said in `warnings`.
+    fn peak(&self, warnings: &mut Warnings) -> u64 {
+        let exact_peak =
+            self.concurrency_at_grain.iter().copied().max().unwrap_or(0).max(self.peak_concurrency);
+        let upper_peak =
+            self.concurrency_max_per_grain.iter().copied().max().unwrap_or(0).max(exact_peak);
+        if upper_peak > exact_peak {
+            warnings.push(Warning::PeakConcurrencyBounds { exact: exact_peak, upper: upper_peak });
+        }
+        exact_peak
+    }
+
     /// The summary of everything this digest counted, as run `info`, with `percentiles`
     /// (default: the digest's own) and these `warnings` (the summary's only ones, and any the
     /// windows or the peak add).
@@ -360,29 +393,10 @@ impl ShardDigest {
         let duration_ns = self.last_end_ns.map_or(0, |e| e.saturating_sub(origin));
         let duration_s = duration_ns as f64 / 1e9;
         let per_s = |x: f64| if duration_s > 0.0 { x / duration_s } else { 0.0 };
-        let g = self.grain_ns.max(1);
         let window_ns = self.metrics.window_ns.max(1);
-        let first_grain = usize::try_from(origin / g).unwrap_or(usize::MAX);
-        if origin % g != 0 {
-            warnings.push(Warning::GrainRounded {
-                from_ms: (first_grain as u64 * g) as f64 / 1e6,
-                first_send_ms: origin as f64 / 1e6,
-                grain_ms: g as f64 / 1e6,
-            });
-        }
-        let windows = windows_from_grains(
-            &self.tokens_per_grain,
-            first_grain,
-            usize::try_from(window_ns / g).unwrap_or(1),
-        );
+        let windows = self.windows(origin, &mut warnings);
         let best = windows.iter().copied().max().unwrap_or(0);
-        let exact_peak =
-            self.concurrency_at_grain.iter().copied().max().unwrap_or(0).max(self.peak_concurrency);
-        let upper_peak =
-            self.concurrency_max_per_grain.iter().copied().max().unwrap_or(0).max(exact_peak);
-        if upper_peak > exact_peak {
-            warnings.push(Warning::PeakConcurrencyBounds { exact: exact_peak, upper: upper_peak });
-        }
+        let exact_peak = self.peak(&mut warnings);
         let pct: Vec<f64> =
             percentiles.map_or_else(|| self.metrics.percentiles.clone(), <[f64]>::to_vec);
         let sk = &self.sketches;
