@@ -1,9 +1,11 @@
 //! The conductor: one [`Plan`] run end to end.
 //!
 //! [`Conductor::bench`] resolves the target (starting the built-in simulator when the plan
-//! asks for it), builds the workload, runs the one measuring loop of `servelab-client`,
-//! writes records as they arrive (to the detail file and to the [`Recording`] hook), then
-//! attributes tokens and summarizes. The [`Conductor`] is the measuring [`Runner`] that
+//! asks for it), then runs the plan in three stages, each a module: `prepare` (reach the
+//! server, load the workload, write the requests and this process's share of them),
+//! `measure` (the one measuring loop of `servelab-client`, records written as they arrive to
+//! the detail file and the [`Recording`] hook by `sinks`) and `finish` (token counts, the
+//! summary and its warnings; then `save`). The [`Conductor`] is the measuring [`Runner`] that
 //! `sweep` and `lab` drive; `servelab bench` calls it once.
 //!
 //! [`Plan`]: servelab_plan::Plan
