@@ -3,9 +3,9 @@
 //! [`Conductor::bench`] resolves the target (starting the built-in simulator when the plan
 //! asks for it), then runs the plan in three stages, each a module: `prepare` (reach the
 //! server, load the workload, write the requests and this process's share of them),
-//! `measure` (the one measuring loop of `servelab-client`, records written as they arrive to
-//! the detail file and the [`Recording`] hook by `sinks`) and `finish` (token counts, the
-//! summary and its warnings; then `save`). The [`Conductor`] is the measuring [`Runner`] that
+//! `measure` (the one measuring loop of `servelab-client`; `sinks` write records as they
+//! arrive to the detail file and the [`Recording`] hook, and count their tokens once the clock
+//! stopped) and `finish` (the summary and its warnings; then `save`). The [`Conductor`] is the measuring [`Runner`] that
 //! `sweep` and `lab` drive; `servelab bench` calls it once.
 //!
 //! [`Plan`]: servelab_plan::Plan
