@@ -5,8 +5,8 @@
 //! server, load the workload, write the requests and this process's share of them),
 //! `measure` (the one measuring loop of `servelab-client`; `sinks` write records as they
 //! arrive to the detail file and the [`Recording`] hook, and count their tokens once the clock
-//! stopped) and `finish` (the summary and its warnings; then `save`). The [`Conductor`] is the measuring [`Runner`] that
-//! `sweep` and `lab` drive; `servelab bench` calls it once.
+//! stopped) and `finish` (the summary and its warnings; then `save`). The [`Conductor`] is
+//! the measuring [`Runner`] that `sweep` and `lab` drive; `servelab bench` calls it once.
 //!
 //! [`Plan`]: servelab_plan::Plan
 //! [`Recording`]: servelab_plan::Recording
