@@ -360,3 +360,72 @@ fn quick_public_tables_are_predicted_within_the_errors_the_docs_state() {
 fn every_public_table_is_predicted_within_the_errors_the_docs_state() {
     check(|_| true, true);
 }
+
+/// The table a fitted cross-check fits: one column of TensorRT-LLM's performance overview.
+const FIT_TABLE: &str = "trtllm-1.0-perf-overview-llama-3.1-8b-fp8-h100-tp1";
+
+/// A fitted cross-check: `eta_gemm` (carries to every deployment) and `per_seq_overhead_us`
+/// (the engine's CPU time, carries to the same engine) fitted on [`FIT_TABLE`] alone, then
+/// every other TensorRT-LLM table predicted with them: what one measured table of an engine
+/// buys on the others. Minutes in a debug build; prints, checks nothing but that it runs.
+/// `cargo nextest run -p servelab-engine --test it fitted_cross_check --run-ignored all
+/// --no-capture`.
+#[test]
+#[ignore = "minutes in a debug build; run with --run-ignored all"]
+#[allow(clippy::print_stderr)]
+fn fitted_cross_check() {
+    let all = tables();
+    let (_, fit) = all.iter().find(|(n, _)| n == FIT_TABLE).expect("the fit table");
+    let base = config(fit);
+    let apply = |cfg: &mut EngineConfig, x: &[f64]| {
+        cfg.calibration.eta_gemm = x[0].exp().clamp(0.2, 1.0);
+        cfg.calibration.per_seq_overhead_us = x[1].exp().clamp(1.0, 500.0);
+    };
+    let mut loss = |x: &[f64]| {
+        let mut cfg = base.clone();
+        apply(&mut cfg, x);
+        let rows: Vec<RowResult> = fit.rows.iter().map(|r| predict_row(&cfg, fit, r)).collect();
+        let l: Vec<f64> =
+            rows.iter().filter_map(|r| r[0]).map(|(m, p)| (p.max(1e-9) / m).ln().powi(2)).collect();
+        l.iter().sum::<f64>() / l.len() as f64
+    };
+    let x0 = [base.calibration.eta_gemm.ln(), base.calibration.per_seq_overhead_us.ln()];
+    let (x, l, evals) = servelab_engine::calibrate::nelder_mead(&mut loss, &x0, 0.3, 30);
+    let mut fitted = base.clone();
+    apply(&mut fitted, &x);
+    eprintln!(
+        "fitted on {FIT_TABLE} ({evals} evaluations, loss {l:.4}): eta_gemm {:.3}, \
+         per_seq_overhead_us {:.1}",
+        fitted.calibration.eta_gemm, fitted.calibration.per_seq_overhead_us
+    );
+    let mut cells = Vec::new();
+    for (name, t) in &all {
+        if t.engine != "trtllm" {
+            continue;
+        }
+        let mut cfg = config(t);
+        cfg.calibration.eta_gemm = fitted.calibration.eta_gemm;
+        cfg.calibration.per_seq_overhead_us = fitted.calibration.per_seq_overhead_us;
+        let rows: Vec<RowResult> = t.rows.iter().map(|r| predict_row(&cfg, t, r)).collect();
+        let med = medians(&rows);
+        let seen = if name == FIT_TABLE { " (fitted)" } else { "" };
+        eprintln!(
+            "| `{name}`{seen} | {} | {} | {} | {} |",
+            rows.len(),
+            fmt(med[0]),
+            fmt(med[1]),
+            fmt(med[2])
+        );
+        if name != FIT_TABLE {
+            cells.extend_from_slice(&rows);
+        }
+    }
+    let m = medians(&cells);
+    eprintln!(
+        "unseen TensorRT-LLM cells: output throughput {} ({} cells), TPOT {}, TTFT {}",
+        fmt(m[0]),
+        cells.iter().filter(|r| r[0].is_some()).count(),
+        fmt(m[1]),
+        fmt(m[2])
+    );
+}
