@@ -7,7 +7,7 @@ use servelab_compare::narrative::{
 };
 use servelab_compare::render::{delta_cell, render_plain};
 use servelab_compare::{
-    compare, group, rankings, CompareOptions, RunData, Samples, Subject, DeltaVerdict,
+    compare, group, rankings, CompareOptions, DeltaVerdict, RunData, Samples, Subject,
 };
 use servelab_metrics::{Metric, MetricKey, Stat};
 use servelab_records::LoadSpec;
