@@ -329,11 +329,23 @@ pub fn shell_word(s: &str) -> String {
     }
 }
 
+/// How a pasteable command names the servelab binary at `path`: `servelab` when that is its
+/// file name (the lab's own build folder, `target/debug/servelab`, is of no use to a reader),
+/// else the path as given.
+fn shown(path: &str) -> &str {
+    if std::path::Path::new(path).file_name().is_some_and(|n| n == "servelab") {
+        "servelab"
+    } else {
+        path
+    }
+}
+
 /// The command to serve `template` (an engine command with the kept flags) as a user would
 /// paste it: the engine's environment first (`KEY=value ...`), `{port}` as
-/// [`RECOMMENDED_PORT`] and `{servelab}` as the servelab binary that ran the lab.
+/// [`RECOMMENDED_PORT`] and `{servelab}` as the servelab binary that ran the lab, named
+/// `servelab` when that is its file name (the trials keep the full path they ran).
 pub fn pasteable_command(exp: &Experiment, engine: &str, template: &str, servelab: &str) -> String {
-    let r = |t: &str| render(t, RECOMMENDED_PORT, servelab);
+    let r = |t: &str| render(t, RECOMMENDED_PORT, shown(servelab));
     let env = exp
         .engines
         .iter()
@@ -346,7 +358,7 @@ pub fn pasteable_command(exp: &Experiment, engine: &str, template: &str, servela
 /// The served base URL of the recommended command.
 pub fn pasteable_base_url(exp: &Experiment, engine: &str, servelab: &str) -> Option<String> {
     let e = exp.engines.iter().find(|e| e.name == engine)?;
-    Some(render(&e.base_url, RECOMMENDED_PORT, servelab))
+    Some(render(&e.base_url, RECOMMENDED_PORT, shown(servelab)))
 }
 
 #[cfg(test)]
@@ -561,6 +573,12 @@ mod tests {
             render("{servelab} sim serve --port {port}", 8000, "/b/s"),
             "/b/s sim serve --port 8000"
         );
+        // A simulator rehearsal names the binary `servelab`, not the lab's build folder.
+        let sim = "{servelab} sim serve --port {port}";
+        let cmd = pasteable_command(&e, "vllm", sim, "/work/target/debug/servelab");
+        assert_eq!(cmd, "CUDA_VISIBLE_DEVICES=0,1 NOTE='a b' servelab sim serve --port 8000");
+        let cmd = pasteable_command(&e, "vllm", sim, "/opt/servelab-0.2");
+        assert!(cmd.ends_with("/opt/servelab-0.2 sim serve --port 8000"), "{cmd}");
         assert_eq!(shell_word("it's"), "'it'\\''s'");
         assert_eq!(shell_word(""), "''");
     }
