@@ -76,6 +76,10 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
                 args::RunFormat::Text => {
                     servelab_outputs::render_text_with(&out.summary, &sections)
                 }
+                args::RunFormat::Sglang => servelab_outputs::sglang_block_as(
+                    &out.summary,
+                    a.backend_given.as_deref().unwrap_or(&out.summary.info.backend),
+                ),
                 f => servelab_outputs::render_run(&out.summary, &out.records, f.into()),
             });
             if !out.save_errors.is_empty() {

@@ -11,6 +11,7 @@ mod real_engine;
 mod scale_local;
 mod scale_scripts;
 mod secrets;
+mod sglang_backend;
 mod store_bench;
 mod store_cli;
 mod sweep_sim;
