@@ -10,15 +10,8 @@ fn servelab(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-const SMALL: [&str; 7] = [
-    "--num-prompts",
-    "2",
-    "--random-input-len",
-    "16",
-    "--random-output-len",
-    "4",
-    "--no-store",
-];
+const SMALL: [&str; 7] =
+    ["--num-prompts", "2", "--random-input-len", "16", "--random-output-len", "4", "--no-store"];
 
 fn backend_line(name: &str) -> String {
     format!("{:<40} {name}\n", "Backend:")
