@@ -76,10 +76,14 @@ async fn dispatch(cli: Cli) -> Result<ExitStatus, Failure> {
                 args::RunFormat::Text => {
                     servelab_outputs::render_text_with(&out.summary, &sections)
                 }
-                args::RunFormat::Sglang => servelab_outputs::sglang_block_as(
-                    &out.summary,
-                    a.backend_given.as_deref().unwrap_or(&out.summary.info.backend),
-                ),
+                args::RunFormat::Sglang => {
+                    let backend = a.backend_given.as_deref();
+                    let s = &out.summary;
+                    let block =
+                        servelab_outputs::sglang_block_as(s, backend.unwrap_or(&s.info.backend));
+                    // SGLang's block has no warnings section: they follow it.
+                    block + &servelab_outputs::warning_lines(s)
+                }
                 f => servelab_outputs::render_run(&out.summary, &out.records, f.into()),
             });
             if !out.save_errors.is_empty() {

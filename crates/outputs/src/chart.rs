@@ -645,7 +645,8 @@ mod tests {
         // The line itself through the point, rising to the right: under it on the right (above
         // left would leave the plot).
         let rising = vec![(0, 400), (100, 300), (200, 200)];
-        let p = place_notes(std::slice::from_ref(&rising), &[note(100, 300, "concurrency 16")], area);
+        let p =
+            place_notes(std::slice::from_ref(&rising), &[note(100, 300, "concurrency 16")], area);
         assert_eq!(p, [NotePlace { dx: 10, dy: 10, left: true, below: true }]);
         let p = place_notes(&[rising], &[note(400, 300, "16")], area);
         assert_eq!(p, [NotePlace { dx: 10, dy: -10, left: true, below: false }], "clear of it");

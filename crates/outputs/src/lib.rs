@@ -40,7 +40,7 @@ pub use markdown::{latency_table, markdown_summary, Align, Table};
 pub use servelab_metrics::Summary;
 pub use text::{
     notes, render_text, render_text_with, servelab_block, sglang_block, sglang_block_as,
-    vllm_block, vllm_block_with, LatencySection,
+    vllm_block, vllm_block_with, warning_lines, LatencySection,
 };
 
 use servelab_records::RequestRecord;

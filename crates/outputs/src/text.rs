@@ -383,6 +383,21 @@ pub fn notes(s: &Summary) -> Vec<String> {
     v
 }
 
+/// The run's warnings (and the notes of [`notes`]) as lines to print under a block that has no
+/// section for them (SGLang's block, a suite's per-case blocks), so a block pasted on its own
+/// still says when its figures are not to be trusted; empty when there are none.
+pub fn warning_lines(s: &Summary) -> String {
+    let notes = notes(s);
+    if notes.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("Warnings:\n");
+    for n in notes {
+        out.push_str(&format!("- {n}\n"));
+    }
+    out
+}
+
 /// Messages may carry newlines (HTTP bodies); a report line must not.
 fn one_line(m: &str) -> String {
     m.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -240,10 +240,27 @@ pub fn summary_markdown(r: &SweepResult, cols: &[Column]) -> String {
              ![TPOT](charts/{stem}-tpot.svg) ![trade-off](charts/{stem}-tradeoff.svg)\n\n"
         ));
     }
-    if !r.warnings.is_empty() {
+    // The sweep's own warnings, then each point's (a client that fell behind, a server that
+    // failed requests): a table row is only as good as the run behind it.
+    let points: Vec<String> = r
+        .scenarios
+        .iter()
+        .flat_map(|s| {
+            s.points.iter().flat_map(move |p| {
+                let at = match p.load {
+                    servelab_load::Level::Concurrency(c) => {
+                        format!("{} at concurrency {c}", s.name)
+                    }
+                    l => format!("{} at rate {}", s.name, l.label()),
+                };
+                p.summary.warnings.iter().map(move |w| format!("{at}: {w}"))
+            })
+        })
+        .collect();
+    if !r.warnings.is_empty() || !points.is_empty() {
         out.push_str("## Warnings\n\n");
-        for w in &r.warnings {
-            out.push_str(&format!("- {w}\n"));
+        for w in r.warnings.iter().map(|w| w.to_string()).chain(points) {
+            out.push_str(&format!("- {}\n", w.split_whitespace().collect::<Vec<_>>().join(" ")));
         }
     }
     out
@@ -269,6 +286,8 @@ pub fn point_blocks(r: &SweepResult, sglang: Option<Option<&str>>) -> String {
                 ),
                 None => servelab_outputs::vllm_block(&p.summary),
             });
+            // A case's block is posted on its own: its warnings go with it.
+            out.push_str(&servelab_outputs::warning_lines(&p.summary));
             out.push('\n');
         }
     }

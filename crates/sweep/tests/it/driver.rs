@@ -187,3 +187,26 @@ async fn suite_cases_send_their_own_prompt_counts() {
         serde_json::from_slice(&std::fs::read(dir.path().join("sweep.json")).unwrap()).unwrap();
     assert_eq!(back, r);
 }
+
+/// Issue 25: a point's warnings (here a client that read late) follow its block in blocks.txt
+/// and `--format sglang`, and are listed in the summary with the point they belong to, so a
+/// case's figures are never posted without them.
+#[tokio::test]
+async fn a_points_warnings_go_with_its_block_and_into_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = plan(dir.path(), None);
+    p.loads = parse_concurrency_list("1,4").unwrap();
+    let mut r = run_sweep(&p, &mut Fake::default()).await.unwrap();
+    r.scenarios[0].points[1].summary.warnings.push("servelab read late: 25 ms");
+    let blocks = servelab_sweep::render::point_blocks(&r, None);
+    let (first, second) = blocks.split_once("== 100x20 · 4 ·").unwrap();
+    assert!(!first.contains("Warnings:"), "{first}");
+    assert!(second.contains("==================================================\nWarnings:\n- servelab read late: 25 ms\n"), "{second}");
+    let sglang = servelab_sweep::render::point_blocks(&r, Some(Some("vllm")));
+    assert!(sglang.ends_with("Warnings:\n- servelab read late: 25 ms\n\n"), "{sglang}");
+    let md = servelab_sweep::render::summary_markdown(&r, &parse_columns(DEFAULT_COLUMNS).unwrap());
+    assert!(
+        md.contains("## Warnings\n\n- 100x20 at concurrency 4: servelab read late: 25 ms\n"),
+        "{md}"
+    );
+}
