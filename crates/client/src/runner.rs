@@ -197,18 +197,11 @@ async fn phase(
     let duration_ns = ph.duration.map(|d| d.as_nanos() as u64);
     // What the arrivals start: a shard's are its share of the global units (`ids`).
     let units = ph.ids.as_ref().map_or(ph.source.units(), |ids| ids.len());
-    let units_sent = match ph.source {
-        RequestSource::Prompts { requests, .. } => Units::Prompts(requests),
-        RequestSource::Sessions(run) => Units::Sessions(run),
-        // Written before the clock starts: the first window of on-demand bodies.
-        RequestSource::OnDemand(writer) => {
-            // A replay never cycles; a duration run cycles until its end.
-            let cycles = ph.duration.is_some() && ph.send_at.is_none();
-            let end = if cycles { u64::MAX } else { units as u64 };
-            let order = Order { units, ids: ph.ids.clone(), end };
-            Units::OnDemand(Ahead::start(writer, order).await)
-        }
-    };
+    // A replay never cycles; a duration run cycles until its end.
+    let cycles = ph.duration.is_some() && ph.send_at.is_none();
+    let order =
+        Order { units, ids: ph.ids.clone(), end: if cycles { u64::MAX } else { units as u64 } };
+    let units_sent = Units::start(ph.source, order).await;
     let (abort_tx, abort_rx) = watch::channel(false);
     let origin = ph.start_at.map_or_else(Instant::now, origin_at);
     let ctx = Arc::new(Ctx {
@@ -235,37 +228,7 @@ async fn phase(
             None => Dispatch::new(ph.arrivals, cfg.seed, units, duration_ns),
         }),
     });
-    let mut tasks = tokio::task::JoinSet::new();
-    match cfg.max_concurrency {
-        // A cap of N is N workers: the task that frees a slot takes the next arrival itself,
-        // with no hand-off through another task that a loaded runtime would schedule late.
-        Some(cap) => {
-            let n = issue.dispatch().most_in_flight(cap);
-            for i in 0..n {
-                // A large cap takes a while to spawn: an interrupt stops it.
-                if i % 1024 == 0 && *interrupt.borrow() {
-                    break;
-                }
-                tasks.spawn(worker(issue.clone(), interrupt.clone()));
-            }
-        }
-        // No cap: one task per arrival.
-        None => {
-            let mut interrupt = interrupt.clone();
-            while let Some(a) = issue.next_arrival() {
-                if !wait_for_arrival(origin, a.scheduled_ns, &mut interrupt).await {
-                    break;
-                }
-                let issue = issue.clone();
-                tasks.spawn(async move {
-                    issue.send(a, a.scheduled_ns).await;
-                });
-                // Reap finished tasks so the set does not grow with the whole run.
-                while tasks.try_join_next().is_some() {}
-            }
-        }
-    }
-
+    let mut tasks = issue_all(&issue, cfg.max_concurrency, interrupt).await;
     let mut interrupt = interrupt.clone();
     drain(&mut tasks, cfg.drain_timeout, &mut interrupt, &abort_tx).await;
     let (stopped, issued) = {
@@ -287,6 +250,44 @@ async fn phase(
     (RunEnd { stop, origin, issued }, pool)
 }
 
+/// Hand out the phase's arrivals, one task each, or with a cap of N to N workers (the task
+/// that frees a slot takes the next arrival itself, with no hand-off through another task
+/// that a loaded runtime would schedule late); returns the tasks still running.
+async fn issue_all(
+    issue: &Arc<Issue>,
+    max_concurrency: Option<usize>,
+    interrupt: &watch::Receiver<bool>,
+) -> tokio::task::JoinSet<()> {
+    let mut tasks = tokio::task::JoinSet::new();
+    match max_concurrency {
+        Some(cap) => {
+            let n = issue.dispatch().most_in_flight(cap);
+            for i in 0..n {
+                // A large cap takes a while to spawn: an interrupt stops it.
+                if i % 1024 == 0 && *interrupt.borrow() {
+                    break;
+                }
+                tasks.spawn(worker(issue.clone(), interrupt.clone()));
+            }
+        }
+        None => {
+            let mut interrupt = interrupt.clone();
+            while let Some(a) = issue.next_arrival() {
+                if !wait_for_arrival(issue.ctx.origin, a.scheduled_ns, &mut interrupt).await {
+                    break;
+                }
+                let issue = issue.clone();
+                tasks.spawn(async move {
+                    issue.send(a, a.scheduled_ns).await;
+                });
+                // Reap finished tasks so the set does not grow with the whole run.
+                while tasks.try_join_next().is_some() {}
+            }
+        }
+    }
+    tasks
+}
+
 /// What the arrivals of a phase start, ready to send (see [`RequestSource`]).
 enum Units {
     /// Unit `g` is request `g` (cycled).
@@ -295,6 +296,18 @@ enum Units {
     OnDemand(Ahead),
     /// Unit `g` is a session.
     Sessions(Arc<SessionRun>),
+}
+
+impl Units {
+    /// `source`'s units, sent in `order`: on-demand bodies get their first window written
+    /// now, before the clock starts.
+    async fn start(source: RequestSource, order: Order) -> Units {
+        match source {
+            RequestSource::Prompts { requests, .. } => Units::Prompts(requests),
+            RequestSource::Sessions(run) => Units::Sessions(run),
+            RequestSource::OnDemand(writer) => Units::OnDemand(Ahead::start(writer, order).await),
+        }
+    }
 }
 
 /// What the tasks issuing one phase's requests share.

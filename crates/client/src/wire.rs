@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{Method, Request};
+use http::{Method, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use servelab_records::{FailureKind, Outcome, RequestRecord};
@@ -143,35 +143,55 @@ fn closed_unanswered(reads: &ReadStamp) -> bool {
     reads.last().is_none() && (reads.write_failed() || reads.end() == ReadEnd::Eof)
 }
 
-/// The HTTP exchange proper. Fills `rec` as data arrives, so a timeout or abort keeps the
-/// chunks received so far.
+/// The HTTP exchange proper: send, then read the error or the stream. Fills `rec` as data
+/// arrives, so a timeout or abort keeps the chunks received so far.
 async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limits) -> Outcome {
+    let (conn, resp) = match send(ctx, body, rec).await {
+        Ok(sent) => sent,
+        Err(outcome) => return outcome,
+    };
+    let status = resp.status();
+    rec.status = Some(status.as_u16());
+    let header =
+        |name| resp.headers().get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let resp_type = header(http::header::CONTENT_TYPE);
+    let location = if status.is_redirection() { header(http::header::LOCATION) } else { None };
+    let encoding = header(http::header::CONTENT_ENCODING);
+    let body = resp.into_body();
+    if !status.is_success() {
+        return refused(ctx, conn, body, status, location).await;
+    }
+    match StreamReader::new(status.as_u16(), resp_type, encoding.as_deref()) {
+        Ok(reader) => read_stream(ctx, conn, body, reader, rec, limits).await,
+        Err(outcome) => outcome,
+    }
+}
+
+/// Send the request on a pooled connection (a fresh one when none is idle), stamping
+/// `rec.sent_ns`; the connection and the response head, or the failure.
+async fn send(
+    ctx: &Ctx,
+    body: Bytes,
+    rec: &mut RequestRecord,
+) -> Result<(Conn, Response<Incoming>), Outcome> {
     let (mut conn, mut reused) = match ctx.pool.take() {
         Some(c) => (c, true),
-        None => match connect(ctx.target.addr).await {
-            Ok(c) => (c, false),
-            Err(e) => return connect_failed(ctx, &e),
-        },
+        None => (connect(ctx.target.addr).await.map_err(|e| connect_failed(ctx, &e))?, false),
     };
-    let resp = loop {
-        let req = match build_request(ctx, body.clone(), rec) {
-            Ok(r) => r,
-            Err(e) => return fail(FailureKind::Connect, format!("cannot build request: {e}")),
-        };
+    loop {
+        let req = build_request(ctx, body.clone(), rec)
+            .map_err(|e| fail(FailureKind::Connect, format!("cannot build request: {e}")))?;
         // Driving the pooled connection first notices a close that already arrived; nothing
         // was sent on it, so a fresh connection here is not a retry.
         if drive(&mut conn.driver, conn.sender.ready()).await.is_err() {
-            conn = match connect(ctx.target.addr).await {
-                Ok(c) => c,
-                Err(e) => return connect_failed(ctx, &e),
-            };
+            conn = connect(ctx.target.addr).await.map_err(|e| connect_failed(ctx, &e))?;
             reused = false;
         }
         conn.reads.begin_exchange();
         rec.sent_ns = ctx.now_ns();
         let sent = conn.sender.send_request(req);
         match drive(&mut conn.driver, sent).await {
-            Ok(r) => break r,
+            Ok(r) => return Ok((conn, r)),
             // The keep-alive race: the server closed this idle connection (FIN, or our write
             // was refused) just as we reused it, and not a byte of an answer came. Send once
             // more on a fresh connection, and count it: the server may have seen the first
@@ -182,52 +202,57 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
             Err(_) if reused && rec.retries == 0 && closed_unanswered(&conn.reads) => {
                 rec.retries += 1;
                 ctx.progress.retries.fetch_add(1, Ordering::Relaxed);
-                conn = match connect(ctx.target.addr).await {
-                    Ok(c) => c,
-                    Err(e) => return connect_failed(ctx, &e),
-                };
+                conn = connect(ctx.target.addr).await.map_err(|e| connect_failed(ctx, &e))?;
                 reused = false;
             }
-            Err(e) => return fail(classify_hyper(&e), format!("sending request: {e}")),
+            Err(e) => return Err(fail(classify_hyper(&e), format!("sending request: {e}"))),
         }
-    };
-    let status = resp.status();
-    rec.status = Some(status.as_u16());
-    let header =
-        |name| resp.headers().get(name).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let resp_type = header(http::header::CONTENT_TYPE);
-    let location = if status.is_redirection() { header(http::header::LOCATION) } else { None };
-    let encoding = header(http::header::CONTENT_ENCODING);
-    let mut body = resp.into_body();
-    if !status.is_success() {
-        let (bytes, whole) = read_capped(&mut conn, &mut body, MAX_ERROR_BODY).await;
-        // A connection whose body was not read to its end cannot carry another request.
-        if whole {
-            ctx.pool.put(conn);
-        }
-        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
-        let mut message = format!("HTTP {}: {}", status.as_u16(), text.trim());
-        if status.is_redirection() {
-            let to = location.as_deref().unwrap_or("nowhere (no Location header)");
-            message = format!(
-                "HTTP {} redirect to {to}: servelab does not follow redirects; point --base-url \
-                 at the address that answers",
-                status.as_u16()
-            );
-        }
-        if !whole && bytes.len() > MAX_ERROR_BODY {
-            message.push_str(&format!(
-                " (error body longer than {}: not read further)",
-                human_bytes(MAX_ERROR_BODY)
-            ));
-        }
-        return fail(FailureKind::HttpStatus, message);
     }
+}
 
-    let mut reader = match StreamReader::new(status.as_u16(), resp_type, encoding.as_deref()) {
-        Ok(r) => r,
-        Err(outcome) => return outcome,
-    };
+/// A response that is not a success: the failure says its status and the start of its body
+/// (a redirect, where it points).
+async fn refused(
+    ctx: &Ctx,
+    mut conn: Conn,
+    mut body: Incoming,
+    status: http::StatusCode,
+    location: Option<String>,
+) -> Outcome {
+    let (bytes, whole) = read_capped(&mut conn, &mut body, MAX_ERROR_BODY).await;
+    // A connection whose body was not read to its end cannot carry another request.
+    if whole {
+        ctx.pool.put(conn);
+    }
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+    let mut message = format!("HTTP {}: {}", status.as_u16(), text.trim());
+    if status.is_redirection() {
+        let to = location.as_deref().unwrap_or("nowhere (no Location header)");
+        message = format!(
+            "HTTP {} redirect to {to}: servelab does not follow redirects; point --base-url \
+             at the address that answers",
+            status.as_u16()
+        );
+    }
+    if !whole && bytes.len() > MAX_ERROR_BODY {
+        message.push_str(&format!(
+            " (error body longer than {}: not read further)",
+            human_bytes(MAX_ERROR_BODY)
+        ));
+    }
+    fail(FailureKind::HttpStatus, message)
+}
+
+/// Read the stream to its end, each chunk stamped at the socket read that brought it; the
+/// connection goes back to the pool when the body was read whole.
+async fn read_stream(
+    ctx: &Ctx,
+    mut conn: Conn,
+    mut body: Incoming,
+    mut reader: StreamReader,
+    rec: &mut RequestRecord,
+    limits: &Limits,
+) -> Outcome {
     let mut last_t = rec.sent_ns;
     loop {
         let frame = match drive(&mut conn.driver, body.frame()).await {
