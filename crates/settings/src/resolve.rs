@@ -475,7 +475,9 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     };
     let rate = base_rate.filter(|r| r.is_finite());
     let mut base = plan(&a.bench, api_key(), rate, shard_spec(&a.bench.shard)?)?;
-    if !base.shard.is_split() {
+    if base.shard.is_split() {
+        servelab_sweep::check_sharded(base.shard.shard_or_whole(), &loads, a.resume.is_some())?;
+    } else {
         base.shard.whole_runs_only("sweeps")?;
     }
     let trace_rates = matches!(base.workload.dataset, DatasetSpec::Trace(_))
@@ -526,7 +528,7 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     if !(slo_resolution.is_finite() && slo_resolution > 0.0) {
         return Err(format!("--slo-resolution: must be a number > 0 (got {slo_resolution})"));
     }
-    let plan = SweepPlan {
+    Ok(SweepPlan {
         base,
         dataset_path: a.bench.dataset_path.clone(),
         scenarios,
@@ -540,11 +542,7 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
         output_dir,
         resume: a.resume.is_some(),
         columns: parse_columns(&a.columns).map_err(|e| e.to_string())?,
-    };
-    if plan.base.shard.is_split() {
-        plan.check_sharded()?;
-    }
-    Ok(plan)
+    })
 }
 
 /// The plan of `servelab predict`: the sweep's, with no target (nothing is sent) and its

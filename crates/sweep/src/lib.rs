@@ -28,5 +28,6 @@ pub use knee::{find_knee, gain_per_doubling, CurvePoint, Knee, KneeRule};
 pub use point::{default_scenario, grid_levels, scenario_dataset, DEFAULT_CONCURRENCY};
 pub use result::{PointResult, Role, ScenarioResult, SloOutcome, SweepResult};
 pub use run::{run_sweep, PointSpec, SweepPlan};
+pub use shards::check_sharded;
 pub use slo::{bracket, next_probe, Bracket};
 pub use store::{point_path, read_complete_point, write_atomic};

@@ -7,31 +7,32 @@ use std::time::{Duration, SystemTime};
 
 use servelab_exchange::{ReadPart, ShardedRuns};
 use servelab_load::Level;
+use servelab_plan::Shard;
 
 use crate::SweepPlan;
 
-impl SweepPlan {
-    /// What a sharded sweep cannot do: resume (the shards would disagree on which points are
-    /// left), or a concurrency level below the shard count (a shard would get no slot).
-    pub fn check_sharded(&self) -> Result<(), String> {
-        let shard = self.base.shard.shard_or_whole();
-        if self.resume {
-            return Err(format!("--resume: a sharded sweep (shard {shard}) runs from its start"));
-        }
-        for l in &self.loads {
-            if let Level::Concurrency(c) = l {
-                if (*c as u64) < u64::from(shard.count) {
-                    return Err(format!(
-                        "--concurrency {c}: a sweep point's cap is shared by {} shards; every \
-                         level must be at least the shard count",
-                        shard.count
-                    ));
-                }
+/// What a sharded sweep (shard `shard`) cannot do: resume (the shards would disagree on which
+/// points are left), or a concurrency level of `loads` below the shard count (a shard would
+/// get no slot).
+pub fn check_sharded(shard: Shard, loads: &[Level], resume: bool) -> Result<(), String> {
+    if resume {
+        return Err(format!("--resume: a sharded sweep (shard {shard}) runs from its start"));
+    }
+    for l in loads {
+        if let Level::Concurrency(c) = l {
+            if (*c as u64) < u64::from(shard.count) {
+                return Err(format!(
+                    "--concurrency {c}: a sweep point's cap is shared by {} shards; every level \
+                     must be at least the shard count",
+                    shard.count
+                ));
             }
         }
-        Ok(())
     }
+    Ok(())
+}
 
+impl SweepPlan {
     /// `inner` running every point as this shard of it (the first at `start`, each next one
     /// `settle` + 2 s after the last shard ended the point before), parts exchanged in the
     /// plan's results folder and read with `read_part`. A shard other than 0 writes its point
