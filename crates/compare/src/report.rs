@@ -137,7 +137,8 @@ fn run_blocks(r: &Report) -> Vec<(String, String)> {
         .into_iter()
         .map(|(name, d)| {
             let block = match &d.summary {
-                Some(s) => servelab_outputs::vllm_block(s),
+                // The run's warnings with it: a block is read, and pasted, on its own.
+                Some(s) => servelab_outputs::vllm_block(s) + &servelab_outputs::warning_lines(s),
                 None => HEADLINE
                     .iter()
                     .map(|m| format!("{:<40} {}\n", m.label(), num(d.headline.get(m))))

@@ -108,6 +108,23 @@ fn the_report_embeds_each_runs_summary_block() {
     assert_eq!(html(&r).matches("Serving Benchmark Result").count(), 4);
 }
 
+/// Issue 25: a run's warnings follow its embedded block (a client that read late makes every
+/// figure of the block late), in Markdown and HTML.
+#[test]
+fn an_embedded_block_keeps_its_runs_warnings() {
+    let mut a = run("engine-a", 1, 40, 10);
+    if let Some(s) = a.summary.as_mut() {
+        s.warnings.push("servelab read late: 4.22 ms");
+    }
+    let r = build("T", vec![a, run("engine-b", 1, 30, 12)], &CompareOptions::default());
+    let md = markdown(&r);
+    let runs = md.split_once("\n## Runs\n").expect("a Runs section").1;
+    let (a, b) = runs.split_once("### engine-b").unwrap();
+    assert!(a.contains("Warnings:\n- servelab read late: 4.22 ms\n"), "{a}");
+    assert!(!b.contains("Warnings:"), "{b}");
+    assert!(html(&r).contains("- servelab read late: 4.22 ms"));
+}
+
 #[test]
 fn markdown_report_snapshot() {
     insta::assert_snapshot!(markdown(&sample_report()));
