@@ -332,7 +332,7 @@ mod tests {
         assert_eq!(e.to_string(), "shard 1/2 failed: engine exited (signal 9) during tiny");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_wait_for_the_other_shards_is_bounded_and_names_them() {
         let dir = tempfile::tempdir().unwrap();
         let (_tx, mut rx) = watch::channel(false);
@@ -348,7 +348,7 @@ mod tests {
         assert_eq!(ends, Some(vec![101_000, 102_000, 103_000]));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_failed_shard_ends_the_wait_at_once_and_so_does_an_interrupt() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, mut rx) = watch::channel(false);
@@ -377,7 +377,7 @@ mod tests {
         assert_eq!(ends, Ok(None));
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_coordinator_waits_for_arrivals_and_the_others_for_what_it_publishes() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, mut rx) = watch::channel(false);

@@ -268,7 +268,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn the_other_shards_read_shard_zeros_launch_and_result() {
         let dir = tempfile::tempdir().unwrap();
         let (zero, one) = (shard(dir.path(), 0, 100), shard(dir.path(), 1, 100));
@@ -299,7 +299,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn an_earlier_labs_files_do_not_count_and_the_wait_is_bounded() {
         let dir = tempfile::tempdir().unwrap();
         let earlier = shard(dir.path(), 0, 50);
