@@ -138,12 +138,27 @@ pub fn tradeoff_chart(s: &ScenarioResult) -> Chart {
 }
 
 /// The four charts of a scenario.
+///
+/// None when no level has a place on a load axis (every level sends all its prompts at once,
+/// as a scripted suite's cases do): four charts saying "no data" would only be noise; the
+/// table has the figures.
 pub fn scenario_charts(s: &ScenarioResult) -> Vec<Chart> {
+    if !has_charts(s) {
+        return Vec::new();
+    }
     vec![throughput_chart(s), ttft_chart(s), tpot_chart(s), tradeoff_chart(s)]
+}
+
+/// Whether some level of `s` can be drawn against load (a finite concurrency or rate).
+pub fn has_charts(s: &ScenarioResult) -> bool {
+    drawn(s).next().is_some()
 }
 
 /// Write every chart of a scenario as `DIR/<name>.png` and `.svg`.
 pub fn write_charts(dir: &Path, s: &ScenarioResult) -> Result<Vec<PathBuf>, SweepError> {
+    if !has_charts(s) {
+        return Ok(Vec::new());
+    }
     std::fs::create_dir_all(dir)
         .map_err(|e| SweepError::Write { path: dir.to_path_buf(), message: e.to_string() })?;
     let mut out = Vec::new();

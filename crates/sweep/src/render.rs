@@ -235,10 +235,14 @@ pub fn summary_markdown(r: &SweepResult, cols: &[Column]) -> String {
             }
         }
         let stem = servelab_outputs::file_safe(&s.name);
-        out.push_str(&format!(
-            "\n![throughput](charts/{stem}-throughput.svg) ![TTFT](charts/{stem}-ttft.svg)\n\
-             ![TPOT](charts/{stem}-tpot.svg) ![trade-off](charts/{stem}-tradeoff.svg)\n\n"
-        ));
+        if crate::charts::has_charts(s) {
+            out.push_str(&format!(
+                "\n![throughput](charts/{stem}-throughput.svg) ![TTFT](charts/{stem}-ttft.svg)\n\
+                 ![TPOT](charts/{stem}-tpot.svg) ![trade-off](charts/{stem}-tradeoff.svg)\n\n"
+            ));
+        } else {
+            out.push('\n');
+        }
     }
     // The sweep's own warnings, then each point's (a client that fell behind, a server that
     // failed requests): a table row is only as good as the run behind it.

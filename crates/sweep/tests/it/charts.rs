@@ -101,3 +101,17 @@ fn writes_png_and_svg_per_chart() {
     assert_eq!(files.len(), 8);
     assert!(files.iter().all(|f| f.is_file()));
 }
+
+/// Issue 25: a scenario whose every level is all at once (a scripted suite's case) has no
+/// load axis to draw on: no charts are written, rather than four saying "no data".
+#[test]
+fn an_all_at_once_scenario_has_no_charts() {
+    let mut s = scenario();
+    s.points.truncate(1);
+    s.points[0].load = servelab_load::Level::Rate(f64::INFINITY);
+    assert!(scenario_charts(&s).is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    assert!(write_charts(&dir.path().join("charts"), &s).unwrap().is_empty());
+    assert!(!dir.path().join("charts").exists());
+    assert_eq!(scenario_charts(&scenario()).len(), 4);
+}
