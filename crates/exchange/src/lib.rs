@@ -13,7 +13,8 @@
 //! | a shard **ends** | `STEM-shard-K-of-N.end`: the instant, or why it failed | every shard ([`Exchange::end`], [`Exchange::wait_for_ends`]) |
 //! | a part is **stopped** | — | a shard whose peer failed ([`Exchange::peer_failure`], [`cancellable`]) |
 //!
-//! Every wait is bounded and ends at once on Ctrl-C (the interrupt every caller passes).
+//! Every wait for the others is bounded and ends at once on Ctrl-C (the interrupt every caller
+//! passes); [`Exchange::peer_failure`] only races a part that is still running.
 //! [`ShardedRuns`] is the [`servelab_plan::Runner`] built on them: each run one sharded run of
 //! all N shards, merged exactly on every shard, as the sharded sweep and the sharded lab use it.
 //! A sharded `bench` exchanges nothing while it runs: its parts are its result files, written
