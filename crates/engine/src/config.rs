@@ -380,6 +380,18 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
             sched.insert("max_num_batched_tokens".into(), Value::from(len.max(2048)));
         }
     }
+    if matches!(family, EngineFamily::VllmV1 | EngineFamily::Dynamo) {
+        // vLLM's API server sizes its defaults by the GPU (`EngineArgs`' batch defaults): 1,024
+        // sequences and 8,192 tokens on a GPU of 70 GiB or more that is not an A100, 256 and
+        // 2,048 on the others.
+        let gpu = m.get("gpu").and_then(Value::as_str).and_then(|g| GpuSpec::preset(g).ok());
+        if let Some(g) = gpu {
+            let (seqs, tokens) =
+                if g.mem_gb >= 70.0 && g.name != "a100" { (1024, 8192) } else { (256, 2048) };
+            sched.insert("max_num_seqs".into(), Value::from(seqs));
+            sched.insert("max_num_batched_tokens".into(), Value::from(tokens));
+        }
+    }
     let mut calib = mapping_of(&family.calibration_defaults())?;
     for (key, defaults) in [("scheduler", &mut sched), ("calibration", &mut calib)] {
         match m.get(key) {
@@ -755,10 +767,12 @@ scheduler:
     /// twice the tokens of counting every layer in full.
     #[test]
     fn sliding_window_layers_hold_only_the_window() {
-        let cfg = EngineFile::parse("model: gpt-oss-120b\ngpu: b200\ntp: 2\n")
-            .unwrap()
-            .build(None)
-            .unwrap();
+        let cfg = EngineFile::parse(
+            "model: gpt-oss-120b\ngpu: b200\ntp: 2\nscheduler: {max_num_seqs: 256}\n",
+        )
+        .unwrap()
+        .build(None)
+        .unwrap();
         let w = cfg.worker(2);
         assert_eq!(
             (w.model.layers, w.model.sliding_layers, w.model.sliding_window),
