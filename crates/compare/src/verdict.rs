@@ -11,6 +11,7 @@
 //! | V3L | best balance for a large model | when V3 named no large model: the large model with the lowest rank sum of all large ones (2+ in the scenario), if no rule above judged it and it is not latency-bound (V4) |
 //! | V4 | latency-bound: TTFT explodes with concurrency | a model left whose mean TTFT grows 10x or more and is 3x the median of the other models' at the heaviest level |
 //! | V5 | its figures | any other model |
+//! | P | a prediction: its figures, judged apart | a predicted deployment beside measured ones |
 //! | W1 | variant comparison | each model beside the first one of the same model: the same `model=` tag, else the same label without its quantization words (`big-70b-awq`, `big-70b-fp8`) |
 //!
 //! A model's size (billions of parameters) is its `params=` tag, else the first size word of
@@ -240,7 +241,36 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 
 /// The verdicts of one scenario; `None` when no model has a level with its throughput. The
 /// rules judge in order, each model once: V1, V2, V3, V3L, then V4 or V5 for the rest.
+///
+/// Predictions beside measurements (`predict` next to `sweep`) are judged apart (rule P): the
+/// rules rank the measured deployments only, and each prediction gets its figures under a
+/// headline saying it is one, so a prediction is never the "champion" or the "best balance"
+/// of the deployment it predicts.
 pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<ScenarioVerdicts> {
+    let predicted = |e: &&Entry| e.name.ends_with(crate::sources::PREDICTED);
+    if v.entries.iter().any(|e| predicted(&e)) && !v.entries.iter().all(|e| predicted(&e)) {
+        let only = |keep: bool| ScenarioView {
+            workload: v.workload.clone(),
+            rows: v.rows.clone(),
+            entries: v.entries.iter().filter(|e| predicted(e) == keep).cloned().collect(),
+        };
+        let mut out = scenario_verdicts(&only(false), o)?;
+        let apart = only(true);
+        if let Some(s) = Scene::new(&apart, o) {
+            out.models.extend((0..s.n).map(|i| {
+                let r = s.rest_verdict(i);
+                ModelVerdict {
+                    rule: "P",
+                    headline: format!(
+                        "{} is a prediction, not judged against the measured deployments:",
+                        r.model
+                    ),
+                    ..r
+                }
+            }));
+        }
+        return Some(out);
+    }
     let s = Scene::new(v, o)?;
     let mut judged: Vec<Option<ModelVerdict>> = vec![None; s.n];
     let champ = s.champion();

@@ -132,6 +132,32 @@ fn per_model_verdicts_carry_their_figures() {
     assert!(s.variants[0].text.starts_with("At 1 concurrent: mean TPOT 16.00 → 12.00 ms (-25.0%), mean TTFT 80.00 → 60.00 ms (-25.0%)"), "{}", s.variants[0].text);
 }
 
+/// Issue 25: a prediction beside the measured deployments is judged apart: it is never the
+/// champion or the best balance of the deployment it predicts (here it beats every measured
+/// figure), and its line says it is a prediction.
+#[test]
+fn a_prediction_is_judged_apart_from_the_measurements() {
+    let mut runs = sweeps();
+    for c in [1u64, 2, 4] {
+        let cf = c as f64;
+        let f = [300.0 * cf, 20.0, 5.0];
+        let r = run("qwen-tp4 [500x100] (predicted)", "random(500:100)", 10 * c, Some(c), f);
+        runs.push(tagged(r, &[(SCENARIO_TAG, "500x100")]));
+    }
+    let v = verdicts(&scenario_views(&runs), &CompareOptions::default());
+    let s =
+        v.iter().find(|s| s.models.iter().any(|m| m.rule == "P")).expect("the 500x100 scenario");
+    let rules: Vec<(&str, &str)> = s.models.iter().map(|m| (m.model.as_str(), m.rule)).collect();
+    assert_eq!(rules, [("qwen-tp4", "V5"), ("qwen-3p1d", "V1"), ("qwen-tp4 (predicted)", "P")]);
+    let p = &s.models[2];
+    assert_eq!(
+        p.headline,
+        "qwen-tp4 (predicted) is a prediction, not judged against the measured deployments:"
+    );
+    assert!(p.text.contains("1,200.00 tok/s at 4 concurrent"), "{}", p.text);
+    assert!(!p.text.contains("rank"), "no rank among the measured: {}", p.text);
+}
+
 #[test]
 fn verdicts_markdown_snapshot() {
     let r = build("Four models at rate inf", models(), &CompareOptions::default());
