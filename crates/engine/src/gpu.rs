@@ -82,6 +82,19 @@ fn preset_table() -> Vec<GpuSpec> {
             link(450.0, NVLINK_HOP_US),
             link(50.0, RDMA_US),
         ),
+        // H100 NVL datasheet: BF16 835 / FP8 1,671 TFLOPS dense (half the sparse figures), at
+        // 350–400 W; HBM3 3.9 TB/s, 94 GB; PCIe cards joined in pairs by an NVLink bridge of
+        // 600 GB/s total; 400 Gb/s NIC assumed.
+        g(
+            "h100-nvl",
+            835.0,
+            Some(1671.0),
+            None,
+            3900.0,
+            94.0,
+            link(300.0, NVLINK_HOP_US),
+            link(50.0, RDMA_US),
+        ),
         // H200 SXM datasheet: same tensor cores as H100; HBM3e 4.8 TB/s, 141 GB.
         g(
             "h200",
@@ -144,7 +157,7 @@ fn preset_table() -> Vec<GpuSpec> {
     ]
     .into_iter()
     .map(|mut g| {
-        g.intra_switched = !matches!(g.name.as_str(), "l40s" | "gb10");
+        g.intra_switched = !matches!(g.name.as_str(), "l40s" | "gb10" | "h100-nvl");
         g
     })
     .collect()
@@ -156,7 +169,7 @@ pub fn gpu_preset_names() -> Vec<String> {
 }
 
 impl GpuSpec {
-    /// A preset by name (`a100`, `h100`, `h200`, `h20`, `l40s`, `b200`, `gb10`).
+    /// A preset by name (`a100`, `h100`, `h100-nvl`, `h200`, `h20`, `l40s`, `b200`, `gb10`).
     pub fn preset(name: &str) -> Result<Self> {
         let key = name.trim().to_ascii_lowercase();
         preset_table().into_iter().find(|g| g.name == key).ok_or_else(|| {
@@ -201,7 +214,7 @@ mod tests {
 
     #[test]
     fn presets_and_fallbacks() {
-        assert_eq!(gpu_preset_names().len(), 7);
+        assert_eq!(gpu_preset_names().len(), 8);
         let a100 = GpuSpec::preset("A100").unwrap();
         assert_eq!(a100.flops(ComputeClass::Eight), 312e12);
         let h20 = GpuSpec::preset("h20").unwrap();
