@@ -135,7 +135,9 @@ impl SweepPlan {
             let own = scenario_dataset(sc, self.dataset_path.as_ref())?;
             let from_file =
                 sc.dataset.is_file() || (own.is_none() && reads_file(&self.base.workload.dataset));
-            if from_file && self.fresh_prompts {
+            // One level sends its prompts once: nothing for a later point to repeat.
+            let levels = sc.loads.as_ref().map_or(self.loads.len(), Vec::len);
+            if from_file && self.fresh_prompts && levels > 1 {
                 warnings.push(Warning::PromptsRepeat { scenario: sc.name.clone() });
             }
         }

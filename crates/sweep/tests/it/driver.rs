@@ -210,3 +210,28 @@ async fn a_points_warnings_go_with_its_block_and_into_the_summary() {
         "{md}"
     );
 }
+
+/// Issue 25: a scenario read from a file is warned about repeating prompts across its levels
+/// only when it has more than one (a scripted suite's ShareGPT case sends its prompts once).
+#[test]
+fn a_file_scenario_of_one_level_repeats_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = plan(dir.path(), None);
+    p.dataset_path = Some("sharegpt.json".into());
+    let suite = |levels: &str| {
+        servelab_sweep::suite::parse_suite(&format!(
+            "scenarios:\n  - name: chat\n    dataset: {{kind: sharegpt}}\n    request_rate: [{levels}]\n"
+        ))
+        .unwrap()
+    };
+    p.scenarios = suite("inf");
+    assert!(p.check().unwrap().is_empty());
+    p.scenarios = suite("1, 2");
+    let w = p.check().unwrap();
+    assert_eq!(w.len(), 1);
+    assert!(
+        w[0].to_string().starts_with("scenario 'chat' draws its prompts from a file"),
+        "{}",
+        w[0]
+    );
+}
