@@ -157,6 +157,7 @@ fn run_config(plan: &Plan, p: &Prepared) -> RunConfig {
         drain_timeout: limits.drain_timeout,
         preconnect: preconnect_count(p.share.units_here(), cap, &plan.load.arrivals()),
         baseline: None,
+        reasoning_parser: plan.request.reasoning_parser,
     }
 }
 

@@ -1033,6 +1033,7 @@ async fn send(at: &Target, opts: &BodyOptions, prompt: &PromptBody, timeout: Dur
         drain_timeout: Duration::ZERO,
         preconnect: 1,
         baseline: None,
+        reasoning_parser: crate::ReasoningParser::Auto,
     };
     let progress = Arc::new(Progress::default());
     let (tx, mut rx) = mpsc::unbounded_channel();

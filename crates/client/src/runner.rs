@@ -68,6 +68,8 @@ pub struct RunConfig {
     pub preconnect: usize,
     /// Taken after warm-ups, before the measured phase starts (see [`Baseline`]).
     pub baseline: Option<Arc<Baseline>>,
+    /// How each response's reasoning is told from its answer (`--reasoning-parser`).
+    pub reasoning_parser: crate::ReasoningParser,
 }
 
 /// Why issuing stopped.
@@ -214,6 +216,7 @@ async fn phase(
         progress: progress.clone(),
         sink: sink.clone(),
         abort: abort_rx,
+        reasoning: cfg.reasoning_parser,
     });
     let issue = Arc::new(Issue {
         ctx: ctx.clone(),

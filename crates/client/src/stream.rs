@@ -11,6 +11,7 @@ use servelab_records::{Chunk, FailureKind, Outcome, RequestRecord, Usage, UsageA
 
 use crate::decode::BodyDecoder;
 use crate::openai::{parse_event, EventError};
+use crate::reasoning::ReasoningParser;
 use crate::sse::{SseData, SseParser};
 
 /// A failure outcome. Messages may quote the server (an error body, an in-stream error), so
@@ -27,6 +28,8 @@ pub struct StreamReader {
     state: StreamState,
     /// Set when the body was not declared `text/event-stream`: its start, to name it.
     not_sse: Option<NotSse>,
+    /// How reasoning is told from the answer, once the response has ended.
+    reasoning: ReasoningParser,
 }
 
 /// Where the stream stands after a read.
@@ -62,7 +65,14 @@ impl StreamReader {
             events: Vec::new(),
             state: StreamState::default(),
             not_sse,
+            reasoning: ReasoningParser::Auto,
         })
+    }
+
+    /// Tell reasoning from the answer with `parser` (by default [`ReasoningParser::Auto`]).
+    pub fn with_reasoning_parser(mut self, parser: ReasoningParser) -> StreamReader {
+        self.reasoning = parser;
+        self
     }
 
     /// Bytes of one body frame, read at `t` (ns since the run origin): decode, frame and
@@ -88,7 +98,7 @@ impl StreamReader {
             rec.stream.after_done |= more;
             return Ok(Progress::Done);
         }
-        let StreamReader { decoder, parser, events, state, not_sse } = self;
+        let StreamReader { decoder, parser, events, state, not_sse, .. } = self;
         decoder.feed(
             data,
             |plain| {
@@ -196,6 +206,7 @@ impl StreamReader {
                 ),
             );
         }
+        crate::reasoning::label(rec, self.reasoning);
         Outcome::Success
     }
 }

@@ -19,6 +19,7 @@ pub fn attribute_tokens(rec: &mut RequestRecord, tokenizer: &Tokenizer) {
     for (chunk, n) in rec.chunks.iter_mut().zip(counts) {
         chunk.tokens.get_or_insert(n);
     }
+    crate::reasoning::mixed_tokens(rec, &ends);
 }
 
 /// Given each chunk's byte length and the end offsets of the tokens of their concatenation,

@@ -55,6 +55,8 @@ pub(crate) struct Ctx {
     pub(crate) sink: mpsc::UnboundedSender<RequestRecord>,
     /// Flips to true when in-flight requests must stop now.
     pub(crate) abort: watch::Receiver<bool>,
+    /// How each response's reasoning is told from its answer.
+    pub(crate) reasoning: crate::ReasoningParser,
 }
 
 impl Ctx {
@@ -162,7 +164,10 @@ async fn exchange(ctx: &Ctx, body: Bytes, rec: &mut RequestRecord, limits: &Limi
         return refused(ctx, conn, body, status, location).await;
     }
     match StreamReader::new(status.as_u16(), resp_type, encoding.as_deref()) {
-        Ok(reader) => read_stream(ctx, conn, body, reader, rec, limits).await,
+        Ok(reader) => {
+            let reader = reader.with_reasoning_parser(ctx.reasoning);
+            read_stream(ctx, conn, body, reader, rec, limits).await
+        }
         Err(outcome) => outcome,
     }
 }

@@ -298,6 +298,7 @@ impl Collector {
             truth: None,
             sessions: crate::sessions::summarize(&rows, pct),
             replay: None,
+            reasoning: crate::reasoning::summarize(&all, pct),
             warnings,
             requests: rows,
         };

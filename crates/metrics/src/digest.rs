@@ -440,6 +440,8 @@ impl ShardDigest {
             truth: None,
             sessions: self.sessions.as_ref().map(|s| s.summary(&pct)),
             replay: None,
+            // The digest keeps no per-request phases (a run past --keep-records).
+            reasoning: None,
             failures: self.failures.clone(),
             warnings,
             requests: Vec::new(),

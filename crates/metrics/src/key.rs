@@ -43,6 +43,18 @@ pub enum Metric {
     Itl,
     /// End-to-end latency (ms).
     E2el,
+    /// Reasoning models: time to the first reasoning token (ms).
+    Ttfr,
+    /// Reasoning models: time to the first answer token (ms).
+    Ttfa,
+    /// Reasoning models: TPOT of the reasoning phase (ms).
+    ReasoningTpot,
+    /// Reasoning models: TPOT of the answer phase (ms).
+    AnswerTpot,
+    /// Reasoning models: mean reasoning tokens per request with reasoning.
+    ReasoningTokens,
+    /// Reasoning models: mean answer tokens per request with reasoning.
+    AnswerTokens,
 }
 
 /// A statistic of a latency distribution.
@@ -84,12 +96,41 @@ impl Metric {
             Metric::Tpot => "tpot",
             Metric::Itl => "itl",
             Metric::E2el => "e2el",
+            Metric::Ttfr => "ttfr",
+            Metric::Ttfa => "ttfa",
+            Metric::ReasoningTpot => "reasoning_tpot",
+            Metric::AnswerTpot => "answer_tpot",
+            Metric::ReasoningTokens => "reasoning_tokens",
+            Metric::AnswerTokens => "answer_tokens",
         }
     }
 
     /// True for the latency distributions (which take a [`Stat`]).
     pub fn is_latency(self) -> bool {
-        matches!(self, Metric::Ttft | Metric::Tpot | Metric::Itl | Metric::E2el)
+        matches!(
+            self,
+            Metric::Ttft
+                | Metric::Tpot
+                | Metric::Itl
+                | Metric::E2el
+                | Metric::Ttfr
+                | Metric::Ttfa
+                | Metric::ReasoningTpot
+                | Metric::AnswerTpot
+        )
+    }
+
+    /// True for the reasoning models' figures, which a run has only when it had reasoning.
+    pub fn is_reasoning(self) -> bool {
+        matches!(
+            self,
+            Metric::Ttfr
+                | Metric::Ttfa
+                | Metric::ReasoningTpot
+                | Metric::AnswerTpot
+                | Metric::ReasoningTokens
+                | Metric::AnswerTokens
+        )
     }
 
     /// The distribution of a latency metric in a summary.
@@ -99,6 +140,10 @@ impl Metric {
             Metric::Tpot => Some(&s.tpot_ms),
             Metric::Itl => Some(&s.itl_ms),
             Metric::E2el => Some(&s.e2el_ms),
+            Metric::Ttfr => s.reasoning.as_ref().map(|r| &r.ttfr_ms),
+            Metric::Ttfa => s.reasoning.as_ref().map(|r| &r.ttfa_ms),
+            Metric::ReasoningTpot => s.reasoning.as_ref().map(|r| &r.reasoning_tpot_ms),
+            Metric::AnswerTpot => s.reasoning.as_ref().map(|r| &r.answer_tpot_ms),
             _ => None,
         }
     }
@@ -109,6 +154,12 @@ impl Metric {
             Metric::Ttft => "TTFT",
             Metric::Tpot => "TPOT",
             Metric::Itl => "ITL",
+            Metric::Ttfr => "TTFT-Reasoning",
+            Metric::Ttfa => "TTFA",
+            Metric::ReasoningTpot => "Reasoning TPOT",
+            Metric::AnswerTpot => "Answer TPOT",
+            Metric::ReasoningTokens => "Reasoning Tokens",
+            Metric::AnswerTokens => "Answer Tokens",
             _ => "E2E Latency",
         }
     }
@@ -131,6 +182,12 @@ impl Metric {
             "tpot" => Metric::Tpot,
             "itl" => Metric::Itl,
             "e2el" | "e2e" => Metric::E2el,
+            "ttfr" => Metric::Ttfr,
+            "ttfa" => Metric::Ttfa,
+            "reasoning_tpot" => Metric::ReasoningTpot,
+            "answer_tpot" => Metric::AnswerTpot,
+            "reasoning_tokens" => Metric::ReasoningTokens,
+            "answer_tokens" => Metric::AnswerTokens,
             _ => return None,
         })
     }
@@ -226,7 +283,7 @@ impl MetricKey {
         if let Some(metric) = Metric::from_name(s) {
             return Some(MetricKey::of(metric));
         }
-        let (m, st) = s.split_once('_')?;
+        let (m, st) = s.rsplit_once('_')?;
         let metric = Metric::from_name(m).filter(|m| m.is_latency())?;
         Some(MetricKey::stat(metric, Stat::parse(st)?))
     }
@@ -251,6 +308,10 @@ impl MetricKey {
         if let Some(d) = self.metric.distribution(s) {
             return self.stat?.of(d);
         }
+        if self.metric.is_latency() {
+            // A reasoning latency of a run without reasoning.
+            return None;
+        }
         let total = s.completed + s.failed;
         Some(match self.metric {
             Metric::RequestThroughput => s.request_throughput,
@@ -263,6 +324,8 @@ impl MetricKey {
             Metric::Completed => s.completed as f64,
             Metric::Failed => s.failed as f64,
             Metric::SuccessRate if total > 0 => s.completed as f64 / total as f64 * 100.0,
+            Metric::ReasoningTokens => s.reasoning.as_ref()?.reasoning_tokens.mean,
+            Metric::AnswerTokens => s.reasoning.as_ref()?.answer_tokens.mean,
             _ => return None,
         })
     }
@@ -300,6 +363,7 @@ impl MetricKey {
             | Metric::TotalTokenThroughput
             | Metric::PeakOutputThroughput => "tok/s",
             Metric::SuccessRate => "%",
+            Metric::ReasoningTokens | Metric::AnswerTokens => "tok",
             _ => "",
         }
     }
@@ -322,6 +386,12 @@ impl MetricKey {
             Metric::Tpot => "TPOT",
             Metric::Itl => "ITL",
             Metric::E2el => "E2E latency",
+            Metric::Ttfr => "TTFT-reasoning",
+            Metric::Ttfa => "TTFA",
+            Metric::ReasoningTpot => "Reasoning TPOT",
+            Metric::AnswerTpot => "Answer TPOT",
+            Metric::ReasoningTokens => "Reasoning tokens mean",
+            Metric::AnswerTokens => "Answer tokens mean",
         };
         let stat = self.stat.map(|s| format!(" {}", s.name())).unwrap_or_default();
         match self.unit() {
@@ -347,6 +417,8 @@ impl MetricKey {
             Metric::Completed => "Completed".into(),
             Metric::Failed => "Failed".into(),
             Metric::SuccessRate => "Success Rate (%)".into(),
+            Metric::ReasoningTokens => "Mean Reasoning Tokens".into(),
+            Metric::AnswerTokens => "Mean Answer Tokens".into(),
             m => m.title().into(),
         }
     }
@@ -401,6 +473,18 @@ pub const HEADLINE: [MetricKey; 12] = [
     MetricKey::of(Metric::SuccessRate),
 ];
 
+/// The reasoning models' figures a comparison shows after [`HEADLINE`] when a run had
+/// reasoning: time to the first answer token first, as users judge reasoning models by it.
+pub const REASONING_KEYS: [MetricKey; 7] = [
+    MetricKey::stat(Metric::Ttfa, Stat::Mean),
+    MetricKey::stat(Metric::Ttfa, Stat::P(99.0)),
+    MetricKey::stat(Metric::Ttfr, Stat::Mean),
+    MetricKey::stat(Metric::ReasoningTpot, Stat::Mean),
+    MetricKey::stat(Metric::AnswerTpot, Stat::Mean),
+    MetricKey::of(Metric::ReasoningTokens),
+    MetricKey::of(Metric::AnswerTokens),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,6 +513,11 @@ mod tests {
         assert_eq!(k("ttft_p101"), None);
         assert_eq!(k("output_throughput_p99"), None);
         assert_eq!(k("foo_p99"), None);
+        assert_eq!(k("reasoning_tpot_p99").as_deref(), Some("reasoning_tpot_p99"));
+        assert_eq!(k("ttfa").as_deref(), Some("ttfa"));
+        assert_eq!(k("ttfa_mean").as_deref(), Some("ttfa_mean"));
+        assert_eq!(k("answer_tokens").as_deref(), Some("answer_tokens"));
+        assert_eq!(k("answer_tokens_p99"), None);
         assert!("ttft_p999".parse::<MetricKey>().unwrap_err().contains("unknown metric"));
     }
 

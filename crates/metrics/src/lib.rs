@@ -23,6 +23,7 @@ pub mod engine;
 pub mod fold;
 mod key;
 pub mod merge;
+pub mod reasoning;
 pub mod replay;
 pub mod request;
 mod server;
@@ -40,9 +41,11 @@ use servelab_records::{RequestRecord, RunInfo};
 
 pub use collect::{Collector, MAX_MESSAGES, MAX_MESSAGE_CHARS};
 pub use engine::EngineMetrics;
-pub use key::{pct_word, Metric, MetricKey, Stat, HEADLINE};
+pub use key::{pct_word, Metric, MetricKey, Stat, HEADLINE, REASONING_KEYS};
+pub use reasoning::{PhaseRow, ReasoningSummary};
 pub use replay::{ReplaySummary, TraceRows};
 pub use request::RequestRow;
+pub use servelab_records::ReasoningParser;
 pub use server::ServerSplit;
 pub use sessions::{SessionSummary, TurnStats};
 pub use slo::{Slo, SloCheck, SloSpec, SloTerm};
@@ -84,7 +87,7 @@ pub enum ConfigError {
     /// A goodput objective that is negative, NaN or infinite.
     #[error("goodput SLO {name}:{value} must be a finite number of milliseconds >= 0")]
     Slo {
-        /// The metric it bounds: `ttft`, `tpot` or `e2el`.
+        /// The metric it bounds: `ttft`, `tpot`, `e2el`, `ttfa`, ...
         name: &'static str,
         /// The rejected bound, ms.
         value: f64,
@@ -101,7 +104,7 @@ impl MetricsConfig {
             return Err(ConfigError::Percentile(*p));
         }
         if let Some(slo) = &self.goodput {
-            for (name, v) in [("ttft", slo.ttft_ms), ("tpot", slo.tpot_ms), ("e2el", slo.e2el_ms)] {
+            for (name, v) in slo.terms() {
                 if let Some(value) = v.filter(|v| !(v.is_finite() && *v >= 0.0)) {
                     return Err(ConfigError::Slo { name, value });
                 }

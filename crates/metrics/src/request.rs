@@ -64,6 +64,9 @@ pub struct RequestRow {
     /// Multi-turn runs: the session (in start order) and the turn (0-based) this request was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionTurn>,
+    /// Reasoning models: the reasoning and answer phases, when the response had reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<crate::reasoning::PhaseRow>,
 }
 
 impl RequestRow {
@@ -193,6 +196,7 @@ pub fn row(r: &RequestRecord) -> RequestRow {
         outcome,
         error,
         session: r.session,
+        reasoning: crate::reasoning::phases(r),
     }
 }
 

@@ -237,6 +237,7 @@ mod tests {
             end_ms: Some(end),
             ttft_ms: ok.then_some(ttft),
             ttfc_ms: None,
+            reasoning: None,
             tpot_ms: None,
             e2el_ms: Some(end - intended),
             schedule_lag_ms: 0.0,

@@ -19,6 +19,20 @@ pub struct Slo {
     pub tpot_ms: Option<f64>,
     /// End-to-end latency.
     pub e2el_ms: Option<f64>,
+    /// Reasoning models: time to the first answer token (a response without reasoning: its
+    /// TTFT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfa_ms: Option<f64>,
+    /// Reasoning models: TPOT of the answer phase (without reasoning: the TPOT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_tpot_ms: Option<f64>,
+    /// Reasoning models: time to the first reasoning token (met by a response without
+    /// reasoning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfr_ms: Option<f64>,
+    /// Reasoning models: TPOT of the reasoning phase (met by a response without reasoning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tpot_ms: Option<f64>,
 }
 
 impl Slo {
@@ -30,9 +44,37 @@ impl Slo {
             None => true,
             Some(l) => v.is_some_and(|v| v <= l),
         };
+        // The answer phase of a response without reasoning is the whole response; a phase
+        // of fewer than 2 tokens has TPOT 0, as the whole response's does.
+        let (ttfa, answer_tpot, ttfr, reasoning_tpot) = match &r.reasoning {
+            Some(p) => (
+                p.ttfa_ms,
+                p.answer_tpot_ms.unwrap_or(0.0),
+                p.ttfr_ms,
+                p.reasoning_tpot_ms.unwrap_or(0.0),
+            ),
+            None => (r.ttft_ms, r.tpot_ms.unwrap_or(0.0), Some(0.0), 0.0),
+        };
         within(self.ttft_ms, r.ttft_ms)
             && within(self.tpot_ms, Some(r.tpot_ms.unwrap_or(0.0)))
             && within(self.e2el_ms, r.e2el_ms)
+            && within(self.ttfa_ms, ttfa)
+            && within(self.answer_tpot_ms, Some(answer_tpot))
+            && within(self.ttfr_ms, ttfr)
+            && within(self.reasoning_tpot_ms, Some(reasoning_tpot))
+    }
+
+    /// Every objective with its name, for checks and messages.
+    pub fn terms(&self) -> [(&'static str, Option<f64>); 7] {
+        [
+            ("ttft", self.ttft_ms),
+            ("tpot", self.tpot_ms),
+            ("e2el", self.e2el_ms),
+            ("ttfa", self.ttfa_ms),
+            ("answer_tpot", self.answer_tpot_ms),
+            ("ttfr", self.ttfr_ms),
+            ("reasoning_tpot", self.reasoning_tpot_ms),
+        ]
     }
 
     /// `--goodput ttft:500 tpot:50 e2el:10000`; `None` for no terms. Errors start with the
@@ -48,9 +90,18 @@ impl Slo {
                 Some(MetricKey { metric: Metric::Ttft, stat: None }) => &mut slo.ttft_ms,
                 Some(MetricKey { metric: Metric::Tpot, stat: None }) => &mut slo.tpot_ms,
                 Some(MetricKey { metric: Metric::E2el, stat: None }) => &mut slo.e2el_ms,
+                Some(MetricKey { metric: Metric::Ttfa, stat: None }) => &mut slo.ttfa_ms,
+                Some(MetricKey { metric: Metric::AnswerTpot, stat: None }) => {
+                    &mut slo.answer_tpot_ms
+                }
+                Some(MetricKey { metric: Metric::Ttfr, stat: None }) => &mut slo.ttfr_ms,
+                Some(MetricKey { metric: Metric::ReasoningTpot, stat: None }) => {
+                    &mut slo.reasoning_tpot_ms
+                }
                 _ => {
                     return Err(format!(
-                        "--goodput: unknown metric '{text}': use ttft, tpot or e2el"
+                        "--goodput: unknown metric '{text}': use ttft, tpot, e2el, or for \
+                         reasoning models ttfa, answer_tpot, ttfr, reasoning_tpot"
                     ))
                 }
             };
@@ -166,12 +217,49 @@ mod tests {
     use crate::key::Stat;
 
     #[test]
+    fn answer_objectives_bound_the_answer_phase_or_the_whole_response_without_reasoning() {
+        use crate::reasoning::PhaseRow;
+        let slo = Slo::parse(&["ttfa:2000,answer_tpot:20".into()]).unwrap().unwrap();
+        assert_eq!((slo.ttfa_ms, slo.answer_tpot_ms), (Some(2000.0), Some(20.0)));
+        let mut r = crate::request::row(&crate::request::tests::record(0, 0, 3000, vec![]));
+        r.ttft_ms = Some(100.0);
+        r.tpot_ms = Some(30.0);
+        // Without reasoning, TTFA is the TTFT and the answer TPOT the TPOT (30 > 20).
+        assert!(!slo.met_by(&r));
+        r.tpot_ms = Some(20.0);
+        assert!(slo.met_by(&r));
+        let phases = |ttfa: f64, tpot: Option<f64>| PhaseRow {
+            ttfr_ms: Some(100.0),
+            ttfa_ms: Some(ttfa),
+            answer_tpot_ms: tpot,
+            ..PhaseRow::default()
+        };
+        r.reasoning = Some(phases(2000.0, Some(20.0)));
+        assert!(slo.met_by(&r));
+        r.reasoning = Some(phases(2000.5, Some(20.0)));
+        assert!(!slo.met_by(&r));
+        // One answer token: answer TPOT 0, met; no answer at all: TTFA missed.
+        r.reasoning = Some(phases(1500.0, None));
+        assert!(slo.met_by(&r));
+        r.reasoning = Some(PhaseRow { ttfa_ms: None, ..phases(0.0, None) });
+        assert!(!slo.met_by(&r));
+        // Reasoning objectives are met by a response without reasoning.
+        let slo = Slo::parse(&["ttfr:1,reasoning_tpot:1".into()]).unwrap().unwrap();
+        r.reasoning = None;
+        assert!(slo.met_by(&r));
+    }
+
+    #[test]
     fn goodput_syntax() {
         let slo = Slo::parse(&["ttft:500".into(), "tpot:50".into()]).unwrap().unwrap();
         assert_eq!((slo.ttft_ms, slo.tpot_ms, slo.e2el_ms), (Some(500.0), Some(50.0), None));
         assert_eq!(Slo::parse(&[]).unwrap(), None);
         let e = Slo::parse(&["itl:5".into()]).unwrap_err();
-        assert_eq!(e, "--goodput: unknown metric 'itl': use ttft, tpot or e2el");
+        assert_eq!(
+            e,
+            "--goodput: unknown metric 'itl': use ttft, tpot, e2el, or for reasoning models \
+             ttfa, answer_tpot, ttfr, reasoning_tpot"
+        );
         assert!(Slo::parse(&["ttft".into()]).is_err());
         assert!(Slo::parse(&["ttft:-1".into()]).is_err());
         assert!(Slo::parse(&["ttft_p99:5".into()]).is_err());

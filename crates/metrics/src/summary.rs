@@ -107,6 +107,10 @@ pub struct Summary {
     /// Trace replays: the trace's rows and how far behind its instants the sends were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<crate::replay::ReplaySummary>,
+    /// Reasoning models: each phase's times, counts and TPOT, when some completed request had
+    /// reasoning; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<crate::reasoning::ReasoningSummary>,
 
     /// Failed requests by kind, in [`FailureKind::ALL`] order.
     pub failures: Vec<FailureGroup>,

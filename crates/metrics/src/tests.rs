@@ -46,7 +46,7 @@ fn records() -> Vec<RequestRecord> {
 fn summary_of_hand_made_records_has_exact_values() {
     let cfg = MetricsConfig {
         percentiles: vec![50.0, 99.0],
-        goodput: Some(Slo { ttft_ms: Some(250.0), tpot_ms: None, e2el_ms: None }),
+        goodput: Some(Slo { ttft_ms: Some(250.0), ..Slo::default() }),
         window_ns: DEFAULT_WINDOW_NS,
     };
     let s = summarize(&records(), &RunInfo::default(), &cfg);
@@ -176,7 +176,7 @@ fn config_validation_names_the_bad_value() {
     let cfg = MetricsConfig { percentiles: vec![50.0, 150.0], ..MetricsConfig::default() };
     assert_eq!(cfg.validate(), Err(ConfigError::Percentile(150.0)));
     assert!(cfg.validate().unwrap_err().to_string().contains("150"));
-    let slo = Slo { ttft_ms: None, tpot_ms: Some(-1.0), e2el_ms: None };
+    let slo = Slo { tpot_ms: Some(-1.0), ..Slo::default() };
     let cfg = MetricsConfig { goodput: Some(slo), ..MetricsConfig::default() };
     assert_eq!(cfg.validate(), Err(ConfigError::Slo { name: "tpot", value: -1.0 }));
     let cfg = MetricsConfig { window_ns: 0, ..MetricsConfig::default() };

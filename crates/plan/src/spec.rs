@@ -64,6 +64,8 @@ pub struct RequestSpec {
     /// Ask for usage in every chunk; `None`: on for the built-in simulator, off otherwise
     /// (servers may reject unknown fields).
     pub continuous_usage: Option<bool>,
+    /// How each response's reasoning is told from its answer (`--reasoning-parser`).
+    pub reasoning_parser: servelab_records::ReasoningParser,
 }
 
 impl RequestSpec {
@@ -81,6 +83,7 @@ impl RequestSpec {
             stream_usage: true,
             preflight: true,
             continuous_usage: None,
+            reasoning_parser: servelab_records::ReasoningParser::Auto,
         }
     }
 }

@@ -18,6 +18,7 @@
 
 pub mod isl_osl;
 pub mod published;
+pub mod reasoning;
 pub mod stats;
 pub mod time;
 
@@ -25,6 +26,7 @@ use std::collections::BTreeMap;
 
 pub use isl_osl::{IslOsl, NotIslOsl};
 pub use published::{PointSummary, PublishedColumn, PUBLISHED_COLUMNS};
+pub use reasoning::ReasoningParser;
 use serde::{Deserialize, Serialize};
 pub use servelab_load::{LoadSpec, Ramp, RampStrategy, Shard};
 
@@ -118,6 +120,31 @@ pub struct StreamNotes {
     /// all the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_output: Option<String>,
+    /// The reasoning came inside the content as `<think>…</think>` and the client parsed it
+    /// out: the chunks wholly inside it are labelled [`ChunkKind::Reasoning`], and the one
+    /// chunk holding both the reasoning's end and the answer's start, if any, is described
+    /// here (text is never changed or split, so every other figure stays as measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think: Option<ThinkTags>,
+}
+
+/// Where the answer began, in a response whose reasoning came as `<think>…</think>` inside
+/// the content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ThinkTags {
+    /// The chunk (index in the record's `chunks`) whose text ends the reasoning (`</think>`)
+    /// and begins the answer; `None` when no chunk held both (the tag ended a chunk, or no
+    /// answer came). That chunk stays [`ChunkKind::Content`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mixed_chunk: Option<u32>,
+    /// Bytes of that chunk's text that are reasoning (up to and including `</think>`).
+    #[serde(default)]
+    pub reasoning_bytes: u32,
+    /// Of that chunk's tokens, those of the reasoning: the tokens that end within its first
+    /// `reasoning_bytes` bytes when the output was retokenized, else the chunk's count shared
+    /// by bytes. `None` until the chunk's count is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
 }
 
 impl StreamNotes {

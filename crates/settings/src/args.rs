@@ -364,6 +364,10 @@ pub struct BenchArgs {
     /// chunk's token count comes from the server.
     #[arg(long, value_enum, default_value = "auto", help_heading = "Target")]
     pub continuous_usage: ContinuousUsage,
+    /// How reasoning is told from the answer: auto (the reasoning fields, else `<think>` at
+    /// the start of the content, per response), field, think-tags or none.
+    #[arg(long, default_value = "auto", help_heading = "Target")]
+    pub reasoning_parser: servelab_metrics::ReasoningParser,
     /// Which body field carries the output length: auto is `max_tokens` for completions and
     /// `max_completion_tokens` for chat; `servelab doctor` says which one a server honours.
     #[arg(long, value_enum, default_value = "auto", help_heading = "Target")]

@@ -126,6 +126,7 @@ fn plan(
             ContinuousUsage::On => Some(true),
             ContinuousUsage::Off => Some(false),
         },
+        reasoning_parser: a.reasoning_parser,
         ..RequestSpec::new(api)
     };
     let tags = a

@@ -43,6 +43,7 @@ pub fn config(target: Target, n: usize) -> RunConfig {
         drain_timeout: Duration::from_secs(1),
         preconnect: 1,
         baseline: None,
+        reasoning_parser: servelab_client::ReasoningParser::Auto,
     }
 }
 

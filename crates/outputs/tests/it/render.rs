@@ -68,7 +68,7 @@ fn fixture_records() -> Vec<RequestRecord> {
 
 /// Hand-made run: a warm-up, three completed requests (one with multi-token chunks, one with
 /// reasoning, one whose usage disagrees with its chunk counts) and two failures.
-fn fixture() -> Summary {
+pub(crate) fn fixture() -> Summary {
     let (records, cfg) = fixture_parts();
     summarize(&records, &info(), &cfg)
 }
@@ -112,7 +112,7 @@ fn fixture_parts() -> (Vec<RequestRecord>, MetricsConfig) {
         Outcome::Failure { kind: FailureKind::Timeout, message: "no byte for 0.7 s".into() };
     let cfg = MetricsConfig {
         percentiles: vec![50.0, 90.0, 99.0],
-        goodput: Some(Slo { ttft_ms: Some(250.0), tpot_ms: Some(300.0), e2el_ms: None }),
+        goodput: Some(Slo { ttft_ms: Some(250.0), tpot_ms: Some(300.0), ..Slo::default() }),
         window_ns: 1_000_000_000,
     };
     (vec![warm, a, b, c, d, e], cfg)

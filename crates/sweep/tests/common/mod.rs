@@ -85,6 +85,7 @@ pub fn summary(c: usize, n: usize) -> Summary {
         truth: None,
         sessions: None,
         replay: None,
+        reasoning: None,
         warnings: Default::default(),
         requests: vec![],
     }

@@ -1,0 +1,57 @@
+//! How a response's reasoning is told from its answer: the choice a run is made with (the
+//! client applies it; see `servelab_client::reasoning`).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// How a response's reasoning is told from its answer (`--reasoning-parser`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReasoningParser {
+    /// Per response: the reasoning fields when the server sends them, else `<think>…</think>`
+    /// when the content begins with `<think>` (after white space), else all content is answer.
+    #[default]
+    Auto,
+    /// Only the reasoning fields (`reasoning_content`, `reasoning`); content is all answer.
+    Field,
+    /// The reasoning fields, and `<think>…</think>` in the content wherever the content begins
+    /// with it; content before a `</think>` with no `<think>` is reasoning too (templates that
+    /// put the opening tag in the prompt, as DeepSeek-R1's does).
+    ThinkTags,
+    /// No reasoning: every output, the reasoning fields' included, is answer.
+    None,
+}
+
+impl ReasoningParser {
+    /// Every parser, as the flag spells them.
+    pub const ALL: [ReasoningParser; 4] = [
+        ReasoningParser::Auto,
+        ReasoningParser::Field,
+        ReasoningParser::ThinkTags,
+        ReasoningParser::None,
+    ];
+
+    /// The flag's spelling: `auto`, `field`, `think-tags`, `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningParser::Auto => "auto",
+            ReasoningParser::Field => "field",
+            ReasoningParser::ThinkTags => "think-tags",
+            ReasoningParser::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for ReasoningParser {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ReasoningParser {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ReasoningParser::ALL.into_iter().find(|p| p.as_str() == s).ok_or_else(|| {
+            format!("unknown reasoning parser '{s}' (expected auto, field, think-tags or none)")
+        })
+    }
+}
