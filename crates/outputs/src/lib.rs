@@ -17,10 +17,13 @@
 //! | [`render_jsonl_records`] | one JSON line per request |
 //! | [`render_csv`], [`render_csv_summary`] | one row per request; one row per run |
 //! | [`markdown_summary`], [`Table`] | Markdown reports; one table writer for all |
+//! | [`render_llmd_report`] | llm-d-benchmark's Benchmark Report v0.2 (`--format llmd-report`) |
+//! | [`render_aiperf_summary`], [`render_aiperf_records`] | AIPerf's `profile_export_aiperf.json` and `profile_export.jsonl` |
 
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+pub mod aiperf;
 #[cfg(feature = "browser-check")]
 pub mod browser;
 pub mod chart;
@@ -29,13 +32,17 @@ mod file;
 pub mod fmt;
 pub mod html;
 pub mod json;
+pub mod llmd;
 pub mod markdown;
+pub mod standard;
 pub mod term;
 mod text;
 
+pub use aiperf::{render_aiperf_records, render_aiperf_summary};
 pub use csv::{render_csv, render_csv_summary, REQUEST_COLUMNS};
 pub use file::file_safe;
 pub use json::{render_json, render_jsonl_records, result_value, vllm_date, SCHEMA_VERSION};
+pub use llmd::render_llmd_report;
 pub use markdown::{latency_table, markdown_summary, Align, Table};
 pub use servelab_metrics::Summary;
 pub use text::{
@@ -62,6 +69,12 @@ pub enum RunFormat {
     RequestsJsonl,
     /// SGLang's `bench_serving` summary block ([`sglang_block`]).
     Sglang,
+    /// llm-d-benchmark's Benchmark Report v0.2 ([`render_llmd_report`]).
+    LlmdReport,
+    /// AIPerf's summary JSON, `profile_export_aiperf.json` ([`render_aiperf_summary`]).
+    Aiperf,
+    /// AIPerf's per-request records, `profile_export.jsonl` ([`render_aiperf_records`]).
+    AiperfJsonl,
 }
 
 /// `s` (with its `records`, for the JSON's generated texts) in format `f`.
@@ -74,5 +87,8 @@ pub fn render_run(s: &Summary, records: &[RequestRecord], f: RunFormat) -> Strin
         RunFormat::RequestsCsv => render_csv(s),
         RunFormat::RequestsJsonl => render_jsonl_records(s),
         RunFormat::Sglang => sglang_block(s),
+        RunFormat::LlmdReport => render_llmd_report(s),
+        RunFormat::Aiperf => render_aiperf_summary(s),
+        RunFormat::AiperfJsonl => render_aiperf_records(s),
     }
 }

@@ -1,3 +1,4 @@
 //! The crate's integration tests, one binary (one link of the workspace) for all of them.
 
 mod render;
+mod standard;
