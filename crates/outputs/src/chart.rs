@@ -186,9 +186,10 @@ const NOTE_PLACES: [NotePlace; 10] = [
 
 /// Places the notes `notes` (pixel point, text) so that none sits on a plotted line, a marked
 /// point or another note where a free place exists, and none leaves the plot `area` (pixel
-/// `(x0, y0), (x1, y1)`): each takes the first of [`NOTE_PLACES`] whose text box covers the
-/// fewest samples of `lines` (pixel polylines) and overlaps no earlier note, preferring to
-/// stay inside the plot. Returns one place per note, in order.
+/// `(x0, y0), (x1, y1)`): each takes the first of ten places around its point (above right,
+/// above left, below right, below left, above, below, then the four corners farther out)
+/// whose text box covers the fewest samples of `lines` (pixel polylines) and overlaps no
+/// earlier note, preferring to stay inside the plot. Returns one place per note, in order.
 pub fn place_notes(
     lines: &[Vec<(i32, i32)>],
     notes: &[((i32, i32), String)],
