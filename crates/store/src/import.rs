@@ -7,6 +7,9 @@
 //! | `vllm bench serve --save-result` | one JSON object: `completed`, `request_throughput`, `mean_ttft_ms`, `p99_ttft_ms`, ... (JSON lines from `--append-result` too) |
 //! | SGLang `bench_serving --output-file` | JSON lines: `completed`, `mean_ttft_ms`, `mean_e2e_latency_ms`, `p99_itl_ms`, ... |
 //! | GuideLLM JSON report | `{"benchmarks": [{"metrics": {"time_to_first_token_ms": {"successful": {...}}, ...}}]}`, one run per benchmark |
+//! | llm-d Benchmark Report v0.2 (JSON or YAML; inference-perf's results in llm-d) | `{"version": "0.2", "run": {...}, "results": {"request_performance": {"aggregate": ...}}}` (`import_llmd`) |
+//! | AIPerf `profile_export_aiperf.json` | `{"request_throughput": {"unit": "requests/sec", "avg": ...}, "time_to_first_token": {"unit": "ms", ...}}` (`import_aiperf`) |
+//! | AIPerf `profile_export.jsonl` | one `{"metadata": {"request_start_ns": ...}, "metrics": {...}, "error": ...}` per request, one run of them all |
 
 use std::path::Path;
 
@@ -26,16 +29,23 @@ pub enum SourceTool {
     Guidellm,
     /// A servelab `--save-result` file (vLLM's keys plus a `servelab` object).
     Servelab,
+    /// An llm-d-benchmark Benchmark Report (v0.2), whatever load generator it names.
+    LlmdReport,
+    /// AIPerf's summary JSON or per-request JSON lines.
+    Aiperf,
 }
 
 impl SourceTool {
-    /// The name stored as the run's source: `vllm`, `sglang`, `guidellm` or `servelab-file`.
+    /// The name stored as the run's source: `vllm`, `sglang`, `guidellm`, `servelab-file`,
+    /// `llm-d-report` or `aiperf`.
     pub fn as_str(self) -> &'static str {
         match self {
             SourceTool::Vllm => "vllm",
             SourceTool::Sglang => "sglang",
             SourceTool::Guidellm => "guidellm",
             SourceTool::Servelab => "servelab-file",
+            SourceTool::LlmdReport => "llm-d-report",
+            SourceTool::Aiperf => "aiperf",
         }
     }
 }
@@ -72,7 +82,7 @@ pub enum ImportError {
         source: std::io::Error,
     },
     /// The text is not a result file of a known tool.
-    #[error("{path}: {message}; expected a vllm bench serve --save-result JSON, SGLang bench_serving JSONL or a GuideLLM JSON report")]
+    #[error("{path}: {message}; expected a vllm bench serve --save-result JSON, SGLang bench_serving JSONL, a GuideLLM JSON report, an llm-d Benchmark Report v0.2 or AIPerf's profile_export_aiperf.json / profile_export.jsonl")]
     Format {
         /// The file (or name) the text came from.
         path: String,
@@ -222,6 +232,15 @@ fn parse_runs(text: &str, name: &str) -> Result<Vec<ImportedRun>, ImportError> {
     let label = Path::new(name).file_stem().map(|s| s.to_string_lossy().into_owned());
     if let Ok(Value::Object(_)) = serde_json::from_str::<Value>(text) {
         let v: Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        if crate::import_llmd::is_report(&v) {
+            return Ok(vec![crate::import_llmd::import(v, label)]);
+        }
+        if crate::import_aiperf::is_summary(&v) {
+            return Ok(vec![crate::import_aiperf::summary(v, label)]);
+        }
+        if crate::import_aiperf::is_record(&v) {
+            return Ok(vec![crate::import_aiperf::records(vec![v], label)]);
+        }
         if let Some(benchmarks) = v.get("benchmarks").and_then(Value::as_array) {
             let runs: Vec<ImportedRun> =
                 benchmarks.iter().map(|b| guidellm(&v, b, label.clone())).collect();
@@ -232,13 +251,24 @@ fn parse_runs(text: &str, name: &str) -> Result<Vec<ImportedRun>, ImportError> {
         }
         return Ok(vec![one_object(v, label)]);
     }
+    if let Some(v) = crate::import_llmd::from_yaml(text) {
+        return Ok(vec![crate::import_llmd::import(v, label)]);
+    }
     let mut runs = Vec::new();
+    let mut aiperf = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         match serde_json::from_str::<Value>(line) {
+            Ok(v @ Value::Object(_)) if crate::import_aiperf::is_record(&v) => aiperf.push(v),
             Ok(v @ Value::Object(_)) => runs.push(one_object(v, label.clone())),
             Ok(_) => return Err(bad(format!("line {} is not a JSON object", i + 1))),
             Err(e) => return Err(bad(format!("line {}: {e}", i + 1))),
         }
+    }
+    if !aiperf.is_empty() {
+        if !runs.is_empty() {
+            return Err(bad("AIPerf records mixed with other result lines".into()));
+        }
+        return Ok(vec![crate::import_aiperf::records(aiperf, label)]);
     }
     if runs.is_empty() {
         return Err(bad("the file is empty".into()));
@@ -256,15 +286,15 @@ fn one_object(v: Value, label: Option<String>) -> ImportedRun {
     }
 }
 
-fn f(v: &Value, key: &str) -> Option<f64> {
+pub(crate) fn f(v: &Value, key: &str) -> Option<f64> {
     v.get(key).and_then(Value::as_f64)
 }
 
-fn u(v: &Value, key: &str) -> Option<u64> {
+pub(crate) fn u(v: &Value, key: &str) -> Option<u64> {
     v.get(key).and_then(|x| x.as_u64().or_else(|| x.as_f64().map(|f| f.max(0.0) as u64)))
 }
 
-fn s(v: &Value, key: &str) -> Option<String> {
+pub(crate) fn s(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
@@ -317,7 +347,7 @@ pub fn missing(h: &Headline) -> Vec<String> {
     out
 }
 
-fn finish(
+pub(crate) fn finish(
     source: SourceTool,
     label: Option<String>,
     info: RunInfo,
@@ -432,7 +462,7 @@ fn dist_p99(d: &Value) -> Option<f64> {
 }
 
 /// The first string found at any of these paths.
-fn first_str(v: &Value, paths: &[&[&str]]) -> Option<String> {
+pub(crate) fn first_str(v: &Value, paths: &[&[&str]]) -> Option<String> {
     paths.iter().find_map(|p| {
         let mut cur = v;
         for k in *p {
@@ -442,7 +472,7 @@ fn first_str(v: &Value, paths: &[&[&str]]) -> Option<String> {
     })
 }
 
-fn first_f64(v: &Value, paths: &[&[&str]]) -> Option<f64> {
+pub(crate) fn first_f64(v: &Value, paths: &[&[&str]]) -> Option<f64> {
     paths.iter().find_map(|p| {
         let mut cur = v;
         for k in *p {

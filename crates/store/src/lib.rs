@@ -9,13 +9,16 @@
 //! | [`model`] | the stored types: run rows, configuration, headline metrics, filters |
 //! | `store` | [`Store`]: open, begin/append/finish, list, show, delete |
 //! | `recorder` | [`Recorder`]: the bench's store writer that warns instead of failing |
-//! | `import` | vLLM, SGLang and GuideLLM result files → [`ImportedRun`]s |
+//! | `import` | vLLM, SGLang and GuideLLM result files → [`ImportedRun`]s
+//! | `import_llmd`, `import_aiperf` | llm-d Benchmark Reports v0.2; AIPerf's summary JSON and per-request JSONL |
 //! | `view` | what `servelab runs` shows: the list table, one run, its export |
 
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod import;
+mod import_aiperf;
+mod import_llmd;
 mod merge;
 pub mod model;
 mod paths;
