@@ -1,5 +1,6 @@
-//! Issue 25: SGLang's block prints `Backend:` as the user typed it (`--backend vllm` is an
-//! alias of the completions API, whose flavour is `openai`), for `bench` and `sweep` alike.
+//! Issue 25: what the built-in simulator and SGLang's block say. SGLang's block prints
+//! `Backend:` as the user typed it (`--backend vllm` is an alias of the completions API, whose
+//! flavour is `openai`), for `bench` and `sweep` alike.
 
 use std::process::Command;
 
@@ -43,4 +44,20 @@ fn sweep_format_sglang_prints_the_backend_typed() {
     let out = servelab(&args);
     assert!(out.contains(&backend_line("vllm")), "{out}");
     assert!(!out.contains(&backend_line("openai")), "{out}");
+}
+
+/// Issue 25: which timing the built-in simulator runs is said in `--help` too (the banner and
+/// the README say it already): the engine model for the zero-setup run, fixed timing once a
+/// workload or load flag is given, unless `--sim-engine` names a deployment.
+#[test]
+fn the_help_says_when_the_built_in_simulator_runs_fixed_timing() {
+    // Whitespace folded: the help may be wrapped to the terminal's width.
+    let help = servelab(&["bench", "--help"]).split_whitespace().collect::<Vec<_>>().join(" ");
+    let base_url = help.split("--base-url <BASE_URL>").nth(1).unwrap();
+    let base_url = &base_url[..base_url.find("--host <HOST>").unwrap()];
+    assert!(base_url.contains("the engine model of Qwen3-8B on one H100"), "{base_url}");
+    assert!(base_url.contains("fixed timing (TTFT 50 ms, ITL 10 ms"), "{base_url}");
+    let sim_engine = help.split("--sim-engine <FILE|NAME>").nth(1).unwrap();
+    let fixed = "Without it, a run with any workload or load flag gets fixed timing";
+    assert!(sim_engine.contains(fixed), "{sim_engine}");
 }
