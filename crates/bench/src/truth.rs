@@ -43,6 +43,7 @@ mod tests {
             images: Vec::new(),
             prompt: None,
             reply: None,
+            reasoning_tokens: 0,
         }
     }
 

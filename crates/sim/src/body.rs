@@ -225,7 +225,10 @@ impl SseBody {
         let finish = (ev.last && job.fault != Some(Fault::NoDone)).then_some(job.gen.finish);
         let ev_usage =
             if ev.last && on_finish { Some(ev.cumulative) } else { usage(ev.cumulative) };
-        r.token_event(&mut frame, &text, ev.reasoning, finish, ev_usage);
+        let shape = (ev.reasoning, ev.tokens, ev.cumulative);
+        let (text, field) =
+            crate::reasoning::sent_as(&engine.cfg.reasoning, job.gen.reasoning, shape, text);
+        r.token_event(&mut frame, &text, field, finish, ev_usage);
         if ev.last {
             if final_usage && !on_finish {
                 r.usage_event(&mut frame, ev.cumulative);

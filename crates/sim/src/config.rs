@@ -69,9 +69,14 @@ pub struct SimArgs {
     /// Mean of the seeded natural output length (simulated EOS), in tokens.
     #[arg(long, default_value_t = 256.0)]
     pub eos_mean_tokens: f64,
-    /// The first N output tokens are reasoning (chat: `delta.reasoning_content`).
-    #[arg(long, default_value_t = 0)]
-    pub reasoning_tokens: u64,
+    /// The first N output tokens of each request are reasoning; MIN-MAX draws N uniformly
+    /// per request (seeded).
+    #[arg(long, default_value = "0")]
+    pub reasoning_tokens: String,
+    /// How reasoning is sent: field (chat: `delta.reasoning_content`) or think-tags
+    /// (`<think>…</think>` in the content).
+    #[arg(long, value_enum, default_value_t = crate::ReasoningFormat::Field)]
+    pub reasoning_format: crate::ReasoningFormat,
     /// Inject a fault at random: KIND[=ARG]=P, repeatable (e.g. rate-limit=0.05).
     #[arg(long)]
     pub fault_rate: Vec<String>,
@@ -207,8 +212,8 @@ pub struct SimConfig {
     /// Mean of the seeded natural output length (the simulated EOS), in tokens: exponential,
     /// at least 1. Requests with `ignore_eos` generate `max_tokens` instead.
     pub eos_mean_tokens: f64,
-    /// The first this-many output tokens are reasoning (chat: `delta.reasoning_content`).
-    pub reasoning_tokens: u64,
+    /// How many of each request's first output tokens are reasoning, and how they are sent.
+    pub reasoning: crate::Reasoning,
     /// Faults injected at random, each with its probability per request; the first hit wins
     /// and a request's `x-servelab-fault` header overrides them.
     pub fault_rates: Vec<(Fault, f64)>,
@@ -266,7 +271,7 @@ impl SimConfig {
             tokens_per_chunk: ChunkSize { min: 1, max: 1 },
             max_num_seqs: None,
             eos_mean_tokens: 256.0,
-            reasoning_tokens: 0,
+            reasoning: crate::Reasoning::fixed(0),
             fault_rates: Vec::new(),
             startup: Duration::ZERO,
             truth_log: None,
@@ -342,7 +347,19 @@ impl SimConfig {
     }
     /// The first `n` output tokens are reasoning.
     pub fn with_reasoning_tokens(mut self, n: u64) -> Self {
-        self.reasoning_tokens = n;
+        self.reasoning.min = n;
+        self.reasoning.max = n;
+        self
+    }
+    /// The first `min..=max` output tokens (drawn per request) are reasoning.
+    pub fn with_reasoning_range(mut self, min: u64, max: u64) -> Self {
+        self.reasoning.min = min;
+        self.reasoning.max = max.max(min);
+        self
+    }
+    /// Send the reasoning in `format`.
+    pub fn with_reasoning_format(mut self, format: crate::ReasoningFormat) -> Self {
+        self.reasoning.format = format;
         self
     }
     /// Also inject `fault` into a request with probability `p`, drawn after the rates added
@@ -460,7 +477,10 @@ impl SimArgs {
             speculative,
             max_num_seqs: self.max_num_seqs,
             eos_mean_tokens: self.eos_mean_tokens,
-            reasoning_tokens: self.reasoning_tokens,
+            reasoning: crate::Reasoning {
+                format: self.reasoning_format,
+                ..self.reasoning_tokens.parse::<crate::Reasoning>()?
+            },
             fault_rates,
             startup: Duration::from_secs_f64(self.startup_secs),
             truth_log: self.truth_log,

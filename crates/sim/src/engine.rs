@@ -377,6 +377,8 @@ pub struct Arrival {
     pub text: std::sync::OnceLock<String>,
     /// See `text`.
     pub reply: std::sync::OnceLock<String>,
+    /// The reasoning tokens drawn for the request, once its generation is planned.
+    pub reasoning: std::sync::OnceLock<u64>,
 }
 
 impl Arrival {
@@ -421,6 +423,7 @@ pub fn finish(
         images: arrival.images.get().cloned().unwrap_or_default(),
         prompt: arrival.text.get().cloned(),
         reply: arrival.reply.get().cloned(),
+        reasoning_tokens: arrival.reasoning.get().map_or(0, |&n| n.min(completion_tokens)),
     });
 }
 

@@ -25,6 +25,7 @@ mod metrics;
 mod model;
 mod parse_pool;
 mod quirk;
+pub mod reasoning;
 pub mod replay;
 mod server;
 pub mod spec;
@@ -45,6 +46,7 @@ pub use model::{
     EngineModel, EngineState, FixedModel, Jitter, JitterDist, PerTokenModel, RequestShape,
 };
 pub use quirk::{Quirk, QuirkParseError, Quirks};
+pub use reasoning::{Reasoning, ReasoningFormat};
 pub use spec::Speculation;
 pub use truth::{ImageSeen, TruthChunk, TruthRecord};
 

@@ -175,6 +175,7 @@ async fn generate(
         images: Default::default(),
         text: Default::default(),
         reply: Default::default(),
+        reasoning: Default::default(),
     };
     let reject = |e: ApiError, outcome: &str| {
         finish(&engine, &arrival, endpoint.name(), 0, 0, 0, Vec::new(), outcome);
@@ -259,7 +260,8 @@ async fn generate(
     }
     let natural = natural_length(engine.cfg.eos_mean_tokens, &mut rng);
     let (total, finish_reason) = output_length(&gen_req, natural);
-    let reasoning = engine.cfg.reasoning_tokens;
+    let reasoning = engine.cfg.reasoning.draw(&mut rng);
+    let _ = arrival.reasoning.set(reasoning.min(total));
     let gen = Generation::new(rng, &gen_req, total, finish_reason, reasoning);
     let render = Render::new(
         endpoint,
@@ -366,7 +368,12 @@ async fn complete(mut job: Job) -> Result<Resp, io::Error> {
         }
         let Some(ev) = job.gen.next_event_async(&engine).await else { break };
         due_ns = ev.due_ns;
-        if ev.reasoning && job.req.endpoint == Endpoint::Chat {
+        let tags = engine.cfg.reasoning.format == crate::ReasoningFormat::ThinkTags;
+        if ev.reasoning && tags {
+            let from = ev.cumulative - u64::from(ev.tokens);
+            let phase = job.gen.reasoning;
+            content.push_str(&crate::Reasoning::tagged(&ev.text, from, ev.cumulative, phase));
+        } else if ev.reasoning && job.req.endpoint == Endpoint::Chat {
             reasoning.push_str(&ev.text);
         } else {
             content.push_str(&ev.text);

@@ -39,6 +39,13 @@ pub struct TruthRecord {
     /// With `--truth-text`: the answer text the server sent (reasoning excluded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
+    /// Of `completion_tokens`, the first this-many were reasoning (`--reasoning-tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One image a chat request carried as a `data:` URL, as the server decoded it.
@@ -216,6 +223,7 @@ mod tests {
             images: Vec::new(),
             prompt: None,
             reply: None,
+            reasoning_tokens: 0,
         }
     }
 

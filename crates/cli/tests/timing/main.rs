@@ -9,6 +9,7 @@ mod common;
 mod engine_metrics;
 mod lab_sim;
 mod predict_cli;
+mod reasoning;
 mod scale_local;
 #[path = "../../../../testdata/serial.rs"]
 mod serial;
