@@ -184,6 +184,13 @@ const NOTE_PLACES: [NotePlace; 10] = [
     NotePlace { dx: -12, dy: 30, left: false, below: true },
 ];
 
+/// The marked point's ring and its label, as lines for [`place_notes`] to keep notes off: the
+/// whole area they may cover (a row every 4 pixels), so a note cannot sit inside it unseen.
+pub fn mark_obstacle((cx, cy): (i32, i32), label: &str) -> Vec<Vec<(i32, i32)>> {
+    let w = note_box(label).0;
+    (cy - 14..=cy + 40).step_by(4).map(|y| vec![(cx - w, y), (cx + w, y)]).collect()
+}
+
 /// Places the notes `notes` (pixel point, text) so that none sits on a plotted line, a marked
 /// point or another note where a free place exists, and none leaves the plot `area` (pixel
 /// `(x0, y0), (x1, y1)`): each takes the first of ten places around its point (above right,
@@ -435,15 +442,7 @@ where
         })
         .collect();
     if let Some(Mark { x, y: Some(y), label }) = &c.mark {
-        // The ring and its label, as obstacles too.
-        let (cx, cy) = px(&(*x, *y));
-        let w = note_box(label).0;
-        lines.push(vec![
-            (cx - w, cy - 14),
-            (cx + w, cy - 14),
-            (cx + w, cy + 40),
-            (cx - w, cy + 40),
-        ]);
+        lines.extend(mark_obstacle(px(&(*x, *y)), label));
     }
     let notes: Vec<((i32, i32), String)> = c
         .series
@@ -657,6 +656,15 @@ mod tests {
         // Two notes on one point do not print on each other.
         let p = place_notes(&[], &[note(100, 300, "4"), note(100, 300, "8")], area);
         assert_ne!(p[0], p[1]);
+        // A note at the marked point (the knee's ring and label) goes clear of both.
+        let mark = mark_obstacle((700, 300), "knee: concurrency 64");
+        let p = place_notes(&mark, &[note(700, 300, "64")], area);
+        let (w, h) = note_box("64");
+        let x0 = 700 + p[0].dx - if p[0].left { 0 } else { w };
+        let y0 = 300 + p[0].dy - if p[0].below { 0 } else { h };
+        let covered =
+            mark.iter().flatten().any(|&(x, y)| x >= x0 && x <= x0 + w && y >= y0 && y <= y0 + h);
+        assert!(!covered && (y0 + h < 286 || y0 > 340), "{p:?}");
         // Lines everywhere around: the least covered place, still inside the plot.
         let band: Vec<Vec<(i32, i32)>> =
             (250..=350).step_by(4).map(|y| vec![(0, y), (800, y)]).collect();
