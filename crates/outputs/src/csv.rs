@@ -72,12 +72,44 @@ fn request_cells(r: &RequestRow) -> Vec<String> {
     ]
 }
 
-/// One header line, then one line per measured request.
+/// Per-request columns added after [`REQUEST_COLUMNS`] when the run had reasoning.
+pub const REASONING_COLUMNS: [&str; 6] = [
+    "ttfr_ms",
+    "ttfa_ms",
+    "reasoning_tokens",
+    "answer_tokens",
+    "reasoning_tpot_ms",
+    "answer_tpot_ms",
+];
+
+fn reasoning_cells(r: &RequestRow) -> [String; 6] {
+    let p = r.reasoning.unwrap_or_default();
+    [
+        opt(p.ttfr_ms),
+        opt(p.ttfa_ms),
+        opt(p.reasoning_tokens),
+        opt(p.answer_tokens),
+        opt(p.reasoning_tpot_ms),
+        opt(p.answer_tpot_ms),
+    ]
+}
+
+/// One header line, then one line per measured request (with [`REASONING_COLUMNS`] when the
+/// run had reasoning).
 pub fn render_csv(s: &Summary) -> String {
     let mut out = String::new();
-    line(&mut out, &REQUEST_COLUMNS.map(String::from));
+    let reasoning = s.reasoning.is_some();
+    let mut header: Vec<String> = REQUEST_COLUMNS.map(String::from).into();
+    if reasoning {
+        header.extend(REASONING_COLUMNS.map(String::from));
+    }
+    line(&mut out, &header);
     for r in &s.requests {
-        line(&mut out, &request_cells(r));
+        let mut cells = request_cells(r);
+        if reasoning {
+            cells.extend(reasoning_cells(r));
+        }
+        line(&mut out, &cells);
     }
     out
 }
@@ -116,6 +148,19 @@ pub fn render_csv_summary(s: &Summary) -> String {
         cols.push((format!("std_{name}_ms"), d.std.to_string()));
         for (p, v) in &d.percentiles {
             cols.push((format!("p{}_{name}_ms", pct_word(*p)), v.to_string()));
+        }
+    }
+    if let Some(r) = &s.reasoning {
+        cols.push(("reasoning_requests".into(), r.requests.to_string()));
+        cols.push(("total_reasoning_tokens".into(), r.total_reasoning_tokens.to_string()));
+        cols.push(("total_answer_tokens".into(), r.total_answer_tokens.to_string()));
+        for (name, d) in r.distributions() {
+            let unit = if name.ends_with("tokens") { "" } else { "_ms" };
+            cols.push((format!("mean_{name}{unit}"), d.mean.to_string()));
+            cols.push((format!("median_{name}{unit}"), d.median.to_string()));
+            for (p, v) in &d.percentiles {
+                cols.push((format!("p{}_{name}{unit}", pct_word(*p)), v.to_string()));
+            }
         }
     }
     let mut out = String::new();

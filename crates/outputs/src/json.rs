@@ -144,6 +144,20 @@ fn servelab(s: &Summary) -> Value {
             }),
         );
     }
+    // Only runs with reasoning add this object.
+    if let (Some(r), Some(m)) = (&s.reasoning, v.as_object_mut()) {
+        let mut o = json!({
+            "requests": r.requests,
+            "total_reasoning_tokens": r.total_reasoning_tokens,
+            "total_answer_tokens": r.total_answer_tokens,
+        });
+        if let Some(o) = o.as_object_mut() {
+            for (k, d) in r.distributions() {
+                o.insert(k.into(), distribution(d));
+            }
+        }
+        m.insert("reasoning".into(), o);
+    }
     // Only trace replays add this object.
     if let (Some(r), Some(m)) = (&s.replay, v.as_object_mut()) {
         m.insert("replay".into(), json!({"rows": r.rows, "behind": distribution(&r.behind_ms)}));

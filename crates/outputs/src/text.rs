@@ -173,6 +173,25 @@ pub fn sglang_block_as(s: &Summary, backend: &str) -> String {
     out
 }
 
+/// Reasoning models: each phase's times, counts and TPOT (only runs that had reasoning).
+fn reasoning_section(out: &mut String, r: &servelab_metrics::ReasoningSummary) {
+    rule(out, "Reasoning (thinking, then answer)", '-');
+    kv(out, "Requests with reasoning:", r.requests);
+    kv(out, "Reasoning tokens:", r.total_reasoning_tokens);
+    kv(out, "Answer tokens:", r.total_answer_tokens);
+    kv(out, "Mean reasoning tokens per request:", f2(r.reasoning_tokens.mean));
+    kv(out, "Mean answer tokens per request:", f2(r.answer_tokens.mean));
+    section(out, "Time to First Reasoning Token", "TTFT-reasoning", &r.ttfr_ms);
+    section(out, "Time to First Answer Token", "TTFA", &r.ttfa_ms);
+    section(
+        out,
+        "Reasoning TPOT (excl. 1st reasoning token)",
+        "reasoning TPOT",
+        &r.reasoning_tpot_ms,
+    );
+    section(out, "Answer TPOT (excl. 1st answer token)", "answer TPOT", &r.answer_tpot_ms);
+}
+
 /// servelab's sections, printed after vLLM's closing rule.
 pub fn servelab_block(s: &Summary) -> String {
     let mut out = String::new();
@@ -186,6 +205,9 @@ pub fn servelab_block(s: &Summary) -> String {
     section(&mut out, "Inter-chunk Latency (peers' ITL)", "ITL per chunk", &s.itl_chunk_ms);
     if let Some(d) = &s.ttfc_ms {
         section(&mut out, "Time to First Content (after reasoning)", "TTFC", d);
+    }
+    if let Some(r) = &s.reasoning {
+        reasoning_section(&mut out, r);
     }
     section(&mut out, "Schedule Lag (sent - intended)", "schedule lag", &s.schedule_lag_ms);
     section(&mut out, "Client Queue (intended - scheduled)", "client queue", &s.client_queue_ms);

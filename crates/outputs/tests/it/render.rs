@@ -508,7 +508,10 @@ fn jsonl_snapshot_has_one_line_per_request() {
 fn csv_snapshots() {
     let s = fixture();
     let per_request = render_csv(&s);
-    assert_eq!(per_request.lines().next().unwrap(), REQUEST_COLUMNS.join(","));
+    // The fixture has a request with reasoning: its columns follow.
+    let reasoning = servelab_outputs::csv::REASONING_COLUMNS.join(",");
+    let header = format!("{},{reasoning}", REQUEST_COLUMNS.join(","));
+    assert_eq!(per_request.lines().next().unwrap(), header);
     insta::assert_snapshot!("csv", per_request);
     let summary = render_csv_summary(&s);
     let rows: Vec<&str> = summary.lines().collect();
