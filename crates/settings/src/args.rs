@@ -29,17 +29,22 @@ impl Cli {
         let given = |m: &clap::ArgMatches| {
             m.value_source("request_rate") == Some(clap::parser::ValueSource::CommandLine)
         };
+        let typed_backend = |m: &clap::ArgMatches| {
+            m.get_raw("backend")
+                .and_then(|mut v| v.next())
+                .filter(|_| {
+                    m.value_source("backend") == Some(clap::parser::ValueSource::CommandLine)
+                })
+                .map(|v| v.to_string_lossy().into_owned())
+        };
         match (&mut cli.command, matches.subcommand()) {
-            (Command::Bench(a), Some(("bench", m))) => a.zero_setup = zero_setup(&cmd, m),
+            (Command::Bench(a), Some(("bench", m))) => {
+                a.zero_setup = zero_setup(&cmd, m);
+                a.backend_given = typed_backend(m);
+            }
             (Command::Sweep(a), Some(("sweep", m))) => {
                 a.request_rate_given = given(m);
-                a.backend_given = m
-                    .get_raw("backend")
-                    .and_then(|mut v| v.next())
-                    .filter(|_| {
-                        m.value_source("backend") == Some(clap::parser::ValueSource::CommandLine)
-                    })
-                    .map(|v| v.to_string_lossy().into_owned());
+                a.backend_given = typed_backend(m);
             }
             (Command::Predict(a), Some(("predict", m))) => a.sweep.request_rate_given = given(m),
             _ => {}
@@ -280,6 +285,12 @@ pub enum RunFormat {
     RequestsJsonl,
     /// SGLang's bench_serving summary block (backend, traffic rate, retokenized count, E2E).
     Sglang,
+    /// llm-d-benchmark's Benchmark Report, schema v0.2 (JSON).
+    LlmdReport,
+    /// AIPerf's summary JSON (profile_export_aiperf.json).
+    Aiperf,
+    /// AIPerf's per-request records (profile_export.jsonl).
+    AiperfJsonl,
 }
 
 impl From<RunFormat> for servelab_outputs::RunFormat {
@@ -293,6 +304,9 @@ impl From<RunFormat> for servelab_outputs::RunFormat {
             RunFormat::RequestsCsv => R::RequestsCsv,
             RunFormat::RequestsJsonl => R::RequestsJsonl,
             RunFormat::Sglang => R::Sglang,
+            RunFormat::LlmdReport => R::LlmdReport,
+            RunFormat::Aiperf => R::Aiperf,
+            RunFormat::AiperfJsonl => R::AiperfJsonl,
         }
     }
 }
@@ -330,10 +344,17 @@ pub struct BenchArgs {
     /// the zero-setup demonstration against the built-in simulator, sized for this machine.
     #[arg(skip)]
     pub zero_setup: bool,
+    /// Set by [`Cli::parse_args`] for `bench`: `--backend` as typed (`vllm`), which the API
+    /// flavour (`openai`) forgets; `--format sglang` prints it as `Backend:`.
+    #[arg(skip)]
+    pub backend_given: Option<String>,
 
     // --- target
     /// Server base URL, e.g. http://127.0.0.1:8000. With no --base-url, --host or --port, the
-    /// built-in simulator is started in-process and benchmarked.
+    /// built-in simulator is started in-process and benchmarked: with no workload or load flag,
+    /// the engine model of Qwen3-8B on one H100 (200 prompts, at most 32 at once); with any,
+    /// fixed timing (TTFT 50 ms, ITL 10 ms, whatever the batch or prompt length) unless
+    /// --sim-engine names a deployment.
     #[arg(long, help_heading = "Target")]
     pub base_url: Option<String>,
     /// Server host, instead of --base-url (default: 127.0.0.1 when only --port is given).
@@ -382,7 +403,8 @@ pub struct BenchArgs {
     pub no_preflight: bool,
     /// With no target: the built-in simulator serves this engine file's deployment, its
     /// engine model deciding when every token is sent (docs/predict.md). A file, or the name
-    /// of a built-in one (those of examples/engines/, e.g. qwen3-8b-h100-tp1).
+    /// of a built-in one (those of examples/engines/, e.g. qwen3-8b-h100-tp1). Without it, a
+    /// run with any workload or load flag gets fixed timing (TTFT 50 ms, ITL 10 ms).
     #[arg(long, value_name = "FILE|NAME", help_heading = "Target")]
     pub sim_engine: Option<PathBuf>,
     /// Seconds to wait for the server to become ready (/health or /v1/models).
@@ -805,7 +827,9 @@ pub enum RunsCommand {
         #[command(flatten)]
         db: DbArg,
     },
-    /// Import result files: vllm bench serve JSON, SGLang bench_serving JSONL, GuideLLM JSON.
+    /// Import result files: vllm bench serve JSON, SGLang bench_serving JSONL, GuideLLM JSON,
+    /// llm-d Benchmark Reports (v0.2, JSON or YAML), AIPerf's profile_export_aiperf.json and
+    /// profile_export.jsonl.
     Import {
         /// Result files to import.
         #[arg(required = true)]

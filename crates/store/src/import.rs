@@ -105,7 +105,11 @@ pub fn import_file(path: &Path) -> Result<Vec<ImportedRun>, ImportError> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|source| ImportError::Read { path: name.clone(), source })?;
-    parse_result_text(&text, &name)
+    let mut runs = parse_result_text(&text, &name)?;
+    for r in &mut runs {
+        crate::import_aiperf::with_sibling_summary(r, path);
+    }
+    Ok(runs)
 }
 
 /// Read every run in a file's text; `name` is used in errors and as the default label. A

@@ -114,6 +114,32 @@ pub(crate) fn summary(v: Value, label: Option<String>) -> ImportedRun {
     finish(SourceTool::Aiperf, label, info, headline, v)
 }
 
+/// The summary AIPerf writes beside its records (same folder).
+pub(crate) const SUMMARY_FILE: &str = "profile_export_aiperf.json";
+
+/// A run of records takes how it was driven (model, target, load) from the summary AIPerf
+/// wrote beside them, when there is one: the records themselves do not say.
+pub(crate) fn with_sibling_summary(run: &mut ImportedRun, records: &std::path::Path) {
+    let sibling = records.with_file_name(SUMMARY_FILE);
+    if run.source != SourceTool::Aiperf || !run.raw.is_array() || sibling == records {
+        return;
+    }
+    let Some(v) = std::fs::read_to_string(&sibling)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .filter(is_summary)
+    else {
+        return;
+    };
+    let from = summary(v, None).config.info;
+    let i = &mut run.config.info;
+    let started_at = std::mem::take(&mut i.started_at);
+    *i = RunInfo {
+        started_at: if from.started_at.is_empty() { started_at } else { from.started_at.clone() },
+        ..from
+    };
+}
+
 /// A per-request metric's value in ms (a time) or as written.
 fn record_value(r: &Value, name: &str, time: bool) -> Option<f64> {
     let m = r.get("metrics")?.get(name)?;

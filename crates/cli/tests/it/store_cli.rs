@@ -437,3 +437,50 @@ fn bench_and_runs_export_write_the_per_run_csv() {
         assert_eq!(col(&again, name), col(&row, name), "{name}");
     }
 }
+
+/// Issue 27 item 4: a run exported as llm-d's Benchmark Report and AIPerf's two files comes
+/// back through `runs import` with its provenance, and `compare` reads it beside the run.
+#[test]
+fn standard_files_export_and_import_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    ok(&bench(&db, "native", "2"));
+    let art = dir.path().join("artifacts");
+    std::fs::create_dir_all(&art).unwrap();
+    let files = [
+        ("llmd-report", "benchmark_report.json"),
+        ("aiperf", "profile_export_aiperf.json"),
+        ("aiperf-jsonl", "profile_export.jsonl"),
+    ];
+    for (format, name) in files {
+        let path = art.join(name);
+        ok(&servelab(
+            &db,
+            &["runs", "export", "native", "--format", format, "-o", path.to_str().unwrap()],
+        ));
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(art.join("benchmark_report.json")).unwrap()).unwrap();
+    assert_eq!(report["version"], "0.2");
+    assert_eq!(report["results"]["request_performance"]["aggregate"]["requests"]["total"], 16);
+    for (label, (_, name)) in ["llmd", "aiperf", "records"].iter().zip(files) {
+        let path = art.join(name);
+        let out = servelab(&db, &["runs", "import", path.to_str().unwrap(), "--label", label]);
+        let note = String::from_utf8_lossy(&out.stderr).into_owned();
+        ok(&out);
+        let source = if *label == "llmd" { "(llm-d-report)" } else { "(aiperf)" };
+        assert!(note.contains(source), "{note}");
+    }
+    let rows: serde_json::Value =
+        serde_json::from_str(&ok(&servelab(&db, &["runs", "list", "--format", "json"]))).unwrap();
+    let sources: Vec<&str> =
+        rows.as_array().unwrap().iter().map(|r| r["source"].as_str().unwrap()).collect();
+    assert_eq!(sources, ["aiperf", "aiperf", "llm-d-report", "servelab"]);
+    for r in rows.as_array().unwrap() {
+        assert_eq!(r["headline"]["completed"], 16, "{r}");
+    }
+    let cmp = ok(&servelab(&db, &["compare", "native", "llmd", "aiperf", "records"]));
+    assert!(cmp.contains("native (baseline)") && cmp.contains("records"), "{cmp}");
+    // The records took the run's setup from the summary beside them: the same workload.
+    assert!(!cmp.contains("NOT THE SAME WORKLOAD"), "{cmp}");
+}

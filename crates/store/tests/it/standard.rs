@@ -164,6 +164,14 @@ fn a_run_comes_back_from_aiperf_s_records() {
     assert_eq!(r.headline.itl_mean_ms, None);
     assert_eq!(r.config.info.started_at, "2026-11-21T10:00:00Z");
     assert_eq!(r.config.info.num_prompts, 8);
+    // In an artifacts folder, the records take the run's setup from the summary beside them.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("profile_export.jsonl"), &text).unwrap();
+    std::fs::write(dir.path().join("profile_export_aiperf.json"), render_aiperf_summary(&s))
+        .unwrap();
+    let r = &import_file(&dir.path().join("profile_export.jsonl")).unwrap()[0];
+    assert_eq!(r.config.info, s.info);
+    assert_eq!(r.headline.completed, Some(7));
 }
 
 #[test]
