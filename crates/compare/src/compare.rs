@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::data::{Identity, Subject};
 use crate::welch::{welch_interval, MIN_BOOTSTRAP_REPEATS};
 use servelab_metrics::bootstrap::{diff_interval, Interval};
-use servelab_metrics::{Metric, MetricKey, Stat, HEADLINE};
+use servelab_metrics::{Metric, MetricKey, Stat, HEADLINE, REASONING_KEYS};
 use servelab_records::LoadSpec;
 
 /// Comparison settings.
@@ -127,7 +127,8 @@ pub struct SubjectInfo {
 pub struct Comparison {
     /// Header facts of each subject, baseline first.
     pub subjects: Vec<SubjectInfo>,
-    /// One row per headline metric, in [`HEADLINE`] order.
+    /// One row per headline metric, in [`HEADLINE`] order, then the reasoning models' ones
+    /// ([`REASONING_KEYS`]) when a run had reasoning.
     pub rows: Vec<MetricRow>,
     /// How each subject's workload or load differs from the baseline's, one line per
     /// subject that differs (`B: prompts: 10 prompts vs 100 prompts`); empty when all match.
@@ -196,7 +197,23 @@ fn value(s: &Subject, metric: MetricKey) -> Option<f64> {
     if metric.metric == Metric::SuccessRate {
         return s.success_rate().map(|r| r * 100.0);
     }
+    if metric.metric.is_reasoning() {
+        // Not a headline column: read from the stored summaries (runs that had reasoning).
+        let vals: Vec<f64> =
+            s.runs.iter().filter_map(|r| metric.value(r.summary.as_ref()?)).collect();
+        return (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
+    }
     s.value(|h| h.get(&metric))
+}
+
+/// The metrics compared: the headline's, then the reasoning models' when a run had reasoning.
+fn metric_keys(subjects: &[Subject]) -> Vec<MetricKey> {
+    let reasoning = subjects
+        .iter()
+        .flat_map(|s| &s.runs)
+        .any(|r| r.summary.as_ref().is_some_and(|s| s.reasoning.is_some()));
+    let extra = if reasoning { &REASONING_KEYS[..] } else { &[] };
+    HEADLINE.iter().chain(extra).copied().collect()
 }
 
 /// Index of the best value among non-rejected subjects; ties keep the earlier.
@@ -231,7 +248,7 @@ pub fn compare(subjects: &[Subject], o: &CompareOptions) -> Comparison {
         })
         .collect();
     let rejected: Vec<bool> = infos.iter().map(|i| i.rejected).collect();
-    let rows = HEADLINE
+    let rows = metric_keys(subjects)
         .iter()
         .enumerate()
         .map(|(mi, &metric)| {

@@ -298,14 +298,21 @@ fn info(d: &RunData, f: impl Fn(&servelab_records::RunInfo) -> String) -> String
     }
 }
 
-/// Headline metrics: one row per run.
+/// Headline metrics: one row per run, and the reasoning models' figures
+/// ([`servelab_metrics::REASONING_KEYS`]) when a run had reasoning.
 pub fn summary_table(r: &Report) -> Table {
+    let all = runs(r);
+    let reasoning =
+        all.iter().any(|(_, d)| d.summary.as_ref().is_some_and(|s| s.reasoning.is_some()));
+    let extra: &[servelab_metrics::MetricKey] =
+        if reasoning { &servelab_metrics::REASONING_KEYS } else { &[] };
     let mut headers = vec!["run".to_string()];
-    headers.extend(HEADLINE.iter().map(|m| m.label()));
+    headers.extend(HEADLINE.iter().chain(extra).map(|m| m.label()));
     let mut t = Table::new(headers);
-    for (name, d) in runs(r) {
+    for (name, d) in all {
         let mut cells = vec![name];
         cells.extend(HEADLINE.iter().map(|m| num(d.headline.get(m))));
+        cells.extend(extra.iter().map(|m| num(d.summary.as_ref().and_then(|s| m.value(s)))));
         t.push(cells);
     }
     t

@@ -2,6 +2,7 @@
 
 mod deploy;
 mod identity;
+mod reasoning;
 mod report;
 mod rules;
 mod seeds;
