@@ -12,7 +12,7 @@ use serde_json::Value;
 use servelab_metrics::Distribution;
 use servelab_records::{LoadSpec, RunInfo};
 
-use crate::import::{f, finish, first_str, s, u, ImportedRun, SourceTool};
+use crate::import_common::{f, finish, first_str, s, u, ImportedRun, SourceTool};
 use crate::model::Headline;
 
 /// Metrics every AIPerf summary has; an object with one of them as `{"unit": ..}` is one.

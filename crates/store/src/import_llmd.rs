@@ -9,7 +9,7 @@
 use serde_json::Value;
 use servelab_records::{LoadSpec, RunInfo};
 
-use crate::import::{f, finish, first_str, s, u, ImportedRun, SourceTool};
+use crate::import_common::{f, finish, first_str, s, u, ImportedRun, SourceTool};
 use crate::model::Headline;
 
 /// A parsed file is a Benchmark Report v0.2 (or a v0.2.x) when it says so and has results.

@@ -10,6 +10,7 @@
 //! | `store` | [`Store`]: open, begin/append/finish, list, show, delete |
 //! | `recorder` | [`Recorder`]: the bench's store writer that warns instead of failing |
 //! | `import` | vLLM, SGLang and GuideLLM result files → [`ImportedRun`]s
+//! | `import_common` | what importers share: the source tool, an imported run, reading figures |
 //! | `import_llmd`, `import_aiperf` | llm-d Benchmark Reports v0.2; AIPerf's summary JSON and per-request JSONL |
 //! | `view` | what `servelab runs` shows: the list table, one run, its export |
 
@@ -18,6 +19,7 @@
 
 mod import;
 mod import_aiperf;
+mod import_common;
 mod import_llmd;
 mod merge;
 pub mod model;
