@@ -1,7 +1,9 @@
 //! Shared by the integration tests: a `servelab bench` built from command-line arguments,
 //! resolved exactly as the binary resolves them, and run to its end.
 
+pub mod bench_sim;
 pub mod lab;
+pub mod workloads;
 
 use std::time::Duration;
 

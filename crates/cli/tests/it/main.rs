@@ -1,10 +1,12 @@
 //! The crate's integration tests, one binary (one link of the workspace) for all of them.
 
+mod bench_sim;
 mod cli;
 #[path = "../common/mod.rs"]
 mod common;
 mod conformance;
 mod doctor;
+mod engine_metrics;
 mod lab_sim;
 mod predict_cli;
 mod real_engine;
@@ -15,3 +17,4 @@ mod sglang_backend;
 mod store_bench;
 mod store_cli;
 mod sweep_sim;
+mod workloads;
