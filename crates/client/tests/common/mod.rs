@@ -2,6 +2,7 @@
 //! (`servelab_client::run` with a `RunConfig`, as the CLI builds one) and its records.
 #![allow(dead_code)]
 
+pub mod dates;
 pub mod ntp;
 
 use std::sync::Arc;

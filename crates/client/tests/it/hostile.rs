@@ -294,14 +294,15 @@ async fn byte_by_byte_events_and_crlf_endings_are_measured_whole() {
     assert_eq!(r.output_text(), "H\u{e9}llo \u{1F600}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On the paused clock: the server's 30 s of silence and the client's limit are virtual.
+#[tokio::test(start_paused = true)]
 async fn headers_then_silence_times_out_at_the_request_timeout() {
     let addr = hostile(|mut s, _| async move {
         write_all(&mut s, &[SSE_HEAD]).await;
         tokio::time::sleep(Duration::from_secs(30)).await;
     })
     .await;
-    let start = Instant::now();
+    let start = tokio::time::Instant::now();
     let records = run_against(addr, 1, Duration::from_millis(800)).await;
     let took = start.elapsed();
     assert!(took < Duration::from_secs(3), "{took:?}");
@@ -311,7 +312,8 @@ async fn headers_then_silence_times_out_at_the_request_timeout() {
     assert_eq!(records[0].status, Some(200));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On the paused clock: the server's 30 s of silence and the client's limit are virtual.
+#[tokio::test(start_paused = true)]
 async fn a_stall_after_output_ends_at_the_stall_limit() {
     let addr = hostile(|mut s, _| async move {
         write_all(&mut s, &[SSE_HEAD, &chunk(text_event("a").as_bytes())]).await;
@@ -322,7 +324,7 @@ async fn a_stall_after_output_ends_at_the_stall_limit() {
         stall_timeout: Some(Duration::from_millis(300)),
         ..config(target(&format!("http://{addr}")).await, 1)
     };
-    let start = Instant::now();
+    let start = tokio::time::Instant::now();
     let (records, _, _) = run_all(cfg).await;
     assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
     let (kind, message) = failure(&records[0]).expect("fails");

@@ -1,5 +1,6 @@
 //! The crate's integration tests, one binary (one link of the workspace) for all of them.
 
+mod clock;
 #[path = "../common/mod.rs"]
 mod common;
 mod headers;

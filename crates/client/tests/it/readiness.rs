@@ -1,10 +1,12 @@
 //! Readiness probes and model discovery end by their deadlines, whatever the server does, and
-//! stop at once when interrupted.
+//! stop at once when interrupted. The deadlines are logic, not measured time: these tests run
+//! on tokio's paused clock (virtual time that jumps to the next timer when all is idle), so
+//! they take no wall time and no machine load can move them.
 
 use crate::common;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::target;
 use servelab_client::http::{
@@ -13,6 +15,7 @@ use servelab_client::http::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::time::Instant;
 
 /// A server that accepts connections, reads what comes, and answers with `reply` (nothing at
 /// all when empty), then holds the connection open in silence.
@@ -33,7 +36,7 @@ async fn server(reply: &'static [u8]) -> SocketAddr {
     addr
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn readiness_wait_ends_at_its_deadline_against_a_silent_server() {
     let t = target(&format!("http://{}", server(b"").await)).await;
     let start = Instant::now();
@@ -43,7 +46,7 @@ async fn readiness_wait_ends_at_its_deadline_against_a_silent_server() {
     assert!(err.contains("no answer within"), "{err}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn readiness_wait_ends_when_headers_come_and_the_body_never_does() {
     let t = target(&format!(
         "http://{}",
@@ -56,7 +59,7 @@ async fn readiness_wait_ends_when_headers_come_and_the_body_never_does() {
     assert!(err.contains("no answer within"), "{err}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn model_discovery_is_bounded() {
     let t = target(&format!("http://{}", server(b"").await)).await;
     let start = Instant::now();
@@ -70,13 +73,13 @@ async fn model_discovery_is_bounded() {
 async fn model_discovery_has_a_default_bound() {
     assert_eq!(MODEL_DISCOVERY_TIMEOUT, Duration::from_secs(30));
     let t = target(&format!("http://{}", server(b"").await)).await;
-    let start = tokio::time::Instant::now();
+    let start = Instant::now();
     let err = first_model(&t).await.unwrap_err();
     assert_eq!(start.elapsed(), MODEL_DISCOVERY_TIMEOUT);
     assert_eq!(err, "GET /v1/models: no answer within 30.0 s");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn an_interrupt_stops_model_discovery_at_once() {
     let t = target(&format!("http://{}", server(b"").await)).await;
     let (tx, mut rx) = tokio::sync::watch::channel(false);
