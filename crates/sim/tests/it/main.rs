@@ -4,4 +4,5 @@ mod api;
 #[path = "../common/mod.rs"]
 mod common;
 mod faults;
+mod models;
 mod quirks;

@@ -1,6 +1,6 @@
-//! Timing truth: send precision at 1 and 200 concurrent streams, multi-token chunks, the
-//! per-token prefill model, the FIFO queue past --max-num-seqs, and (engine-model mode) the
-//! prefix cache and a dropped stream freeing its slot.
+//! Timing truth: send precision at 1 and 200 concurrent streams, multi-token chunks, the FIFO
+//! queue past --max-num-seqs, and (engine-model mode) a dropped stream freeing its slot. (The
+//! per-token prefill model and the prefix cache are the `it` binary's `models`.)
 //!
 //! Tolerances: the sim's timer thread wakes within ~0.1 ms of a deadline on an idle machine,
 //! so "actual − intended" is normally tens of µs. These tests run on a shared, noisy 2-core
@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use servelab_sim::{start, PerTokenModel, SimConfig, TruthRecord};
+use servelab_sim::{start, SimConfig, TruthRecord};
 
 /// Timing tests run one at a time: in parallel they would mostly measure each other.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -202,30 +202,6 @@ async fn k_tokens_per_chunk_every_k_itl() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn per_token_prefill_sets_ttft() {
-    let _serial = crate::serial::one_at_a_time();
-    let _serial = SERIAL.lock().await;
-    let model = PerTokenModel {
-        overhead: Duration::from_millis(10),
-        prefill_per_token: Duration::from_micros(50),
-        itl: Duration::from_millis(2),
-    };
-    let sim = start(SimConfig::default().with_engine_model(Arc::new(model))).await.unwrap();
-    let ids: Vec<String> = (0..1000).map(|i| (i % 500 + 10).to_string()).collect();
-    let body = format!(
-        r#"{{"prompt":[{}],"max_tokens":3,"ignore_eos":true,"stream":true}}"#,
-        ids.join(",")
-    );
-    let seen = post(sim.addr(), "/v1/completions", &body).await;
-    assert_eq!(seen.status, 200);
-    let t = &sim.truth()[0];
-    assert_eq!(t.prompt_tokens, 1000);
-    assert_eq!(t.chunks[0].intended_ns - t.queue_ns, 60_000_000);
-    assert_eq!(t.chunks[2].intended_ns - t.queue_ns, 64_000_000);
-    sim.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_past_max_num_seqs() {
     let _serial = crate::serial::one_at_a_time();
     let _serial = SERIAL.lock().await;
@@ -264,46 +240,6 @@ async fn queue_past_max_num_seqs() {
     assert!((q[2] - 130.0).abs() < 30.0 && (q[3] - 130.0).abs() < 30.0, "{q:?}");
     // TTFT measured from arrival grows by the wait.
     assert!(truth[3].chunks[0].actual_ns > 170_000_000);
-    sim.shutdown().await;
-}
-
-/// In engine-model mode the prompt's token blocks are hashed, so a repeated prompt (and a
-/// prompt sharing a prefix) hits the engine's prefix cache as on vLLM, and `/metrics` says so.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn engine_mode_prefix_cache_hits_on_shared_prompt_prefixes() {
-    let _serial = crate::serial::one_at_a_time();
-    let _serial = SERIAL.lock().await;
-    let cfg = servelab_engine::EngineFile::parse("model: qwen3-8b\ngpu: h100\n")
-        .unwrap()
-        .build(None)
-        .unwrap();
-    let sim = start(SimConfig::default().with_engine(cfg)).await.unwrap();
-    let body = |ids: Vec<u32>| {
-        let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
-        format!(
-            r#"{{"prompt":[{}],"max_tokens":2,"ignore_eos":true,"stream":true}}"#,
-            ids.join(",")
-        )
-    };
-    let shared: Vec<u32> = (10..110).collect();
-    let whole = [shared.clone(), (200..300).collect()].concat();
-    let other_tail = [shared, vec![7; 100]].concat();
-    // 200 tokens; the same 200; then their first 100 followed by 100 others.
-    for ids in [whole.clone(), whole, other_tail] {
-        assert_eq!(post(sim.addr(), "/v1/completions", &body(ids)).await.status, 200);
-    }
-    let m = send(sim.addr(), "GET", "/metrics", &[], "").await.unwrap().text();
-    let value = |name: &str| -> f64 {
-        m.lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{name} in {m}"))
-    };
-    assert_eq!(value("vllm:prefix_cache_queries_total"), 600.0);
-    // The repeat finds 12 of its 12.5 blocks (one token is always computed); the third
-    // prompt finds the 6 full blocks of its 100 shared tokens.
-    assert_eq!(value("vllm:prefix_cache_hits_total"), (12.0 + 6.0) * 16.0);
     sim.shutdown().await;
 }
 
