@@ -3,6 +3,8 @@
 //! test binaries one after another, and nextest puts this binary in its `timing` test group
 //! (.config/nextest.toml). No other test competes with them for the cores.
 
+#[path = "../common/mod.rs"]
+mod common;
 #[path = "../../../../testdata/serial.rs"]
 mod serial;
 mod shards;

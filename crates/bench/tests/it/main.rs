@@ -1,0 +1,5 @@
+//! The crate's integration tests, one binary (one link of the workspace) for all of them.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod shards;
