@@ -62,6 +62,11 @@ pub fn aiperf_summary_value(s: &Summary) -> Value {
     put("total_osl", Some(scalar(s.total_output_tokens, "tokens")));
     put("total_isl", Some(scalar(s.total_input_tokens, "tokens")));
     put("benchmark_duration", Some(scalar(s.duration_s, "sec")));
+    // Over the completed requests that had reasoning, as AIPerf's reasoning metrics are.
+    if let Some(r) = &s.reasoning {
+        put("reasoning_token_count", stats(&r.reasoning_tokens, "tokens"));
+        put("total_reasoning_tokens", Some(scalar(r.total_reasoning_tokens, "tokens")));
+    }
     let mut loadgen = Map::new();
     loadgen.insert("request_count".into(), i.num_prompts.into());
     loadgen.insert("warmup_request_count".into(), i.num_warmups.into());
@@ -132,6 +137,11 @@ fn record(r: &RequestRow, start_ns: i64) -> Value {
         put("time_to_first_token", r.ttft_ms.map(|t| metric(t, "ms")));
         put("request_latency", r.e2el_ms.map(|t| metric(t, "ms")));
         put("output_sequence_length", r.output_tokens.map(|t| metric(t, "tokens")));
+        // AIPerf's output tokens leave the reasoning out; its sequence length counts both.
+        if let Some(p) = &r.reasoning {
+            put("reasoning_token_count", p.reasoning_tokens.map(|t| metric(t, "tokens")));
+            put("output_token_count", p.answer_tokens.map(|t| metric(t, "tokens")));
+        }
         put(
             "inter_chunk_latency",
             (!r.itl_chunk_ms.is_empty()).then(|| metric(r.itl_chunk_ms.clone(), "ms")),
