@@ -58,12 +58,13 @@ fn think_tags(rec: &mut RequestRecord, parser: ReasoningParser) {
     let opened = all[lead..].starts_with(THINK_OPEN);
     let from = if opened { lead + THINK_OPEN.len() } else { 0 };
     let close = all[from..].find(THINK_CLOSE).map(|at| from + at + THINK_CLOSE.len());
-    let end = match (opened, close, parser) {
-        (_, Some(end), ReasoningParser::ThinkTags) => end,
-        (true, Some(end), _) => end,
+    let end = match (opened, close) {
+        // A closing tag with or without the opening one (templates that end the prompt with
+        // `<think>`, as DeepSeek-R1's and QwQ's do, leave only `</think>` in the output).
+        (_, Some(end)) => end,
         // Opened and never closed: the answer never came (cut off by max_tokens).
-        (true, None, _) => all.len(),
-        _ => return,
+        (true, None) => all.len(),
+        (false, None) => return,
     };
     let mut think = ThinkTags::default();
     for (n, &(i, start)) in starts.iter().enumerate() {
@@ -185,20 +186,26 @@ mod tests {
     }
 
     #[test]
-    fn auto_reads_tags_only_at_the_start_and_not_beside_reasoning_fields() {
-        // A closing tag with no opening one: an answer quoting it, for auto.
-        let parts = [(C, "x</think>", None), (C, "y", None)];
+    fn a_closing_tag_alone_ends_reasoning_and_auto_leaves_a_parsed_stream_alone() {
+        // A closing tag with no opening one: the opening tag was in the prompt.
+        for parser in [ReasoningParser::Auto, ReasoningParser::ThinkTags] {
+            let mut r = rec(&[(C, "x</think>", None), (C, "y", None)]);
+            label(&mut r, parser);
+            assert_eq!(kinds(&r), [R, C]);
+        }
+        // An opening tag later than the start is answer text.
+        let mut r = rec(&[(C, "a <think> b", None)]);
+        label(&mut r, ReasoningParser::Auto);
+        assert_eq!((kinds(&r), r.stream.think), (vec![C], None));
+        // The server parsed it: for auto, fields win and content is left alone; think-tags
+        // reads the tags in the content too.
+        let parts = [(R, "hm", None), (C, "<think>x</think>", None), (C, "y", None)];
         let mut r = rec(&parts);
         label(&mut r, ReasoningParser::Auto);
-        assert_eq!((kinds(&r), r.stream.think), (vec![C, C], None));
-        // think-tags reads it as reasoning whose opening tag was in the prompt.
+        assert_eq!((kinds(&r), r.stream.think), (vec![R, C, C], None));
         let mut r = rec(&parts);
         label(&mut r, ReasoningParser::ThinkTags);
-        assert_eq!(kinds(&r), [R, C]);
-        // The server parsed it: fields win, content is left alone.
-        let mut r = rec(&[(R, "hm", None), (C, "<think>x</think>y", None)]);
-        label(&mut r, ReasoningParser::Auto);
-        assert_eq!((kinds(&r), r.stream.think), (vec![R, C], None));
+        assert_eq!(kinds(&r), [R, R, C]);
         // field ignores tags; none makes everything answer.
         let mut r = rec(&[(C, "<think>x</think>", None), (C, "y", None)]);
         label(&mut r, ReasoningParser::Field);

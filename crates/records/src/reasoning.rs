@@ -7,15 +7,16 @@ use std::str::FromStr;
 /// How a response's reasoning is told from its answer (`--reasoning-parser`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReasoningParser {
-    /// Per response: the reasoning fields when the server sends them, else `<think>…</think>`
-    /// when the content begins with `<think>` (after white space), else all content is answer.
+    /// Per response: the reasoning fields when the server sends them; else, in the content,
+    /// what comes before `</think>` (from a `<think>` at its start, or from its start when the
+    /// opening tag was in the prompt, as DeepSeek-R1's template puts it), or everything after
+    /// an opening `<think>` that never closed; else all content is answer.
     #[default]
     Auto,
     /// Only the reasoning fields (`reasoning_content`, `reasoning`); content is all answer.
     Field,
-    /// The reasoning fields, and `<think>…</think>` in the content wherever the content begins
-    /// with it; content before a `</think>` with no `<think>` is reasoning too (templates that
-    /// put the opening tag in the prompt, as DeepSeek-R1's does).
+    /// As `Auto`, but the content's tags are read even when the server also sent reasoning
+    /// fields.
     ThinkTags,
     /// No reasoning: every output, the reasoning fields' included, is answer.
     None,

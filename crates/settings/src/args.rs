@@ -385,8 +385,8 @@ pub struct BenchArgs {
     /// chunk's token count comes from the server.
     #[arg(long, value_enum, default_value = "auto", help_heading = "Target")]
     pub continuous_usage: ContinuousUsage,
-    /// How reasoning is told from the answer: auto (the reasoning fields, else `<think>` at
-    /// the start of the content, per response), field, think-tags or none.
+    /// How reasoning is told from the answer: auto (per response, the reasoning fields, else
+    /// `<think>…</think>` in the content), field, think-tags or none.
     #[arg(long, default_value = "auto", help_heading = "Target")]
     pub reasoning_parser: servelab_metrics::ReasoningParser,
     /// Which body field carries the output length: auto is `max_tokens` for completions and
