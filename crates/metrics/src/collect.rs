@@ -298,7 +298,10 @@ impl Collector {
             truth: None,
             sessions: crate::sessions::summarize(&rows, pct),
             replay: None,
-            reasoning: crate::reasoning::summarize(&all, pct),
+            reasoning: crate::reasoning::summarize(
+                ok.iter().filter_map(|r| r.reasoning.as_ref()),
+                pct,
+            ),
             warnings,
             requests: rows,
         };

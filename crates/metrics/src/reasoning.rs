@@ -20,8 +20,12 @@
 use serde::{Deserialize, Serialize};
 use servelab_records::{ChunkKind, RequestRecord};
 
-use crate::request::{ms, RequestRow};
 use crate::stats::Distribution;
+
+/// Nanoseconds to milliseconds.
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
 
 /// One request's reasoning and answer phases (see the module doc for the definitions).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -143,10 +147,13 @@ impl ReasoningSummary {
     }
 }
 
-/// The run's reasoning figures from its rows; `None` when no completed request had reasoning.
-pub fn summarize(rows: &[&RequestRow], percentiles: &[f64]) -> Option<ReasoningSummary> {
-    let phases: Vec<&PhaseRow> =
-        rows.iter().filter(|r| r.is_success()).filter_map(|r| r.reasoning.as_ref()).collect();
+/// The run's reasoning figures from the phases of its completed requests that had reasoning;
+/// `None` when there are none.
+pub fn summarize<'a>(
+    phases: impl IntoIterator<Item = &'a PhaseRow>,
+    percentiles: &[f64],
+) -> Option<ReasoningSummary> {
+    let phases: Vec<&PhaseRow> = phases.into_iter().collect();
     if phases.is_empty() {
         return None;
     }
@@ -172,8 +179,34 @@ pub fn summarize(rows: &[&RequestRow], percentiles: &[f64]) -> Option<ReasoningS
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::tests::{chunk, record};
-    use servelab_records::ThinkTags;
+    use servelab_records::{Chunk, Outcome, ThinkTags};
+
+    fn chunk(t_ms: u64, kind: ChunkKind, text: &str, tokens: Option<u32>) -> Chunk {
+        Chunk { t_ns: t_ms * 1_000_000, kind, text: text.into(), tokens }
+    }
+
+    /// A successful record intended at `intended_ms`.
+    fn record(_index: u64, intended_ms: u64, end_ms: u64, chunks: Vec<Chunk>) -> RequestRecord {
+        RequestRecord {
+            index: 0,
+            warmup: false,
+            scheduled_ns: intended_ms * 1_000_000,
+            intended_ns: intended_ms * 1_000_000,
+            sent_ns: intended_ms * 1_000_000,
+            prompt_tokens: None,
+            max_tokens: None,
+            usage: None,
+            chunks,
+            end_ns: Some(end_ms * 1_000_000),
+            status: Some(200),
+            outcome: Outcome::Success,
+            server: None,
+            read_lag_ns: None,
+            retries: 0,
+            session: None,
+            stream: Default::default(),
+        }
+    }
 
     #[test]
     fn field_reasoning_gives_each_phase_its_times_counts_and_tpot() {
@@ -229,30 +262,22 @@ mod tests {
     }
 
     #[test]
-    fn a_run_summary_covers_the_completed_requests_with_reasoning() {
-        let mk = |ttfr: f64, ttfa: f64, n: u64, ok: bool| {
-            let mut row = crate::request::row(&record(0, 0, 1, vec![]));
-            row.reasoning = Some(PhaseRow {
-                ttfr_ms: Some(ttfr),
-                ttfa_ms: Some(ttfa),
-                reasoning_tokens: Some(n),
-                answer_tokens: Some(2 * n),
-                reasoning_tpot_ms: Some(1.0),
-                answer_tpot_ms: None,
-            });
-            if !ok {
-                row.outcome = "timeout".into();
-            }
-            row
+    fn a_run_summary_covers_the_requests_with_reasoning() {
+        let mk = |ttfr: f64, ttfa: f64, n: u64| PhaseRow {
+            ttfr_ms: Some(ttfr),
+            ttfa_ms: Some(ttfa),
+            reasoning_tokens: Some(n),
+            answer_tokens: Some(2 * n),
+            reasoning_tpot_ms: Some(1.0),
+            answer_tpot_ms: None,
         };
-        let rows = [mk(10.0, 50.0, 4, true), mk(30.0, 70.0, 8, true), mk(99.0, 99.0, 99, false)];
-        let refs: Vec<&RequestRow> = rows.iter().collect();
-        let s = summarize(&refs, &[50.0, 99.0]).unwrap();
+        let rows = [mk(10.0, 50.0, 4), mk(30.0, 70.0, 8)];
+        let s = summarize(&rows, &[50.0, 99.0]).unwrap();
         assert_eq!(s.requests, 2);
         assert_eq!((s.total_reasoning_tokens, s.total_answer_tokens), (12, 24));
         assert_eq!((s.ttfr_ms.mean, s.ttfa_ms.mean), (20.0, 60.0));
         assert_eq!((s.reasoning_tokens.mean, s.answer_tokens.max), (6.0, 16.0));
         assert_eq!(s.answer_tpot_ms.count, 0);
-        assert_eq!(summarize(&refs[2..], &[50.0]), None);
+        assert_eq!(summarize(&[], &[50.0]), None);
     }
 }
