@@ -300,7 +300,8 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    /// On the paused clock: the peer's 300 ms and the watcher's polls are virtual.
+    #[tokio::test(start_paused = true)]
     async fn a_running_part_stops_when_another_shard_fails_the_run() {
         let dir = tempfile::tempdir().unwrap();
         let first = UNIX_EPOCH + Duration::from_secs(100);
