@@ -203,11 +203,11 @@ pub fn servelab_block(s: &Summary) -> String {
     kv(&mut out, "Input token throughput (tok/s):", f2(s.input_throughput));
     kv(&mut out, "Mean concurrent requests:", f2(s.mean_concurrency));
     section(&mut out, "Inter-chunk Latency (peers' ITL)", "ITL per chunk", &s.itl_chunk_ms);
-    if let Some(d) = &s.ttfc_ms {
-        section(&mut out, "Time to First Content (after reasoning)", "TTFC", d);
-    }
-    if let Some(r) = &s.reasoning {
-        reasoning_section(&mut out, r);
+    match (&s.reasoning, &s.ttfc_ms) {
+        // Its TTFA is the TTFC, with the rest of the phases.
+        (Some(r), _) => reasoning_section(&mut out, r),
+        (None, Some(d)) => section(&mut out, "Time to First Content (after reasoning)", "TTFC", d),
+        (None, None) => {}
     }
     section(&mut out, "Schedule Lag (sent - intended)", "schedule lag", &s.schedule_lag_ms);
     section(&mut out, "Client Queue (intended - scheduled)", "client queue", &s.client_queue_ms);
