@@ -45,6 +45,12 @@ fn think_tags(rec: &mut RequestRecord, parser: ReasoningParser) {
         // The server parsed the reasoning out already.
         return;
     }
+    // Either tag, split however, leaves its `<` in some chunk: without one there is nothing to
+    // read, and nothing is copied (the answer of a model that does not think).
+    let content = |c: &&servelab_records::Chunk| c.kind == ChunkKind::Content;
+    if !rec.chunks.iter().filter(content).any(|c| c.text.contains('<')) {
+        return;
+    }
     // The content's text, and where each content chunk starts in it.
     let mut all = String::new();
     let mut starts = Vec::new();
