@@ -21,6 +21,14 @@ pub struct Samples {
     pub e2el: Vec<Vec<f64>>,
     /// The per-token inter-token gaps of each request.
     pub itl: Vec<Vec<f64>>,
+    /// Reasoning models, per request with reasoning: time to the first reasoning token, ms.
+    pub ttfr: Vec<Vec<f64>>,
+    /// Time to the first answer token, ms.
+    pub ttfa: Vec<Vec<f64>>,
+    /// TPOT of the reasoning phase, ms.
+    pub reasoning_tpot: Vec<Vec<f64>>,
+    /// TPOT of the answer phase, ms.
+    pub answer_tpot: Vec<Vec<f64>>,
 }
 
 impl Samples {
@@ -43,6 +51,10 @@ impl Samples {
             tpot: one(|r| r.tpot_ms),
             e2el: one(|r| r.e2el_ms),
             itl,
+            ttfr: one(|r| r.reasoning?.ttfr_ms),
+            ttfa: one(|r| r.reasoning?.ttfa_ms),
+            reasoning_tpot: one(|r| r.reasoning?.reasoning_tpot_ms),
+            answer_tpot: one(|r| r.reasoning?.answer_tpot_ms),
         }
     }
 
@@ -53,6 +65,10 @@ impl Samples {
             Metric::Tpot => &self.tpot,
             Metric::Itl => &self.itl,
             Metric::E2el => &self.e2el,
+            Metric::Ttfr => &self.ttfr,
+            Metric::Ttfa => &self.ttfa,
+            Metric::ReasoningTpot => &self.reasoning_tpot,
+            Metric::AnswerTpot => &self.answer_tpot,
             _ => return None,
         })
     }

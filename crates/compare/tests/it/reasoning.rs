@@ -1,7 +1,7 @@
 //! Reasoning models in a comparison: the time to the first answer token and each phase's
 //! figures follow the headline rows when a run had reasoning, read from the stored summaries.
 
-use servelab_compare::{compare, CompareOptions, RunData, Subject};
+use servelab_compare::{compare, CompareOptions, DeltaVerdict, RunData, Subject};
 use servelab_metrics::{summarize, Metric, MetricKey, MetricsConfig, Stat, HEADLINE};
 use servelab_records::{Chunk, ChunkKind, LoadSpec, Outcome, RequestRecord, RunInfo};
 
@@ -60,7 +60,10 @@ fn reasoning_rows_follow_the_headline_only_when_a_run_had_reasoning() {
     let row = |m: MetricKey| c.rows.iter().find(|r| r.metric == m).unwrap();
     let ttfa = row(MetricKey::stat(Metric::Ttfa, Stat::Mean));
     assert_eq!(ttfa.values, [Some(80.0), Some(60.0)]);
-    assert_eq!(ttfa.deltas[1].unwrap().abs, -20.0);
+    let d = ttfa.deltas[1].unwrap();
+    assert_eq!(d.abs, -20.0);
+    // Every request's TTFA is the same in each run: the noise band is the difference itself.
+    assert_eq!(d.verdict, DeltaVerdict::Better);
     assert_eq!(ttfa.best, Some(1));
     let ttfr = row(MetricKey::stat(Metric::Ttfr, Stat::Mean));
     assert_eq!(ttfr.values, [Some(40.0), Some(30.0)]);
