@@ -120,6 +120,9 @@ pub struct SubjectInfo {
     pub success_rate: Option<f64>,
     /// True when its success rate is below the minimum: shown, never the winner.
     pub rejected: bool,
+    /// True when every run of it was predicted by the engine model: beside a measured
+    /// subject its difference is the prediction's error, neither better nor worse.
+    pub predicted: bool,
 }
 
 /// Subjects side by side against the first (the baseline), one row per headline metric.
@@ -244,6 +247,8 @@ pub fn compare(subjects: &[Subject], o: &CompareOptions) -> Comparison {
                 runs: s.runs.len(),
                 success_rate: sr,
                 rejected: rejected(sr, o.min_success_rate),
+                predicted: !s.runs.is_empty()
+                    && s.runs.iter().all(|r| r.name.ends_with(crate::sources::PREDICTED)),
             }
         })
         .collect();

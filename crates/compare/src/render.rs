@@ -10,14 +10,24 @@ use crate::compare::{Comparison, Delta, DeltaVerdict, Noise};
 /// was judged on (so "within noise" and "worse" can be checked by eye).
 pub fn delta_cell(d: Option<&Delta>) -> String {
     let Some(d) = d else { return MISSING.into() };
-    let pct = d.pct.map(|p| format!(" ({p:+.1}%)")).unwrap_or_default();
-    let band = d.interval.map(|i| format!(" [{:+.2}, {:+.2}]", i.lo, i.hi)).unwrap_or_default();
     let word = match d.verdict {
         DeltaVerdict::Better => "better",
         DeltaVerdict::Worse => "worse",
         DeltaVerdict::WithinNoise => "within noise",
         DeltaVerdict::Unknown => "no noise estimate",
     };
+    worded(d, word)
+}
+
+/// The difference between a prediction and a measurement: `+1.23 (+4.5%) off`, never
+/// "better" or "worse" (a prediction's error is not a deployment being faster).
+pub fn error_cell(d: Option<&Delta>) -> String {
+    d.map_or_else(|| MISSING.into(), |d| worded(d, "off"))
+}
+
+fn worded(d: &Delta, word: &str) -> String {
+    let pct = d.pct.map(|p| format!(" ({p:+.1}%)")).unwrap_or_default();
+    let band = d.interval.map(|i| format!(" [{:+.2}, {:+.2}]", i.lo, i.hi)).unwrap_or_default();
     format!("{:+.2}{pct} {word}{band}", d.abs)
 }
 
@@ -35,13 +45,18 @@ pub fn comparison_table(c: &Comparison) -> Table {
         }
     }
     let mut t = Table::new(headers);
+    // A prediction beside a measurement is not a contest: no best value is marked.
+    let mixed = c.subjects.iter().any(|s| s.predicted) && c.subjects.iter().any(|s| !s.predicted);
     for row in &c.rows {
         let mut cells = vec![row.metric.label()];
         for (i, v) in row.values.iter().enumerate() {
-            let star = if row.best == Some(i) && c.subjects.len() > 1 { " *" } else { "" };
+            let star =
+                if row.best == Some(i) && c.subjects.len() > 1 && !mixed { " *" } else { "" };
             cells.push(format!("{}{star}", num(*v)));
             if i > 0 {
-                cells.push(delta_cell(row.deltas[i].as_ref()));
+                let vs_prediction = c.subjects[i].predicted != c.subjects[0].predicted;
+                let cell = if vs_prediction { error_cell } else { delta_cell };
+                cells.push(cell(row.deltas[i].as_ref()));
             }
         }
         t.push(cells);
@@ -65,6 +80,15 @@ pub fn notes(c: &Comparison) -> Vec<String> {
         };
         let load = s.identity.as_ref().map_or_else(|| s.load.to_string(), |i| i.load.clone());
         out.push(format!("{}: load {load}{runs}, success rate {sr}{rej}", s.name));
+    }
+    if let Some(base) = c.subjects.first() {
+        for s in c.subjects.iter().skip(1).filter(|s| s.predicted != base.predicted) {
+            let (p, m) = if s.predicted { (&s.name, &base.name) } else { (&base.name, &s.name) };
+            out.push(format!(
+                "{p} is a prediction and {m} a measurement: their differences are the \
+                 prediction's error (\"off\"), not one being better or worse"
+            ));
+        }
     }
     if !c.differences.is_empty() {
         out.push("warning: NOT THE SAME WORKLOAD AND LOAD as the baseline; differences include their effect:".into());
@@ -92,7 +116,10 @@ pub fn notes(c: &Comparison) -> Vec<String> {
     if uses(|n| matches!(n, Noise::Unknown)) {
         out.push("no noise estimate: a run-level metric of single runs (repeat runs under one label to get one), or a run without per-request records".into());
     }
-    out.push("* best value among runs that are not rejected".into());
+    let mixed = c.subjects.iter().any(|s| s.predicted) && c.subjects.iter().any(|s| !s.predicted);
+    if !mixed {
+        out.push("* best value among runs that are not rejected".into());
+    }
     out
 }
 

@@ -21,6 +21,7 @@
 use serde::Serialize;
 use servelab_metrics::{Metric, MetricKey, Stat};
 use servelab_outputs::fmt::grouped;
+use std::cmp::Ordering;
 
 use crate::compare::CompareOptions;
 use crate::deploy::{Entry, Row, ScenarioView, Workload};
@@ -705,9 +706,10 @@ fn model_key(e: &Entry) -> (String, bool) {
 
 /// W1: each model beside the first one of the same model (the same `model=` tag, else the
 /// same label without its variant words), at every level both have (mean TPOT; at the
-/// lightest also mean TTFT). Judged on mean TPOT at the lightest such level:
-/// [`SIGNIFICANT`] lower is "improves significantly over", higher "is significantly slower
-/// than", else "is on par with".
+/// lightest also mean TTFT). Judged on mean TPOT at every such level: [`SIGNIFICANT`] lower
+/// is "improves significantly over", higher "is significantly slower than", else "is on par
+/// with"; the headline names the levels of each, so a variant that wins light and loses heavy
+/// says both.
 fn variants(v: &ScenarioView, shared: &[usize], o: &CompareOptions) -> Vec<ModelVerdict> {
     let mut out = Vec::new();
     for (k, e) in v.entries.iter().enumerate() {
@@ -745,16 +747,25 @@ fn variant(
     o: &CompareOptions,
 ) -> ModelVerdict {
     let (a, b) = (base.value(first, TPOT, o), e.value(first, TPOT, o));
-    let rel = match (a, b) {
-        (Some(a), Some(b)) if a > 0.0 => (b - a) / a,
-        _ => 0.0,
+    let levels = |want: Ordering| -> Vec<String> {
+        both.iter()
+            .filter(|&&i| tpot_change(base.value(i, TPOT, o), e.value(i, TPOT, o)) == want)
+            .map(|&i| rows[i].words())
+            .collect()
     };
-    let word = if rel <= -SIGNIFICANT {
-        "improves significantly over"
-    } else if rel >= SIGNIFICANT {
-        "is significantly slower than"
-    } else {
-        "is on par with"
+    let (better, worse) = (levels(Ordering::Less), levels(Ordering::Greater));
+    let at =
+        |l: &[String]| if l.len() == both.len() { "every level".to_string() } else { and_list(l) };
+    let judged = match (better.is_empty(), worse.is_empty()) {
+        (false, true) => format!("improves significantly over {} at {}", base.name, at(&better)),
+        (true, false) => format!("is significantly slower than {} at {}", base.name, at(&worse)),
+        (false, false) => format!(
+            "improves significantly over {} at {} but is significantly slower at {}",
+            base.name,
+            and_list(&better),
+            and_list(&worse)
+        ),
+        (true, true) => format!("is on par with {} at every level", base.name),
     };
     let (ta, tb) = (base.value(first, TTFT, o), e.value(first, TTFT, o));
     let mut text = format!(
@@ -780,12 +791,53 @@ fn variant(
     ModelVerdict {
         rule: "W1",
         model: e.name.clone(),
-        headline: format!("{} {word} {} at {} ({how}).", e.name, base.name, rows[first].words()),
+        headline: format!("{} {judged} ({how}).", e.name),
         text,
+    }
+}
+
+/// Mean TPOT `b` against `a`: `Less` at least [`SIGNIFICANT`] lower, `Greater` at least that
+/// much higher, else (or unknown) `Equal`.
+fn tpot_change(a: Option<f64>, b: Option<f64>) -> Ordering {
+    match (a, b) {
+        (Some(a), Some(b)) if a > 0.0 && (b - a) / a <= -SIGNIFICANT => Ordering::Less,
+        (Some(a), Some(b)) if a > 0.0 && (b - a) / a >= SIGNIFICANT => Ordering::Greater,
+        _ => Ordering::Equal,
+    }
+}
+
+/// "a", "a and b", "a, b and c".
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
     }
 }
 
 /// The verdicts of every scenario that has any.
 pub fn verdicts(views: &[ScenarioView], o: &CompareOptions) -> Vec<ScenarioVerdicts> {
     views.iter().filter_map(|v| scenario_verdicts(v, o)).collect()
+}
+
+#[cfg(test)]
+mod variant_tests {
+    use super::*;
+
+    #[test]
+    fn a_tpot_change_is_significant_from_ten_percent_either_way() {
+        assert_eq!(tpot_change(Some(16.0), Some(12.0)), Ordering::Less);
+        assert_eq!(tpot_change(Some(60.0), Some(66.0)), Ordering::Greater);
+        assert_eq!(tpot_change(Some(24.0), Some(22.0)), Ordering::Equal);
+        assert_eq!(tpot_change(None, Some(1.0)), Ordering::Equal);
+        assert_eq!(tpot_change(Some(0.0), Some(1.0)), Ordering::Equal);
+    }
+
+    #[test]
+    fn levels_read_as_a_list() {
+        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(and_list(&l(&[])), "");
+        assert_eq!(and_list(&l(&["1 concurrent"])), "1 concurrent");
+        assert_eq!(and_list(&l(&["1", "10", "100"])), "1, 10 and 100");
+    }
 }

@@ -127,7 +127,8 @@ fn per_model_verdicts_carry_their_figures() {
     assert_eq!(s.variants.len(), 1);
     assert_eq!(
         s.variants[0].headline,
-        "big-70b-awq improves significantly over big-70b-fp8 at 1 concurrent (model=big-70b)."
+        "big-70b-awq improves significantly over big-70b-fp8 at 1 concurrent and 10 concurrent but is \
+         significantly slower at 100 concurrent (model=big-70b)."
     );
     assert!(s.variants[0].text.starts_with("At 1 concurrent: mean TPOT 16.00 → 12.00 ms (-25.0%), mean TTFT 80.00 → 60.00 ms (-25.0%)"), "{}", s.variants[0].text);
 }
@@ -486,7 +487,8 @@ fn published_verdicts_tell_nine_models_apart() {
     assert_eq!(s.variants.len(), 1);
     assert_eq!(
         s.variants[0].headline,
-        "llama-3.3-70b-awq improves significantly over llama-3.3-70b-fp8 at 1 concurrent (one model by label: llama-3.3-70b)."
+        "llama-3.3-70b-awq improves significantly over llama-3.3-70b-fp8 at 1 concurrent and 10 \
+         concurrent (one model by label: llama-3.3-70b)."
     );
 }
 

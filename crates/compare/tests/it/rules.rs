@@ -256,3 +256,30 @@ fn a_name_over_two_datasets_is_two_series_even_at_two_loads() {
     let s = group(vec![a, c]);
     assert_eq!((s.len(), s[0].name.as_str(), s[0].points.len()), (1, "m", 2));
 }
+
+/// A prediction beside a measurement: the difference is the prediction's error ("off"), never
+/// "better" or "worse", and a note says which side is the prediction.
+#[test]
+fn a_prediction_beside_a_measurement_is_off_not_better_or_worse() {
+    let p = with_ttft(run("h20 (predicted)", 4, 100.0, 50.0, 60.0, 100, 0), &[49.0, 50.0, 51.0]);
+    let m = with_ttft(run("h20", 4, 120.0, 40.0, 45.0, 100, 0), &[39.0, 40.0, 41.0]);
+    let c = compare(&[Subject::single(p), Subject::single(m)], &opts());
+    assert!(c.subjects[0].predicted && !c.subjects[1].predicted);
+    let text = render_plain(&c);
+    assert!(text.contains("+20.00 (+20.0%) off"), "{text}");
+    let table = text.split("\n\n").next().unwrap();
+    assert!(!table.contains("better") && !table.contains("worse"), "{text}");
+    assert!(!table.contains(" *"), "no best value marked: {text}");
+    assert!(
+        text.contains(
+            "h20 (predicted) is a prediction and h20 a measurement: their differences are the \
+             prediction's error (\"off\"), not one being better or worse"
+        ),
+        "{text}"
+    );
+    // Two measurements keep their verdicts.
+    let a = with_ttft(run("a", 4, 100.0, 50.0, 60.0, 100, 0), &[49.0, 50.0, 51.0]);
+    let b = with_ttft(run("b", 4, 120.0, 40.0, 45.0, 100, 0), &[39.0, 40.0, 41.0]);
+    let c = compare(&[Subject::single(a), Subject::single(b)], &opts());
+    assert!(render_plain(&c).contains("better"));
+}

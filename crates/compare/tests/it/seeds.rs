@@ -395,7 +395,7 @@ fn variants_are_found_from_labels() {
     let w = &v[0].variants[0];
     assert_eq!(
         w.headline,
-        "qwen3-32b-awq improves significantly over qwen3-32b-fp8 at 1 concurrent (one model by \
+        "qwen3-32b-awq improves significantly over qwen3-32b-fp8 at every level (one model by \
          label: qwen3-32b)."
     );
     assert!(
