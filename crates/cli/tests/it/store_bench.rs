@@ -145,3 +145,43 @@ async fn an_explicit_store_that_cannot_open_stops_the_bench_before_it_sends() {
     assert_eq!(sim.truth_len(), 0, "nothing was sent");
     sim.shutdown().await;
 }
+
+/// Reasoning models: the stored run keeps each phase's figures, so `compare` and `report` show
+/// them; the counts are the simulator's (5 reasoning tokens of 12, think tags in the content).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reasoning_run_is_stored_with_its_phases() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let cfg = SimConfig::fixed(5.0, 2.0)
+        .with_reasoning_tokens(5)
+        .with_reasoning_format(servelab_sim::ReasoningFormat::ThinkTags)
+        .with_port(0);
+    let sim = servelab_sim::start(cfg).await.unwrap();
+    let s = settings(
+        &sim.base_url(),
+        &db,
+        &[
+            "--backend",
+            "openai-chat",
+            "--continuous-usage",
+            "on",
+            "--num-prompts",
+            "6",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "12",
+            "--label",
+            "thinks",
+        ],
+    );
+    let (_tx, rx) = watch::channel(false);
+    let out = servelab::bench(&s, rx).await.unwrap();
+    let r = out.summary.reasoning.as_ref().expect("the run reasoned");
+    assert_eq!((r.requests, r.total_reasoning_tokens, r.total_answer_tokens), (6, 30, 42));
+    let store = Store::open(&db).unwrap();
+    let id = store.list(&Filter::default()).unwrap()[0].id;
+    let stored = store.run(id).unwrap().summary.expect("a summary");
+    assert_eq!(stored.reasoning, out.summary.reasoning);
+    sim.shutdown().await;
+}
