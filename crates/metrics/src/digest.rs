@@ -440,8 +440,7 @@ impl ShardDigest {
             truth: None,
             sessions: self.sessions.as_ref().map(|s| s.summary(&pct)),
             replay: None,
-            // The digest keeps no per-request phases (a run past --keep-records).
-            reasoning: None,
+            reasoning: sk.reasoning.as_ref().map(|r| r.summary(&pct)),
             failures: self.failures.clone(),
             warnings,
             requests: Vec::new(),

@@ -238,6 +238,94 @@ pub struct RunSketch {
     /// The longest the client took to handle arrived bytes, ms, where the platform gives
     /// kernel receive times.
     pub read_lag_ms: DdSketch,
+    /// Reasoning models: the phases of the successful requests that had reasoning; absent
+    /// when none had (and in older digests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ReasoningSketch>,
+}
+
+/// The sketches of the reasoning figures (`crate::reasoning`), and their exact totals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningSketch {
+    /// Successful requests that had reasoning.
+    pub requests: u64,
+    /// Their reasoning tokens (known counts).
+    pub total_reasoning_tokens: u64,
+    /// Their answer tokens (known counts).
+    pub total_answer_tokens: u64,
+    /// Time to the first reasoning token, ms.
+    pub ttfr_ms: DdSketch,
+    /// Time to the first answer token, ms.
+    pub ttfa_ms: DdSketch,
+    /// Reasoning tokens per request.
+    pub reasoning_tokens: DdSketch,
+    /// Answer tokens per request.
+    pub answer_tokens: DdSketch,
+    /// TPOT of the reasoning phase, ms.
+    pub reasoning_tpot_ms: DdSketch,
+    /// TPOT of the answer phase, ms.
+    pub answer_tpot_ms: DdSketch,
+}
+
+impl ReasoningSketch {
+    fn new(empty: &DdSketch) -> ReasoningSketch {
+        ReasoningSketch {
+            requests: 0,
+            total_reasoning_tokens: 0,
+            total_answer_tokens: 0,
+            ttfr_ms: empty.clone(),
+            ttfa_ms: empty.clone(),
+            reasoning_tokens: empty.clone(),
+            answer_tokens: empty.clone(),
+            reasoning_tpot_ms: empty.clone(),
+            answer_tpot_ms: empty.clone(),
+        }
+    }
+
+    fn add(&mut self, p: &crate::reasoning::PhaseRow) {
+        let add = |sk: &mut DdSketch, v: Option<f64>| v.into_iter().for_each(|v| sk.add(v));
+        self.requests += 1;
+        self.total_reasoning_tokens =
+            self.total_reasoning_tokens.saturating_add(p.reasoning_tokens.unwrap_or(0));
+        self.total_answer_tokens =
+            self.total_answer_tokens.saturating_add(p.answer_tokens.unwrap_or(0));
+        add(&mut self.ttfr_ms, p.ttfr_ms);
+        add(&mut self.ttfa_ms, p.ttfa_ms);
+        add(&mut self.reasoning_tokens, p.reasoning_tokens.map(|n| n as f64));
+        add(&mut self.answer_tokens, p.answer_tokens.map(|n| n as f64));
+        add(&mut self.reasoning_tpot_ms, p.reasoning_tpot_ms);
+        add(&mut self.answer_tpot_ms, p.answer_tpot_ms);
+    }
+
+    fn merge(&mut self, other: &ReasoningSketch) -> Result<(), SketchError> {
+        self.requests += other.requests;
+        self.total_reasoning_tokens =
+            self.total_reasoning_tokens.saturating_add(other.total_reasoning_tokens);
+        self.total_answer_tokens =
+            self.total_answer_tokens.saturating_add(other.total_answer_tokens);
+        self.ttfr_ms.merge(&other.ttfr_ms)?;
+        self.ttfa_ms.merge(&other.ttfa_ms)?;
+        self.reasoning_tokens.merge(&other.reasoning_tokens)?;
+        self.answer_tokens.merge(&other.answer_tokens)?;
+        self.reasoning_tpot_ms.merge(&other.reasoning_tpot_ms)?;
+        self.answer_tpot_ms.merge(&other.answer_tpot_ms)
+    }
+
+    /// The run's reasoning figures, percentiles from the sketches (within their accuracy;
+    /// counts, totals and means exact only where the sketch keeps them).
+    pub fn summary(&self, percentiles: &[f64]) -> crate::reasoning::ReasoningSummary {
+        crate::reasoning::ReasoningSummary {
+            requests: self.requests,
+            total_reasoning_tokens: self.total_reasoning_tokens,
+            total_answer_tokens: self.total_answer_tokens,
+            ttfr_ms: self.ttfr_ms.distribution(percentiles),
+            ttfa_ms: self.ttfa_ms.distribution(percentiles),
+            reasoning_tokens: self.reasoning_tokens.distribution(percentiles),
+            answer_tokens: self.answer_tokens.distribution(percentiles),
+            reasoning_tpot_ms: self.reasoning_tpot_ms.distribution(percentiles),
+            answer_tpot_ms: self.answer_tpot_ms.distribution(percentiles),
+        }
+    }
 }
 
 impl RunSketch {
@@ -253,7 +341,8 @@ impl RunSketch {
             schedule_lag_ms: empty.clone(),
             client_queue_ms: empty.clone(),
             ttfc_ms: empty.clone(),
-            read_lag_ms: empty,
+            read_lag_ms: empty.clone(),
+            reasoning: None,
         };
         for r in records.iter().filter(|r| !r.warmup) {
             let row = crate::request::row(r);
@@ -265,6 +354,9 @@ impl RunSketch {
                 continue;
             }
             add(&mut s.ttfc_ms, row.ttfc_ms);
+            if let Some(p) = &row.reasoning {
+                s.reasoning.get_or_insert_with(|| ReasoningSketch::new(&empty)).add(p);
+            }
             add(&mut s.ttft_ms, row.ttft_ms);
             add(&mut s.tpot_ms, row.tpot_ms);
             add(&mut s.e2el_ms, row.e2el_ms);
@@ -310,6 +402,11 @@ impl RunSketch {
         self.schedule_lag_ms.merge(&other.schedule_lag_ms)?;
         self.client_queue_ms.merge(&other.client_queue_ms)?;
         self.ttfc_ms.merge(&other.ttfc_ms)?;
+        match (&mut self.reasoning, &other.reasoning) {
+            (Some(a), Some(b)) => a.merge(b)?,
+            (None, Some(b)) => self.reasoning = Some(b.clone()),
+            _ => {}
+        }
         self.read_lag_ms.merge(&other.read_lag_ms)
     }
 }
@@ -323,6 +420,38 @@ mod tests {
     fn record(index: u64, ttft_ms: u64) -> RequestRecord {
         let chunks = vec![content(ttft_ms, 1), content(ttft_ms + 4, 1)];
         crate::request::tests::record(index, 0, ttft_ms + 4, chunks)
+    }
+
+    #[test]
+    fn reasoning_sketches_merge_to_the_union_counts_and_totals() {
+        use servelab_records::ChunkKind;
+        // Request i: reasoning tokens i + 1 (one chunk each, 2 ms apart from 10 ms), then 3
+        // answer tokens.
+        let rec = |i: u64| {
+            let mut chunks: Vec<_> = (0..=i)
+                .map(|k| {
+                    crate::request::tests::chunk(10 + 2 * k, ChunkKind::Reasoning, "r", Some(1))
+                })
+                .collect();
+            let at = 12 + 2 * i;
+            chunks.extend((0..3).map(|k| crate::request::tests::content(at + 2 * k, 1)));
+            crate::request::tests::record(i, 0, at + 4, chunks)
+        };
+        let records: Vec<RequestRecord> = (0..6).map(rec).collect();
+        let mut a = RunSketch::from_records(&records[..2], 0.01).unwrap();
+        let b = RunSketch::from_records(&records[2..], 0.01).unwrap();
+        let none = RunSketch::from_records(&[record(9, 5)], 0.01).unwrap();
+        assert_eq!(none.reasoning, None);
+        a.merge(&none).unwrap();
+        a.merge(&b).unwrap();
+        let r = a.reasoning.unwrap().summary(&[50.0]);
+        // 1 + 2 + ... + 6 reasoning tokens, 6 × 3 answer tokens.
+        assert_eq!((r.requests, r.total_reasoning_tokens, r.total_answer_tokens), (6, 21, 18));
+        assert_eq!((r.ttfr_ms.count, r.ttfr_ms.min, r.ttfr_ms.max), (6, 10.0, 10.0));
+        // TTFA 12 + 2i ms: 12 to 22; each phase decodes at 2 ms per token.
+        assert_eq!((r.ttfa_ms.min, r.ttfa_ms.max), (12.0, 22.0));
+        assert!((r.answer_tpot_ms.mean - 2.0).abs() < 1e-9);
+        assert_eq!(r.reasoning_tpot_ms.count, 5, "the first request has one reasoning token");
     }
 
     #[test]
