@@ -489,56 +489,6 @@ async fn profiles_and_repeats_send_prompts_of_their_own() {
     assert!(md.contains("drawn from lab seed 42"), "{md}");
 }
 
-/// `acceptance.interleave`: each greedy step launches the candidate and the current best in
-/// turn (A B B A), one round of profiles per launch, and judges the ratios of neighbouring
-/// launches.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn interleaved_steps_launch_the_reference_and_the_candidate_in_turn() {
-    let m = marker("interleave");
-    let tmp = tempfile::tempdir().unwrap();
-    let yaml = format!(
-        "name: interleave-test\nstrategy: greedy\nengines:\n\
-         \x20 - {{name: sim, command: '{}', ready_timeout_secs: 60, stop_grace_secs: 3}}\n\
-         profiles:\n{TINY}\
-         options:\n  slots16: --max-num-seqs 16\n  slow-tokens: --itl-ms 20\n\
-         acceptance: {{repeats: 2, interleave: true, min_gain_pct: 10}}\n",
-        sim(&m, "--itl-ms 5 --max-num-seqs 2"),
-    );
-    let file = write(tmp.path(), &yaml);
-    let dir = tmp.path().join("out");
-    let a = args(&file, &dir);
-    let Finish::Done { outcome, trials } = run(&a).await else { panic!("interrupted?") };
-    assert_no_survivors(&m);
-    let steps: Vec<(&str, Option<&str>, Decision)> = outcome
-        .steps
-        .iter()
-        .map(|s| (s.trial.as_str(), s.against.as_deref(), s.decision))
-        .collect();
-    assert_eq!(
-        steps,
-        vec![
-            ("sim", None, Decision::Baseline),
-            ("sim+slots16", Some("sim.ref-slots16"), Decision::Kept),
-            ("sim+slots16+slow-tokens", Some("sim+slots16.ref-slow-tokens"), Decision::Rejected),
-        ],
-        "{:#?}",
-        outcome.steps
-    );
-    assert!(outcome.steps[1].deltas[0].delta_pct > 200.0, "{:?}", outcome.steps[1].deltas);
-    assert!(outcome.steps[1].deltas[0].run_noise_pct.is_some());
-    assert_eq!(outcome.kept, vec!["slots16"]);
-    // Every trial of a step ran each profile once per launch, two launches each; the
-    // references are saved as trials of their own, with both launches in one log.
-    let ids: Vec<&str> = trials.iter().map(|t| t.spec.id.as_str()).collect();
-    assert!(ids.contains(&"sim.ref-slots16") && ids.contains(&"sim+slots16.ref-slow-tokens"));
-    for t in &trials {
-        let runs: Vec<u32> = t.profiles.iter().map(|p| p.repeat).collect();
-        assert_eq!(runs, vec![0, 1], "{}", t.spec.id);
-    }
-    let log = std::fs::read_to_string(dir.join("sim.ref-slots16").join("engine.log")).unwrap();
-    assert_eq!(log.matches("servelab sim listening").count(), 2, "{log}");
-}
-
 /// The seed-003 report shape from real runs: two engines and three options on simulated
 /// engines end in the published conclusion: the final table "baseline vs optimized" with
 /// Total TPS and Mean TPOT, every kept step against the baseline, the engine-baseline
