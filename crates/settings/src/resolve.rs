@@ -674,7 +674,7 @@ mod tests {
         let e = bench(&["--request-rate", "0"]).unwrap_err();
         assert_eq!(e, "--request-rate: expected a positive number or 'inf' (got '0')");
         let e = bench(&["--goodput", "itl:5"]).unwrap_err();
-        assert_eq!(e, "--goodput: unknown metric 'itl': use ttft, tpot or e2el");
+        assert!(e.starts_with("--goodput: unknown metric 'itl': use ttft, tpot, e2el"), "{e}");
         let e = bench(&["--request-timeout", "1e20"]).unwrap_err();
         assert!(e.starts_with("--request-timeout: "), "{e}");
         let e = bench(&["--metric-percentiles", "101"]).unwrap_err();
