@@ -490,7 +490,18 @@ async fn a_rate_grid_can_end_all_at_once() {
     let sweep = sweep(
         &sim,
         dir.path(),
-        &["--scenario", "32:4", "--request-rate", "20,inf", "--num-prompts", "8"],
+        // A sweep sizes its points with --min/--max-prompts (it ignores --num-prompts, which
+        // left this test sending 100 and then 2,000 prompts).
+        &[
+            "--scenario",
+            "32:4",
+            "--request-rate",
+            "20,inf",
+            "--min-prompts",
+            "8",
+            "--max-prompts",
+            "8",
+        ],
     )
     .await;
     let points = &sweep.scenarios[0].points;
@@ -498,6 +509,7 @@ async fn a_rate_grid_can_end_all_at_once() {
     let burst = &points[1];
     assert!(burst.load.value().is_infinite());
     assert_eq!(burst.summary.info.load.request_rate, None, "inf is no rate: all at once");
+    assert!(points.iter().all(|p| p.num_prompts == 8 && p.summary.completed == 8));
     // All 8 were due at time zero.
     assert_eq!(burst.summary.client_queue_ms.max, 0.0);
     assert!(burst.summary.peak_concurrency >= 2);
