@@ -248,7 +248,7 @@ pub fn compare(subjects: &[Subject], o: &CompareOptions) -> Comparison {
                 success_rate: sr,
                 rejected: rejected(sr, o.min_success_rate),
                 predicted: !s.runs.is_empty()
-                    && s.runs.iter().all(|r| r.name.ends_with(crate::sources::PREDICTED)),
+                    && s.runs.iter().all(|r| r.name.ends_with(crate::data::PREDICTED)),
             }
         })
         .collect();

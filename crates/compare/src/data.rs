@@ -74,6 +74,9 @@ impl Samples {
     }
 }
 
+/// What the name of a run the engine model predicted ends with.
+pub const PREDICTED: &str = " (predicted)";
+
 /// One stored (or imported, or file) run, ready to compare.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunData {

@@ -129,8 +129,7 @@ fn sweep_file(path: &Path, spec: &str) -> Result<Option<Vec<RunData>>, String> {
     Ok(Some(runs))
 }
 
-/// What the name of a run the engine model predicted ends with.
-pub const PREDICTED: &str = " (predicted)";
+pub use crate::data::PREDICTED;
 
 /// The display name of a stored run: its label (else `#id`), its sweep scenario, and
 /// whether it was predicted.
