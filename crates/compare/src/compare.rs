@@ -219,8 +219,12 @@ fn metric_keys(subjects: &[Subject]) -> Vec<MetricKey> {
     HEADLINE.iter().chain(extra).copied().collect()
 }
 
-/// Index of the best value among non-rejected subjects; ties keep the earlier.
+/// Index of the best value among non-rejected subjects; ties keep the earlier. `None` for a
+/// count no direction fits (how many reasoning or answer tokens a model wrote).
 pub fn best_index(metric: MetricKey, values: &[Option<f64>], rejected: &[bool]) -> Option<usize> {
+    if matches!(metric.metric, Metric::ReasoningTokens | Metric::AnswerTokens) {
+        return None;
+    }
     let mut best: Option<(usize, f64)> = None;
     for (i, v) in values.iter().enumerate() {
         let Some(v) = *v else { continue };
@@ -394,4 +398,21 @@ pub fn pair(operands: Vec<Vec<Subject>>) -> Result<Pairing, String> {
         ));
     }
     Ok(Pairing { points, unmatched })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_with_no_direction_have_no_best_value() {
+        let values = [Some(4.0), Some(6.0)];
+        for m in [Metric::ReasoningTokens, Metric::AnswerTokens] {
+            assert_eq!(best_index(MetricKey::of(m), &values, &[false, false]), None);
+        }
+        let ttft = MetricKey::stat(Metric::Ttft, Stat::Mean);
+        assert_eq!(best_index(ttft, &values, &[false, false]), Some(0));
+        assert_eq!(best_index(MetricKey::of(Metric::OutputThroughput), &values, &[]), Some(1));
+        assert_eq!(best_index(ttft, &values, &[true, false]), Some(1), "rejected: never best");
+    }
 }

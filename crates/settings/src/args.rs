@@ -29,6 +29,9 @@ impl Cli {
         let given = |m: &clap::ArgMatches| {
             m.value_source("request_rate") == Some(clap::parser::ValueSource::CommandLine)
         };
+        let prompts_given = |m: &clap::ArgMatches| {
+            m.value_source("num_prompts") == Some(clap::parser::ValueSource::CommandLine)
+        };
         let typed_backend = |m: &clap::ArgMatches| {
             m.get_raw("backend")
                 .and_then(|mut v| v.next())
@@ -44,9 +47,13 @@ impl Cli {
             }
             (Command::Sweep(a), Some(("sweep", m))) => {
                 a.request_rate_given = given(m);
+                a.num_prompts_given = prompts_given(m);
                 a.backend_given = typed_backend(m);
             }
-            (Command::Predict(a), Some(("predict", m))) => a.sweep.request_rate_given = given(m),
+            (Command::Predict(a), Some(("predict", m))) => {
+                a.sweep.request_rate_given = given(m);
+                a.sweep.num_prompts_given = prompts_given(m);
+            }
             _ => {}
         }
         Ok(cli)
@@ -654,6 +661,10 @@ pub struct SweepArgs {
     /// single `inf` is the grid (one point, all at once), not the default concurrency grid.
     #[arg(skip)]
     pub request_rate_given: bool,
+    /// Set by [`Cli::parse_args`]: `--num-prompts` came from the command line, so every point
+    /// sends exactly that many (it was silently ignored: points scaled with the load).
+    #[arg(skip)]
+    pub num_prompts_given: bool,
     /// Set by [`Cli::parse_args`]: `--backend` as typed (`vllm`, `sglang`), which the API
     /// flavour (`openai`) forgets; SGLang's block prints it as `Backend:`.
     #[arg(skip)]

@@ -534,7 +534,11 @@ pub fn sweep_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
         dataset_path: a.bench.dataset_path.clone(),
         scenarios,
         loads,
-        prompts: PromptPolicy::scaled(a.prompts_per_concurrency, a.min_prompts, a.max_prompts)?,
+        prompts: PromptPolicy {
+            // `--num-prompts N` given: every point sends N (a suite's own counts still win).
+            fixed: a.num_prompts_given.then_some(a.bench.num_prompts),
+            ..PromptPolicy::scaled(a.prompts_per_concurrency, a.min_prompts, a.max_prompts)?
+        },
         fresh_prompts: !a.same_prompts,
         knee: KneeRule::from_flags(a.knee_min_gain_pct)?,
         slo: a.slo.as_deref().map(|s| SloSpec::parse("--slo", s)).transpose()?,
@@ -646,6 +650,27 @@ mod tests {
         assert_eq!(p.loads.len(), 7, "the default concurrency grid");
         let p = predict(&["--request-rate", "inf", "--concurrency", "4", "--scenario", "1:1"]);
         assert_eq!(p.unwrap().loads, vec![servelab_load::Level::Concurrency(4)]);
+    }
+
+    /// `sweep --num-prompts N` was silently ignored (each point scaled its prompts with the
+    /// load); given, it fixes every point's count. Not given, the points scale.
+    #[test]
+    fn a_given_num_prompts_fixes_every_sweep_point() {
+        let sweep = |args: &[&str]| {
+            let argv = ["servelab", "sweep", "--concurrency", "1,64"].iter().chain(args);
+            let argv = argv.map(|s| std::ffi::OsString::from(*s));
+            let Command::Sweep(a) = Cli::parse_args(argv).unwrap().command else { unreachable!() };
+            sweep_plan(&a).unwrap().prompts
+        };
+        let fixed = sweep(&["--num-prompts", "8"]);
+        assert_eq!(fixed.fixed, Some(8));
+        assert_eq!(fixed.prompts_for(servelab_load::Level::Concurrency(64)), 8);
+        let scaled = sweep(&[]);
+        assert_eq!(scaled.fixed, None);
+        assert_eq!(scaled.prompts_for(servelab_load::Level::Concurrency(1)), 10);
+        assert_eq!(scaled.prompts_for(servelab_load::Level::Concurrency(64)), 320);
+        let p = predict(&["--num-prompts", "16", "--scenario", "100:10"]).unwrap();
+        assert_eq!(p.prompts.fixed, Some(16));
     }
 
     #[test]
