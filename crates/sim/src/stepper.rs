@@ -497,15 +497,10 @@ mod tests {
         assert_eq!(c.now, 30);
     }
 
-    /// A late wakeup of the engine task (here: its runtime blocked for 100 ms) delays when
-    /// tokens are handed over, never the model's schedule: the steps still run back to back on
-    /// the engine's own times, so the lateness shows as tokens sent after their due time.
-    #[tokio::test]
-    async fn a_late_wakeup_keeps_the_models_schedule() {
-        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
-        let shape = RequestShape { prompt_tokens: 100, output_tokens: 12, ..Default::default() };
-        // The model's step ends for this request alone, in virtual time.
-        let mut e = Engine::new(&cfg).unwrap();
+    /// The end of each of the engine model's steps for one request served alone, in virtual
+    /// time: what the stepper must reproduce on the wall clock.
+    fn solo_step_ends(cfg: &EngineConfig, shape: RequestShape) -> Vec<u64> {
+        let mut e = Engine::new(cfg).unwrap();
         e.add_request(0, shape, 0).unwrap();
         let (mut ends, mut now) = (Vec::new(), 0);
         loop {
@@ -515,6 +510,18 @@ mod tests {
             let Some(n) = e.next_event_ns() else { break };
             now = n;
         }
+        ends
+    }
+
+    /// A late wakeup of the engine task (here: its runtime blocked for 100 ms) delays when
+    /// tokens are handed over, never the model's schedule: the steps still run back to back on
+    /// the engine's own times, so the lateness shows as tokens sent after their due time.
+    #[tokio::test]
+    async fn a_late_wakeup_keeps_the_models_schedule() {
+        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+        let shape = RequestShape { prompt_tokens: 100, output_tokens: 12, ..Default::default() };
+        // The model's step ends for this request alone, in virtual time.
+        let ends = solo_step_ends(&cfg, shape);
         let want: Vec<u64> = ends.windows(2).map(|w| w[1] - w[0]).collect();
 
         let s = Stepper::start(&cfg, None).unwrap();
@@ -543,16 +550,7 @@ mod tests {
         let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
         // The engine's own steps for a request of 3 steps, in virtual time.
         let shape = RequestShape { prompt_tokens: 100, output_tokens: 3, ..Default::default() };
-        let mut e = Engine::new(&cfg).unwrap();
-        e.add_request(0, shape, 0).unwrap();
-        let (mut ends, mut now) = (Vec::new(), 0);
-        loop {
-            while let Some(o) = e.step(now) {
-                ends.push(o.end_ns);
-            }
-            let Some(n) = e.next_event_ns() else { break };
-            now = n;
-        }
+        let ends = solo_step_ends(&cfg, shape);
         assert_eq!(ends.len(), 3);
         let cost = CostModel::new(&cfg.worker(cfg.tp));
         let verify = |ctx: u64| verify_extra_ns(&cost, 3, &[ctx], 0);
