@@ -133,6 +133,7 @@ fn run_info(plan: &Plan, p: &Prepared, shard: Option<ShardInfo>) -> RunInfo {
         servelab_version: env!("CARGO_PKG_VERSION").to_string(),
         interrupted: false,
         shard,
+        gpus: plan.record.gpus,
     }
 }
 

@@ -160,11 +160,13 @@ pub struct RecordSpec {
     pub tags: Vec<(String, String)>,
     /// What produced the run.
     pub kind: RunKind,
+    /// GPUs serving the deployment under test (`--gpus`), for per-GPU figures and cost.
+    pub gpus: Option<u32>,
 }
 
 impl Default for RecordSpec {
     fn default() -> Self {
-        RecordSpec { label: None, tags: Vec::new(), kind: RunKind::Bench }
+        RecordSpec { label: None, tags: Vec::new(), kind: RunKind::Bench, gpus: None }
     }
 }
 

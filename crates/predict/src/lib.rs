@@ -154,6 +154,7 @@ impl Predictor {
             servelab_version: env!("CARGO_PKG_VERSION").to_string(),
             interrupted: false,
             shard: None,
+            gpus: Some(self.cfg.gpus()),
         };
         // As the conductor's scraper, one last scrape once every request has ended.
         let end_ns = run.requests.iter().filter_map(|r| r.end_ns).max().unwrap_or(0);

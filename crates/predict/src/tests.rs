@@ -54,6 +54,7 @@ fn a_closed_loop_plan_predicts_what_the_engine_model_says() {
     assert!(close(s.ttft_ms.mean, point.mean_ttft_ms));
     assert_eq!(s.info.base_url, "engine:t.yaml");
     assert_eq!(s.info.model, "qwen3-8b");
+    assert_eq!(s.info.gpus, Some(1), "the modelled deployment's GPUs are filed with the run");
     assert!(s.warnings.iter().any(|w| w.contains("predicted by the engine model")));
     assert!(
         s.warnings.iter().any(|w| w.contains("calibration vllm-v1 defaults, not fitted")

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+pub mod gpu;
 pub mod isl_osl;
 pub mod published;
 pub mod reasoning;
@@ -24,6 +25,7 @@ pub mod time;
 
 use std::collections::BTreeMap;
 
+pub use gpu::{GpuReading, GpuScrape, GpuSource};
 pub use isl_osl::{IslOsl, NotIslOsl};
 pub use published::{PointSummary, PublishedColumn, PUBLISHED_COLUMNS};
 pub use reasoning::ReasoningParser;
@@ -460,6 +462,10 @@ pub struct RunInfo {
     /// Set when this run is one shard of a larger run (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,
+    /// GPUs serving the deployment under test, as the user stated (`--gpus`) or a prediction
+    /// modelled; absent when unknown. Per-GPU throughput and cost divide by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
 }
 
 impl RunInfo {

@@ -613,6 +613,10 @@ pub struct BenchArgs {
     /// Do not record this run in the results store.
     #[arg(long, help_heading = "Store")]
     pub no_store: bool,
+    /// GPUs serving the deployment under test (all replicas, prefill and decode), for
+    /// per-GPU throughput and cost. Recorded with the run; servelab cannot see it otherwise.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Store")]
+    pub gpus: Option<u32>,
 
     /// Scale out (docs/scale.md).
     #[command(flatten)]

@@ -175,7 +175,7 @@ fn plan(
             result_filename: a.result_filename.clone(),
             progress: !a.no_progress,
         },
-        record: RecordSpec { label: a.label.clone(), tags, ..RecordSpec::default() },
+        record: RecordSpec { label: a.label.clone(), tags, gpus: a.gpus, ..RecordSpec::default() },
         shard,
     };
     plan.check().map_err(|e| e.to_string())?;
@@ -717,6 +717,12 @@ mod tests {
         let p = bench(&["--goodput", "ttft:500", "tpot:50"]).unwrap();
         let slo = p.metrics.goodput.unwrap();
         assert_eq!((slo.ttft_ms, slo.tpot_ms, slo.e2el_ms), (Some(500.0), Some(50.0), None));
+    }
+
+    #[test]
+    fn the_gpu_count_is_filed_with_the_run() {
+        assert_eq!(bench(&["--gpus", "8"]).unwrap().record.gpus, Some(8));
+        assert_eq!(bench(&[]).unwrap().record.gpus, None);
     }
 
     #[test]

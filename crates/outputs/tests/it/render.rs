@@ -59,6 +59,7 @@ fn info() -> RunInfo {
         servelab_version: "0.1.0".into(),
         interrupted: false,
         shard: None,
+        gpus: None,
     }
 }
 

@@ -50,6 +50,7 @@ pub fn summary(c: usize, n: usize) -> Summary {
             servelab_version: "0".into(),
             interrupted: false,
             shard: None,
+            gpus: None,
         },
         percentiles: vec![50.0, 99.0],
         slo: None,
