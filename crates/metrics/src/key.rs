@@ -55,6 +55,11 @@ pub enum Metric {
     ReasoningTokens,
     /// Reasoning models: mean answer tokens per request with reasoning.
     AnswerTokens,
+    /// Output tokens per second per GPU: output throughput / the run's GPU count
+    /// (`RunInfo::gpus`); none when the count is unknown.
+    OutputThroughputPerGpu,
+    /// Interactivity: output tokens per second per user, 1000 / mean TPOT (ms).
+    Interactivity,
 }
 
 /// A statistic of a latency distribution.
@@ -102,6 +107,8 @@ impl Metric {
             Metric::AnswerTpot => "answer_tpot",
             Metric::ReasoningTokens => "reasoning_tokens",
             Metric::AnswerTokens => "answer_tokens",
+            Metric::OutputThroughputPerGpu => "output_throughput_per_gpu",
+            Metric::Interactivity => "interactivity",
         }
     }
 
@@ -188,6 +195,10 @@ impl Metric {
             "answer_tpot" => Metric::AnswerTpot,
             "reasoning_tokens" => Metric::ReasoningTokens,
             "answer_tokens" => Metric::AnswerTokens,
+            "output_throughput_per_gpu" | "tokens_per_gpu" => Metric::OutputThroughputPerGpu,
+            "interactivity" | "output_throughput_per_user" | "tokens_per_user" => {
+                Metric::Interactivity
+            }
             _ => return None,
         })
     }
@@ -326,6 +337,12 @@ impl MetricKey {
             Metric::SuccessRate if total > 0 => s.completed as f64 / total as f64 * 100.0,
             Metric::ReasoningTokens => s.reasoning.as_ref()?.reasoning_tokens.mean,
             Metric::AnswerTokens => s.reasoning.as_ref()?.answer_tokens.mean,
+            Metric::OutputThroughputPerGpu => {
+                crate::pareto::per_gpu(s.output_throughput, s.info.gpus)?
+            }
+            Metric::Interactivity if s.tpot_ms.count > 0 => {
+                crate::pareto::interactivity(s.tpot_ms.mean)?
+            }
             _ => return None,
         })
     }
@@ -364,6 +381,8 @@ impl MetricKey {
             | Metric::PeakOutputThroughput => "tok/s",
             Metric::SuccessRate => "%",
             Metric::ReasoningTokens | Metric::AnswerTokens => "tok",
+            Metric::OutputThroughputPerGpu => "tok/s/GPU",
+            Metric::Interactivity => "tok/s/user",
             _ => "",
         }
     }
@@ -392,6 +411,8 @@ impl MetricKey {
             Metric::AnswerTpot => "Answer TPOT",
             Metric::ReasoningTokens => "Reasoning tokens mean",
             Metric::AnswerTokens => "Answer tokens mean",
+            Metric::OutputThroughputPerGpu => "Output throughput per GPU",
+            Metric::Interactivity => "Interactivity",
         };
         let stat = self.stat.map(|s| format!(" {}", s.name())).unwrap_or_default();
         match self.unit() {
@@ -419,6 +440,8 @@ impl MetricKey {
             Metric::SuccessRate => "Success Rate (%)".into(),
             Metric::ReasoningTokens => "Mean Reasoning Tokens".into(),
             Metric::AnswerTokens => "Mean Answer Tokens".into(),
+            Metric::OutputThroughputPerGpu => "Output Token Throughput per GPU (tok/s/GPU)".into(),
+            Metric::Interactivity => "Interactivity (tok/s/user)".into(),
             m => m.title().into(),
         }
     }
@@ -472,6 +495,11 @@ pub const HEADLINE: [MetricKey; 12] = [
     MetricKey::stat(Metric::E2el, Stat::P(99.0)),
     MetricKey::of(Metric::SuccessRate),
 ];
+
+/// The deployment figures a comparison shows after [`HEADLINE`]: output tokens/s per GPU
+/// (when the runs state their GPU count) and per user (see [`crate::pareto`]).
+pub const DEPLOYMENT_KEYS: [MetricKey; 2] =
+    [MetricKey::of(Metric::OutputThroughputPerGpu), MetricKey::of(Metric::Interactivity)];
 
 /// The reasoning models' figures a comparison shows after [`HEADLINE`] when a run had
 /// reasoning: time to the first answer token first, as users judge reasoning models by it.
@@ -539,6 +567,30 @@ mod tests {
         assert!(!MetricKey::of(Metric::Failed).higher_is_better());
         assert_eq!(p99.percentile(), Some(99.0));
         assert!(p99.is_run_level() && !MetricKey::of(Metric::Ttft).is_run_level());
+    }
+
+    /// Issue 27: tokens/s per GPU and per user, read from a summary.
+    #[test]
+    fn per_gpu_and_per_user_keys() {
+        let k = |s: &str| MetricKey::parse(s).unwrap();
+        assert_eq!(k("tokens_per_gpu").key(), "output_throughput_per_gpu");
+        assert_eq!(k("output_throughput_per_user").key(), "interactivity");
+        assert_eq!(MetricKey::parse("interactivity_p99"), None);
+        let gpu = MetricKey::of(Metric::OutputThroughputPerGpu);
+        let user = MetricKey::of(Metric::Interactivity);
+        assert_eq!(gpu.label(), "Output throughput per GPU (tok/s/GPU)");
+        assert_eq!(user.header(), "Interactivity (tok/s/user)");
+        assert!(gpu.higher_is_better() && user.higher_is_better());
+        let info = servelab_records::RunInfo::default();
+        let mut s = crate::summarize(&[], &info, &crate::MetricsConfig::default());
+        s.output_throughput = 1000.0;
+        s.tpot_ms = Distribution { count: 3, mean: 8.0, ..Distribution::default() };
+        assert_eq!(gpu.value(&s), None, "no GPU count");
+        assert_eq!(user.value(&s), Some(125.0));
+        s.info.gpus = Some(4);
+        assert_eq!(gpu.value(&s), Some(250.0));
+        s.tpot_ms.count = 0;
+        assert_eq!(user.value(&s), None, "no TPOT sample");
     }
 
     #[test]

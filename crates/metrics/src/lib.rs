@@ -22,7 +22,9 @@ pub mod digest;
 pub mod engine;
 pub mod fold;
 mod key;
+pub mod load;
 pub mod merge;
+pub mod pareto;
 pub mod reasoning;
 pub mod replay;
 pub mod request;
@@ -41,7 +43,7 @@ use servelab_records::{RequestRecord, RunInfo};
 
 pub use collect::{Collector, MAX_MESSAGES, MAX_MESSAGE_CHARS};
 pub use engine::EngineMetrics;
-pub use key::{pct_word, Metric, MetricKey, Stat, HEADLINE, REASONING_KEYS};
+pub use key::{pct_word, Metric, MetricKey, Stat, DEPLOYMENT_KEYS, HEADLINE, REASONING_KEYS};
 pub use reasoning::{PhaseRow, ReasoningSummary};
 pub use replay::{ReplaySummary, TraceRows};
 pub use request::RequestRow;
