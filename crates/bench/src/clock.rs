@@ -125,8 +125,8 @@ impl Clocks {
         interrupt: &mut tokio::sync::watch::Receiver<bool>,
         last_chance: bool,
     ) -> Option<Reading> {
-        let measured =
-            http::unless_interrupted(interrupt, measure(reference, Some(target), budget)).await?;
+        let reading = measure(reference, Some(target), budget);
+        let measured = http::unless_interrupted(interrupt, reading).await?;
         let reading = match measured {
             Ok(Some(r)) => r,
             Ok(None) => {
