@@ -13,6 +13,7 @@ mod ahead;
 pub mod clock;
 pub mod decode;
 pub mod doctor;
+pub mod gpu;
 pub mod http;
 mod limits;
 pub mod openai;

@@ -19,8 +19,6 @@ use crate::prom::engine_series;
 /// How long one scrape may take before it counts as failed.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
-type Taken = (Instant, Result<BTreeMap<String, f64>, String>);
-
 /// A handshake between the measuring loop and the scraper: after warm-ups, the loop asks for
 /// a scrape and waits for it before the measured phase's clock starts, so the engine's
 /// counters of the run begin where its requests do and warm-ups are not counted.
@@ -41,8 +39,76 @@ impl Baseline {
 /// A running scraper; [`Scraper::finish`] takes the last scrape and returns them all.
 #[derive(Debug)]
 pub struct Scraper {
+    periodic: Periodic<Result<BTreeMap<String, f64>, String>>,
+}
+
+/// The task every scraper runs (the engine's `/metrics` here, the GPUs' telemetry in
+/// [`crate::gpu`]): one reading at each tick of `every`, one when a [`Baseline`] asks, one
+/// last when stopped, each timed as it ends. It runs on its own task, so the measuring loop
+/// never waits for it (except for the baseline it asks for).
+#[derive(Debug)]
+pub(crate) struct Periodic<T> {
     stop: watch::Sender<bool>,
-    task: JoinHandle<Vec<Taken>>,
+    task: JoinHandle<Vec<(Instant, T)>>,
+}
+
+impl<T: Send + 'static> Periodic<T> {
+    /// Start after a first reading already `taken`; `read` takes each next one.
+    pub(crate) fn spawn<F, Fut>(
+        taken: (Instant, T),
+        every: Duration,
+        baseline: Option<Arc<Baseline>>,
+        mut read: F,
+    ) -> Periodic<T>
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = T> + Send,
+    {
+        let (stop, mut stopped) = watch::channel(false);
+        let every = every.max(Duration::from_millis(10));
+        let task = tokio::spawn(async move {
+            let mut taken = vec![taken];
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                let asked = async {
+                    match &baseline {
+                        Some(b) => b.asked.notified().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                let (last, asked) = tokio::select! {
+                    _ = tick.tick() => (false, false),
+                    _ = asked => (false, true),
+                    _ = stopped.changed() => (true, false),
+                };
+                let got = read().await;
+                taken.push((Instant::now(), got));
+                if let (true, Some(b)) = (asked, &baseline) {
+                    b.taken.notify_one();
+                }
+                if last {
+                    return taken;
+                }
+            }
+        });
+        Periodic { stop, task }
+    }
+
+    /// Take one last reading, stop, and return every reading in order.
+    pub(crate) async fn finish(self) -> Vec<(Instant, T)> {
+        let _ = self.stop.send(true);
+        self.task.await.unwrap_or_default()
+    }
+}
+
+/// Milliseconds from `origin` to `at`, negative before it.
+pub(crate) fn ms_since(at: Instant, origin: Instant) -> f64 {
+    if at >= origin {
+        (at - origin).as_secs_f64() * 1e3
+    } else {
+        -((origin - at).as_secs_f64() * 1e3)
+    }
 }
 
 /// One scrape: the engine's series, or why there are none.
@@ -74,38 +140,19 @@ impl Scraper {
         baseline: Arc<Baseline>,
     ) -> Option<Scraper> {
         let first = scrape(target).await.ok()?;
-        let first_at = Instant::now();
-        let (stop, mut stopped) = watch::channel(false);
         let target = target.clone();
-        let every = every.max(Duration::from_millis(10));
-        let task = tokio::spawn(async move {
-            let mut taken = vec![(first_at, Ok(first))];
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                let (last, asked) = tokio::select! {
-                    _ = tick.tick() => (false, false),
-                    _ = baseline.asked.notified() => (false, true),
-                    _ = stopped.changed() => (true, false),
-                };
-                let got = scrape(&target).await;
-                taken.push((Instant::now(), got));
-                if asked {
-                    baseline.taken.notify_one();
-                }
-                if last {
-                    return taken;
-                }
-            }
-        });
-        Some(Scraper { stop, task })
+        let periodic =
+            Periodic::spawn((Instant::now(), Ok(first)), every, Some(baseline), move || {
+                let target = target.clone();
+                async move { scrape(&target).await }
+            });
+        Some(Scraper { periodic })
     }
 
     /// Take one last scrape, stop, and return every scrape with its time relative to
     /// `origin` (the run's), in order.
     pub async fn finish(self, origin: Instant) -> Vec<ServerScrape> {
-        let _ = self.stop.send(true);
-        let taken = self.task.await.unwrap_or_default();
+        let taken = self.periodic.finish().await;
         taken.into_iter().map(|(at, got)| to_record(at, origin, got)).collect()
     }
 }
@@ -115,11 +162,7 @@ fn to_record(
     origin: Instant,
     got: Result<BTreeMap<String, f64>, String>,
 ) -> ServerScrape {
-    let t_ms = if at >= origin {
-        (at - origin).as_secs_f64() * 1e3
-    } else {
-        -((origin - at).as_secs_f64() * 1e3)
-    };
+    let t_ms = ms_since(at, origin);
     match got {
         Ok(values) => ServerScrape { t_ms, values, error: None },
         Err(e) => ServerScrape { t_ms, values: BTreeMap::new(), error: Some(e) },
