@@ -528,38 +528,51 @@ fn the_docs_table_is_the_corpus() {
     assert!(doc == want, "docs/conformance.md is out of date: run SERVELAB_UPDATE_DOCS=1 cargo test -p servelab --test it conformance::the_docs_table");
 }
 
+/// One corpus server through a scenario sweep: what went wrong, if anything.
+async fn sweep_one_server(path: &Path, dir: &Path) -> Vec<String> {
+    let mut bad = Vec::new();
+    let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+    let server = start_replay(Fixture::load(path).unwrap(), "127.0.0.1", 0).await.unwrap();
+    match corpus_sweep(&server.base_url(), dir).await {
+        Ok(Ok(_)) => {}
+        other => bad.push(format!("{name}: sweep ended {other:?}")),
+    }
+    for c in [1, 2] {
+        let p = dir.join(format!("points/16x8/concurrency-{c}.json"));
+        let Ok(bytes) = std::fs::read(&p) else {
+            bad.push(format!("{name}: no point at concurrency {c}"));
+            continue;
+        };
+        let point: Value = serde_json::from_slice(&bytes).unwrap();
+        let s = &point["summary"];
+        if s["failed"].as_u64() != Some(0) || s["completed"].as_u64() == Some(0) {
+            bad.push(format!(
+                "{name} sweep c={c}: {} completed, failures {}",
+                s["completed"], s["failures"]
+            ));
+        }
+    }
+    server.shutdown().await;
+    bad
+}
+
 /// Every corpus server through a scenario sweep (which asks for `ignore_eos`) and a lab whose
 /// engines are replays of the servers: every request measured, whatever the server refuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_corpus_server_runs_a_scenario_sweep_and_a_lab() {
     use servelab::args::LabRunArgs;
-    let mut bad = Vec::new();
     let tmp = tempfile::tempdir().unwrap();
+    // The servers' sweeps run side by side: each waits on its replay's timing, not the CPU.
+    let mut sweeps = tokio::task::JoinSet::new();
     for path in corpus() {
-        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
-        let server = start_replay(Fixture::load(&path).unwrap(), "127.0.0.1", 0).await.unwrap();
-        let dir = tmp.path().join(&name);
-        match corpus_sweep(&server.base_url(), &dir).await {
-            Ok(Ok(_)) => {}
-            other => bad.push(format!("{name}: sweep ended {other:?}")),
-        }
-        for c in [1, 2] {
-            let p = dir.join(format!("points/16x8/concurrency-{c}.json"));
-            let Ok(bytes) = std::fs::read(&p) else {
-                bad.push(format!("{name}: no point at concurrency {c}"));
-                continue;
-            };
-            let point: Value = serde_json::from_slice(&bytes).unwrap();
-            let s = &point["summary"];
-            if s["failed"].as_u64() != Some(0) || s["completed"].as_u64() == Some(0) {
-                bad.push(format!(
-                    "{name} sweep c={c}: {} completed, failures {}",
-                    s["completed"], s["failures"]
-                ));
-            }
-        }
-        server.shutdown().await;
+        let dir = tmp.path().join(path.file_stem().unwrap());
+        sweeps.spawn(async move { sweep_one_server(&path, &dir).await });
     }
+    let mut bad = Vec::new();
+    while let Some(found) = sweeps.join_next().await {
+        bad.extend(found.unwrap());
+    }
+    bad.sort();
 
     // One lab, one engine per server: each a replay launched as a process.
     let bin = env!("CARGO_BIN_EXE_servelab");
