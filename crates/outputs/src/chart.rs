@@ -18,6 +18,13 @@ const FAMILY: &str = "sans-serif";
 /// Chart size in pixels.
 pub const SIZE: (u32, u32) = (960, 600);
 
+/// The Pareto front's line ([`Style::Front`]): dark grey, apart from the series' colours.
+const FRONT_INK: RGBColor = RGBColor(60, 60, 60);
+/// Opacity of a faded point (off the front).
+pub const FADED: f64 = 0.3;
+/// Opacity of a faded point's note: lighter than a front point's, still readable.
+const FADED_NOTE: f64 = 0.6;
+
 /// Line colours in order: the colour-blind-safe Okabe–Ito palette.
 const PALETTE: [RGBColor; 8] = [
     RGBColor(0, 114, 178),
@@ -38,6 +45,12 @@ pub enum Style {
     Line,
     /// A step line (histograms, per-window series): flat until the next point, unmarked.
     Step,
+    /// Markers only, no line (points of a scatter, e.g. the deployments on a Pareto chart).
+    Points,
+    /// A Pareto front's staircase in dark grey, unmarked: given its points with x rising and
+    /// y falling, down from each point to the next one's y, then across to it (the edge of
+    /// what the points reach: at an x between two points, the best y is the next point's).
+    Front,
 }
 
 /// One line of a chart.
@@ -51,17 +64,46 @@ pub struct Series {
     pub notes: Vec<String>,
     /// Lines or steps.
     pub style: Style,
+    /// Points drawn faded (lower opacity), e.g. those off a Pareto front; empty: none.
+    pub faded: Vec<bool>,
 }
 
 impl Series {
     /// A plain line through `points`.
     pub fn line(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
-        Series { label: label.into(), points, notes: Vec::new(), style: Style::Line }
+        Series {
+            label: label.into(),
+            points,
+            notes: Vec::new(),
+            style: Style::Line,
+            faded: Vec::new(),
+        }
     }
 
     /// A step line through `points`.
     pub fn steps(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
-        Series { label: label.into(), points, notes: Vec::new(), style: Style::Step }
+        Series {
+            label: label.into(),
+            points,
+            notes: Vec::new(),
+            style: Style::Step,
+            faded: Vec::new(),
+        }
+    }
+
+    /// Markers at `points`, no line.
+    pub fn points(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { style: Style::Points, ..Series::line(label, points) }
+    }
+
+    /// A Pareto front's staircase through `points` (x rising, y falling).
+    pub fn front(label: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series { style: Style::Front, ..Series::line(label, points) }
+    }
+
+    /// Whether point `i` is drawn faded.
+    pub fn is_faded(&self, i: usize) -> bool {
+        self.faded.get(i).copied().unwrap_or(false)
     }
 }
 
@@ -436,9 +478,12 @@ where
     let mut lines: Vec<Vec<(i32, i32)>> = c
         .series
         .iter()
-        .map(|s| match s.style {
-            Style::Line => s.points.iter().map(px).collect(),
-            Style::Step => step_path(&s.points).iter().map(px).collect(),
+        .flat_map(|s| match s.style {
+            Style::Line => vec![s.points.iter().map(px).collect()],
+            Style::Step => vec![step_path(&s.points).iter().map(px).collect()],
+            Style::Front => vec![front_steps(&s.points).iter().map(px).collect()],
+            // Each marker on its own, so a note keeps off the other points.
+            Style::Points => s.points.iter().map(|p| vec![px(p)]).collect(),
         })
         .collect();
     if let Some(Mark { x, y: Some(y), label }) = &c.mark {
@@ -453,33 +498,52 @@ where
     let area = ((area.0.start, area.1.start), (area.0.end, area.1.end));
     let mut places = place_notes(&lines, &notes, area).into_iter();
     for (i, s) in c.series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
+        let color = match s.style {
+            Style::Front => FRONT_INK,
+            _ => PALETTE[i % PALETTE.len()],
+        };
         let style = ShapeStyle::from(color).stroke_width(3);
         let path = match s.style {
-            Style::Line => s.points.clone(),
+            Style::Line | Style::Points => s.points.clone(),
             Style::Step => step_path(&s.points),
+            Style::Front => front_steps(&s.points),
         };
-        chart
-            .draw_series(LineSeries::new(path, style))
-            .map_err(e)?
-            .label(s.label.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+        // A faded point is drawn at lower opacity, its note too (still readable).
+        let alpha = |k: usize, full: f64| if s.is_faded(k) { FADED } else { full };
+        let marker = |k: usize, p: (f64, f64)| Circle::new(p, 5, color.mix(alpha(k, 1.0)).filled());
+        if s.style == Style::Points {
+            chart
+                .draw_series(s.points.iter().enumerate().map(|(k, &p)| marker(k, p)))
+                .map_err(e)?
+                .label(s.label.as_str())
+                .legend(move |(x, y)| Circle::new((x + 12, y), 5, color.filled()));
+        } else {
+            chart
+                .draw_series(LineSeries::new(path, style))
+                .map_err(e)?
+                .label(s.label.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+        }
         if s.style == Style::Line {
             chart
-                .draw_series(s.points.iter().map(|&p| Circle::new(p, 5, color.filled())))
+                .draw_series(s.points.iter().enumerate().map(|(k, &p)| marker(k, p)))
                 .map_err(e)?;
         }
-        let note_style = TextStyle::from((FAMILY, 15)).color(&color);
+        let (ink, faded_ink) = (color.mix(1.0), color.mix(FADED_NOTE));
+        let note = TextStyle::from((FAMILY, 15)).color(&ink);
+        let faded_note = TextStyle::from((FAMILY, 15)).color(&faded_ink);
         // Each note where `place_notes` found room: off the lines, the other notes and the
         // plot's edges.
         let texts: Vec<_> = s
             .points
             .iter()
             .zip(&s.notes)
-            .map(|(&p, n)| {
+            .enumerate()
+            .map(|(k, (&p, n))| {
                 let at = places.next().unwrap_or(NOTE_PLACES[0]);
                 let h = if at.left { HPos::Left } else { HPos::Right };
                 let v = if at.below { VPos::Top } else { VPos::Bottom };
+                let note_style = if s.is_faded(k) { &faded_note } else { &note };
                 EmptyElement::at(p)
                     + Text::new(n.clone(), (at.dx, at.dy), note_style.pos(Pos::new(h, v)))
             })
@@ -581,6 +645,19 @@ fn step_path(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     for (i, &(x, y)) in points.iter().enumerate() {
         if i > 0 {
             out.push((x, points[i - 1].1));
+        }
+        out.push((x, y));
+    }
+    out
+}
+
+/// `(x0, y0), (x1, y1)` → `(x0, y0), (x0, y1), (x1, y1)`: a Pareto front's staircase, down
+/// from each point to the next one's y, then across to it.
+pub fn front_steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut out = Vec::with_capacity(points.len() * 2);
+    for (i, &(x, y)) in points.iter().enumerate() {
+        if i > 0 {
+            out.push((points[i - 1].0, y));
         }
         out.push((x, y));
     }
@@ -754,6 +831,14 @@ mod tests {
         let (lo, hi) = range([1.0, 64.0], true, false);
         assert!(lo > 0.0 && lo < 1.0 && hi > 64.0);
         assert_eq!(range(std::iter::empty(), false, true), (0.0, 1.0));
+    }
+
+    #[test]
+    fn a_front_steps_down_then_across() {
+        let p = front_steps(&[(10.0, 60.0), (50.0, 40.0), (100.0, 10.0)]);
+        assert_eq!(p, [(10.0, 60.0), (10.0, 40.0), (50.0, 40.0), (50.0, 10.0), (100.0, 10.0)]);
+        assert_eq!(front_steps(&[(1.0, 2.0)]), [(1.0, 2.0)]);
+        assert!(front_steps(&[]).is_empty());
     }
 
     #[test]

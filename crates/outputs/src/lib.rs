@@ -19,6 +19,8 @@
 //! | [`markdown_summary`], [`Table`] | Markdown reports; one table writer for all |
 //! | [`render_llmd_report`] | llm-d-benchmark's Benchmark Report v0.2 (`--format llmd-report`) |
 //! | [`render_aiperf_summary`], [`render_aiperf_records`] | AIPerf's `profile_export_aiperf.json` and `profile_export.jsonl` |
+//! | [`load::load_table`], [`load::steady_table`] | delivered against configured load; steady-state beside all-requests figures |
+//! | [`pareto::pareto_chart`], [`pareto::pareto_table`] | throughput per GPU vs interactivity across deployments, the Pareto front marked |
 
 #![warn(missing_docs)]
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
@@ -33,7 +35,9 @@ pub mod fmt;
 pub mod html;
 pub mod json;
 pub mod llmd;
+pub mod load;
 pub mod markdown;
+pub mod pareto;
 pub mod standard;
 pub mod term;
 mod text;

@@ -1,12 +1,16 @@
-//! The four charts of a sweep scenario (throughput, TTFT and TPOT against load, and the
-//! trade-off curve with the knee marked), built on the one chart model of
+//! The five charts of a sweep scenario (throughput, TTFT and TPOT against load, the
+//! trade-off curve with the knee marked, and throughput per GPU against interactivity with
+//! the Pareto front), built on the one chart model of
 //! [`servelab_outputs::chart`] and written as PNG and SVG.
 
 use std::path::{Path, PathBuf};
 
 use servelab_load::Axis;
+use servelab_metrics::pareto::{frontier as front_of, FrontInput, FrontSeries, Frontier};
+use servelab_metrics::{Metric, MetricKey, Stat};
 use servelab_outputs::chart::{merge_notes, render_png, render_svg, spans, Chart, Mark, Series};
 use servelab_outputs::file_safe;
+use servelab_outputs::pareto::pareto_chart as draw_front;
 
 use crate::error::SweepError;
 use crate::result::ScenarioResult;
@@ -137,16 +141,52 @@ pub fn tradeoff_chart(s: &ScenarioResult) -> Chart {
     }
 }
 
-/// The four charts of a scenario.
+/// The name of a sweep's one deployment on its Pareto chart: its points, labelled by load.
+fn points_name(axis: Axis) -> &'static str {
+    match axis {
+        Axis::Concurrency => "Points, labelled with their concurrency",
+        Axis::Rate => "Points, labelled with their request rate (req/s)",
+    }
+}
+
+/// The scenario's grid points as one deployment for the Pareto front: output throughput,
+/// mean TPOT and GPU count (`--gpus`, or the prediction's) of each.
+pub fn frontier(s: &ScenarioResult) -> Frontier {
+    let tpot = MetricKey::stat(Metric::Tpot, Stat::Mean);
+    let points = s
+        .points
+        .iter()
+        .map(|p| FrontInput {
+            label: p.load.label(),
+            output_throughput: Some(p.summary.output_throughput),
+            tpot_mean_ms: tpot.value(&p.summary),
+            gpus: p.summary.info.gpus,
+        })
+        .collect();
+    front_of(&[FrontSeries { name: points_name(s.axis).into(), points }])
+}
+
+/// Output tokens/s per GPU against interactivity (output tokens/s per user), the Pareto
+/// front marked and the points off it faded, each point labelled by its load: the chart
+/// public hardware comparisons publish (per deployment when no run states `--gpus`).
+pub fn pareto_chart(s: &ScenarioResult) -> Chart {
+    draw_front(
+        &frontier(s),
+        &format!("{}-pareto", file_safe(&s.name)),
+        &format!("{}: throughput per GPU vs interactivity", s.name),
+    )
+}
+
+/// The five charts of a scenario.
 ///
 /// None when no level has a place on a load axis (every level sends all its prompts at once,
-/// as a scripted suite's cases do): four charts saying "no data" would only be noise; the
+/// as a scripted suite's cases do): five charts saying "no data" would only be noise; the
 /// table has the figures.
 pub fn scenario_charts(s: &ScenarioResult) -> Vec<Chart> {
     if !has_charts(s) {
         return Vec::new();
     }
-    vec![throughput_chart(s), ttft_chart(s), tpot_chart(s), tradeoff_chart(s)]
+    vec![throughput_chart(s), ttft_chart(s), tpot_chart(s), tradeoff_chart(s), pareto_chart(s)]
 }
 
 /// Whether some level of `s` can be drawn against load (a finite concurrency or rate).

@@ -40,8 +40,9 @@ pub fn parse_columns(s: &str) -> Result<Vec<Column>, SweepError> {
                         "--columns",
                         format!(
                             "unknown column '{other}': use load, request_throughput, \
-                             output_throughput, total_throughput, peak_concurrency, completed, \
-                             failed, or a latency like ttft_p99, tpot_mean, e2el_median, itl_p90"
+                             output_throughput, total_throughput, output_throughput_per_gpu, \
+                             interactivity, peak_concurrency, completed, failed, or a latency \
+                             like ttft_p99, tpot_mean, e2el_median, itl_p90"
                         ),
                     ))
                 }
@@ -234,11 +235,13 @@ pub fn summary_markdown(r: &SweepResult, cols: &[Column]) -> String {
                 out.push_str(&markdown_table(&s.probes, s.axis, &with_role));
             }
         }
+        out.push_str(&pareto_section(s));
         let stem = servelab_outputs::file_safe(&s.name);
         if crate::charts::has_charts(s) {
             out.push_str(&format!(
                 "\n![throughput](charts/{stem}-throughput.svg) ![TTFT](charts/{stem}-ttft.svg)\n\
-                 ![TPOT](charts/{stem}-tpot.svg) ![trade-off](charts/{stem}-tradeoff.svg)\n\n"
+                 ![TPOT](charts/{stem}-tpot.svg) ![trade-off](charts/{stem}-tradeoff.svg)\n\
+                 ![throughput per GPU vs interactivity](charts/{stem}-pareto.svg)\n\n"
             ));
         } else {
             out.push('\n');
@@ -266,6 +269,30 @@ pub fn summary_markdown(r: &SweepResult, cols: &[Column]) -> String {
         for w in r.warnings.iter().map(|w| w.to_string()).chain(points) {
             out.push_str(&format!("- {}\n", w.split_whitespace().collect::<Vec<_>>().join(" ")));
         }
+    }
+    out
+}
+
+/// A scenario's points as the chart deployments are chosen by: output tokens/s per GPU and
+/// per user (1000 / mean TPOT) at each level, which are on the Pareto front, and why any is
+/// left out; empty without grid points.
+pub fn pareto_section(s: &ScenarioResult) -> String {
+    if s.points.is_empty() {
+        return String::new();
+    }
+    let f = crate::charts::frontier(s);
+    let md = servelab_outputs::markdown::escape;
+    let mut out = String::from(
+        "\nThroughput per GPU vs interactivity (output tokens/s per user = 1000 / mean TPOT; \
+         on the Pareto front: no other level has both more):\n\n",
+    );
+    out.push_str(&servelab_outputs::pareto::pareto_table(&f, s.axis.title()).to_markdown());
+    let notes = f.notes();
+    if !notes.is_empty() {
+        out.push('\n');
+    }
+    for n in notes {
+        out.push_str(&format!("- {}\n", md(&n)));
     }
     out
 }

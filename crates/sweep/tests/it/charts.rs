@@ -64,7 +64,7 @@ fn svg_parses_with_series_axes_and_knee() {
             .map(|s| s.trim().to_string())
             .collect()
     };
-    let expect: [&[&str]; 4] = [
+    let expect: [&[&str]; 5] = [
         &[
             "Output tokens/s",
             "Total tokens/s (input + output)",
@@ -78,6 +78,12 @@ fn svg_parses_with_series_axes_and_knee() {
             "knee: concurrency 4",
             "Total throughput (tokens/s)",
             "Output tokens/s per user (1000 / mean TPOT)",
+        ],
+        &[
+            "Points, labelled with their concurrency",
+            "Pareto front (points off it faded)",
+            "Interactivity: output tokens/s per user (1000 / mean TPOT)",
+            "Output tokens/s per deployment (per GPU unknown: pass --gpus)",
         ],
     ];
     for (c, want) in charts.iter().zip(expect) {
@@ -98,7 +104,7 @@ fn svg_parses_with_series_axes_and_knee() {
 fn writes_png_and_svg_per_chart() {
     let dir = tempfile::tempdir().unwrap();
     let files = write_charts(dir.path(), &scenario()).unwrap();
-    assert_eq!(files.len(), 8);
+    assert_eq!(files.len(), 10);
     assert!(files.iter().all(|f| f.is_file()));
 }
 
@@ -113,5 +119,5 @@ fn an_all_at_once_scenario_has_no_charts() {
     let dir = tempfile::tempdir().unwrap();
     assert!(write_charts(&dir.path().join("charts"), &s).unwrap().is_empty());
     assert!(!dir.path().join("charts").exists());
-    assert_eq!(scenario_charts(&scenario()).len(), 4);
+    assert_eq!(scenario_charts(&scenario()).len(), 5);
 }
