@@ -141,16 +141,15 @@ pub struct Excluded {
     pub reason: Exclusion,
 }
 
-impl fmt::Display for Excluded {
+impl fmt::Display for Exclusion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let why = match self.reason {
-            Exclusion::NoThroughput => "it has no output throughput",
-            Exclusion::NoTpot => "it has no mean TPOT (no request wrote two tokens)",
+        f.write_str(match self {
+            Exclusion::NoThroughput => "no output throughput",
+            Exclusion::NoTpot => "no mean TPOT (no request wrote two tokens)",
             Exclusion::NoGpus => {
-                "its GPU count is unknown while others' are known (pass --gpus to every run)"
+                "GPU count unknown while others' are known (pass --gpus to every run)"
             }
-        };
-        write!(f, "{} at {} is left out: {why}", self.deployment, self.label)
+        })
     }
 }
 
@@ -179,7 +178,19 @@ impl Frontier {
                 "Throughput is per deployment ({GPUS_UNKNOWN}): no run states its GPU count."
             ));
         }
-        out.extend(self.excluded.iter().map(ToString::to_string));
+        // One line per deployment and reason: `tp8 at 1, 4 is left out: ...`.
+        let mut groups: Vec<(&str, Exclusion, Vec<&str>)> = Vec::new();
+        for e in &self.excluded {
+            match groups.iter_mut().find(|g| g.0 == e.deployment && g.1 == e.reason) {
+                Some(g) => g.2.push(&e.label),
+                None => groups.push((&e.deployment, e.reason, vec![&e.label])),
+            }
+        }
+        out.extend(
+            groups
+                .into_iter()
+                .map(|(d, why, at)| format!("{d} at {} is left out: {why}", at.join(", "))),
+        );
         out
     }
 
@@ -343,7 +354,7 @@ mod tests {
         );
         assert_eq!(
             f.notes(),
-            ["tp8 at 16 is left out: it has no mean TPOT (no request wrote two tokens)"]
+            ["tp8 at 16 is left out: no mean TPOT (no request wrote two tokens)"]
         );
         assert_eq!(f.path(), [(62.5, 200.0), (80.0, 150.0), (125.0, 15.0)]);
     }
@@ -380,7 +391,7 @@ mod tests {
             f.notes(),
             [
                 "Throughput is per deployment (per GPU unknown: pass --gpus): no run states its GPU count.",
-                "a at 2 is left out: it has no output throughput",
+                "a at 2 is left out: no output throughput",
             ]
         );
     }
@@ -401,7 +412,7 @@ mod tests {
         assert_eq!((f.points[0].per_gpu, f.points[0].on_front), (Some(50.0), true));
         assert_eq!(
             f.notes(),
-            ["b at 1 is left out: its GPU count is unknown while others' are known (pass --gpus to every run)"]
+            ["b at 1 is left out: GPU count unknown while others' are known (pass --gpus to every run)"]
         );
     }
 }
