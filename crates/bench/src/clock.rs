@@ -21,10 +21,20 @@ const KEEP: Duration = Duration::from_secs(600);
 /// One NTP exchange waits this long for its answer.
 const NTP_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The last reading, by reference, for the runs after it.
+/// The last reading, by the clock it read ([`kept_by`]), for the runs after it.
 #[derive(Debug, Default)]
 pub(crate) struct Clocks {
     last: Option<(String, Instant, ClockReading)>,
+}
+
+/// What a reading is kept by: the clock it read. A target's clock is its host's whatever the
+/// port, so a lab's trials, each launching its engine on a new port of one host, read it once
+/// (each reading costs up to [`MOST`] around every profile run otherwise).
+fn kept_by(reference: &ClockReference, target: &Target, label: &str) -> String {
+    match reference {
+        ClockReference::Target => format!("date {}", target.addr.ip()),
+        _ => label.to_string(),
+    }
 }
 
 /// What a shard records of its clock: the reading and what it was read against.
@@ -84,7 +94,10 @@ impl Clocks {
         let label = label(reference, base_url)?;
         if let Some((key, at, kept)) = &self.last {
             // Only a reading cut short by time is worth taking again.
-            if *key == label && at.elapsed() < KEEP && kept.coarse != Some(Coarse::NoTime) {
+            let same_clock = *key == kept_by(reference, target, &label);
+            if same_clock && at.elapsed() < KEEP && kept.coarse != Some(Coarse::NoTime) {
+                // Filed against this run's URL: the same host's clock, and the shards of this
+                // run compare their offsets by that name.
                 let reading = Reading { reading: kept.clone(), reference: label };
                 return Some(ShardClock::Read(reading));
             }
@@ -151,7 +164,8 @@ impl Clocks {
                 said(&reading)
             )),
         }
-        self.last = Some((label.clone(), Instant::now(), reading.clone()));
+        let key = kept_by(reference, target, &label);
+        self.last = Some((key, Instant::now(), reading.clone()));
         Some(Reading { reading, reference: label })
     }
 }
@@ -231,6 +245,23 @@ pub async fn read_clock(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_target_s_clock_is_kept_by_its_host_not_its_port() {
+        let at = |url: &str| {
+            let url = url.to_string();
+            async move { Target::resolve(&url, "/v1/models").await.unwrap() }
+        };
+        let (a, b) = (at("http://127.0.0.1:8000").await, at("http://127.0.0.1:9001/x").await);
+        let other = at("http://127.0.0.2:8000").await;
+        let t = ClockReference::Target;
+        assert_eq!(kept_by(&t, &a, "date A"), "date 127.0.0.1");
+        assert_eq!(kept_by(&t, &a, "date A"), kept_by(&t, &b, "date B"));
+        assert_ne!(kept_by(&t, &a, "date A"), kept_by(&t, &other, "date A"));
+        // Other references are the server named, whatever the target.
+        let ntp = ClockReference::Ntp("10.0.0.1:123".into());
+        assert_eq!(kept_by(&ntp, &a, "ntp 10.0.0.1:123"), "ntp 10.0.0.1:123");
+    }
 
     #[test]
     fn a_reading_takes_the_time_before_the_start_but_half_a_second_up_to_a_cap() {

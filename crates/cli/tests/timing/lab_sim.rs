@@ -111,10 +111,7 @@ async fn a_lab_run_as_two_shards_takes_the_same_steps_over_merged_runs() {
         let shard = ShardArgs {
             shard: Some(format!("{k}/2")),
             start_at: Some(format!("{start:.3}")),
-            // Each trial's engine is a new clock reference, read anew around every profile
-            // run (17 of this test's 38 s on a 2-core machine); clock readings are the bench
-            // shard tests' subject, the lab's steps over merged runs are this one's.
-            clock_reference: Some("none".into()),
+            clock_reference: None,
         };
         let a = LabRunArgs { shard, ..args(&file, &dir) };
         let (tx, rx) = watch::channel(false);
