@@ -125,8 +125,8 @@ impl<R: Runner> Runner for ShardedRuns<R> {
         let (j, start, ex) = self.next_run(plan);
         let (shard, stem) = (ex.shard(), run_stem(j));
         let mut p = plan.clone();
-        p.shard =
-            ShardSpec { shard: Some(shard), start_at: Some(start), clock: self.clock.clone() };
+        let (start_at, clock) = (Some(start), self.clock.clone());
+        p.shard = ShardSpec { shard: Some(shard), start_at, clock, lead: self.lead };
         p.output.save_result = true;
         p.output.save_detailed = true;
         p.output.result_dir = ex.dir().to_path_buf();

@@ -82,7 +82,7 @@ impl LabShard {
             clock: spec.clock.clone(),
             dir: dir.join("shards"),
             started,
-            lead: Duration::from_secs(2),
+            lead: spec.lead,
             wait: timeout.unwrap_or_default() + Duration::from_secs(600),
         }))
     }

@@ -22,9 +22,9 @@ pub use record::{NoRecording, RecordSink, Recording};
 pub use runner::{write_file, RunError, Runner};
 pub use servelab_load::{LoadSpec, Shard};
 pub use servelab_metrics::MetricsConfig;
-pub use servelab_records::RunKind;
+pub use servelab_records::{GpuSource, RunKind};
 pub use servelab_workload::{Api, DatasetSpec, SessionSource};
 pub use spec::{
-    seconds, ClockReference, Limits, OutputSpec, Plan, PlanError, RecordSpec, RequestSpec,
-    ShardSpec, SimTarget, Target, WorkloadSpec,
+    seconds, ClockReference, GpuSpec, Limits, OutputSpec, Plan, PlanError, RecordSpec, RequestSpec,
+    ShardSpec, SimTarget, Target, WorkloadSpec, DEFAULT_SHARD_LEAD,
 };

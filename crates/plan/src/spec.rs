@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value};
 use servelab_load::{LoadSpec, Shard};
 use servelab_metrics::MetricsConfig;
-use servelab_records::RunKind;
+use servelab_records::{GpuSource, RunKind};
 use servelab_workload::{Api, DatasetSpec, MaxTokensField};
 
 /// Where requests go.
@@ -103,8 +103,8 @@ pub struct WorkloadSpec {
     pub num_warmups: usize,
 }
 
-/// How long things may take.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// How long things may take, and what is read beside the requests while they run.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
     /// Waiting for the server to become ready.
     pub ready_timeout: Duration,
@@ -116,6 +116,8 @@ pub struct Limits {
     pub drain_timeout: Duration,
     /// Between scrapes of the server's `/metrics`; `None`: no scraping.
     pub server_metrics_interval: Option<Duration>,
+    /// The GPUs' telemetry read during the run, and the price of their time.
+    pub gpu: GpuSpec,
     /// Measured records kept whole; past them the summary is folded from sketches as the
     /// records come (`servelab_metrics::fold`).
     pub keep_records: usize,
@@ -130,8 +132,28 @@ impl Default for Limits {
             stall_timeout: Some(Duration::from_secs(60)),
             drain_timeout: Duration::from_secs(5),
             server_metrics_interval: Some(Duration::from_secs(1)),
+            gpu: GpuSpec::default(),
             keep_records: servelab_metrics::fold::KEEP_RECORDS,
         }
+    }
+}
+
+/// The GPUs' telemetry a run reads (`--gpu-metrics`), and the price of a GPU hour
+/// (`--gpu-hourly-cost`): the energy and cost figures of `servelab_metrics::gpu`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuSpec {
+    /// Where the telemetry is read; `None`: not read.
+    pub source: Option<GpuSource>,
+    /// Between readings.
+    pub interval: Duration,
+    /// USD per GPU hour; `None`: no cost figures.
+    pub hourly_cost_usd: Option<f64>,
+}
+
+impl Default for GpuSpec {
+    /// Nothing read, a reading a second when it is.
+    fn default() -> Self {
+        GpuSpec { source: None, interval: Duration::from_secs(1), hourly_cost_usd: None }
     }
 }
 
@@ -172,7 +194,7 @@ impl Default for RecordSpec {
 
 /// Whether this run is one shard of a larger one, the instant all shards count from, and the
 /// clock a shard reads its offset against.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardSpec {
     /// Shard `k` of `N` (`--shard`, or the scheduler's environment); `None`: the whole run.
     pub shard: Option<Shard>,
@@ -181,6 +203,23 @@ pub struct ShardSpec {
     pub start_at: Option<SystemTime>,
     /// What a shard reads its clock offset against (`--clock-reference`).
     pub clock: ClockReference,
+    /// From the last shard's end of one run of a sweep or lab to every shard's start of the
+    /// next (`--shard-lead`): time for each shard to see the others' end files.
+    pub lead: Duration,
+}
+
+/// The default `--shard-lead`: ample for a local or fast shared folder.
+pub const DEFAULT_SHARD_LEAD: Duration = Duration::from_secs(2);
+
+impl Default for ShardSpec {
+    fn default() -> Self {
+        ShardSpec {
+            shard: None,
+            start_at: None,
+            clock: ClockReference::Target,
+            lead: DEFAULT_SHARD_LEAD,
+        }
+    }
 }
 
 /// The clock a shard compares its own with (`--clock-reference`), so the merge can tell
@@ -248,12 +287,13 @@ impl std::fmt::Display for ClockReference {
 
 impl ShardSpec {
     /// The shard settings of a command line: `--shard K/N` (else the scheduler's environment,
-    /// read through `env`), `--start-at INSTANT` and `--clock-reference REF`. Errors name the
-    /// flag.
+    /// read through `env`), `--start-at INSTANT`, `--clock-reference REF` and `--shard-lead
+    /// SECS`. Errors name the flag.
     pub fn from_flags(
         shard: Option<&str>,
         start_at: Option<&str>,
         clock: Option<&str>,
+        lead_s: Option<f64>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<ShardSpec, String> {
         let shard = match shard {
@@ -264,7 +304,14 @@ impl ShardSpec {
             .map(|t| crate::time::parse_instant(t).map_err(|e| format!("--start-at: {e}")))
             .transpose()?;
         let clock = clock.map(str::parse).transpose()?.unwrap_or_default();
-        Ok(ShardSpec { shard, start_at, clock })
+        let lead = match lead_s {
+            None => DEFAULT_SHARD_LEAD,
+            Some(s) if s.is_finite() && (0.0..=3600.0).contains(&s) => Duration::from_secs_f64(s),
+            Some(s) => {
+                return Err(format!("--shard-lead: expected seconds from 0 to 3600 (got {s})"))
+            }
+        };
+        Ok(ShardSpec { shard, start_at, clock, lead })
     }
 
     /// Refuse a shard or a start instant where runs are whole (`what`, e.g. predictions,

@@ -429,6 +429,19 @@ pub struct BenchArgs {
     /// llama.cpp and SGLang names); 0 turns scraping off.
     #[arg(long, default_value_t = 1.0, value_name = "SECS", help_heading = "Target")]
     pub server_metrics_interval: f64,
+    /// Read the GPUs' power, utilisation, memory and clocks during the run, for joules per
+    /// output token and watts per GPU: a DCGM exporter's Prometheus endpoint
+    /// (http://HOST:9400/metrics), or `nvml` for this machine's GPUs through NVIDIA's driver.
+    #[arg(long, value_name = "URL|nvml", help_heading = "Target")]
+    pub gpu_metrics: Option<String>,
+    /// Seconds between readings of --gpu-metrics (each on its own connection, off the
+    /// measuring path).
+    #[arg(long, default_value_t = 1.0, value_name = "SECS", help_heading = "Target")]
+    pub gpu_metrics_interval: f64,
+    /// Price of one GPU hour in USD: the run reports $ per million output tokens, for --gpus
+    /// GPUs (else the GPUs --gpu-metrics saw).
+    #[arg(long, value_name = "USD", help_heading = "Store")]
+    pub gpu_hourly_cost: Option<f64>,
     /// Measured requests whose records are kept whole in memory (the summary is exact). Past
     /// them a long run folds its records into sketches as they come, in bounded memory:
     /// counts, throughput and means stay exact, percentiles come within 0.5 %; every record
@@ -645,6 +658,12 @@ pub struct ShardArgs {
     /// server's Date header), or `none`.
     #[arg(long, value_name = "REF", help_heading = "Scale out")]
     pub clock_reference: Option<String>,
+    /// Seconds from the last shard's end of one run of a sharded sweep or lab (a point, a
+    /// profile run) to every shard's start of the next: time for each shard to see the
+    /// others' end files in the shared folder. Raise it where that folder is slow to show
+    /// new files (NFS attribute caching). Default: 2.
+    #[arg(long, value_name = "SECS", help_heading = "Scale out")]
+    pub shard_lead: Option<f64>,
 }
 
 impl ShardArgs {

@@ -10,8 +10,8 @@ use servelab_engine::{FitOptions, FitParam};
 use servelab_load::{parse_positive_or_inf, LoadSpec, Ramp, RampStrategy};
 use servelab_metrics::{parse_percentiles, MetricsConfig, Slo, SloSpec};
 use servelab_plan::{
-    seconds, Api, DatasetSpec, Limits, OutputSpec, Plan, RecordSpec, Recording, RequestSpec,
-    SimTarget, Target, WorkloadSpec,
+    seconds, Api, DatasetSpec, GpuSource, GpuSpec, Limits, OutputSpec, Plan, RecordSpec, Recording,
+    RequestSpec, SimTarget, Target, WorkloadSpec,
 };
 use servelab_store::StoreRecording;
 use servelab_sweep::render::parse_columns;
@@ -160,6 +160,7 @@ fn plan(
                 a.server_metrics_interval,
             )?)
             .filter(|d| !d.is_zero()),
+            gpu: gpu_spec(a)?,
             keep_records: a.keep_records,
         },
         metrics: MetricsConfig {
@@ -603,11 +604,13 @@ pub fn fit_options(params: &str, max_evals: usize) -> Result<FitOptions, String>
     Ok(FitOptions { params, max_evals, ..FitOptions::default() })
 }
 
-/// `--shard` (else the scheduler's environment), `--start-at` and `--clock-reference`.
+/// `--shard` (else the scheduler's environment), `--start-at`, `--clock-reference` and
+/// `--shard-lead`.
 fn shard_spec(a: &crate::args::ShardArgs) -> Result<servelab_plan::ShardSpec, String> {
     let env = |name: &str| std::env::var(name).ok();
     let (shard, start_at) = (a.shard.as_deref(), a.start_at.as_deref());
-    servelab_plan::ShardSpec::from_flags(shard, start_at, a.clock_reference.as_deref(), env)
+    let clock = a.clock_reference.as_deref();
+    servelab_plan::ShardSpec::from_flags(shard, start_at, clock, a.shard_lead, env)
 }
 
 /// This process's part of a sharded lab ([`servelab_lab::LabShard::of`]); `None` for a
@@ -619,6 +622,34 @@ pub fn lab_shard(
 ) -> Result<Option<servelab_lab::LabShard>, String> {
     let spec = shard_spec(&a.shard)?;
     servelab_lab::LabShard::of(&spec, dir, &loaded.exp, &loaded.plans, a.resume)
+}
+
+/// `--gpu-metrics`, `--gpu-metrics-interval` and `--gpu-hourly-cost`.
+fn gpu_spec(a: &BenchArgs) -> Result<GpuSpec, String> {
+    let source = match a.gpu_metrics.as_deref().map(str::trim) {
+        None => None,
+        Some(s) if s.eq_ignore_ascii_case("nvml") => Some(GpuSource::Nvml),
+        Some(s) if s.starts_with("http://") || s.starts_with("https://") => {
+            Some(GpuSource::Dcgm(s.to_string()))
+        }
+        Some(s) => {
+            return Err(format!(
+                "--gpu-metrics '{s}': give a DCGM exporter's URL \
+                 (http://HOST:9400/metrics) or nvml"
+            ))
+        }
+    };
+    let interval = seconds("--gpu-metrics-interval", a.gpu_metrics_interval)?;
+    if interval.is_zero() {
+        return Err("--gpu-metrics-interval: must be more than 0 seconds".into());
+    }
+    let hourly_cost_usd = match a.gpu_hourly_cost {
+        Some(c) if !(c.is_finite() && c >= 0.0) => {
+            return Err(format!("--gpu-hourly-cost: must be a price in USD, 0 or more (got {c})"))
+        }
+        c => c,
+    };
+    Ok(GpuSpec { source, interval, hourly_cost_usd })
 }
 
 #[cfg(test)]
@@ -717,6 +748,16 @@ mod tests {
         let p = bench(&["--goodput", "ttft:500", "tpot:50"]).unwrap();
         let slo = p.metrics.goodput.unwrap();
         assert_eq!((slo.ttft_ms, slo.tpot_ms, slo.e2el_ms), (Some(500.0), Some(50.0), None));
+    }
+
+    #[test]
+    fn the_shard_lead_is_seconds_and_defaults_to_two() {
+        use std::time::Duration;
+        assert_eq!(bench(&[]).unwrap().shard.lead, Duration::from_secs(2));
+        assert_eq!(bench(&["--shard-lead", "0.5"]).unwrap().shard.lead, Duration::from_millis(500));
+        let e = bench(&["--shard-lead=-1"]).unwrap_err();
+        assert_eq!(e, "--shard-lead: expected seconds from 0 to 3600 (got -1)");
+        assert!(bench(&["--shard-lead", "NaN"]).is_err());
     }
 
     #[test]

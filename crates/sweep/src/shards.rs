@@ -34,9 +34,9 @@ pub fn check_sharded(shard: Shard, loads: &[Level], resume: bool) -> Result<(), 
 
 impl SweepPlan {
     /// `inner` running every point as this shard of it (the first at `start`, each next one
-    /// `settle` + 2 s after the last shard ended the point before), parts exchanged in the
-    /// plan's results folder and read with `read_part`. A shard other than 0 writes its point
-    /// files into `RESULTS/sweep-shard-K` instead of the output folder.
+    /// `settle` + `--shard-lead` after the last shard ended the point before), parts exchanged
+    /// in the plan's results folder and read with `read_part`. A shard other than 0 writes its
+    /// point files into `RESULTS/sweep-shard-K` instead of the output folder.
     pub fn sharded<R>(
         &mut self,
         inner: R,
@@ -50,7 +50,7 @@ impl SweepPlan {
             self.output_dir = shared.join(format!("sweep-shard-{}", shard.index));
         }
         // Time to settle the target, then for every shard to see the last end file and start.
-        let lead = settle + Duration::from_secs(2);
+        let lead = settle + self.base.shard.lead;
         // The other shards send the same schedule from the same instant: they end within a
         // request timeout of each other, unless one failed.
         let wait = self.base.limits.request_timeout + Duration::from_secs(600);

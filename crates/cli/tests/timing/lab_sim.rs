@@ -112,6 +112,8 @@ async fn a_lab_run_as_two_shards_takes_the_same_steps_over_merged_runs() {
             shard: Some(format!("{k}/2")),
             start_at: Some(format!("{start:.3}")),
             clock_reference: None,
+            // The default lead: each profile run prepares (preflight, workload) within it.
+            shard_lead: None,
         };
         let a = LabRunArgs { shard, ..args(&file, &dir) };
         let (tx, rx) = watch::channel(false);

@@ -79,6 +79,10 @@ async fn two_shards_of_a_sweep_take_the_same_steps_over_merged_points() {
             &shard,
             "--start-at",
             &start,
+            // One host's folder: each shard sees the others' end files at once, and a point
+            // of this sweep prepares well within a second.
+            "--shard-lead",
+            "1",
             "--result-dir",
             shared.to_str().unwrap(),
             "--output-dir",
