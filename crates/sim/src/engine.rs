@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use servelab_workload::Tokenizer;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::stepper::Feed;
+use crate::stepper::{Emit, Feed};
 
 use crate::api::{GenRequest, PROMPT_BLOCK_TOKENS};
 use crate::metrics::Metrics;
@@ -223,6 +223,11 @@ pub struct Generation {
     feed: Option<(Feed, Instant)>,
     /// Engine-model mode: the prefix hashes of the prompt's blocks, for the prefix cache.
     blocks: Vec<u64>,
+    /// Engine-model mode: the answer tokens of a step that ended the reasoning phase, sent as
+    /// the next event at the step's instant (an event never mixes reasoning and content).
+    held: Option<Emit>,
+    /// Fixed timing: the same, as (tokens, due ns, text).
+    held_due: Option<(u64, u64, String)>,
 }
 
 impl Generation {
@@ -244,6 +249,8 @@ impl Generation {
             clock: None,
             feed: None,
             blocks: req.prompt_blocks.clone(),
+            held: None,
+            held_due: None,
         }
     }
 
@@ -286,17 +293,29 @@ impl Generation {
         if self.sent >= self.total {
             return Poll::Ready(None);
         }
-        let emit = match rx.poll_recv(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(None) => return Poll::Ready(None),
-            Poll::Ready(Some(e)) if e.error.is_some() => {
-                self.refused = e.error;
-                return Poll::Ready(None);
-            }
-            Poll::Ready(Some(e)) => e,
+        let emit = match self.held.take() {
+            Some(rest) => rest,
+            None => match rx.poll_recv(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Ready(Some(e)) if e.error.is_some() => {
+                    self.refused = e.error;
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(e)) => e,
+            },
         };
-        let k = u64::from(emit.tokens).min(self.total - self.sent);
+        let mut k = u64::from(emit.tokens).min(self.total - self.sent);
         let reasoning = self.sent < self.reasoning;
+        let mut last = emit.last;
+        // A step that ends the reasoning phase (a speculative step's several tokens) is sent
+        // as two events at its instant: the reasoning tokens, then the answer's.
+        if reasoning && k > self.reasoning - self.sent {
+            let rest = k - (self.reasoning - self.sent);
+            k -= rest;
+            self.held = Some(Emit { tokens: rest as u32, ..emit.clone() });
+            last = false;
+        }
         let mut text = String::with_capacity(8 * k as usize);
         for _ in 0..k {
             text.push_str(&engine.words[self.rng.random_range(0..engine.words.len())]);
@@ -308,7 +327,7 @@ impl Generation {
             text,
             reasoning,
             cumulative: self.sent,
-            last: emit.last || self.sent >= self.total,
+            last: last || self.sent >= self.total,
         }))
     }
 
@@ -323,6 +342,9 @@ impl Generation {
         if self.sent >= self.total {
             return None;
         }
+        if let Some((k, due, text)) = self.held_due.take() {
+            return Some(self.event(k, due, text));
+        }
         let cs = engine.cfg.tokens_per_chunk;
         // Config fields are public: never trust min <= max here (an empty range panics).
         let lo = cs.min.max(1);
@@ -336,32 +358,42 @@ impl Generation {
             None => self.rng.random_range(lo..=cs.max.max(lo)) as u64,
         };
         k = k.min(self.total - self.sent);
-        // An event never mixes reasoning and content.
         let reasoning = self.sent < self.reasoning;
-        if reasoning {
+        // An event never mixes reasoning and content: a chunk stops at the phase's end, and a
+        // speculative step (which cannot) is sent as two events at its instant.
+        if reasoning && spec.is_none() {
             k = k.min(self.reasoning - self.sent);
         }
         let state = engine.state();
         let mut due = 0;
-        let mut text = String::with_capacity(8 * k as usize);
+        let mut words = Vec::with_capacity(k as usize);
         for i in 0..k {
             // A speculative step's tokens come out together, one step (ITL) after the last.
             if spec.is_none() || i == 0 {
                 let itl = engine.cfg.engine_model.itl(&self.shape, &state, clock.index() + 1);
                 due = clock.next(&engine.cfg.jitter, itl, &mut self.rng);
             }
-            let w = &engine.words[self.rng.random_range(0..engine.words.len())];
-            text.push_str(w);
+            words.push(engine.words[self.rng.random_range(0..engine.words.len())].as_str());
         }
+        let now = if reasoning { k.min(self.reasoning - self.sent) } else { k };
+        if now < k {
+            self.held_due = Some((k - now, due, words[now as usize..].concat()));
+        }
+        Some(self.event(now, due, words[..now as usize].concat()))
+    }
+
+    /// The next `k` tokens, `text`, as one event due at `due` ns.
+    fn event(&mut self, k: u64, due: u64, text: String) -> Event {
+        let reasoning = self.sent < self.reasoning;
         self.sent += k;
-        Some(Event {
+        Event {
             tokens: k as u32,
             due_ns: due,
             text,
             reasoning,
             cumulative: self.sent,
             last: self.sent >= self.total,
-        })
+        }
     }
 }
 
@@ -519,5 +551,30 @@ mod tests {
             events(0.0, 3),
             vec![(1, 50_000_000, false), (1, 60_000_000, false), (1, 70_000_000, true)]
         );
+    }
+
+    /// A speculative step that ends the reasoning phase is two events at its instant: the
+    /// reasoning token, then the answer's three.
+    #[test]
+    fn a_speculative_step_across_the_reasoning_end_is_split_at_its_instant() {
+        let spec = crate::Speculation::new(3, 1.0).unwrap();
+        let engine = SimEngine::new(SimConfig::fixed(50.0, 10.0).with_speculation(spec)).unwrap();
+        let mut g = Generation::new(SmallRng::seed_from_u64(0), &req(10, 0, true), 10, "length", 2);
+        g.start(&engine, 0, Instant::now());
+        let evs: Vec<Event> = std::iter::from_fn(|| g.next_event(&engine)).collect();
+        let shape: Vec<(u32, u64, bool, bool)> =
+            evs.iter().map(|e| (e.tokens, e.due_ns, e.reasoning, e.last)).collect();
+        assert_eq!(
+            shape,
+            vec![
+                (1, 50_000_000, true, false),
+                (1, 60_000_000, true, false),
+                (3, 60_000_000, false, false),
+                (4, 70_000_000, false, false),
+                (1, 80_000_000, false, true),
+            ]
+        );
+        let text: String = evs.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(engine.tokenizer.count(&text), 10);
     }
 }

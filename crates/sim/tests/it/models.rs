@@ -67,3 +67,59 @@ async fn engine_mode_prefix_cache_hits_on_shared_prompt_prefixes() {
     assert_eq!(value("vllm:prefix_cache_hits_total"), (12.0 + 6.0) * 16.0);
     sim.shutdown().await;
 }
+
+/// In engine-model mode a speculative step that ends the reasoning phase carries both kinds
+/// of token: it is sent as two events at the step's instant, the reasoning tokens in the
+/// reasoning field and the answer's in the content, so no event mixes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_mode_splits_a_step_that_ends_the_reasoning_phase() {
+    let cfg = servelab_engine::EngineFile::parse("model: qwen3-8b\ngpu: h100\n")
+        .unwrap()
+        .build(None)
+        .unwrap();
+    // Every draft accepted: 10 tokens come from steps of 1 (the prefill), 4, 4 and 1.
+    let spec = servelab_sim::Speculation::new(3, 1.0).unwrap();
+    let config =
+        SimConfig::default().with_engine(cfg).with_speculation(spec).with_reasoning_tokens(2);
+    let sim = start(config).await.unwrap();
+    let body = r#"{"messages":[{"role":"user","content":"hi"}],"max_completion_tokens":10,
+        "ignore_eos":true,"stream":true,
+        "stream_options":{"include_usage":true,"continuous_usage_stats":true}}"#;
+    let seen = post(sim.addr(), "/v1/chat/completions", body).await;
+    assert_eq!(seen.status, 200);
+    // (reasoning?, content?, completion tokens so far) of each token-carrying event.
+    let kinds: Vec<(bool, bool, u64)> = seen
+        .events()
+        .iter()
+        .filter(|e| e.as_str() != "[DONE]")
+        .map(|e| parse(e))
+        .filter(|v| v["choices"].as_array().is_some_and(|c| !c.is_empty()))
+        .filter(|v| v["choices"][0]["delta"].get("role").is_none())
+        .map(|v| {
+            let d = &v["choices"][0]["delta"];
+            let has = |f: &str| d[f].as_str().is_some_and(|t| !t.is_empty());
+            (
+                has("reasoning_content"),
+                has("content"),
+                v["usage"]["completion_tokens"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (true, false, 1),
+            (true, false, 2),
+            (false, true, 5),
+            (false, true, 9),
+            (false, true, 10)
+        ]
+    );
+    // The split step's two events share its instant.
+    let t = &sim.truth()[0];
+    let chunks: Vec<(u32, u64)> = t.chunks.iter().map(|c| (c.tokens, c.intended_ns)).collect();
+    assert_eq!(chunks.iter().map(|c| c.0).collect::<Vec<_>>(), vec![1, 1, 3, 4, 1]);
+    assert_eq!(chunks[1].1, chunks[2].1, "{chunks:?}");
+    assert!(chunks[2].1 < chunks[3].1, "{chunks:?}");
+    sim.shutdown().await;
+}
