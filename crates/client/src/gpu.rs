@@ -130,11 +130,12 @@ impl Reader {
     async fn open(source: &GpuSource) -> Result<Reader, GpuError> {
         match source {
             GpuSource::Dcgm(url) => {
-                let (base, path) = split_url(url).ok_or_else(|| GpuError::Url(url.clone()))?;
+                let (base, path) =
+                    split_url(url).ok_or_else(|| GpuError::Url(http::redact_url(url)))?;
                 let target = Target::resolve(base, path).await.map_err(|e| {
-                    GpuError::Unreachable { url: url.clone(), message: e.to_string() }
+                    GpuError::Unreachable { url: http::redact_url(url), message: e.to_string() }
                 })?;
-                Ok(Reader::Dcgm { target, path: path.to_string(), url: url.clone() })
+                Ok(Reader::Dcgm { target, path: path.to_string(), url: http::redact_url(url) })
             }
             GpuSource::Nvml => open_nvml().await,
         }
