@@ -1,0 +1,160 @@
+//! `--gpu-metrics` and `--gpu-hourly-cost` as a user runs them: a bench and a sweep beside a
+//! fake DCGM exporter (`testdata/dcgm.rs`), their runs in the store, `compare` and `report`
+//! of them; NVML where the machine has no NVIDIA driver; bad values.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::dcgm::FakeDcgm;
+
+fn servelab(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_servelab"))
+        .args(args)
+        .env("SERVELAB_DB", db)
+        .output()
+        .expect("binary runs")
+}
+
+fn ok(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const RUN: [&str; 10] = [
+    "--random-input-len",
+    "32",
+    "--random-output-len",
+    "8",
+    "--ignore-eos",
+    "--no-progress",
+    "--gpu-metrics-interval",
+    "0.1",
+    "--gpu-hourly-cost",
+    "2.5",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_sweep_compare_and_report_carry_gpu_energy_and_cost() {
+    let dcgm = FakeDcgm::start(true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (db, url) = (dir.path().join("s.db"), dcgm.url.clone());
+    let result = dir.path().join("r.json");
+    let sweep_dir = dir.path().join("sweep");
+    let (d, u, r, sd) = (db.clone(), url.clone(), result.clone(), sweep_dir.clone());
+    let (bench, sweep, cmp, report) = tokio::task::spawn_blocking(move || {
+        let mut args = vec!["bench", "--num-prompts", "40", "--request-rate", "40"];
+        args.extend(RUN);
+        let (file, folder) = (r.to_str().unwrap(), r.parent().unwrap().to_str().unwrap());
+        args.extend(["--gpu-metrics", &u, "--gpus", "2", "--label", "a", "--save-result"]);
+        args.extend(["--result-dir", folder, "--result-filename", "r.json"]);
+        let _ = file;
+        let bench = ok(&servelab(&d, &args));
+        let mut args = vec!["sweep", "--scenario", "32:8", "--concurrency", "1,2"];
+        args.extend(RUN);
+        args.extend(["--min-prompts", "12", "--max-prompts", "12", "--settle-secs", "0"]);
+        args.extend(["--gpu-metrics", &u, "--label", "b", "--output-dir", sd.to_str().unwrap()]);
+        args.extend([
+            "--columns",
+            "load,output_throughput,joules_per_output_token,usd_per_million_output_tokens",
+        ]);
+        let sweep = ok(&servelab(&d, &args));
+        let _ = sweep;
+        let cmp = ok(&servelab(&d, &["compare", "1", "2"]));
+        let html = d.with_extension("html");
+        ok(&servelab(&d, &["report", "1", "2", "-o", html.to_str().unwrap()]));
+        (
+            bench,
+            std::fs::read_to_string(sd.join("summary.md")).unwrap(),
+            cmp,
+            std::fs::read_to_string(html).unwrap(),
+        )
+    })
+    .await
+    .unwrap();
+
+    // The bench's summary, and its result file's servelab.gpu.
+    assert!(bench.contains("GPU Energy and Cost (measured window)"), "{bench}");
+    assert!(bench.contains(&format!("GPU telemetry:                           {url}")), "{bench}");
+    assert!(bench.contains("Energy from:                             energy counter\n"), "{bench}");
+    assert!(bench.contains("GPU hourly cost (USD):                   2.50 x 2 GPUs"), "{bench}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    let g = &v["servelab"]["gpu"];
+    assert_eq!((g["gpus_seen"].as_u64(), g["gpus_declared"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(g["energy_method"], "counter");
+    let (tokens, window) =
+        (v["total_output_tokens"].as_f64().unwrap(), g["window_s"].as_f64().unwrap());
+    assert_eq!(tokens, 320.0);
+    let usd = 2.5 * 2.0 * window * 1e6 / (3600.0 * tokens);
+    assert_eq!(g["usd_per_million_output_tokens"].as_f64(), Some(usd));
+    let j = g["joules_per_output_token"].as_f64().unwrap();
+    assert_eq!(j, g["energy_j"].as_f64().unwrap() / tokens);
+
+    // The sweep's table has the columns asked for, a value at each level.
+    assert!(sweep.contains("Energy per Output Token (J/tok)"), "{sweep}");
+    assert!(sweep.contains("Cost per 1M Output Tokens ($)"), "{sweep}");
+    let lines: Vec<&str> = sweep.lines().collect();
+    let header = lines.iter().position(|l| l.contains("Energy per Output Token")).unwrap();
+    let rows = &lines[header + 2..header + 4];
+    assert!(rows.iter().all(|l| l.starts_with('|') && !l.contains(" - ")), "{sweep}");
+
+    // compare and report read them from the store.
+    for row in [
+        "Energy per output token (J/tok)",
+        "Cost per million output tokens ($/Mtok)",
+        "GPU power mean (W)",
+        "GPU power peak (W)",
+    ] {
+        assert!(cmp.contains(row), "{row}: {cmp}");
+        assert!(report.contains(row), "{row} not in the report");
+    }
+}
+
+#[test]
+fn nvml_without_nvidias_driver_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let out =
+        servelab(&db, &["bench", "--num-prompts", "2", "--no-progress", "--gpu-metrics", "nvml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(0) {
+        // A machine with NVIDIA's driver: its GPUs are read.
+        assert!(String::from_utf8_lossy(&out.stdout)
+            .contains("GPU telemetry:                           nvml"));
+        return;
+    }
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--gpu-metrics nvml: NVIDIA's management library cannot be used here ("),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--gpu-metrics http://HOST:9400/metrics"), "{stderr}");
+}
+
+#[test]
+fn bad_gpu_values_name_their_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    for (args, says) in [
+        (
+            vec!["--gpu-metrics", "gpu-node:9400"],
+            "--gpu-metrics 'gpu-node:9400': give a DCGM exporter's URL",
+        ),
+        (
+            vec!["--gpu-hourly-cost=-1"],
+            "--gpu-hourly-cost: must be a price in USD, 0 or more (got -1)",
+        ),
+        (
+            vec!["--gpu-metrics-interval", "0"],
+            "--gpu-metrics-interval: must be more than 0 seconds",
+        ),
+    ] {
+        let mut all = vec!["bench", "--num-prompts", "2", "--no-progress"];
+        all.extend(args);
+        let out = servelab(&db, &all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+}
