@@ -498,19 +498,31 @@ mod tests {
         assert!((mean - 256.5).abs() < 10.0, "{mean}");
     }
 
+    /// Every event of one request of `total` tokens (`reasoning` of them reasoning) whose slot
+    /// came `slot_ns` after arrival, as (tokens, due ns, reasoning, last); their text holds
+    /// `total` tokens.
+    fn planned(
+        cfg: SimConfig,
+        total: u64,
+        reasoning: u64,
+        slot_ns: u64,
+    ) -> Vec<(u32, u64, bool, bool)> {
+        let engine = SimEngine::new(cfg).unwrap();
+        let r = req(total, 0, true);
+        let mut g = Generation::new(SmallRng::seed_from_u64(0), &r, total, "length", reasoning);
+        assert!(g.next_event(&engine).is_none(), "not started");
+        g.start(&engine, slot_ns, Instant::now());
+        let evs: Vec<Event> = std::iter::from_fn(|| g.next_event(&engine)).collect();
+        let text: String = evs.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(engine.tokenizer.count(&text), total as usize);
+        evs.iter().map(|e| (e.tokens, e.due_ns, e.reasoning, e.last)).collect()
+    }
+
     #[test]
     fn events_chunk_and_split_reasoning() {
         let cfg = SimConfig::fixed(50.0, 10.0).with_tokens_per_chunk(3, 3);
-        let engine = SimEngine::new(cfg).unwrap();
-        let r = req(8, 0, true);
-        let mut g = Generation::new(SmallRng::seed_from_u64(0), &r, 8, "length", 2);
-        assert!(g.next_event(&engine).is_none(), "not started");
-        g.start(&engine, 1_000, Instant::now());
-        let evs: Vec<Event> = std::iter::from_fn(|| g.next_event(&engine)).collect();
-        let shape: Vec<(u32, u64, bool, bool)> =
-            evs.iter().map(|e| (e.tokens, e.due_ns, e.reasoning, e.last)).collect();
         assert_eq!(
-            shape,
+            planned(cfg, 8, 2, 1_000),
             vec![
                 (1, 50_001_000, true, false),
                 (1, 60_001_000, true, false),
@@ -518,8 +530,6 @@ mod tests {
                 (3, 120_001_000, false, true),
             ]
         );
-        let text: String = evs.iter().map(|e| e.text.as_str()).collect();
-        assert_eq!(engine.tokenizer.count(&text), 8);
     }
 
     /// Fixed timing with speculative decoding: one step per --itl-ms whatever it carries, so
@@ -529,14 +539,9 @@ mod tests {
     fn speculative_steps_under_fixed_timing() {
         let events = |p: f64, total: u64| {
             let spec = crate::Speculation::new(3, p).unwrap();
-            let engine =
-                SimEngine::new(SimConfig::fixed(50.0, 10.0).with_speculation(spec)).unwrap();
-            let r = req(total, 0, true);
-            let mut g = Generation::new(SmallRng::seed_from_u64(0), &r, total, "length", 0);
-            g.start(&engine, 0, Instant::now());
-            std::iter::from_fn(|| g.next_event(&engine))
-                .map(|e| (e.tokens, e.due_ns, e.last))
-                .collect::<Vec<_>>()
+            let cfg = SimConfig::fixed(50.0, 10.0).with_speculation(spec);
+            let evs = planned(cfg, total, 0, 0);
+            evs.into_iter().map(|(k, due, _, last)| (k, due, last)).collect::<Vec<_>>()
         };
         assert_eq!(
             events(1.0, 10),
@@ -558,14 +563,8 @@ mod tests {
     #[test]
     fn a_speculative_step_across_the_reasoning_end_is_split_at_its_instant() {
         let spec = crate::Speculation::new(3, 1.0).unwrap();
-        let engine = SimEngine::new(SimConfig::fixed(50.0, 10.0).with_speculation(spec)).unwrap();
-        let mut g = Generation::new(SmallRng::seed_from_u64(0), &req(10, 0, true), 10, "length", 2);
-        g.start(&engine, 0, Instant::now());
-        let evs: Vec<Event> = std::iter::from_fn(|| g.next_event(&engine)).collect();
-        let shape: Vec<(u32, u64, bool, bool)> =
-            evs.iter().map(|e| (e.tokens, e.due_ns, e.reasoning, e.last)).collect();
         assert_eq!(
-            shape,
+            planned(SimConfig::fixed(50.0, 10.0).with_speculation(spec), 10, 2, 0),
             vec![
                 (1, 50_000_000, true, false),
                 (1, 60_000_000, true, false),
@@ -574,7 +573,5 @@ mod tests {
                 (1, 80_000_000, false, true),
             ]
         );
-        let text: String = evs.iter().map(|e| e.text.as_str()).collect();
-        assert_eq!(engine.tokenizer.count(&text), 10);
     }
 }
