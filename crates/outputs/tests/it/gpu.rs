@@ -7,6 +7,14 @@ use servelab_records::{GpuReading, GpuScrape};
 
 use crate::render::fixture;
 
+/// The GPU section of servelab's block, to the next section's rule.
+fn gpu_section(block: &str) -> String {
+    let from = block.find("------GPU Energy").expect("a GPU section");
+    let rest = &block[from..];
+    let end = rest[1..].find("\n---").map_or(rest.len(), |i| i + 2);
+    rest[..end].to_string()
+}
+
 /// Readings 1 s before the origin, at 0.5 and 1.5 s in the fixed run's window [0, 2] s, and
 /// at 2.5 s: GPU 0 with its energy counter (650 J over the window), GPU 1 power only, twice
 /// GPU 0's power (1325 J).
@@ -51,7 +59,12 @@ fn gpu_energy_and_cost_in_text_csv_and_json() {
     let g = s.gpu.as_ref().unwrap();
     assert_eq!(g.energy_j, Some(1975.0));
     assert_eq!(g.joules_per_output_token, Some(1975.0 / s.total_output_tokens as f64));
-    insta::assert_snapshot!("text", servelab_block(&s));
+    let block = servelab_block(&s);
+    insta::assert_snapshot!("text", gpu_section(&block));
+    assert!(block.contains(
+        "! --gpus says 4 GPUs, the GPU telemetry saw 2: the cost counts 4 and the energy the 2 \
+         seen; check which GPUs serve the deployment\n"
+    ));
     insta::assert_snapshot!("csv_summary", csv::render_csv_summary(&s));
     let v = result_value(&s, false);
     insta::assert_json_snapshot!("json", v["servelab"]["gpu"]);
@@ -64,7 +77,7 @@ fn gpu_energy_and_cost_in_text_csv_and_json() {
     let mut s = fixture();
     s.info.gpus = Some(8);
     servelab_metrics::gpu::attach(&mut s, &[], None, Some(2.5));
-    insta::assert_snapshot!("text_cost_only", servelab_block(&s));
+    insta::assert_snapshot!("text_cost_only", gpu_section(&servelab_block(&s)));
     let v = result_value(&s, false);
     let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "{errors:#?}");
