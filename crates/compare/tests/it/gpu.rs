@@ -127,13 +127,39 @@ fn gpu_rows_follow_the_headline_only_when_a_run_had_them() {
 
 #[test]
 fn the_report_shows_the_gpu_figures_of_runs_that_had_them() {
-    use servelab_compare::report::{build, markdown, summary_table};
+    use servelab_compare::report::{build, gpu_table, markdown, summary_table};
     let opts = CompareOptions::default();
     let r = build("R", vec![run("a", Some(400.0), Some(2.0)), run("b", Some(300.0), None)], &opts);
     let table = summary_table(&r).to_plain();
     assert!(table.contains("Energy per output token (J/tok)"), "{table}");
     assert!(table.contains("Cost per million output tokens ($/Mtok)"), "{table}");
-    assert!(markdown(&r).contains("GPU power peak (W)"));
+    let md = markdown(&r);
+    assert!(md.contains("GPU power peak (W)"));
+    // Its own table: each run's GPUs, energy and price (b has no price).
+    let gpus = gpu_table(&r).to_plain();
+    let lines: Vec<&str> = gpus.lines().collect();
+    assert_eq!(lines.len(), 4, "{gpus}");
+    // 2 GPUs × 400 W × 9.19 s = 7352 J over 160 tokens; 2 $/h × 2 × 9.19 s / 160 tokens.
+    let cells = |l: &str| -> Vec<String> {
+        l.split("  ").map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect()
+    };
+    assert_eq!(
+        cells(lines[2]),
+        [
+            "a @ c=1",
+            "2",
+            "7352",
+            "power integrated over time",
+            "45.950",
+            "400.0",
+            "400.0",
+            "-",
+            "2.00",
+            "63.819"
+        ]
+    );
+    assert_eq!(cells(lines[3])[8..], ["-", "-"]);
+    assert!(md.contains("## GPU energy and cost (measured window)"), "{md}");
     let r = build("R", vec![run("a", None, None), run("b", None, None)], &opts);
     assert!(!markdown(&r).contains("J/tok"));
 }
