@@ -246,6 +246,14 @@ impl EngineFile {
         check_count("tp", tp)?;
         check_count("replicas", replicas)?;
         check_tp("tp", tp, &model)?;
+        // A calibration fitted on another engine or GPU carries only what carries there
+        // (`carry_calibration`): the file's `fitted_on` says where its values came from.
+        let calibration = match &self.fitted_on {
+            Some(f) if f.engine != self.engine || !f.gpu.eq_ignore_ascii_case(&gpu.name) => {
+                crate::calibrate::carry_calibration(&self.calibration, f, self.engine, &gpu.name)
+            }
+            _ => self.calibration,
+        };
         let cfg = EngineConfig {
             engine: self.engine,
             engine_version: self.engine_version.clone(),
@@ -257,7 +265,7 @@ impl EngineFile {
             replicas,
             router: self.router,
             scheduler: self.scheduler,
-            calibration: self.calibration,
+            calibration,
             pd,
         };
         for (key, spec) in cfg.worker_specs() {
@@ -556,27 +564,48 @@ impl WorkerSpec {
             * self.kv_dtype.bytes()
     }
 
-    /// Memory per GPU kept for activations, CUDA graphs and NCCL buffers, bytes: 1.5 GB fixed
-    /// plus the 16-bit activations of a full step (8 hidden-wide and 4 intermediate-wide
-    /// tensors per token, TP-split where the weights are) plus FP32 logits of `max_num_seqs`
-    /// rows (what vLLM's profiling run peaks at, roughly).
+    /// Memory per GPU kept out of the KV cache besides the weights, bytes. vLLM (V1, V0 and
+    /// Dynamo's vLLM workers) sizes its KV cache from a profiling run
+    /// ([`vllm_profile_reserve_bytes`]); the other families keep 1.5 GB (CUDA graphs, NCCL,
+    /// allocator) plus the 16-bit activations of a full step (8 hidden-wide and 4
+    /// intermediate-wide tensors per token, TP-split where the weights are) plus FP32 logits
+    /// of `max_num_seqs` rows. `scheduler.activation_reserve_gb` overrides both.
     pub fn activation_reserve_bytes(&self) -> f64 {
         if let Some(gb) = self.scheduler.activation_reserve_gb {
             return gb * 1e9;
         }
         let m = &self.model;
         let tp = f64::from(self.tp);
-        let inter = match &m.moe {
+        let inter = self.token_intermediate();
+        let t = f64::from(self.scheduler.max_num_batched_tokens);
+        let seqs = f64::from(self.scheduler.max_num_seqs);
+        if matches!(self.engine, EngineFamily::VllmV1 | EngineFamily::VllmV0 | EngineFamily::Dynamo)
+        {
+            return vllm_profile_reserve_bytes(
+                t,
+                seqs,
+                f64::from(m.hidden),
+                inter / tp,
+                f64::from(m.vocab),
+                self.tp,
+            );
+        }
+        let act = t * (8.0 * f64::from(m.hidden) + 4.0 * inter / tp) * 2.0;
+        let logits = seqs * f64::from(m.vocab) / tp * 4.0;
+        1.5e9 + act + logits
+    }
+
+    /// Intermediate width one token computes in an MLP block: the dense MLP's, or the
+    /// experts it is routed to plus the shared ones, whichever is wider.
+    fn token_intermediate(&self) -> f64 {
+        let m = &self.model;
+        match &m.moe {
             Some(moe) => f64::from(
                 (moe.experts_per_token * moe.expert_intermediate + moe.shared_intermediate)
                     .max(m.intermediate),
             ),
             None => f64::from(m.intermediate),
-        };
-        let t = f64::from(self.scheduler.max_num_batched_tokens);
-        let act = t * (8.0 * f64::from(m.hidden) + 4.0 * inter / tp) * 2.0;
-        let logits = f64::from(self.scheduler.max_num_seqs) * f64::from(m.vocab) / tp * 4.0;
-        1.5e9 + act + logits
+        }
     }
 
     /// KV capacity in blocks: `(memory × utilization − weights/TP − activation reserve) / KV
@@ -618,6 +647,35 @@ impl WorkerSpec {
     }
 }
 
+/// Memory outside the weights that vLLM keeps out of its KV cache, bytes per GPU: what its
+/// profiling run measures (`determine_available_memory` in `vllm/v1/worker/gpu_worker.py`,
+/// `memory_profiling` in vLLM's utilities): the KV cache gets `total × gpu_memory_utilization −
+/// weights − peak activation − non-torch memory`, where the peak is that of a dummy forward
+/// pass of `max_num_batched_tokens` tokens followed by a dummy sampler run of `max_num_seqs`
+/// rows. CUDA graphs are captured after the KV cache is allocated and are not subtracted (up
+/// to vLLM 0.11; they come out of the `1 − utilization` headroom, as does the CUDA context).
+///
+/// Estimated, per GPU: the forward pass peaks inside an MLP block, with the gate/up output
+/// (2 × intermediate wide) and its activation (1 ×) alive beside 4 hidden-wide tensors
+/// (residual, normed input, attention output, block output), 16-bit: `tokens × (3 × inter + 4
+/// × hidden) × 2 B`; the sampler holds FP32 logits and probabilities over the whole vocabulary
+/// (gathered on every TP rank): `seqs × vocab × 8 B`; the peak is the larger of the two. Non-torch
+/// memory (cuBLAS workspaces; NCCL and custom all-reduce buffers past TP 1): 0.25 GB at TP 1,
+/// 0.75 GB above. `inter` is already TP-split.
+pub fn vllm_profile_reserve_bytes(
+    tokens: f64,
+    seqs: f64,
+    hidden: f64,
+    inter: f64,
+    vocab: f64,
+    tp: u32,
+) -> f64 {
+    let forward = tokens * (3.0 * inter + 4.0 * hidden) * 2.0;
+    let sampler = seqs * vocab * 8.0;
+    let non_torch = if tp > 1 { 0.75e9 } else { 0.25e9 };
+    forward.max(sampler) + non_torch
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -638,10 +696,12 @@ scheduler:
         let w = cfg.worker(4);
         // 2 KV heads per GPU: 2 × 64 layers × 2 × 128 × 2 bytes = 65,536 bytes per token.
         assert_eq!(w.kv_bytes_per_token_per_gpu(), 65_536.0);
-        // 96 GiB × 0.9 = 92.8 GB; weights 65.5 GB / 4 = 16.4 GB; reserve ≈ 2.7 GB →
-        // ≈ 73.7 GB / 1 MiB per block ≈ 70 k blocks ≈ 1.1 M tokens per replica.
+        // 96 GiB × 0.9 = 92,771,293,593.6 B; weights 65.5 GB / 4 = 16,381,053,440 B; vLLM's
+        // profiled reserve: the sampler's 1,024 rows × 151,936 × 8 B = 1,244,659,712 B (more
+        // than the forward pass's 650 MB) + 0.75 GB → 74.4 GB / 1 MiB per block = 70,949
+        // blocks ≈ 1.14 M tokens per replica.
         let blocks = w.kv_blocks().unwrap();
-        assert!((66_000..74_000).contains(&blocks), "{blocks}");
+        assert_eq!(blocks, 70_949);
     }
 
     #[test]
@@ -788,6 +848,63 @@ scheduler:
             ((budget - per_layer * 18.0 * 144.0 * 256.0) / (per_layer * 18.0 * 16.0)).floor();
         assert_eq!(blocks, hybrid);
         assert!((1.98..2.0).contains(&(hybrid / in_full)), "{}", hybrid / in_full);
+    }
+
+    /// A file whose calibration was fitted elsewhere (`fitted_on`) is carried by
+    /// `carry_calibration`: efficiencies always; kernel latencies only on the same engine and
+    /// GPU; CPU times only on the same engine; the rest are the family's defaults. On its own
+    /// deployment the calibration is as written.
+    #[test]
+    fn a_calibration_fitted_elsewhere_is_carried_at_load() {
+        let fit = "calibration: {eta_gemm: 0.8, layer_overhead_us: 113, per_seq_overhead_us: 45, \
+                   frontend_us: 286}\nfitted_on: {engine: vllm-v1, gpu: h20, tp: 4, model: qwen3-32b}\n";
+        let c = |head: &str| {
+            EngineFile::parse(&format!("{head}{fit}")).unwrap().build(None).unwrap().calibration
+        };
+        let same = c("model: qwen3-32b\ngpu: h20\ntp: 4\n");
+        assert_eq!(
+            (same.eta_gemm, same.layer_overhead_us, same.per_seq_overhead_us, same.frontend_us),
+            (0.8, 113.0, 45.0, 286.0)
+        );
+        let gpu = c("model: qwen3-8b\ngpu: h100\n");
+        assert_eq!(
+            (gpu.eta_gemm, gpu.layer_overhead_us, gpu.per_seq_overhead_us, gpu.frontend_us),
+            (0.8, 10.0, 45.0, 286.0)
+        );
+        let engine = c("engine: sglang\nmodel: qwen3-32b\ngpu: h20\ntp: 4\n");
+        assert_eq!(
+            (
+                engine.eta_gemm,
+                engine.layer_overhead_us,
+                engine.step_overhead_us,
+                engine.frontend_us
+            ),
+            (0.8, 10.0, 400.0, 1000.0)
+        );
+    }
+
+    /// vLLM's KV budget: the larger of a dummy forward pass's MLP peak and the sampler's FP32
+    /// logits and probabilities, plus non-torch memory; no CUDA-graph reserve.
+    /// Qwen3-32B on one H100, 8,192 tokens, 1,024 sequences: forward 8192 × (3 × 25,600 + 4 ×
+    /// 5,120) × 2 B = 1,593,835,520 B; sampler 1024 × 151,936 × 8 B = 1,244,659,712 B; + 0.25
+    /// GB. The KV cache then holds 80 GiB × 0.9 − 65,524,213,760 B of weights − that, / 262,144 B
+    /// a token: 37,920 tokens (2,370 blocks), room for one 32,000-token prompt as vLLM has
+    /// (its default `max_model_len` of 40,960 needs 10 GiB and it starts).
+    #[test]
+    fn vllm_kv_budget_is_its_profiling_run() {
+        assert_eq!(
+            vllm_profile_reserve_bytes(8192.0, 1024.0, 5120.0, 25_600.0, 151_936.0, 1),
+            1_593_835_520.0 + 0.25e9
+        );
+        assert_eq!(
+            vllm_profile_reserve_bytes(2048.0, 1024.0, 5120.0, 25_600.0, 151_936.0, 2),
+            1_244_659_712.0 + 0.75e9
+        );
+        let cfg = EngineFile::parse("model: qwen3-32b\ngpu: h100\n").unwrap().build(None).unwrap();
+        let w = cfg.worker(1);
+        assert_eq!(w.model.weight_bytes(), 65_524_213_760.0);
+        assert_eq!(w.activation_reserve_bytes(), 1_843_835_520.0);
+        assert_eq!(w.kv_blocks().unwrap(), 2370);
     }
 
     #[test]

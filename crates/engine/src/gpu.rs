@@ -95,6 +95,19 @@ fn preset_table() -> Vec<GpuSpec> {
             link(300.0, NVLINK_HOP_US),
             link(50.0, RDMA_US),
         ),
+        // H100 PCIe datasheet: BF16 756 / FP8 1,513 TFLOPS dense (half the sparse figures), at
+        // 300–350 W; HBM2e 2.0 TB/s, 80 GB; cards joined in pairs by an NVLink bridge of 600
+        // GB/s total; 400 Gb/s NIC assumed.
+        g(
+            "h100-pcie",
+            756.0,
+            Some(1513.0),
+            None,
+            2000.0,
+            80.0,
+            link(300.0, NVLINK_HOP_US),
+            link(50.0, RDMA_US),
+        ),
         // H200 SXM datasheet: same tensor cores as H100; HBM3e 4.8 TB/s, 141 GB.
         g(
             "h200",
@@ -157,7 +170,7 @@ fn preset_table() -> Vec<GpuSpec> {
     ]
     .into_iter()
     .map(|mut g| {
-        g.intra_switched = !matches!(g.name.as_str(), "l40s" | "gb10" | "h100-nvl");
+        g.intra_switched = !matches!(g.name.as_str(), "l40s" | "gb10" | "h100-nvl" | "h100-pcie");
         g
     })
     .collect()
@@ -169,7 +182,7 @@ pub fn gpu_preset_names() -> Vec<String> {
 }
 
 impl GpuSpec {
-    /// A preset by name (`a100`, `h100`, `h100-nvl`, `h200`, `h20`, `l40s`, `b200`, `gb10`).
+    /// A preset by name (`a100`, `h100`, `h100-nvl`, `h100-pcie`, `h200`, `h20`, `l40s`, `b200`, `gb10`).
     pub fn preset(name: &str) -> Result<Self> {
         let key = name.trim().to_ascii_lowercase();
         preset_table().into_iter().find(|g| g.name == key).ok_or_else(|| {
@@ -214,7 +227,10 @@ mod tests {
 
     #[test]
     fn presets_and_fallbacks() {
-        assert_eq!(gpu_preset_names().len(), 8);
+        assert_eq!(gpu_preset_names().len(), 9);
+        let pcie = GpuSpec::preset("h100-pcie").unwrap();
+        assert_eq!((pcie.flops(ComputeClass::Half), pcie.mem_bw()), (756e12, 2.0e12));
+        assert!(!pcie.intra_switched);
         let a100 = GpuSpec::preset("A100").unwrap();
         assert_eq!(a100.flops(ComputeClass::Eight), 312e12);
         let h20 = GpuSpec::preset("h20").unwrap();

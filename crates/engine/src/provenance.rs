@@ -102,6 +102,19 @@ pub fn provenance(cfg: &EngineConfig) -> Provenance {
         f.tp,
         if f.pd { ", P/D" } else { "" }
     );
+    // What `EngineFile::build` carried of the fit (`carry_calibration`).
+    let calibration = if f.engine != cfg.engine {
+        format!(
+            "{calibration} (carried: its efficiencies; latencies and CPU times at {} defaults)",
+            cfg.engine
+        )
+    } else if !cfg.gpu.name.eq_ignore_ascii_case(&f.gpu) {
+        format!(
+            "{calibration} (carried: its efficiencies and CPU times; kernel latencies at defaults)"
+        )
+    } else {
+        calibration
+    };
     let mut outside = Vec::new();
     let mut band = f.error_pct.unwrap_or(FITTED_PCT);
     let mut differ = |what: String, pp: f64| {
@@ -175,5 +188,18 @@ mod tests {
         assert_eq!(unfitted.band_pct, 75.0);
         let far = provenance(&cfg(&format!("engine: sglang\nmodel: qwen3-8b\ngpu: h100\n{FIT}")));
         assert_eq!(far.band_pct, 100.0, "capped");
+        assert_eq!(
+            far.calibration,
+            "fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4 (carried: its efficiencies; \
+             latencies and CPU times at sglang defaults)"
+        );
+        let gpu = provenance(&cfg(&format!("model: qwen3-32b\ngpu: h100\ntp: 4\n{FIT}")));
+        assert!(
+            gpu.calibration.ends_with(
+                "(carried: its efficiencies and CPU times; kernel latencies at defaults)"
+            ),
+            "{}",
+            gpu.calibration
+        );
     }
 }
