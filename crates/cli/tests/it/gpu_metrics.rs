@@ -45,10 +45,9 @@ async fn bench_sweep_compare_and_report_carry_gpu_energy_and_cost() {
     let (bench, sweep, cmp, report) = tokio::task::spawn_blocking(move || {
         let mut args = vec!["bench", "--num-prompts", "40", "--request-rate", "40"];
         args.extend(RUN);
-        let (file, folder) = (r.to_str().unwrap(), r.parent().unwrap().to_str().unwrap());
+        let folder = r.parent().unwrap().to_str().unwrap();
         args.extend(["--gpu-metrics", &u, "--gpus", "2", "--label", "a", "--save-result"]);
         args.extend(["--result-dir", folder, "--result-filename", "r.json"]);
-        let _ = file;
         let bench = ok(&servelab(&d, &args));
         let mut args = vec!["sweep", "--scenario", "32:8", "--concurrency", "1,2"];
         args.extend(RUN);
@@ -58,14 +57,16 @@ async fn bench_sweep_compare_and_report_carry_gpu_energy_and_cost() {
             "--columns",
             "load,output_throughput,joules_per_output_token,usd_per_million_output_tokens",
         ]);
-        let sweep = ok(&servelab(&d, &args));
-        let _ = sweep;
+        ok(&servelab(&d, &args));
         let cmp = ok(&servelab(&d, &["compare", "1", "2"]));
         let html = d.with_extension("html");
         ok(&servelab(&d, &["report", "1", "2", "-o", html.to_str().unwrap()]));
         (
             bench,
-            std::fs::read_to_string(sd.join("summary.md")).unwrap(),
+            (
+                std::fs::read_to_string(sd.join("summary.md")).unwrap(),
+                std::fs::read_to_string(sd.join("32x8.csv")).unwrap(),
+            ),
             cmp,
             std::fs::read_to_string(html).unwrap(),
         )
@@ -91,7 +92,18 @@ async fn bench_sweep_compare_and_report_carry_gpu_energy_and_cost() {
     let j = g["joules_per_output_token"].as_f64().unwrap();
     assert_eq!(j, g["energy_j"].as_f64().unwrap() / tokens);
 
-    // The sweep's table has the columns asked for, a value at each level.
+    // The sweep's table has the columns asked for, a value at each level; its CSV has every
+    // GPU figure of each point.
+    let (sweep, csv) = sweep;
+    let mut csv_lines = csv.lines();
+    let head: Vec<&str> = csv_lines.next().unwrap().split(',').collect();
+    let col = head.iter().position(|h| *h == "joules_per_output_token").expect("a J/token column");
+    let usd = head.iter().position(|h| *h == "usd_per_million_output_tokens").unwrap();
+    for row in csv_lines {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert!(cells[col].parse::<f64>().unwrap() > 0.0, "{csv}");
+        assert!(cells[usd].parse::<f64>().unwrap() > 0.0, "{csv}");
+    }
     assert!(sweep.contains("Energy per Output Token (J/tok)"), "{sweep}");
     assert!(sweep.contains("Cost per 1M Output Tokens ($)"), "{sweep}");
     let lines: Vec<&str> = sweep.lines().collect();
