@@ -82,7 +82,16 @@ async fn grid_table_knee_slo_and_charts() {
     let status = sweep(
         &sim.base_url(),
         dir.path(),
-        &["--concurrency", "1,2,4,8", "--slo", "ttft_p99:70", "--slo-max-probes", "3"],
+        &[
+            "--concurrency",
+            "1,2,4,8",
+            "--slo",
+            "ttft_p99:70",
+            "--slo-max-probes",
+            "3",
+            "--gpus",
+            "2",
+        ],
     )
     .await
     .expect("sweep succeeds");
@@ -117,6 +126,25 @@ async fn grid_table_knee_slo_and_charts() {
         assert_eq!(row, &expect, "concurrency {c}");
     }
 
+    // Issue 27: throughput per GPU vs interactivity, from the points' own figures and the
+    // stated GPUs: output tok/s / 2 and 1000 / mean TPOT, at every level.
+    let (_, pareto) = md.split_once("Throughput per GPU vs interactivity").expect("{md}");
+    let rows = table_rows(pareto);
+    assert_eq!(rows.len(), 4, "{pareto}");
+    for (row, c) in rows.iter().zip([1, 2, 4, 8]) {
+        let m = read_point(dir.path(), c).summary;
+        assert_eq!(m.info.gpus, Some(2));
+        let f = |v: f64| format!("{v:.2}");
+        let expect = [
+            c.to_string(),
+            "2".into(),
+            f(m.output_throughput),
+            f(m.output_throughput / 2.0),
+            f(1000.0 / m.tpot_ms.mean),
+        ];
+        assert_eq!(row[..5], expect, "concurrency {c}");
+    }
+
     // The knee is where the capacity puts it.
     let knee = s.knee.as_ref().expect("a knee");
     assert_eq!(knee.load, 4.0, "{knee:?}");
@@ -137,7 +165,7 @@ async fn grid_table_knee_slo_and_charts() {
     assert_eq!(csv.lines().count(), 1 + 4 + s.probes.len());
 
     // Charts: valid PNG of the documented size, and SVG with the expected series.
-    for name in ["throughput", "ttft", "tpot", "tradeoff"] {
+    for name in ["throughput", "ttft", "tpot", "tradeoff", "pareto"] {
         let png = std::fs::read(dir.path().join(format!("charts/64x20-{name}.png"))).unwrap();
         assert_eq!(png_size(&png), servelab_outputs::chart::SIZE, "{name}");
         let svg =
