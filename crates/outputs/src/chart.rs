@@ -496,11 +496,28 @@ where
         .collect();
     let area = chart.plotting_area().get_pixel_range();
     let area = ((area.0.start, area.1.start), (area.0.end, area.1.end));
-    let mut places = place_notes(&lines, &notes, area).into_iter();
-    for (i, s) in c.series.iter().enumerate() {
+    let all_places = place_notes(&lines, &notes, area);
+    // Where each series' notes start among the places (they were placed in series order).
+    let starts: Vec<usize> = c
+        .series
+        .iter()
+        .scan(0, |k, s| {
+            let at = *k;
+            *k += s.points.len().min(s.notes.len());
+            Some(at)
+        })
+        .collect();
+    // A front goes under the points it joins: drawn (and listed in the legend) first. The
+    // other series keep the palette's order among themselves.
+    let (fronts, rest): (Vec<usize>, Vec<usize>) =
+        (0..c.series.len()).partition(|&i| c.series[i].style == Style::Front);
+    for i in fronts.into_iter().chain(rest) {
+        let s = &c.series[i];
+        let mut places = all_places.get(starts[i]..).unwrap_or_default().iter().copied();
+        let nth = c.series[..i].iter().filter(|x| x.style != Style::Front).count();
         let color = match s.style {
             Style::Front => FRONT_INK,
-            _ => PALETTE[i % PALETTE.len()],
+            _ => PALETTE[nth % PALETTE.len()],
         };
         let style = ShapeStyle::from(color).stroke_width(3);
         let path = match s.style {
