@@ -247,6 +247,15 @@ impl Collector {
         let windows = timeline::tokens_per_window(&token_events, origin, window_ns);
         let best = windows.iter().copied().max().unwrap_or(0);
 
+        let load = crate::load::summarize(
+            &rows,
+            crate::load::Events { tokens: &token_events, itl_ms: &itl_token_ms },
+            info,
+            pct,
+        );
+        if let Some(w) = load.as_ref().and_then(crate::load::warning) {
+            warnings.push(w);
+        }
         let mut summary = Summary {
             info: info.clone(),
             percentiles: pct.clone(),
@@ -270,7 +279,7 @@ impl Collector {
             ttft_ms: dist(&|r| r.ttft_ms, &ok),
             tpot_ms: dist(&|r| r.tpot_ms, &ok),
             itl_ms: Distribution::from_unsorted(
-                itl_token_ms.into_iter().map(|(_, v)| v).collect(),
+                itl_token_ms.iter().map(|(_, v)| *v).collect(),
                 pct,
             ),
             itl_chunk_ms: Distribution::from_unsorted(itl_chunk, pct),
@@ -302,6 +311,8 @@ impl Collector {
                 ok.iter().filter_map(|r| r.reasoning.as_ref()),
                 pct,
             ),
+            gpu: None,
+            load,
             warnings,
             requests: rows,
         };

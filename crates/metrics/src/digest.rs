@@ -441,6 +441,9 @@ impl ShardDigest {
             sessions: self.sessions.as_ref().map(|s| s.summary(&pct)),
             replay: None,
             reasoning: sk.reasoning.as_ref().map(|r| r.summary(&pct)),
+            gpu: None,
+            // The steady window needs every request's times, which a digest does not keep.
+            load: None,
             failures: self.failures.clone(),
             warnings,
             requests: Vec::new(),

@@ -60,6 +60,30 @@ pub enum Metric {
     OutputThroughputPerGpu,
     /// Interactivity: output tokens per second per user, 1000 / mean TPOT (ms).
     Interactivity,
+    /// Load: sends per second over the load span (requests, or sessions of a multi-turn run).
+    DeliveredRate,
+    /// Load: time-weighted mean in flight over the load span.
+    DeliveredConcurrency,
+    /// Steady state: completed requests per second over the steady window.
+    SteadyRequestThroughput,
+    /// Steady state: output tokens per second over the steady window.
+    SteadyOutputThroughput,
+    /// Steady state: TTFT of the requests wholly within the steady window (ms).
+    SteadyTtft,
+    /// Steady state: TPOT (ms).
+    SteadyTpot,
+    /// Steady state: per-token ITL (ms).
+    SteadyItl,
+    /// Steady state: end-to-end latency (ms).
+    SteadyE2el,
+    /// GPU telemetry: energy of every GPU over the measured window per output token (J).
+    JoulesPerOutputToken,
+    /// GPU cost: USD per million output tokens (`--gpu-hourly-cost`).
+    UsdPerMillionOutputTokens,
+    /// GPU telemetry: the GPUs' average power over the window, mean per GPU (W).
+    GpuMeanWatts,
+    /// GPU telemetry: the highest power any GPU drew in the window (W).
+    GpuPeakWatts,
 }
 
 /// A statistic of a latency distribution.
@@ -109,6 +133,18 @@ impl Metric {
             Metric::AnswerTokens => "answer_tokens",
             Metric::OutputThroughputPerGpu => "output_throughput_per_gpu",
             Metric::Interactivity => "interactivity",
+            Metric::DeliveredRate => "delivered_rate",
+            Metric::DeliveredConcurrency => "delivered_concurrency",
+            Metric::SteadyRequestThroughput => "steady_request_throughput",
+            Metric::SteadyOutputThroughput => "steady_output_throughput",
+            Metric::SteadyTtft => "steady_ttft",
+            Metric::SteadyTpot => "steady_tpot",
+            Metric::SteadyItl => "steady_itl",
+            Metric::SteadyE2el => "steady_e2el",
+            Metric::JoulesPerOutputToken => "joules_per_output_token",
+            Metric::UsdPerMillionOutputTokens => "usd_per_million_output_tokens",
+            Metric::GpuMeanWatts => "gpu_mean_watts",
+            Metric::GpuPeakWatts => "gpu_peak_watts",
         }
     }
 
@@ -124,6 +160,38 @@ impl Metric {
                 | Metric::Ttfa
                 | Metric::ReasoningTpot
                 | Metric::AnswerTpot
+                | Metric::SteadyTtft
+                | Metric::SteadyTpot
+                | Metric::SteadyItl
+                | Metric::SteadyE2el
+        )
+    }
+
+    /// True for the GPU telemetry's and cost's figures (`crate::gpu`), which a run has only
+    /// with `--gpu-metrics` or `--gpu-hourly-cost`.
+    pub fn is_gpu(self) -> bool {
+        matches!(
+            self,
+            Metric::JoulesPerOutputToken
+                | Metric::UsdPerMillionOutputTokens
+                | Metric::GpuMeanWatts
+                | Metric::GpuPeakWatts
+        )
+    }
+
+    /// True for the load's figures (`crate::load`), which a run has only when it was
+    /// summarized from its records (the steady ones only when it reached a steady state).
+    pub fn is_load(self) -> bool {
+        matches!(
+            self,
+            Metric::DeliveredRate
+                | Metric::DeliveredConcurrency
+                | Metric::SteadyRequestThroughput
+                | Metric::SteadyOutputThroughput
+                | Metric::SteadyTtft
+                | Metric::SteadyTpot
+                | Metric::SteadyItl
+                | Metric::SteadyE2el
         )
     }
 
@@ -151,6 +219,10 @@ impl Metric {
             Metric::Ttfa => s.reasoning.as_ref().map(|r| &r.ttfa_ms),
             Metric::ReasoningTpot => s.reasoning.as_ref().map(|r| &r.reasoning_tpot_ms),
             Metric::AnswerTpot => s.reasoning.as_ref().map(|r| &r.answer_tpot_ms),
+            Metric::SteadyTtft => s.load.as_ref()?.steady_figures().map(|f| &f.ttft_ms),
+            Metric::SteadyTpot => s.load.as_ref()?.steady_figures().map(|f| &f.tpot_ms),
+            Metric::SteadyItl => s.load.as_ref()?.steady_figures().map(|f| &f.itl_ms),
+            Metric::SteadyE2el => s.load.as_ref()?.steady_figures().map(|f| &f.e2el_ms),
             _ => None,
         }
     }
@@ -167,6 +239,10 @@ impl Metric {
             Metric::AnswerTpot => "Answer TPOT",
             Metric::ReasoningTokens => "Reasoning Tokens",
             Metric::AnswerTokens => "Answer Tokens",
+            Metric::SteadyTtft => "Steady TTFT",
+            Metric::SteadyTpot => "Steady TPOT",
+            Metric::SteadyItl => "Steady ITL",
+            Metric::SteadyE2el => "Steady E2E Latency",
             _ => "E2E Latency",
         }
     }
@@ -199,6 +275,20 @@ impl Metric {
             "interactivity" | "output_throughput_per_user" | "tokens_per_user" => {
                 Metric::Interactivity
             }
+            "delivered_rate" => Metric::DeliveredRate,
+            "delivered_concurrency" => Metric::DeliveredConcurrency,
+            "steady_request_throughput" => Metric::SteadyRequestThroughput,
+            "steady_output_throughput" => Metric::SteadyOutputThroughput,
+            "steady_ttft" => Metric::SteadyTtft,
+            "steady_tpot" => Metric::SteadyTpot,
+            "steady_itl" => Metric::SteadyItl,
+            "steady_e2el" => Metric::SteadyE2el,
+            "joules_per_output_token" | "energy_per_token" => Metric::JoulesPerOutputToken,
+            "usd_per_million_output_tokens" | "cost_per_million_tokens" => {
+                Metric::UsdPerMillionOutputTokens
+            }
+            "gpu_mean_watts" => Metric::GpuMeanWatts,
+            "gpu_peak_watts" => Metric::GpuPeakWatts,
             _ => return None,
         })
     }
@@ -320,7 +410,8 @@ impl MetricKey {
             return self.stat?.of(d);
         }
         if self.metric.is_latency() {
-            // A reasoning latency of a run without reasoning.
+            // A reasoning latency of a run without reasoning, a steady one without a steady
+            // state.
             return None;
         }
         let total = s.completed + s.failed;
@@ -343,6 +434,16 @@ impl MetricKey {
             Metric::Interactivity if s.tpot_ms.count > 0 => {
                 crate::pareto::interactivity(s.tpot_ms.mean)?
             }
+            Metric::DeliveredRate => s.load.as_ref()?.delivered_rate?,
+            Metric::DeliveredConcurrency => s.load.as_ref()?.delivered_concurrency,
+            Metric::SteadyRequestThroughput => {
+                s.load.as_ref()?.steady_figures()?.request_throughput
+            }
+            Metric::SteadyOutputThroughput => s.load.as_ref()?.steady_figures()?.output_throughput,
+            Metric::JoulesPerOutputToken => s.gpu.as_ref()?.joules_per_output_token?,
+            Metric::UsdPerMillionOutputTokens => s.gpu.as_ref()?.usd_per_million_output_tokens?,
+            Metric::GpuMeanWatts => s.gpu.as_ref()?.mean_w_per_gpu?,
+            Metric::GpuPeakWatts => s.gpu.as_ref()?.peak_w?,
             _ => return None,
         })
     }
@@ -350,7 +451,7 @@ impl MetricKey {
     /// True when a higher value is better (throughputs, success); latencies and failures are
     /// better lower.
     pub fn higher_is_better(&self) -> bool {
-        !(self.metric.is_latency() || self.metric == Metric::Failed)
+        !(self.metric.is_latency() || self.metric == Metric::Failed || self.metric.is_gpu())
     }
 
     /// True when `a` is better than `b`.
@@ -374,12 +475,20 @@ impl MetricKey {
     pub fn unit(&self) -> &'static str {
         match self.metric {
             m if m.is_latency() => "ms",
-            Metric::RequestThroughput | Metric::RequestGoodput => "req/s",
+            Metric::RequestThroughput
+            | Metric::RequestGoodput
+            | Metric::DeliveredRate
+            | Metric::SteadyRequestThroughput => "req/s",
             Metric::InputThroughput
+            | Metric::SteadyOutputThroughput
             | Metric::OutputThroughput
             | Metric::TotalTokenThroughput
             | Metric::PeakOutputThroughput => "tok/s",
             Metric::SuccessRate => "%",
+            Metric::DeliveredConcurrency => "req",
+            Metric::JoulesPerOutputToken => "J/tok",
+            Metric::UsdPerMillionOutputTokens => "$/Mtok",
+            Metric::GpuMeanWatts | Metric::GpuPeakWatts => "W",
             Metric::ReasoningTokens | Metric::AnswerTokens => "tok",
             Metric::OutputThroughputPerGpu => "tok/s/GPU",
             Metric::Interactivity => "tok/s/user",
@@ -413,6 +522,18 @@ impl MetricKey {
             Metric::AnswerTokens => "Answer tokens mean",
             Metric::OutputThroughputPerGpu => "Output throughput per GPU",
             Metric::Interactivity => "Interactivity",
+            Metric::DeliveredRate => "Delivered rate",
+            Metric::DeliveredConcurrency => "Delivered concurrency",
+            Metric::SteadyRequestThroughput => "Steady request throughput",
+            Metric::SteadyOutputThroughput => "Steady output throughput",
+            Metric::SteadyTtft => "Steady TTFT",
+            Metric::SteadyTpot => "Steady TPOT",
+            Metric::SteadyItl => "Steady ITL",
+            Metric::SteadyE2el => "Steady E2E latency",
+            Metric::JoulesPerOutputToken => "Energy per output token",
+            Metric::UsdPerMillionOutputTokens => "Cost per million output tokens",
+            Metric::GpuMeanWatts => "GPU power mean",
+            Metric::GpuPeakWatts => "GPU power peak",
         };
         let stat = self.stat.map(|s| format!(" {}", s.name())).unwrap_or_default();
         match self.unit() {
@@ -442,6 +563,14 @@ impl MetricKey {
             Metric::AnswerTokens => "Mean Answer Tokens".into(),
             Metric::OutputThroughputPerGpu => "Output Token Throughput per GPU (tok/s/GPU)".into(),
             Metric::Interactivity => "Interactivity (tok/s/user)".into(),
+            Metric::DeliveredRate => "Delivered Rate (req/s)".into(),
+            Metric::DeliveredConcurrency => "Delivered Concurrency".into(),
+            Metric::SteadyRequestThroughput => "Steady Request Throughput (req/s)".into(),
+            Metric::SteadyOutputThroughput => "Steady Output Token Throughput (tok/s)".into(),
+            Metric::JoulesPerOutputToken => "Energy per Output Token (J/tok)".into(),
+            Metric::UsdPerMillionOutputTokens => "Cost per 1M Output Tokens ($)".into(),
+            Metric::GpuMeanWatts => "Mean GPU Power (W/GPU)".into(),
+            Metric::GpuPeakWatts => "Peak GPU Power (W)".into(),
             m => m.title().into(),
         }
     }
@@ -461,7 +590,9 @@ impl std::str::FromStr for MetricKey {
             format!(
                 "unknown metric '{s}': use request_throughput, output_throughput, \
                  total_token_throughput, peak_concurrency, completed, failed, success_rate, or a \
-                 latency (ttft, tpot, itl, e2el) with _mean, _median or _pNN, e.g. ttft_p99"
+                 latency (ttft, tpot, itl, e2el) with _mean, _median or _pNN, e.g. ttft_p99; \
+                 the load's delivered_rate, delivered_concurrency, steady_output_throughput, \
+                 steady_request_throughput, or a steady latency, e.g. steady_ttft_p99"
             )
         })
     }
@@ -500,6 +631,29 @@ pub const HEADLINE: [MetricKey; 12] = [
 /// (when the runs state their GPU count) and per user (see [`crate::pareto`]).
 pub const DEPLOYMENT_KEYS: [MetricKey; 2] =
     [MetricKey::of(Metric::OutputThroughputPerGpu), MetricKey::of(Metric::Interactivity)];
+
+/// The load's figures a comparison shows after [`HEADLINE`] when a run has them: what was
+/// delivered, then the steady state's (see `docs/metrics.md`, "Delivered load").
+pub const LOAD_KEYS: [MetricKey; 8] = [
+    MetricKey::of(Metric::DeliveredRate),
+    MetricKey::of(Metric::DeliveredConcurrency),
+    MetricKey::of(Metric::SteadyOutputThroughput),
+    MetricKey::stat(Metric::SteadyTtft, Stat::Mean),
+    MetricKey::stat(Metric::SteadyTtft, Stat::P(99.0)),
+    MetricKey::stat(Metric::SteadyTpot, Stat::Mean),
+    MetricKey::stat(Metric::SteadyTpot, Stat::P(99.0)),
+    MetricKey::stat(Metric::SteadyE2el, Stat::P(99.0)),
+];
+
+/// The GPU telemetry's and cost's figures a comparison shows after [`HEADLINE`] when a run
+/// has them (`--gpu-metrics`, `--gpu-hourly-cost`; see `docs/metrics.md`, "GPU energy and
+/// cost"). Lower is better for each; watts get no best value.
+pub const GPU_KEYS: [MetricKey; 4] = [
+    MetricKey::of(Metric::JoulesPerOutputToken),
+    MetricKey::of(Metric::UsdPerMillionOutputTokens),
+    MetricKey::of(Metric::GpuMeanWatts),
+    MetricKey::of(Metric::GpuPeakWatts),
+];
 
 /// The reasoning models' figures a comparison shows after [`HEADLINE`] when a run had
 /// reasoning: time to the first answer token first, as users judge reasoning models by it.
@@ -546,6 +700,11 @@ mod tests {
         assert_eq!(k("ttfa_mean").as_deref(), Some("ttfa_mean"));
         assert_eq!(k("answer_tokens").as_deref(), Some("answer_tokens"));
         assert_eq!(k("answer_tokens_p99"), None);
+        assert_eq!(k("steady_ttft_p99").as_deref(), Some("steady_ttft_p99"));
+        assert_eq!(k("steady_e2e_p50"), None);
+        assert_eq!(k("steady_e2el_p50").as_deref(), Some("steady_e2el_median"));
+        assert_eq!(k("delivered_rate").as_deref(), Some("delivered_rate"));
+        assert_eq!(k("delivered_rate_p99"), None);
         assert!("ttft_p999".parse::<MetricKey>().unwrap_err().contains("unknown metric"));
     }
 
@@ -562,9 +721,23 @@ mod tests {
         assert_eq!(out.header(), "Output Token Throughput (tok/s)");
         assert_eq!(MetricKey::of(Metric::SuccessRate).label(), "Success rate (%)");
         assert_eq!(MetricKey::of(Metric::Completed).label(), "Completed");
+        let steady = MetricKey::stat(Metric::SteadyTtft, Stat::P(99.0));
+        assert_eq!(steady.label(), "Steady TTFT p99 (ms)");
+        assert_eq!(steady.header(), "P99 Steady TTFT (ms)");
+        let rate = MetricKey::of(Metric::DeliveredRate);
+        assert_eq!(rate.label(), "Delivered rate (req/s)");
+        assert_eq!(rate.header(), "Delivered Rate (req/s)");
         assert!(out.higher_is_better() && out.better(2.0, 1.0));
         assert!(!p99.higher_is_better() && p99.better(1.0, 2.0));
         assert!(!MetricKey::of(Metric::Failed).higher_is_better());
+        let j = MetricKey::parse("joules_per_output_token").unwrap();
+        assert_eq!(j.label(), "Energy per output token (J/tok)");
+        assert_eq!(j.header(), "Energy per Output Token (J/tok)");
+        assert!(!j.higher_is_better() && j.is_run_level());
+        let usd = MetricKey::parse("cost_per_million_tokens").unwrap();
+        assert_eq!(usd.key(), "usd_per_million_output_tokens");
+        assert_eq!(usd.label(), "Cost per million output tokens ($/Mtok)");
+        assert_eq!(MetricKey::of(Metric::GpuPeakWatts).label(), "GPU power peak (W)");
         assert_eq!(p99.percentile(), Some(99.0));
         assert!(p99.is_run_level() && !MetricKey::of(Metric::Ttft).is_run_level());
     }

@@ -21,6 +21,7 @@ pub mod conduct;
 pub mod digest;
 pub mod engine;
 pub mod fold;
+pub mod gpu;
 mod key;
 pub mod load;
 pub mod merge;
@@ -43,7 +44,12 @@ use servelab_records::{RequestRecord, RunInfo};
 
 pub use collect::{Collector, MAX_MESSAGES, MAX_MESSAGE_CHARS};
 pub use engine::EngineMetrics;
-pub use key::{pct_word, Metric, MetricKey, Stat, DEPLOYMENT_KEYS, HEADLINE, REASONING_KEYS};
+pub use gpu::GpuSummary;
+pub use key::{
+    pct_word, Metric, MetricKey, Stat, DEPLOYMENT_KEYS, GPU_KEYS, HEADLINE, LOAD_KEYS,
+    REASONING_KEYS,
+};
+pub use load::LoadSummary;
 pub use reasoning::{PhaseRow, ReasoningSummary};
 pub use replay::{ReplaySummary, TraceRows};
 pub use request::RequestRow;

@@ -133,7 +133,7 @@ pub enum NotReached {
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Steady {
     /// Reached: the window and the figures over it.
-    Reached(SteadyFigures),
+    Reached(Box<SteadyFigures>),
     /// The load has a steady level but the run did not reach it.
     NotReached(NotReached),
     /// The load has no steady level.
@@ -218,6 +218,8 @@ pub struct LoadSummary {
     /// Time-weighted mean requests waiting for a slot over the span, with a cap and a rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_queue: Option<f64>,
+    /// Mean in flight over the span's first half.
+    pub in_flight_first_half: f64,
     /// Mean in flight over the span's second half minus its first half.
     pub in_flight_growth: f64,
     /// Least-squares slope of TTFT on the intended send time over the span's completed
@@ -231,7 +233,7 @@ impl LoadSummary {
     /// The steady figures, when the run reached a steady state.
     pub fn steady_figures(&self) -> Option<&SteadyFigures> {
         match &self.steady {
-            Steady::Reached(f) => Some(f),
+            Steady::Reached(f) => Some(f.as_ref()),
             _ => None,
         }
     }
@@ -246,7 +248,11 @@ impl LoadSummary {
 pub fn warning(l: &LoadSummary) -> Option<crate::warning::Warning> {
     match l.steady {
         Steady::NotReached(why) => {
-            Some(crate::warning::Warning::NoSteadyState { why, unit: l.unit })
+            // The backlog rule of the steady window, over the load span.
+            let rising = l.in_flight_growth > 1.0 + 0.25 * l.in_flight_first_half;
+            let rose = (l.configured_rate.is_some() && rising)
+                .then_some((l.in_flight_growth, l.ttft_drift_ms_per_s));
+            Some(crate::warning::Warning::NoSteadyState { why, unit: l.unit, rose })
         }
         _ => None,
     }
@@ -331,7 +337,8 @@ pub struct Events<'a> {
 }
 
 /// Delivered against configured load and the steady state of a run's measured `rows` (see
-/// the module doc); `None` when no request was sent.
+/// the module doc); `None` when no request was sent. A shard's own run is judged against its
+/// share of the load: `1/N` of the rate and its part of the cap.
 pub fn summarize(
     rows: &[RequestRow],
     events: Events<'_>,
@@ -343,8 +350,14 @@ pub fn summarize(
     let last_send = units.iter().map(|u| u.sent).max_by(f64::total_cmp)?;
     let last_end = units.iter().filter_map(|u| u.end).max_by(f64::total_cmp).unwrap_or(last_send);
     let spans: Vec<(f64, f64)> = units.iter().filter_map(|u| Some((u.sent, u.end?))).collect();
+    // A shard of a larger run sends every N-th arrival under its share of the global cap
+    // (docs/scale.md); the merged run (no shard) has the whole load.
+    let shard = info.shard.as_ref().map(|s| s.shard).filter(|s| !s.is_whole());
     let rate = if info.ramp.is_some() { None } else { info.load.request_rate };
-    let cap = info.load.max_concurrency;
+    let rate = rate.map(|r| shard.map_or(r, |s| r / f64::from(s.count)));
+    let cap = info.load.max_concurrency.map(|c| {
+        shard.map_or(c, |s| s.share_of_cap(usize::try_from(c).unwrap_or(usize::MAX)) as u64)
+    });
     let w_bar_s = if spans.is_empty() {
         0.0
     } else {
@@ -419,10 +432,25 @@ pub fn summarize(
         slot_wait: with_cap_and_rate
             .then(|| Lateness::of(in_span.iter().map(|r| r.client_queue_ms).collect())),
         slot_queue: with_cap_and_rate.then(|| mean_count(&waiting, from, to)),
+        in_flight_first_half: first_half,
         in_flight_growth: second_half - first_half,
         ttft_drift_ms_per_s: slope(&drift),
         steady,
     })
+}
+
+/// True when request `r` was sent at or after `from` and ended by `to` (ms): it lived wholly
+/// within the window. [`SteadyFigures::holds`] asks it of a steady window.
+pub fn whole_within(r: &RequestRow, from: f64, to: f64) -> bool {
+    from <= r.sent_ms && r.end_ms.is_some_and(|e| e <= to)
+}
+
+impl SteadyFigures {
+    /// True when request `r` is one of the steady requests (sent at or after the window's
+    /// start, ended by its end); the steady latencies are over those that completed.
+    pub fn holds(&self, r: &RequestRow) -> bool {
+        whole_within(r, self.from_ms, self.to_ms)
+    }
 }
 
 /// The steady state over `[t_s, t_e]` of a run whose span is `run_ms`, with `halves` the
@@ -436,8 +464,7 @@ fn steady_over(
     percentiles: &[f64],
     halves: impl Fn(f64, f64) -> (f64, f64),
 ) -> Steady {
-    let whole: Vec<&RequestRow> =
-        rows.iter().filter(|r| t_s <= r.sent_ms && r.end_ms.is_some_and(|e| e <= t_e)).collect();
+    let whole: Vec<&RequestRow> = rows.iter().filter(|r| whole_within(r, t_s, t_e)).collect();
     let len = t_e - t_s;
     let fraction = if run_ms > 0.0 { len / run_ms } else { 0.0 };
     let requests = whole.len() as u64;
@@ -466,7 +493,7 @@ fn steady_over(
     let dist = |f: &dyn Fn(&RequestRow) -> Option<f64>| {
         Distribution::from_unsorted(ok.iter().filter_map(|r| f(r)).collect(), percentiles)
     };
-    Steady::Reached(SteadyFigures {
+    Steady::Reached(Box::new(SteadyFigures {
         from_ms: t_s,
         to_ms: t_e,
         fraction,
@@ -478,7 +505,7 @@ fn steady_over(
         tpot_ms: dist(&|r| r.tpot_ms),
         itl_ms: Distribution::from_unsorted(itl, percentiles),
         e2el_ms: dist(&|r| r.e2el_ms),
-    })
+    }))
 }
 
 #[cfg(test)]
@@ -625,6 +652,13 @@ mod tests {
             w.contains("requests in flight never reached the target level of 80 (at most 40)"),
             "{w}"
         );
+        // Halves of [1, 3901]: 20,000 and 58,000 request-ms over 1,950 ms each.
+        assert!(close(l.in_flight_growth, 38000.0 / 1950.0));
+        assert!(
+            w.contains(". In flight rose by 19.5 requests from the first half of the sends"),
+            "{w}"
+        );
+        assert!(w.contains("TTFT drift 0.0 ms/s: the server fell behind the rate"), "{w}");
     }
 
     #[test]
@@ -638,10 +672,9 @@ mod tests {
         );
         assert_eq!(
             s.warnings.iter().find(|w| w.starts_with("no steady state")).unwrap().sentence(),
-            "no steady state: the steady window held 4 whole requests over 67% of the run (at \
+            "no steady state: the steady window held 4 requests whole over 67% of the run (at \
              least 10 and 10% needed), so the figures are mostly the warm-up's and the drain's; \
-             send more requests (--num-prompts) or run longer (--duration), and if in flight \
-             rose through the run, the server fell behind the rate: lower it"
+             send more requests (--num-prompts) or run longer (--duration)"
         );
     }
 
@@ -665,6 +698,21 @@ mod tests {
         // TTFT is 21 ms throughout here: the backlog shows in flight, not (yet) in TTFT.
         assert_eq!(l.ttft_drift_ms_per_s, Some(0.0));
         assert!(l.in_flight_growth > 0.0);
+    }
+
+    #[test]
+    fn a_shard_is_judged_against_its_share_of_the_load() {
+        // Shard 1 of 2 of a run capped at 5 in all: 2 slots, as `closed_loop` has.
+        let mut i = info(Some(30.0), Some(5));
+        i.shard = Some(servelab_records::ShardInfo {
+            shard: servelab_records::Shard::new(1, 2).unwrap(),
+            start_at: None,
+            clock_offset_ms: None,
+            clock_uncertainty_ms: None,
+            clock_reference: None,
+        });
+        let l = run(&closed_loop(12), &i).load.unwrap();
+        assert_eq!((l.configured_rate, l.configured_concurrency), (Some(15.0), Some(2)));
     }
 
     #[test]

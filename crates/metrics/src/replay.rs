@@ -92,6 +92,13 @@ pub fn attach(summary: &mut Summary, rows: TraceRows) {
 
 /// Sets `summary`'s replay figures `r`, with the warning when it fell behind.
 pub fn set(summary: &mut Summary, r: ReplaySummary) {
+    // A trace's rate moves: no steady level, so no steady-state warning either.
+    if let Some(l) = &mut summary.load {
+        if let Some(w) = crate::load::warning(l) {
+            summary.warnings.retain(|x| *x != w);
+        }
+        l.mark_trace();
+    }
     if let Some(w) = behind_warning(&r, summary) {
         summary.warnings.push(w);
     }

@@ -111,6 +111,16 @@ pub struct Summary {
     /// reasoning; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<crate::reasoning::ReasoningSummary>,
+    /// Delivered against configured load, and the steady-state figures (`crate::load`);
+    /// absent for runs summarized from digests (folded or merged from shards' digests) and
+    /// runs that sent nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<crate::load::LoadSummary>,
+
+    /// GPU energy and cost (`--gpu-metrics`, `--gpu-hourly-cost`, `crate::gpu`); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::gpu::GpuSummary>,
 
     /// Failed requests by kind, in [`FailureKind::ALL`] order.
     pub failures: Vec<FailureGroup>,

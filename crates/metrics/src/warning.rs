@@ -154,6 +154,30 @@ pub enum Warning {
         /// Received by the client.
         client: f64,
     },
+    /// Readings of the GPUs' telemetry failed during the run (`--gpu-metrics`).
+    GpuScrapesFailed {
+        /// Failed readings.
+        failed: u64,
+        /// Readings taken.
+        scrapes: u64,
+        /// The first failure's message.
+        error: String,
+    },
+    /// The GPUs' readings hardly moved during the run: the source collects less often than it
+    /// is read.
+    GpuReadingsStill {
+        /// Readings that differed from the one before.
+        changes: u64,
+        /// The measured window, s.
+        window_s: f64,
+    },
+    /// `--gpus` is not the number of GPUs the telemetry saw.
+    GpuCountMismatch {
+        /// GPUs as given (`--gpus`).
+        declared: u32,
+        /// GPUs the telemetry saw.
+        seen: u32,
+    },
     /// The built-in simulator sent its tokens late by its own log.
     TargetOverloaded {
         /// Late at the median, ms.
@@ -191,6 +215,17 @@ pub enum Warning {
     },
     /// Every point of a sweep sends the same prompts (`--same-prompts`).
     SamePrompts,
+    /// The load has a steady level, and the run did not reach it (`crate::load`).
+    NoSteadyState {
+        /// Why not, with its figures.
+        why: crate::load::NotReached,
+        /// What the load counts.
+        unit: crate::load::Unit,
+        /// With a rate, when in flight rose through the run (its mean over the second half of
+        /// the load span above `1 + 1.25 ×` that over the first): the rise and the TTFT
+        /// drift, ms/s.
+        rose: Option<(f64, Option<f64>)>,
+    },
     /// A sentence of its own: from a stage above metrics, or read back from a result file.
     Note(String),
 }
@@ -312,6 +347,25 @@ impl fmt::Display for Warning {
                 "the engine counted {engine:.0} generated tokens during the run, the client \
                  received {client:.0}: other traffic on the server, or a miscount"
             ),
+            Warning::GpuScrapesFailed { failed, scrapes, error } => write!(
+                f,
+                "{failed} of {scrapes} readings of the GPUs' telemetry failed (first: {error}): \
+                 the energy is interpolated across the gaps"
+            ),
+            Warning::GpuReadingsStill { changes, window_s } => write!(
+                f,
+                "the GPUs' power and energy readings changed {changes} times over the \
+                 {window_s:.1} s run: the source collects less often than servelab reads it \
+                 (dcgm-exporter collects every 30 s unless started with -c 1000, or \
+                 DCGM_EXPORTER_INTERVAL=1000), so the energy figures are coarse; run longer or \
+                 collect more often"
+            ),
+            Warning::GpuCountMismatch { declared, seen } => write!(
+                f,
+                "--gpus says {declared} GPUs, the GPU telemetry saw {seen}: the cost counts \
+                 {declared} and the energy the {seen} seen; check which GPUs serve the \
+                 deployment"
+            ),
             Warning::TargetOverloaded { median_ms, p99_ms } => write!(
                 f,
                 "the target was overloaded: it sent its tokens late by {median_ms:.2} ms at \
@@ -362,6 +416,47 @@ impl fmt::Display for Warning {
                  cache answers repeated prompts faster, so later points can look better than they \
                  are",
             ),
+            Warning::NoSteadyState { why, unit, rose } => {
+                use crate::load::{NotReached, MIN_STEADY_FRACTION, MIN_STEADY_REQUESTS};
+                let unit = unit.noun();
+                f.write_str("no steady state: ")?;
+                match why {
+                    NotReached::LevelNotReached { level, peak } => write!(
+                        f,
+                        "{unit} in flight never reached the target level of {level} (at most \
+                         {peak}), so every figure is of the ramp-up and the drain"
+                    )?,
+                    NotReached::TooShort { requests, fraction } => write!(
+                        f,
+                        "the steady window held {requests} requests whole over {:.0}% of the \
+                         run (at least {MIN_STEADY_REQUESTS} and {:.0}% needed), so the figures \
+                         are mostly the warm-up's and the drain's",
+                        fraction * 100.0,
+                        MIN_STEADY_FRACTION * 100.0
+                    )?,
+                    NotReached::Backlog { first_half, second_half } => write!(
+                        f,
+                        "{unit} in flight kept rising through the steady window (mean \
+                         {first_half:.1} over its first half, {second_half:.1} over its second)"
+                    )?,
+                }
+                match rose {
+                    Some((growth, drift)) => {
+                        let drift =
+                            drift.map(|d| format!(", TTFT drift {d:.1} ms/s")).unwrap_or_default();
+                        write!(
+                            f,
+                            ". In flight rose by {growth:.1} {unit} from the first half of the \
+                             sends to the second{drift}: the server fell behind the rate, so \
+                             latencies grow with the run's length; lower --request-rate or cap it \
+                             with --max-concurrency"
+                        )
+                    }
+                    None => f.write_str(
+                        "; send more requests (--num-prompts) or run longer (--duration)",
+                    ),
+                }
+            }
             Warning::Note(text) => f.write_str(text),
         }
     }
@@ -463,6 +558,11 @@ impl Warnings {
     /// Whether one of them says the same as `w`.
     pub fn contains(&self, w: &Warning) -> bool {
         self.0.contains(w)
+    }
+
+    /// Keeps only the warnings `keep` says yes to.
+    pub fn retain(&mut self, keep: impl FnMut(&Warning) -> bool) {
+        self.0.retain(keep);
     }
 }
 

@@ -163,6 +163,47 @@ pub fn render_csv_summary(s: &Summary) -> String {
             }
         }
     }
+    if let Some(g) = &s.gpu {
+        cols.push(("gpu_energy_j".into(), opt(g.energy_j)));
+        cols.push(("gpu_energy_method".into(), opt(g.energy_method.map(|m| m.name()))));
+        cols.push(("joules_per_output_token".into(), opt(g.joules_per_output_token)));
+        cols.push(("gpu_mean_watts".into(), opt(g.mean_w_per_gpu)));
+        cols.push(("gpu_peak_watts".into(), opt(g.peak_w)));
+        cols.push(("gpu_mean_util_pct".into(), opt(g.mean_util_pct)));
+        cols.push(("gpus_seen".into(), g.gpus_seen.to_string()));
+        cols.push(("gpu_hourly_cost_usd".into(), opt(g.hourly_cost_usd)));
+        cols.push(("cost_gpus".into(), opt(g.cost_gpus)));
+        cols.push(("usd_per_million_output_tokens".into(), opt(g.usd_per_million_output_tokens)));
+    }
+    if let Some(l) = &s.load {
+        let state = match &l.steady {
+            servelab_metrics::load::Steady::Reached(_) => "reached",
+            servelab_metrics::load::Steady::NotReached(_) => "not_reached",
+            servelab_metrics::load::Steady::NotDefined { .. } => "not_defined",
+        };
+        cols.push(("delivered_rate".into(), opt(l.delivered_rate)));
+        cols.push(("delivered_concurrency".into(), l.delivered_concurrency.to_string()));
+        cols.push(("mean_send_lag_ms".into(), l.send_lag.mean_ms.to_string()));
+        cols.push(("p99_send_lag_ms".into(), l.send_lag.p99_ms.to_string()));
+        cols.push(("mean_slot_wait_ms".into(), opt(l.slot_wait.map(|w| w.mean_ms))));
+        cols.push(("in_flight_growth".into(), l.in_flight_growth.to_string()));
+        cols.push(("ttft_drift_ms_per_s".into(), opt(l.ttft_drift_ms_per_s)));
+        cols.push(("steady_state".into(), state.into()));
+        let f = l.steady_figures();
+        cols.push(("steady_requests".into(), opt(f.map(|f| f.requests))));
+        cols.push(("steady_request_throughput".into(), opt(f.map(|f| f.request_throughput))));
+        cols.push(("steady_output_throughput".into(), opt(f.map(|f| f.output_throughput))));
+        for name in ["ttft", "tpot", "itl", "e2el"] {
+            let d = f.map(|f| match name {
+                "ttft" => &f.ttft_ms,
+                "tpot" => &f.tpot_ms,
+                "itl" => &f.itl_ms,
+                _ => &f.e2el_ms,
+            });
+            cols.push((format!("mean_steady_{name}_ms"), opt(d.map(|d| d.mean))));
+            cols.push((format!("p99_steady_{name}_ms"), opt(d.and_then(|d| d.percentile(99.0)))));
+        }
+    }
     let mut out = String::new();
     line(&mut out, &cols.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>());
     line(&mut out, &cols.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>());

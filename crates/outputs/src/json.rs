@@ -35,6 +35,23 @@ fn put_latency(m: &mut Map<String, Value>, name: &str, d: &Distribution) {
     }
 }
 
+/// Delivered against configured load and the steady state, as `servelab_metrics::load`
+/// serializes it, with the steady distributions in servelab's own shape.
+fn load_value(l: &servelab_metrics::LoadSummary) -> Value {
+    let mut v = serde_json::to_value(l).unwrap_or(Value::Null);
+    if let (Some(f), Some(steady)) =
+        (l.steady_figures(), v.get_mut("steady").and_then(Value::as_object_mut))
+    {
+        for (k, d) in
+            [("ttft", &f.ttft_ms), ("tpot", &f.tpot_ms), ("itl", &f.itl_ms), ("e2el", &f.e2el_ms)]
+        {
+            steady.remove(&format!("{k}_ms"));
+            steady.insert(k.into(), distribution(d));
+        }
+    }
+    v
+}
+
 /// A distribution in servelab's own shape.
 fn distribution(d: &Distribution) -> Value {
     let pcts: Vec<Value> = d.percentiles.iter().map(|(p, v)| json!({"p": p, "value": v})).collect();
@@ -112,6 +129,10 @@ fn servelab(s: &Summary) -> Value {
     if let (Some(e), Some(m)) = (&s.engine, v.as_object_mut()) {
         m.insert("engine".into(), json!(e));
     }
+    // Only runs with --gpu-metrics or --gpu-hourly-cost add this object.
+    if let (Some(g), Some(m)) = (&s.gpu, v.as_object_mut()) {
+        m.insert("gpu".into(), json!(g));
+    }
     // Only the in-process simulator's own log adds this object.
     if let (Some(t), Some(m)) = (&s.truth, v.as_object_mut()) {
         m.insert("truth".into(), json!(t));
@@ -157,6 +178,10 @@ fn servelab(s: &Summary) -> Value {
             }
         }
         m.insert("reasoning".into(), o);
+    }
+    // Runs summarized from their records add this object (docs/metrics.md, "Delivered load").
+    if let (Some(l), Some(m)) = (&s.load, v.as_object_mut()) {
+        m.insert("load".into(), load_value(l));
     }
     // Only trace replays add this object.
     if let (Some(r), Some(m)) = (&s.replay, v.as_object_mut()) {

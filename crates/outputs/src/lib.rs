@@ -19,7 +19,7 @@
 //! | [`markdown_summary`], [`Table`] | Markdown reports; one table writer for all |
 //! | [`render_llmd_report`] | llm-d-benchmark's Benchmark Report v0.2 (`--format llmd-report`) |
 //! | [`render_aiperf_summary`], [`render_aiperf_records`] | AIPerf's `profile_export_aiperf.json` and `profile_export.jsonl` |
-//! | [`load::load_table`], [`load::steady_table`] | delivered against configured load; steady-state beside all-requests figures |
+//! | [`load::load_rows`], [`load::steady_rows`] | delivered against configured load; steady-state beside all-requests figures (text and Markdown sections) |
 //! | [`pareto::pareto_chart`], [`pareto::pareto_table`] | throughput per GPU vs interactivity across deployments, the Pareto front marked |
 
 #![warn(missing_docs)]

@@ -220,6 +220,7 @@ pub fn markdown_summary(s: &Summary) -> String {
     out.push_str(&t.to_markdown());
     out.push('\n');
     out.push_str(&latency_table(s).to_markdown());
+    crate::load::markdown_section(&mut out, s);
 
     if !s.failures.is_empty() {
         out.push_str("\n### Failures\n\n");

@@ -2,7 +2,7 @@
 
 use servelab_metrics::truth::{TruthCheck, ITL_EXACT_MS};
 use servelab_metrics::ReplaySummary;
-use servelab_metrics::{Distribution, EngineMetrics, SessionSummary, Summary};
+use servelab_metrics::{Distribution, EngineMetrics, GpuSummary, SessionSummary, Summary};
 
 use crate::fmt::{f2, kv, pct_word, rule};
 
@@ -214,6 +214,7 @@ pub fn servelab_block(s: &Summary) -> String {
     if let Some(d) = &s.read_lag_ms {
         section(&mut out, "Client Read Lag (handled - arrived, max)", "read lag", d);
     }
+    crate::load::text_section(&mut out, s);
     if let Some(sv) = &s.server {
         // The engine's own clock (llama.cpp `timings`) next to the client's.
         rule(&mut out, "Server Timings (engine clock)", '-');
@@ -238,6 +239,9 @@ pub fn servelab_block(s: &Summary) -> String {
     }
     if let Some(e) = &s.engine {
         engine_section(&mut out, e);
+    }
+    if let Some(g) = &s.gpu {
+        gpu_section(&mut out, g);
     }
     if s.retries > 0 {
         kv(&mut out, "Requests re-sent (idle connection closed):", s.retries);
@@ -390,6 +394,60 @@ fn engine_section(out: &mut String, e: &EngineMetrics) {
     kv(out, "Engine restarts seen:", e.restarts_s.len());
     if e.failed_scrapes > 0 {
         kv(out, "Failed scrapes:", e.failed_scrapes);
+    }
+}
+
+/// GPU energy and cost over the measured window (`--gpu-metrics`, `--gpu-hourly-cost`), then
+/// one line per GPU.
+fn gpu_section(out: &mut String, g: &GpuSummary) {
+    rule(out, "GPU Energy and Cost (measured window)", '-');
+    let value = |out: &mut String, label: &str, v: Option<f64>| {
+        if let Some(v) = v {
+            kv(out, label, f2(v));
+        }
+    };
+    if let Some(source) = &g.source {
+        kv(out, "GPU telemetry:", source);
+        let failed = if g.failed_scrapes > 0 {
+            format!(" ({} failed)", g.failed_scrapes)
+        } else {
+            String::new()
+        };
+        kv(out, "GPU readings:", format!("{}{failed}", g.scrapes));
+        kv(out, "GPUs seen:", g.gpus_seen);
+    }
+    if let Some(n) = g.gpus_declared {
+        kv(out, "GPUs declared (--gpus):", n);
+    }
+    kv(out, "Window (s):", f2(g.window_s));
+    value(out, "GPU energy (J):", g.energy_j);
+    if let Some(m) = g.energy_method {
+        kv(out, "Energy from:", m.words());
+    }
+    value(out, "Energy per output token (J):", g.joules_per_output_token);
+    value(out, "Mean power per GPU (W):", g.mean_w_per_gpu);
+    value(out, "Peak power of a GPU (W):", g.peak_w);
+    value(out, "Mean GPU utilisation (%):", g.mean_util_pct);
+    if let (Some(h), Some(n)) = (g.hourly_cost_usd, g.cost_gpus) {
+        kv(out, "GPU hourly cost (USD):", format!("{} x {n} GPUs", f2(h)));
+    }
+    value(out, "Cost per 1M output tokens (USD):", g.usd_per_million_output_tokens);
+    if g.per_gpu.is_empty() {
+        return;
+    }
+    out.push_str("GPU  Energy (J)  Mean W  Peak W  Util %  Peak mem (MiB)  Model\n");
+    for p in &g.per_gpu {
+        let cell = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
+        out.push_str(&format!(
+            "{:<3}  {:>10}  {:>6}  {:>6}  {:>6}  {:>14}  {}\n",
+            p.gpu,
+            cell(p.energy_j, 1),
+            cell(p.mean_w, 1),
+            cell(p.peak_w, 1),
+            cell(p.mean_util_pct, 1),
+            cell(p.peak_fb_used_mib, 0),
+            p.model.as_deref().unwrap_or("-"),
+        ));
     }
 }
 

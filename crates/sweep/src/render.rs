@@ -2,7 +2,7 @@
 //! `summary.md`.
 
 use servelab_load::Axis;
-use servelab_metrics::{Metric, MetricKey, Stat};
+use servelab_metrics::{Metric, MetricKey, Stat, GPU_KEYS, LOAD_KEYS};
 use servelab_outputs::csv::field;
 use servelab_outputs::fmt::{grouped, round2 as num, MISSING};
 use servelab_outputs::markdown::{Align, Table};
@@ -41,8 +41,10 @@ pub fn parse_columns(s: &str) -> Result<Vec<Column>, SweepError> {
                         format!(
                             "unknown column '{other}': use load, request_throughput, \
                              output_throughput, total_throughput, output_throughput_per_gpu, \
-                             interactivity, peak_concurrency, completed, failed, or a latency \
-                             like ttft_p99, tpot_mean, e2el_median, itl_p90"
+                             interactivity, joules_per_output_token, usd_per_million_output_tokens, \
+                             peak_concurrency, completed, failed, delivered_rate, \
+                             delivered_concurrency, steady_output_throughput, or a latency \
+                             like ttft_p99, tpot_mean, e2el_median, itl_p90, steady_ttft_p99"
                         ),
                     ))
                 }
@@ -129,6 +131,13 @@ pub fn csv(points: &[PointResult]) -> String {
             head.push(format!("{}_ms", MetricKey::stat(m, st).key()));
         }
     }
+    // Delivered against configured load, and the steady state's figures (empty when the point
+    // reached none).
+    for k in LOAD_KEYS {
+        head.push(if k.unit() == "ms" { format!("{}_ms", k.key()) } else { k.key() });
+    }
+    // GPU energy and cost (empty without --gpu-metrics or --gpu-hourly-cost).
+    head.extend(GPU_KEYS.iter().map(MetricKey::key));
     let mut out = head.join(",");
     out.push('\n');
     for p in points {
@@ -157,6 +166,12 @@ pub fn csv(points: &[PointResult]) -> String {
                 let v = MetricKey::stat(m, st).value(s);
                 row.push(v.map_or(String::new(), |v| v.to_string()));
             }
+        }
+        for k in LOAD_KEYS {
+            row.push(k.value(s).map_or(String::new(), |v| v.to_string()));
+        }
+        for k in GPU_KEYS {
+            row.push(k.value(s).map_or(String::new(), |v| v.to_string()));
         }
         out.push_str(&row.join(","));
         out.push('\n');

@@ -5,6 +5,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod load;
 #[path = "../../../../testdata/serial.rs"]
 mod serial;
 mod shards;

@@ -87,6 +87,8 @@ pub fn summary(c: usize, n: usize) -> Summary {
         sessions: None,
         replay: None,
         reasoning: None,
+        load: None,
+        gpu: None,
         warnings: Default::default(),
         requests: vec![],
     }
