@@ -36,6 +36,14 @@ fn summarize(
     };
     let digest = folded.digest.take().map(|d| ShardDigest { info: m.info.clone(), ..d });
     servelab_metrics::engine::attach(&mut summary, &m.scrapes);
+    let gpu = &plan.limits.gpu;
+    let source = gpu.source.as_ref().map(|s| servelab_client::http::redact_url(s.label()));
+    servelab_metrics::gpu::attach(
+        &mut summary,
+        &m.gpu_scrapes,
+        source.as_deref(),
+        gpu.hourly_cost_usd,
+    );
     if let Some((sim, mark)) = truth {
         if digest.is_some() {
             summary.warnings.push(

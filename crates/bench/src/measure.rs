@@ -5,13 +5,14 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use servelab_client::gpu::GpuScraper;
 use servelab_client::scrape::{Baseline, Scraper};
 use servelab_client::{Progress, RunConfig, StopReason};
 use servelab_load::Arrivals;
 use servelab_metrics::fold::Folded;
 use servelab_outputs::term;
 use servelab_plan::{NoRecording, Plan, RecordSink, Recording, RunError};
-use servelab_records::{RequestRecord, RunInfo, ServerScrape, ShardInfo};
+use servelab_records::{GpuScrape, RequestRecord, RunInfo, ServerScrape, ShardInfo};
 use tokio::sync::watch;
 
 use crate::clock::{Clocks, Reading};
@@ -32,6 +33,8 @@ pub(crate) struct Measured {
     pub sink: Box<dyn RecordSink>,
     /// The engine's own account, scraped during the run.
     pub scrapes: Vec<ServerScrape>,
+    /// The GPUs' telemetry, read during the run (`--gpu-metrics`).
+    pub gpu_scrapes: Vec<GpuScrape>,
     pub stop: StopReason,
     /// Where the result goes when saved, and the detail file written during the run.
     pub files: RunFiles,
@@ -49,6 +52,17 @@ pub(crate) async fn measure(
 ) -> Result<Measured, RunError> {
     let p = &prepared;
     let cfg = run_config(plan, p);
+    // The GPUs' telemetry, read from before the warm-ups to after the last request on its own
+    // task. A source that does not answer stops the run before anything is recorded: the
+    // user asked for its figures.
+    let gpu = match &plan.limits.gpu.source {
+        Some(source) => Some(
+            GpuScraper::start(source, plan.limits.gpu.interval)
+                .await
+                .map_err(|e| RunError::Usage(e.to_string()))?,
+        ),
+        None => None,
+    };
     let sharded = plan.shard.shard.is_some() || plan.shard.start_at.is_some();
     let clock = if sharded {
         let (mut stop, spec, warm) = (interrupt.clone(), &plan.shard, !p.warmups.is_empty());
@@ -89,6 +103,10 @@ pub(crate) async fn measure(
         (Ok(end), Some(sc)) => sc.finish(end.origin).await,
         _ => Vec::new(),
     };
+    let gpu_scrapes = match (&run, gpu) {
+        (Ok(end), Some(g)) => g.finish(end.origin).await,
+        _ => Vec::new(),
+    };
     let end =
         run.map_err(|e| RunError::Failed(format!("cannot connect to {}: {e}", p.base_url)))?;
     display.finish().await;
@@ -107,6 +125,7 @@ pub(crate) async fn measure(
         folded: collected.folded,
         sink: collected.sink,
         scrapes,
+        gpu_scrapes,
         stop: end.stop,
         files,
         detail_error: collected.detail_error,

@@ -2,4 +2,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../../../../testdata/dcgm.rs"]
+mod dcgm;
+mod gpu;
 mod shards;

@@ -449,3 +449,40 @@ fn a_ramped_vllm_run_imports_as_its_ramp_without_a_host() {
     let id = store.import_run(&runs[0]).unwrap();
     assert_eq!(store.run(id).unwrap().config.info.ramp, Some(ramp));
 }
+
+/// GPU energy and cost come back as they were stored, every figure and the per-GPU rows.
+#[test]
+fn a_run_with_gpu_telemetry_is_stored_with_its_energy_and_cost() {
+    use servelab_records::{GpuReading, GpuScrape};
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(dir.path())).unwrap();
+    let id = store.begin_run(&new_run("gpu", "m", &[])).unwrap();
+    let records: Vec<RequestRecord> = (0..4).map(|i| record(i, 50 + i)).collect();
+    let mut s = summary(&records, "m");
+    s.info.gpus = Some(2);
+    let reading = |gpu: &str, power_w: f64, energy_mj: f64| GpuReading {
+        gpu: gpu.into(),
+        uuid: Some(format!("GPU-{gpu}")),
+        model: Some("NVIDIA H100 80GB HBM3".into()),
+        host: Some("node".into()),
+        power_w: Some(power_w),
+        energy_mj: Some(energy_mj),
+        ..GpuReading::default()
+    };
+    let scrapes: Vec<GpuScrape> = [(-100.0, 0.0), (10_000.0, 3_000_000.0)]
+        .iter()
+        .map(|&(t_ms, mj)| GpuScrape {
+            t_ms,
+            gpus: vec![reading("0", 300.0, mj), reading("1", 310.0, 2.0 * mj)],
+            error: None,
+        })
+        .collect();
+    servelab_metrics::gpu::attach(&mut s, &scrapes, Some("http://node:9400/metrics"), Some(3.0));
+    let g = s.gpu.clone().unwrap();
+    assert_eq!((g.gpus_seen, g.cost_gpus, g.per_gpu.len()), (2, Some(2), 2));
+    assert!(g.joules_per_output_token.is_some() && g.usd_per_million_output_tokens.is_some());
+    store.finish_run(id, &s, RunStatus::Complete).unwrap();
+    let run = store.run(id).unwrap();
+    assert_eq!(run.summary.as_ref().and_then(|s| s.gpu.as_ref()), Some(&g));
+    assert_eq!(run.summary.as_ref(), Some(&s));
+}
