@@ -670,6 +670,25 @@ mod tests {
         predict_plan(&a.sweep)
     }
 
+    #[test]
+    fn gpu_flags_become_the_plans_gpu_spec() {
+        let g = bench(&[]).unwrap().limits.gpu;
+        assert_eq!(g, GpuSpec::default());
+        let url = "http://gpu-node:9400/metrics";
+        let args =
+            ["--gpu-metrics", url, "--gpu-metrics-interval", "0.25", "--gpu-hourly-cost", "2.5"];
+        let g = bench(&args).unwrap().limits.gpu;
+        assert_eq!(g.source, Some(GpuSource::Dcgm(url.into())));
+        assert_eq!(g.interval, std::time::Duration::from_millis(250));
+        assert_eq!(g.hourly_cost_usd, Some(2.5));
+        let g = bench(&["--gpu-metrics", "NVML"]).unwrap().limits.gpu;
+        assert_eq!(g.source, Some(GpuSource::Nvml));
+        let e = bench(&["--gpu-metrics", "gpu-node:9400"]).unwrap_err();
+        assert!(e.starts_with("--gpu-metrics 'gpu-node:9400': give a DCGM exporter's URL"), "{e}");
+        let e = bench(&["--gpu-hourly-cost=NaN"]).unwrap_err();
+        assert!(e.starts_with("--gpu-hourly-cost: must be a price in USD"), "{e}");
+    }
+
     /// Issue 24: a single `--request-rate inf` with no `--concurrency` predicted the default
     /// 1..64 concurrency grid; it is one point, every request at once. Without the flag the
     /// default grid stays.
