@@ -307,7 +307,7 @@ pub fn first_reaching(intervals: &[(f64, f64)], level: u64) -> (Option<f64>, u64
     for (t, d) in events {
         now += d;
         peak = peak.max(now);
-        if at.is_none() && now >= level as i64 {
+        if at.is_none() && now >= i64::try_from(level).unwrap_or(i64::MAX) {
             at = Some(t);
         }
     }
@@ -487,9 +487,11 @@ fn steady_over(
         .iter()
         .filter(|(t, _)| s_ns <= *t && *t < e_ns)
         .fold(0u64, |a, (_, k)| a.saturating_add(*k));
-    let steady_index: std::collections::BTreeSet<u64> = ok.iter().map(|r| r.index).collect();
+    // One hashed look-up per sample: there may be millions of per-token samples.
+    let steady: std::collections::HashSet<u64> = ok.iter().map(|r| r.index).collect();
+    let is_steady = |i: u64| steady.contains(&i);
     let itl: Vec<f64> =
-        events.itl_ms.iter().filter(|(i, _)| steady_index.contains(i)).map(|(_, v)| *v).collect();
+        events.itl_ms.iter().filter(|(i, _)| is_steady(*i)).map(|(_, v)| *v).collect();
     let dist = |f: &dyn Fn(&RequestRow) -> Option<f64>| {
         Distribution::from_unsorted(ok.iter().filter_map(|r| f(r)).collect(), percentiles)
     };
