@@ -8,10 +8,12 @@
 
 use serde::Serialize;
 
-use crate::data::{Identity, Subject};
+use crate::data::{Identity, RunData, Subject};
 use crate::welch::{welch_interval, MIN_BOOTSTRAP_REPEATS};
 use servelab_metrics::bootstrap::{diff_interval, Interval};
-use servelab_metrics::{Metric, MetricKey, Stat, HEADLINE, REASONING_KEYS};
+use servelab_metrics::{
+    Metric, MetricKey, Stat, DEPLOYMENT_KEYS, GPU_KEYS, HEADLINE, LOAD_KEYS, REASONING_KEYS,
+};
 use servelab_records::LoadSpec;
 
 /// Comparison settings.
@@ -130,8 +132,10 @@ pub struct SubjectInfo {
 pub struct Comparison {
     /// Header facts of each subject, baseline first.
     pub subjects: Vec<SubjectInfo>,
-    /// One row per headline metric, in [`HEADLINE`] order, then the reasoning models' ones
-    /// ([`REASONING_KEYS`]) when a run had reasoning.
+    /// One row per headline metric, in [`HEADLINE`] order, then output tokens/s per GPU and
+    /// per user ([`DEPLOYMENT_KEYS`]) when runs have them, then the reasoning models' ones
+    /// ([`REASONING_KEYS`]) when a run had reasoning, then the GPU energy and cost ones
+    /// ([`GPU_KEYS`]) when a run had them.
     pub rows: Vec<MetricRow>,
     /// How each subject's workload or load differs from the baseline's, one line per
     /// subject that differs (`B: prompts: 10 prompts vs 100 prompts`); empty when all match.
@@ -161,9 +165,17 @@ pub fn verdict(metric: MetricKey, interval: Option<Interval>) -> DeltaVerdict {
     }
 }
 
-/// The values of a metric as 1-value units per repeated run.
+/// The values of a metric as 1-value units per repeated run (the GPU and load figures, not
+/// headline columns, from the stored summaries).
 fn repeat_units(s: &Subject, metric: MetricKey) -> Vec<Vec<f64>> {
-    s.runs.iter().filter_map(|r| r.headline.get(&metric)).map(|v| vec![v]).collect()
+    if DEPLOYMENT_KEYS.contains(&metric) {
+        return s.runs.iter().filter_map(|r| r.deployment_value(metric)).map(|v| vec![v]).collect();
+    }
+    let of = |r: &RunData| match metric.metric.is_gpu() || metric.metric.is_load() {
+        true => metric.value(r.summary.as_ref()?),
+        false => r.headline.get(&metric),
+    };
+    s.runs.iter().filter_map(of).map(|v| vec![v]).collect()
 }
 
 /// Noise interval of `this − base` for one metric, and how it was estimated.
@@ -200,8 +212,14 @@ fn value(s: &Subject, metric: MetricKey) -> Option<f64> {
     if metric.metric == Metric::SuccessRate {
         return s.success_rate().map(|r| r * 100.0);
     }
-    if metric.metric.is_reasoning() {
-        // Not a headline column: read from the stored summaries (runs that had reasoning).
+    if DEPLOYMENT_KEYS.contains(&metric) {
+        // Per GPU and per user: from each run's headline and GPU count, mean over repeats.
+        let vals: Vec<f64> = s.runs.iter().filter_map(|r| r.deployment_value(metric)).collect();
+        return (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
+    }
+    if metric.metric.is_reasoning() || metric.metric.is_gpu() || metric.metric.is_load() {
+        // Not a headline column: read from the stored summaries (runs that had reasoning, or
+        // GPU telemetry or a GPU price).
         let vals: Vec<f64> =
             s.runs.iter().filter_map(|r| metric.value(r.summary.as_ref()?)).collect();
         return (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
@@ -216,13 +234,61 @@ fn metric_keys(subjects: &[Subject]) -> Vec<MetricKey> {
         .flat_map(|s| &s.runs)
         .any(|r| r.summary.as_ref().is_some_and(|s| s.reasoning.is_some()));
     let extra = if reasoning { &REASONING_KEYS[..] } else { &[] };
-    HEADLINE.iter().chain(extra).copied().collect()
+    let gpu = if any_gpu(subjects) { &GPU_KEYS[..] } else { &[] };
+    let load = if any_steady(subjects) { &LOAD_KEYS[..] } else { &[] };
+    HEADLINE
+        .iter()
+        .chain(&deployment_keys(subjects))
+        .chain(extra)
+        .chain(gpu)
+        .chain(load)
+        .copied()
+        .collect()
+}
+
+/// True when a run of the subjects reached a steady state: then the delivered load and the
+/// steady figures ([`LOAD_KEYS`]) are compared too.
+fn any_steady(subjects: &[Subject]) -> bool {
+    subjects.iter().flat_map(|s| &s.runs).any(|r| {
+        r.summary
+            .as_ref()
+            .and_then(|s| s.load.as_ref())
+            .is_some_and(|l| l.steady_figures().is_some())
+    })
+}
+
+/// Output tokens/s per GPU when a run states its GPU count, and per user when a run has a
+/// mean TPOT ([`DEPLOYMENT_KEYS`]).
+fn deployment_keys(subjects: &[Subject]) -> Vec<MetricKey> {
+    let runs = || subjects.iter().flat_map(|s| &s.runs);
+    DEPLOYMENT_KEYS
+        .into_iter()
+        .filter(|&k| runs().any(|r| r.deployment_value(k).is_some()))
+        .collect()
+}
+
+/// True when a run of the subjects has GPU energy or cost figures.
+fn any_gpu(subjects: &[Subject]) -> bool {
+    subjects
+        .iter()
+        .flat_map(|s| &s.runs)
+        .any(|r| r.summary.as_ref().is_some_and(|s| s.gpu.is_some()))
 }
 
 /// Index of the best value among non-rejected subjects; ties keep the earlier. `None` for a
-/// count no direction fits (how many reasoning or answer tokens a model wrote).
+/// count no direction fits (how many reasoning or answer tokens a model wrote, how many watts
+/// a GPU drew: fewer is not better when the work differs; the delivered rate and in-flight
+/// count, which are judged against their setting, not against each other).
 pub fn best_index(metric: MetricKey, values: &[Option<f64>], rejected: &[bool]) -> Option<usize> {
-    if matches!(metric.metric, Metric::ReasoningTokens | Metric::AnswerTokens) {
+    if matches!(
+        metric.metric,
+        Metric::ReasoningTokens
+            | Metric::AnswerTokens
+            | Metric::GpuMeanWatts
+            | Metric::GpuPeakWatts
+            | Metric::DeliveredRate
+            | Metric::DeliveredConcurrency
+    ) {
         return None;
     }
     let mut best: Option<(usize, f64)> = None;

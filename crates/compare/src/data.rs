@@ -2,12 +2,13 @@
 //! has records, its load, and (for reports) the full summary and records.
 
 use servelab_metrics::request::itl_per_token_ms;
-use servelab_metrics::{RequestRow, Summary};
+use servelab_metrics::{LoadSummary, RequestRow, Summary};
 use servelab_records::{RequestRecord, RunInfo};
 use servelab_store::{Headline, RunSetup};
 
 use serde::Serialize;
-use servelab_metrics::Metric;
+use servelab_metrics::pareto;
+use servelab_metrics::{Metric, MetricKey};
 use servelab_records::LoadSpec;
 
 /// Per-request samples of one run, one unit per successful measured request.
@@ -29,6 +30,12 @@ pub struct Samples {
     pub reasoning_tpot: Vec<Vec<f64>>,
     /// TPOT of the answer phase, ms.
     pub answer_tpot: Vec<Vec<f64>>,
+    /// The steady state's requests (`servelab_metrics::load`): TTFT, ms; empty without one.
+    pub steady_ttft: Vec<Vec<f64>>,
+    /// Their TPOT, ms.
+    pub steady_tpot: Vec<Vec<f64>>,
+    /// Their end-to-end latency, ms.
+    pub steady_e2el: Vec<Vec<f64>>,
 }
 
 impl Samples {
@@ -55,7 +62,22 @@ impl Samples {
             ttfa: one(|r| r.reasoning?.ttfa_ms),
             reasoning_tpot: one(|r| r.reasoning?.reasoning_tpot_ms),
             answer_tpot: one(|r| r.reasoning?.answer_tpot_ms),
+            ..Samples::default()
         }
+    }
+
+    /// With the steady state's requests' samples, when the run reached one.
+    pub fn with_steady(mut self, rows: &[RequestRow], load: Option<&LoadSummary>) -> Samples {
+        let Some(f) = load.and_then(|l| l.steady_figures()) else { return self };
+        let steady: Vec<&RequestRow> =
+            rows.iter().filter(|r| r.is_success() && f.holds(r)).collect();
+        let one = |g: fn(&RequestRow) -> Option<f64>| -> Vec<Vec<f64>> {
+            steady.iter().filter_map(|r| g(r)).map(|v| vec![v]).collect()
+        };
+        self.steady_ttft = one(|r| r.ttft_ms);
+        self.steady_tpot = one(|r| r.tpot_ms);
+        self.steady_e2el = one(|r| r.e2el_ms);
+        self
     }
 
     /// The units of a latency metric; `None` for other metrics.
@@ -69,6 +91,9 @@ impl Samples {
             Metric::Ttfa => &self.ttfa,
             Metric::ReasoningTpot => &self.reasoning_tpot,
             Metric::AnswerTpot => &self.answer_tpot,
+            Metric::SteadyTtft => &self.steady_ttft,
+            Metric::SteadyTpot => &self.steady_tpot,
+            Metric::SteadyE2el => &self.steady_e2el,
             _ => return None,
         })
     }
@@ -107,8 +132,10 @@ impl RunData {
     pub fn from_summary(name: &str, summary: Summary, records: Vec<RequestRecord>) -> RunData {
         // A run merged from shards' digests has no per-request rows: like an import, it is
         // compared by its figures, without resampled confidence intervals.
-        let samples =
-            (!summary.requests.is_empty()).then(|| Samples::new(&summary.requests, &records));
+        let samples = (!summary.requests.is_empty()).then(|| {
+            Samples::new(&summary.requests, &records)
+                .with_steady(&summary.requests, summary.load.as_ref())
+        });
         RunData {
             name: name.to_string(),
             id: None,
@@ -155,6 +182,24 @@ impl RunData {
         match self.info().filter(|i| i.ramp.is_some()) {
             Some(i) => i.load_words(),
             None => self.load.to_string(),
+        }
+    }
+
+    /// GPUs serving the deployment, as the run states them (`--gpus`, a prediction's).
+    pub fn gpus(&self) -> Option<u32> {
+        self.info()?.gpus
+    }
+
+    /// A deployment figure ([`servelab_metrics::DEPLOYMENT_KEYS`]) from the headline, so
+    /// imports have it too: output tokens/s per GPU (with a GPU count), and interactivity,
+    /// 1000 / mean TPOT. `None` for other keys.
+    pub fn deployment_value(&self, m: MetricKey) -> Option<f64> {
+        match m.metric {
+            Metric::OutputThroughputPerGpu => {
+                pareto::per_gpu(self.headline.output_throughput?, self.gpus())
+            }
+            Metric::Interactivity => pareto::interactivity(self.headline.tpot_mean_ms?),
+            _ => None,
         }
     }
 

@@ -3,9 +3,11 @@
 //! level (concurrency and prompts). One table and one set of overlaid charts per scenario;
 //! two scenarios are never in one table or on one chart.
 
+use servelab_metrics::pareto::{frontier, FrontInput, FrontSeries, Frontier};
 use servelab_metrics::{Metric, MetricKey, Stat};
 use servelab_outputs::chart::{spans, Chart, Series};
 use servelab_outputs::fmt::{num, MISSING};
+use servelab_outputs::pareto::pareto_chart as draw_front;
 use servelab_outputs::{file_safe, Align, Table};
 use servelab_records::{LoadSpec, PUBLISHED_COLUMNS};
 
@@ -408,6 +410,51 @@ pub fn render_views(
         }
     }
     out
+}
+
+/// The deployments of a view as the Pareto front reads them: each deployment's levels with
+/// their output throughput, mean TPOT and GPU count (of the level's first run). Rejected
+/// points are left out here as in the table ([`view_notes`] says so).
+pub fn view_frontier(v: &ScenarioView, o: &CompareOptions) -> Frontier {
+    let out = MetricKey::of(Metric::OutputThroughput);
+    let tpot = MetricKey::stat(Metric::Tpot, Stat::Mean);
+    let series: Vec<FrontSeries> = v
+        .entries
+        .iter()
+        .map(|e| FrontSeries {
+            // The name alone: the tags that tell deployments apart are under the heading.
+            name: e.name.clone(),
+            points: v
+                .rows
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| {
+                    let s = e.cells.get(i)?.as_ref()?;
+                    if rejected(s.success_rate(), o.min_success_rate) {
+                        return None;
+                    }
+                    Some(FrontInput {
+                        label: r.label.clone(),
+                        output_throughput: point_value(s, out),
+                        tpot_mean_ms: point_value(s, tpot),
+                        gpus: s.runs.first().and_then(RunData::gpus),
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    frontier(&series)
+}
+
+/// The view's Pareto chart: output tokens/s per GPU against interactivity (output tokens/s
+/// per user), every deployment's levels labelled by their concurrency, those off the front
+/// faded. Named `<scenario>-pareto`.
+pub fn pareto_chart(v: &ScenarioView, o: &CompareOptions) -> Chart {
+    draw_front(
+        &view_frontier(v, o),
+        &format!("{}-pareto", v.workload.stem()),
+        &format!("{}: throughput per GPU vs interactivity", v.workload.short()),
+    )
 }
 
 /// The x of a row on a chart: its concurrency, else its rate.

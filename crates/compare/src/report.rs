@@ -18,8 +18,8 @@ use servelab_sweep::{find_knee, KneeRule, PointResult, Role, ScenarioResult};
 use crate::compare::{compare, CompareOptions, Comparison};
 use crate::data::{RunData, Subject};
 use crate::deploy::{
-    caption, deployment_charts as view_charts, deployment_table, published_table, scenario_views,
-    view_caption, view_notes, ScenarioView,
+    caption, deployment_charts as view_charts, deployment_table, pareto_chart, published_table,
+    scenario_views, view_caption, view_frontier, view_notes, ScenarioView,
 };
 use crate::narrative::{written_summary, Finding};
 use crate::rank::{group, identities, point_name, rankings, LevelRanking, Series};
@@ -185,13 +185,25 @@ pub fn chart_title(report: &str, chart: &str) -> String {
     format!("{lead}: {chart}")
 }
 
-/// The overlaid charts of one scenario, titled after the report.
+/// The overlaid charts of one scenario, then its Pareto chart (throughput per GPU vs
+/// interactivity), titled after the report.
 fn titled_charts(r: &Report, v: &ScenarioView) -> Vec<Chart> {
     let mut charts = view_charts(v, &r.options);
+    charts.push(pareto_chart(v, &r.options));
     for c in &mut charts {
         c.title = chart_title(&r.title, &c.title);
     }
     charts
+}
+
+/// The heading line of a view's Pareto table.
+pub const PARETO_HEADING: &str = "Throughput per GPU vs interactivity (output tokens/s per user \
+     = 1000 / mean TPOT; on the Pareto front: no other point, of any deployment, has both more)";
+
+/// A view's Pareto table (per-GPU and per-user columns) and its notes.
+fn pareto_parts(r: &Report, v: &ScenarioView) -> (Table, Vec<String>) {
+    let f = view_frontier(v, &r.options);
+    (servelab_outputs::pareto::pareto_table(&f, "Concurrency"), f.notes())
 }
 
 /// A verdict as a Markdown bullet: `- **headline** figures (rule)`.
@@ -299,21 +311,66 @@ fn info(d: &RunData, f: impl Fn(&servelab_records::RunInfo) -> String) -> String
 }
 
 /// Headline metrics: one row per run, and the reasoning models' figures
-/// ([`servelab_metrics::REASONING_KEYS`]) when a run had reasoning.
+/// ([`servelab_metrics::REASONING_KEYS`]) when a run had reasoning, and the GPU energy and cost
+/// ones ([`servelab_metrics::GPU_KEYS`]) when a run had them.
 pub fn summary_table(r: &Report) -> Table {
     let all = runs(r);
     let reasoning =
         all.iter().any(|(_, d)| d.summary.as_ref().is_some_and(|s| s.reasoning.is_some()));
-    let extra: &[servelab_metrics::MetricKey] =
-        if reasoning { &servelab_metrics::REASONING_KEYS } else { &[] };
+    let gpu = all.iter().any(|(_, d)| d.summary.as_ref().is_some_and(|s| s.gpu.is_some()));
+    let extra: Vec<servelab_metrics::MetricKey> = [
+        if reasoning { &servelab_metrics::REASONING_KEYS[..] } else { &[] },
+        if gpu { &servelab_metrics::GPU_KEYS[..] } else { &[] },
+    ]
+    .concat();
     let mut headers = vec!["run".to_string()];
-    headers.extend(HEADLINE.iter().chain(extra).map(|m| m.label()));
+    headers.extend(HEADLINE.iter().chain(&extra).map(|m| m.label()));
     let mut t = Table::new(headers);
     for (name, d) in all {
         let mut cells = vec![name];
         cells.extend(HEADLINE.iter().map(|m| num(d.headline.get(m))));
         cells.extend(extra.iter().map(|m| num(d.summary.as_ref().and_then(|s| m.value(s)))));
         t.push(cells);
+    }
+    t
+}
+
+/// Delivered against configured load, and the steady state, per run (only runs summarized
+/// from their records): the figures of `servelab_metrics::load`, all-requests TTFT p99 beside
+/// the steady one.
+pub fn load_table(r: &Report) -> Table {
+    let mut t = Table::new([
+        "run",
+        "configured",
+        "delivered rate (/s)",
+        "delivered in flight",
+        "send lag p99 (ms)",
+        "slot wait p99 (ms)",
+        "steady state",
+        "steady output (tok/s)",
+        "steady TTFT p99 (ms)",
+        "all TTFT p99 (ms)",
+    ])
+    .with_align(
+        &[[Align::Left; 2].as_slice(), &[Align::Right; 4], &[Align::Left], &[Align::Right; 3]]
+            .concat(),
+    );
+    for (name, d) in runs(r) {
+        let Some(s) = d.summary.as_ref() else { continue };
+        let Some(l) = s.load.as_ref() else { continue };
+        let f = l.steady_figures();
+        t.push([
+            name,
+            s.info.load_words(),
+            num(l.delivered_rate),
+            num(Some(l.delivered_concurrency)),
+            num(Some(l.send_lag.p99_ms)),
+            num(l.slot_wait.map(|w| w.p99_ms)),
+            servelab_outputs::load::steady_words(l),
+            num(f.map(|f| f.output_throughput)),
+            num(f.and_then(|f| f.ttft_ms.percentile(99.0))),
+            num(s.ttft_ms.percentile(99.0)),
+        ]);
     }
     t
 }
@@ -348,6 +405,45 @@ pub fn engine_table(r: &Report) -> Table {
             pct(e.prefix_cache_hit_rate),
             count(e.preemptions),
             e.restarts_s.len().to_string(),
+        ]);
+    }
+    t
+}
+
+/// What each run's GPUs drew and cost (only runs with `--gpu-metrics` or `--gpu-hourly-cost`).
+pub fn gpu_table(r: &Report) -> Table {
+    let mut t = Table::new([
+        "run",
+        "GPUs",
+        "energy (J)",
+        "energy from",
+        "J per output token",
+        "mean W per GPU",
+        "peak W",
+        "mean util (%)",
+        "$ per GPU hour",
+        "$ per 1M output tokens",
+    ])
+    .with_align(&[&[Align::Left, Align::Right][..], &[Align::Right; 8]].concat());
+    let fixed = servelab_outputs::fmt::fixed;
+    for (name, d) in runs(r) {
+        let Some(g) = d.summary.as_ref().and_then(|s| s.gpu.as_ref()) else { continue };
+        let gpus = match (g.gpus_seen, g.gpus_declared) {
+            (0, Some(n)) => n.to_string(),
+            (seen, Some(n)) if n != seen => format!("{n} ({seen} seen)"),
+            (seen, _) => seen.to_string(),
+        };
+        t.push([
+            name,
+            gpus,
+            fixed(g.energy_j, 0),
+            g.energy_method.map_or(MISSING.into(), |m| m.words().to_string()),
+            fixed(g.joules_per_output_token, 3),
+            fixed(g.mean_w_per_gpu, 1),
+            fixed(g.peak_w, 1),
+            fixed(g.mean_util_pct, 1),
+            fixed(g.hourly_cost_usd, 2),
+            fixed(g.usd_per_million_output_tokens, 3),
         ]);
     }
     t
@@ -608,6 +704,14 @@ pub fn markdown(r: &Report) -> String {
             out.push_str(&format!("- {}\n", md(&n)));
         }
         out.push_str("- \\* best value at that concurrency\n");
+        let (t, notes) = pareto_parts(r, v);
+        out.push_str(&format!("\n{}:\n\n{}", md(PARETO_HEADING), t.to_markdown()));
+        if !notes.is_empty() {
+            out.push('\n');
+        }
+        for n in notes {
+            out.push_str(&format!("- {}\n", md(&n)));
+        }
         if r.per_deployment {
             for e in &v.entries {
                 out.push_str(&format!("\n#### {}\n\n", md(&caption(v, e))));
@@ -636,6 +740,16 @@ pub fn markdown(r: &Report) -> String {
     if !engines.rows.is_empty() {
         out.push_str("\n## Engine (/metrics)\n\n");
         out.push_str(&engines.to_markdown());
+    }
+    let gpus = gpu_table(r);
+    if !gpus.rows.is_empty() {
+        out.push_str("\n## GPU energy and cost (measured window)\n\n");
+        out.push_str(&gpus.to_markdown());
+    }
+    let load = load_table(r);
+    if !load.rows.is_empty() {
+        out.push_str("\n## Load (delivered vs configured, steady state)\n\n");
+        out.push_str(&load.to_markdown());
     }
     if let Some(n) = points_note(r) {
         out.push_str(&format!("\n{}\n", md(&n)));
@@ -723,6 +837,15 @@ pub fn html(r: &Report) -> String {
             out.push_str(&format!("<li>{}</li>\n", esc(&n)));
         }
         out.push_str("<li>* best value at that concurrency</li>\n</ul>\n");
+        let (t, notes) = pareto_parts(r, v);
+        out.push_str(&format!("<p>{}:</p>\n{}", esc(PARETO_HEADING), html_table(&t)));
+        if !notes.is_empty() {
+            out.push_str("<ul class=\"notes\">\n");
+            for n in notes {
+                out.push_str(&format!("<li>{}</li>\n", esc(&n)));
+            }
+            out.push_str("</ul>\n");
+        }
         if r.per_deployment {
             for e in &v.entries {
                 out.push_str(&format!("<h4>{}</h4>\n", esc(&caption(v, e))));
@@ -760,6 +883,16 @@ pub fn html(r: &Report) -> String {
     if !engines.rows.is_empty() {
         out.push_str("<h2 id=\"engine\">Engine (/metrics)</h2>\n");
         out.push_str(&html_table(&engines));
+    }
+    let gpus = gpu_table(r);
+    if !gpus.rows.is_empty() {
+        out.push_str("<h2 id=\"gpu\">GPU energy and cost (measured window)</h2>\n");
+        out.push_str(&html_table(&gpus));
+    }
+    let load = load_table(r);
+    if !load.rows.is_empty() {
+        out.push_str("<h2 id=\"load\">Load (delivered vs configured, steady state)</h2>\n");
+        out.push_str(&html_table(&load));
     }
     if let Some(n) = points_note(r) {
         out.push_str(&format!("<p class=\"notes\">{}</p>\n", esc(&n)));

@@ -56,7 +56,8 @@ fn reasoning_rows_follow_the_headline_only_when_a_run_had_reasoning() {
         &[Subject::single(run("a", 40, 10, 4)), Subject::single(run("b", 30, 5, 6))],
         &CompareOptions::default(),
     );
-    assert_eq!(c.rows.len(), HEADLINE.len() + 7);
+    // The headline, interactivity (no run states its GPUs: no per-GPU row), seven reasoning.
+    assert_eq!(c.rows.len(), HEADLINE.len() + 1 + 7);
     let row = |m: MetricKey| c.rows.iter().find(|r| r.metric == m).unwrap();
     let ttfa = row(MetricKey::stat(Metric::Ttfa, Stat::Mean));
     assert_eq!(ttfa.values, [Some(80.0), Some(60.0)]);
@@ -77,7 +78,7 @@ fn reasoning_rows_follow_the_headline_only_when_a_run_had_reasoning() {
         &[Subject::single(run("a", 40, 10, 0)), Subject::single(run("b", 30, 5, 0))],
         &CompareOptions::default(),
     );
-    assert_eq!(c.rows.len(), HEADLINE.len());
+    assert_eq!(c.rows.len(), HEADLINE.len() + 1);
 }
 
 #[test]

@@ -134,15 +134,15 @@ fn markdown_report_snapshot() {
 fn html_is_self_contained_with_its_charts() {
     let page = html(&sample_report());
     assert!(page.starts_with("<!DOCTYPE html>"));
-    // Three deployment charts (output throughput, TTFT, TPOT: both engines on each), four
-    // report charts, then each engine's four sweep charts, all drawn by the one chart backend
-    // as inline SVG figures.
+    // Four deployment charts (output throughput, TTFT, TPOT: both engines on each; the
+    // Pareto chart), four report charts, then each engine's five sweep charts, all drawn by
+    // the one chart backend as inline SVG figures.
     let (deploy, rest) = page.split_once("id=\"charts\"").expect("a charts section");
-    assert_eq!(deploy.matches("<figure class=\"chart\"><svg ").count(), 3);
+    assert_eq!(deploy.matches("<figure class=\"chart\"><svg ").count(), 4);
     assert!(deploy.contains("engine-b is the throughput champion."), "verdicts present");
     let (own, curves) = rest.split_once("id=\"curves\"").expect("a curves section");
     assert_eq!(own.matches("<figure class=\"chart\"><svg ").count(), 4);
-    assert_eq!(curves.matches("<figure class=\"chart\"><svg ").count(), 8);
+    assert_eq!(curves.matches("<figure class=\"chart\"><svg ").count(), 10);
     assert!(!page.contains("<?xml"), "inline SVG carries no XML prolog");
     assert!(!page.contains("<script"));
     assert!(!page.contains("<link"));
@@ -163,14 +163,25 @@ fn html_renders_in_headless_chromium() {
     let base = |extra: &[&str]| browser::run(chromium, &file, &profile, extra);
     let dom = base(&["--dump-dom", "--virtual-time-budget=2000"]);
     let dom = String::from_utf8_lossy(&dom.stdout);
-    // Three deployment charts, four report charts, then each engine's four sweep charts (two
-    // concurrency points each).
-    assert_eq!(dom.matches("<svg").count(), 15, "fifteen charts in the DOM");
+    // Four deployment charts (the last the Pareto chart), four report charts, then each
+    // engine's five sweep charts (two concurrency points each).
+    assert_eq!(dom.matches("<svg").count(), 18, "eighteen charts in the DOM");
     let (deploy, rest) = dom.split_once("id=\"charts\"").expect("a charts section");
-    assert_eq!(deploy.matches("class=\"chart\"").count(), 3, "three deployment charts");
+    assert_eq!(deploy.matches("class=\"chart\"").count(), 4, "four deployment charts");
+    // Issue 27: the Pareto chart as the browser has it. Per deployment (no run states its
+    // GPUs), engine-a at 1 (100 tok/s/user) and engine-b at 4 (83.33, more throughput) on the
+    // front; engine-a at 4 and engine-b at 1 faded; the front a staircase; labels by load.
+    let pareto = deploy.rsplit("<figure class=\"chart\">").next().unwrap();
+    let pareto = pareto.split("</figure>").next().unwrap();
+    assert!(pareto.contains("Output tokens/s per deployment (per GPU unknown: pass --gpus)"));
+    assert!(pareto.contains("Pareto front (points off it faded)"));
+    assert_eq!(pareto.matches("<circle").count(), 4 + 2, "4 points, 2 in the legend");
+    assert_eq!(pareto.matches("opacity=\"0.3\"").count(), 2, "two dominated points faded");
+    assert!(pareto.contains("<polyline"), "the front's staircase");
+    assert!(deploy.contains("Output tok/s per GPU") && deploy.contains("Output tok/s per user"));
     let (own, curves) = rest.split_once("id=\"curves\"").expect("a curves section");
     assert_eq!(own.matches("class=\"chart\"").count(), 4, "four report charts");
-    assert_eq!(curves.matches("class=\"chart\"").count(), 8, "two sweeps of four charts");
+    assert_eq!(curves.matches("class=\"chart\"").count(), 10, "two sweeps of five charts");
     assert!(dom.matches("<polyline").count() >= 24, "two lines per chart");
     assert!(dom.contains("throughput champion"));
     let shot = dir.path().join("shot.png");

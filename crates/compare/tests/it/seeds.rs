@@ -266,10 +266,10 @@ async fn seed002_two_sweeps_of_two_scenarios_compare_per_scenario() {
     let (deploy, _) = page.split_once("id=\"charts\"").expect("the report charts follow");
     assert_eq!(
         deploy.matches("<figure class=\"chart\"><svg ").count(),
-        6,
-        "3 charts × 2 scenarios"
+        8,
+        "4 charts (3 metrics, the Pareto chart) × 2 scenarios"
     );
-    chromium_check(&page, 6);
+    chromium_check(&page, 8);
 }
 
 /// The page in headless Chromium (no network): the deployment charts are in the DOM, with a
