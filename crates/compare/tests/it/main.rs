@@ -3,7 +3,6 @@
 mod deploy;
 mod gpu;
 mod identity;
-mod load;
 mod pareto;
 mod reasoning;
 mod report;
