@@ -3,6 +3,7 @@
 mod deploy;
 mod gpu;
 mod identity;
+mod load;
 mod pareto;
 mod reasoning;
 mod report;
