@@ -253,7 +253,7 @@ impl Collector {
             info,
             pct,
         );
-        if let Some(w) = load.as_ref().and_then(crate::load::warning) {
+        if let Some(w) = load.as_ref().and_then(Warning::no_steady_state) {
             warnings.push(w);
         }
         let mut summary = Summary {

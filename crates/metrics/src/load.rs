@@ -244,20 +244,6 @@ impl LoadSummary {
     }
 }
 
-/// The warning of a run that had a steady level and did not reach it.
-pub fn warning(l: &LoadSummary) -> Option<crate::warning::Warning> {
-    match l.steady {
-        Steady::NotReached(why) => {
-            // The backlog rule of the steady window, over the load span.
-            let rising = l.in_flight_growth > 1.0 + 0.25 * l.in_flight_first_half;
-            let rose = (l.configured_rate.is_some() && rising)
-                .then_some((l.in_flight_growth, l.ttft_drift_ms_per_s));
-            Some(crate::warning::Warning::NoSteadyState { why, unit: l.unit, rose })
-        }
-        _ => None,
-    }
-}
-
 /// One unit of load: its first send and its last end (`None`: never ended).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct LoadUnit {

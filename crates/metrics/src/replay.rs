@@ -94,7 +94,7 @@ pub fn attach(summary: &mut Summary, rows: TraceRows) {
 pub fn set(summary: &mut Summary, r: ReplaySummary) {
     // A trace's rate moves: no steady level, so no steady-state warning either.
     if let Some(l) = &mut summary.load {
-        if let Some(w) = crate::load::warning(l) {
+        if let Some(w) = Warning::no_steady_state(l) {
             summary.warnings.retain(|x| *x != w);
         }
         l.mark_trace();

@@ -231,6 +231,21 @@ pub enum Warning {
 }
 
 impl Warning {
+    /// The warning of a run whose load had a steady level it did not reach
+    /// (`crate::load`); `None` when it reached it or had none by design.
+    pub fn no_steady_state(l: &crate::load::LoadSummary) -> Option<Warning> {
+        match l.steady {
+            crate::load::Steady::NotReached(why) => {
+                // The backlog rule of the steady window, over the load span.
+                let rising = l.in_flight_growth > 1.0 + 0.25 * l.in_flight_first_half;
+                let rose = (l.configured_rate.is_some() && rising)
+                    .then_some((l.in_flight_growth, l.ttft_drift_ms_per_s));
+                Some(Warning::NoSteadyState { why, unit: l.unit, rose })
+            }
+            _ => None,
+        }
+    }
+
     /// The warning's sentence.
     pub fn sentence(&self) -> String {
         format!("{self}")

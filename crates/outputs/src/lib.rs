@@ -19,7 +19,7 @@
 //! | [`markdown_summary`], [`Table`] | Markdown reports; one table writer for all |
 //! | [`render_llmd_report`] | llm-d-benchmark's Benchmark Report v0.2 (`--format llmd-report`) |
 //! | [`render_aiperf_summary`], [`render_aiperf_records`] | AIPerf's `profile_export_aiperf.json` and `profile_export.jsonl` |
-//! | [`load::load_rows`], [`load::steady_rows`] | delivered against configured load; steady-state beside all-requests figures (text and Markdown sections) |
+//! | [`load::load_rows`], [`load::steady_rows`] | delivered against configured load; steady-state beside all-requests figures ([`load_text_section`], [`markdown::load_section`]) |
 //! | [`pareto::pareto_chart`], [`pareto::pareto_table`] | throughput per GPU vs interactivity across deployments, the Pareto front marked |
 
 #![warn(missing_docs)]
@@ -50,8 +50,8 @@ pub use llmd::render_llmd_report;
 pub use markdown::{latency_table, markdown_summary, Align, Table};
 pub use servelab_metrics::Summary;
 pub use text::{
-    notes, render_text, render_text_with, servelab_block, sglang_block, sglang_block_as,
-    vllm_block, vllm_block_with, warning_lines, LatencySection,
+    load_section as load_text_section, notes, render_text, render_text_with, servelab_block,
+    sglang_block, sglang_block_as, vllm_block, vllm_block_with, warning_lines, LatencySection,
 };
 
 use servelab_records::RequestRecord;

@@ -1,13 +1,12 @@
-//! Delivered against configured load, and the steady state, as tables: one pair of tables the
-//! terminal block (plain) and the Markdown summary share. Every figure is defined in
+//! Delivered against configured load, and the steady state, as rows of figures: the terminal
+//! block (`text`) and the Markdown summary (`markdown`) lay out the same rows. Every figure is defined in
 //! `servelab_metrics::load` and docs/metrics.md ("Delivered load and steady state").
 
 use servelab_metrics::load::{LoadSummary, Steady};
 use servelab_metrics::{Distribution, Summary};
 use servelab_records::RunInfo;
 
-use crate::fmt::{f2, kv, num, rule, MISSING};
-use crate::markdown::{Align, Table};
+use crate::fmt::{f2, num, MISSING};
 
 /// `mean / p99 / max`, two decimals each.
 fn three(l: &servelab_metrics::load::Lateness) -> String {
@@ -92,52 +91,4 @@ pub fn steady_rows(s: &Summary) -> Vec<(String, String, String)> {
         }
     }
     rows
-}
-
-/// The load section of the terminal block: `label value` lines as vLLM's, then the steady
-/// figures as `steady / all`.
-pub fn text_section(out: &mut String, s: &Summary) {
-    let rows = load_rows(s);
-    if rows.is_empty() {
-        return;
-    }
-    rule(out, "Load (delivered vs configured)", '-');
-    for (k, v) in rows {
-        kv(out, &format!("{k}:"), v);
-    }
-    let steady = steady_rows(s);
-    if !steady.is_empty() {
-        rule(out, "Steady State (steady / all requests)", '-');
-        for (k, a, b) in steady {
-            kv(out, &format!("{k}:"), format!("{a} / {b}"));
-        }
-    }
-}
-
-/// The load section of the Markdown summary: a table of the load, then the steady figures
-/// beside the all-requests ones.
-pub fn markdown_section(out: &mut String, s: &Summary) {
-    let rows = load_rows(s);
-    if rows.is_empty() {
-        return;
-    }
-    let mut t = Table::new(["Load", "Value"]).with_align(&[Align::Left, Align::Right]);
-    for (k, v) in rows {
-        t.push([k, v]);
-    }
-    out.push_str("\n### Load\n\n");
-    out.push_str(&t.to_markdown());
-    let steady = steady_rows(s);
-    if !steady.is_empty() {
-        let mut t = Table::new(["Steady state", "Steady", "All requests"]).with_align(&[
-            Align::Left,
-            Align::Right,
-            Align::Right,
-        ]);
-        for (k, a, b) in steady {
-            t.push([k, a, b]);
-        }
-        out.push('\n');
-        out.push_str(&t.to_markdown());
-    }
 }

@@ -177,6 +177,33 @@ fn dist_cells(label: &str, d: &Distribution) -> Vec<String> {
     cells
 }
 
+/// The load section of the Markdown summary: a table of the load, then the steady figures
+/// beside the all-requests ones.
+pub fn load_section(out: &mut String, s: &Summary) {
+    let rows = crate::load::load_rows(s);
+    if rows.is_empty() {
+        return;
+    }
+    let mut t = Table::new(["Load", "Value"]).with_align(&[Align::Left, Align::Right]);
+    for (k, v) in rows {
+        t.push([k, v]);
+    }
+    out.push_str("\n### Load\n\n");
+    out.push_str(&t.to_markdown());
+    let steady = crate::load::steady_rows(s);
+    if !steady.is_empty() {
+        let mut t = Table::new(["Steady state", "Steady", "All requests"]).with_align(&[
+            Align::Left,
+            Align::Right,
+            Align::Right,
+        ]);
+        for (k, a, b) in steady {
+            t.push([k, a, b]);
+        }
+        out.push('\n');
+        out.push_str(&t.to_markdown());
+    }
+}
 /// The run as Markdown: setup and throughput, latencies, failures, warnings.
 pub fn markdown_summary(s: &Summary) -> String {
     let i = &s.info;
@@ -220,7 +247,7 @@ pub fn markdown_summary(s: &Summary) -> String {
     out.push_str(&t.to_markdown());
     out.push('\n');
     out.push_str(&latency_table(s).to_markdown());
-    crate::load::markdown_section(&mut out, s);
+    load_section(&mut out, s);
 
     if !s.failures.is_empty() {
         out.push_str("\n### Failures\n\n");

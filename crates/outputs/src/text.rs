@@ -214,7 +214,7 @@ pub fn servelab_block(s: &Summary) -> String {
     if let Some(d) = &s.read_lag_ms {
         section(&mut out, "Client Read Lag (handled - arrived, max)", "read lag", d);
     }
-    crate::load::text_section(&mut out, s);
+    load_section(&mut out, s);
     if let Some(sv) = &s.server {
         // The engine's own clock (llama.cpp `timings`) next to the client's.
         rule(&mut out, "Server Timings (engine clock)", '-');
@@ -265,6 +265,26 @@ pub fn servelab_block(s: &Summary) -> String {
     out.push_str(&"=".repeat(50));
     out.push('\n');
     out
+}
+
+/// The load section of the terminal block: `label value` lines as vLLM's, then the steady
+/// figures as `steady / all`.
+pub fn load_section(out: &mut String, s: &Summary) {
+    let rows = crate::load::load_rows(s);
+    if rows.is_empty() {
+        return;
+    }
+    rule(out, "Load (delivered vs configured)", '-');
+    for (k, v) in rows {
+        kv(out, &format!("{k}:"), v);
+    }
+    let steady = crate::load::steady_rows(s);
+    if !steady.is_empty() {
+        rule(out, "Steady State (steady / all requests)", '-');
+        for (k, a, b) in steady {
+            kv(out, &format!("{k}:"), format!("{a} / {b}"));
+        }
+    }
 }
 
 /// Turns shown by index in the text summary (the JSON result has them all).

@@ -2,7 +2,8 @@
 //! all-requests figures, in the terminal block and the Markdown summary.
 
 use servelab_metrics::{summarize, MetricsConfig, Summary};
-use servelab_outputs::load::{markdown_section, text_section};
+use servelab_outputs::load_text_section as text_section;
+use servelab_outputs::markdown::load_section as markdown_section;
 use servelab_records::{Chunk, ChunkKind, LoadSpec, Outcome, RequestRecord, RunInfo};
 
 const MS: u64 = 1_000_000;
