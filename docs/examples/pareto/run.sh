@@ -17,10 +17,11 @@ rm -rf "$out/predict-tp8" "$out/sweep-sim" "$out/report-charts"
 
 # 1. predict: the shipped engine file (4 replicas x TP4) cut to one replica at each TP; predict
 #    files each run with its deployment's GPU count (replicas x TP).
+mkdir -p "$out/engines"
 for tp in 1 2 4 8; do
   sed "s/^tp: 4/tp: $tp/; s/^replicas: 4/replicas: 1/" examples/engines/qwen3-32b-h20-tp4.yaml \
-    > "$work/tp$tp.yaml"
-  $bin predict --engine "$work/tp$tp.yaml" --label "qwen3-32b-h20-tp$tp" --scenario 1000:1000 \
+    > "$out/engines/tp$tp.yaml"
+  $bin predict --engine "$out/engines/tp$tp.yaml" --label "qwen3-32b-h20-tp$tp" --scenario 1000:1000 \
     --concurrency 1,2,4,8,16,32,64,128,256 --output-dir "$work/tp$tp" > /dev/null 2>&1
 done
 mkdir -p "$out/predict-tp8/charts"
