@@ -5,8 +5,11 @@ mod cli;
 #[path = "../common/mod.rs"]
 mod common;
 mod conformance;
+#[path = "../../../../testdata/dcgm.rs"]
+mod dcgm;
 mod doctor;
 mod engine_metrics;
+mod gpu_metrics;
 mod lab_sim;
 mod predict_cli;
 mod real_engine;
