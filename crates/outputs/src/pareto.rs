@@ -5,7 +5,7 @@
 
 use servelab_metrics::pareto::{Basis, Frontier, GPUS_UNKNOWN};
 
-use crate::chart::{merge_notes, spans, Chart, Series};
+use crate::chart::{merge_notes, Chart, Series};
 use crate::fmt::{num, MISSING};
 use crate::markdown::{Align, Table};
 
@@ -24,8 +24,9 @@ pub fn y_label(basis: Basis) -> String {
 pub const FRONT_LABEL: &str = "Pareto front (points off it faded)";
 
 /// The chart of `f`: one series of markers per deployment with points (labelled by their
-/// load, e.g. concurrency; off the front faded), then the front. Axes go logarithmic when
-/// their values span 30x or more.
+/// load, e.g. concurrency; off the front faded), then the front. Both axes are linear, as
+/// the public charts draw them (on a log axis the many high-load points crowd the top and
+/// squeeze their labels together).
 pub fn pareto_chart(f: &Frontier, name: &str, title: &str) -> Chart {
     let mut series: Vec<Series> = Vec::new();
     for (d, dep) in f.deployments.iter().enumerate() {
@@ -44,15 +45,13 @@ pub fn pareto_chart(f: &Frontier, name: &str, title: &str) -> Chart {
     if !path.is_empty() {
         series.push(Series::front(FRONT_LABEL, path));
     }
-    let xs = f.points.iter().map(|p| p.interactivity);
-    let ys = f.points.iter().map(|p| p.throughput(f.basis));
     Chart {
         name: name.into(),
         title: title.into(),
         x_label: X_LABEL.into(),
         y_label: y_label(f.basis),
-        x_log: spans(xs, 30.0).then_some(10.0),
-        y_log: spans(ys, 30.0).then_some(10.0),
+        x_log: None,
+        y_log: None,
         series,
         mark: None,
     }
