@@ -74,6 +74,21 @@ fn predict_writes_what_sweep_writes_and_files_runs_as_predicted() {
     );
     let json = std::fs::read_to_string(out.join("sweep.json")).unwrap();
     assert!(json.contains("\"predicted\"") && json.contains("not fitted"), "sweep.json");
+    // Issue 27: the prediction files its deployment's GPU count (1 here), so its Pareto table
+    // and chart are per GPU: output tok/s / 1, and 1000 / mean TPOT per user.
+    let sweep: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let p = &sweep["scenarios"][0]["points"][0]["summary"];
+    assert_eq!(p["info"]["gpus"], 1, "{p}");
+    let (out_tps, tpot) =
+        (p["output_throughput"].as_f64().unwrap(), p["tpot_ms"]["mean"].as_f64().unwrap());
+    let row = format!(
+        "|           1 |    1 | {:>12.2} | {:>20.2} | {:>21.2} |",
+        out_tps,
+        out_tps,
+        1000.0 / tpot
+    );
+    assert!(md.contains(&row), "{row} not in {md}");
+    assert!(out.join("charts/32x8-pareto.svg").is_file());
     assert!(show.contains("calibration vllm-v1 defaults, not fitted"), "{show}");
 
     // A measured run at the same load beside the prediction: compare says which is which.
