@@ -11,6 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::carry::carry_calibration;
 use crate::config::{Calibration, EngineConfig, FittedOn};
 use crate::error::{EngineError, Result};
 use crate::summary::PointSummary;
@@ -292,50 +293,6 @@ impl CalibrationReport {
             error_pct: err.is_finite().then(|| (err * 10.0).round() / 10.0),
         }
     }
-}
-
-/// A fitted calibration as it carries to another deployment, by what each parameter is.
-///
-/// - The efficiencies (`eta_*`) are fractions of a GPU's own peaks, meant to carry to any
-///   engine, GPU and model, and do.
-/// - The kernel and collective latencies (`layer_overhead_us`, `allreduce_base_us`,
-///   `allreduce_hop_us`, `eager_layer_us`) are GPU-side times of one engine's kernels on one
-///   GPU (its SM count, clocks, links): they carry only to the same engine on the same GPU.
-/// - The CPU times (`step_overhead_us`, `per_seq_overhead_us`, `frontend_us`,
-///   `frontend_per_token_us`) are the engine's own scheduler, sampling and API server: they
-///   carry to the same engine family only.
-///
-/// What does not carry takes the target family's defaults. Issue 24's cross-checks: the
-/// reference fit's 113.7 µs per layer (H20, vLLM V1, TP 4) made a TP-1 H100 decode 40–50 %
-/// too slow for vLLM, SGLang and TensorRT-LLM alike, and its 41 µs per sequence per step cost
-/// TensorRT-LLM's batches of 2,048 80 ms a step (docs/predict.md, "Cross-checks on public
-/// tables").
-pub fn carry_calibration(
-    fitted: &Calibration,
-    from: &FittedOn,
-    engine: crate::family::EngineFamily,
-    gpu: &str,
-) -> Calibration {
-    let mut c = engine.calibration_defaults();
-    c.eta_gemm = fitted.eta_gemm;
-    c.eta_attn = fitted.eta_attn;
-    c.eta_mem = fitted.eta_mem;
-    c.eta_link = fitted.eta_link;
-    c.step_jitter = fitted.step_jitter;
-    c.seed = fitted.seed;
-    if from.engine == engine && from.gpu.eq_ignore_ascii_case(gpu) {
-        c.layer_overhead_us = fitted.layer_overhead_us;
-        c.allreduce_base_us = fitted.allreduce_base_us;
-        c.allreduce_hop_us = fitted.allreduce_hop_us;
-        c.eager_layer_us = fitted.eager_layer_us;
-    }
-    if from.engine == engine {
-        c.step_overhead_us = fitted.step_overhead_us;
-        c.per_seq_overhead_us = fitted.per_seq_overhead_us;
-        c.frontend_us = fitted.frontend_us;
-        c.frontend_per_token_us = fitted.frontend_per_token_us;
-    }
-    c
 }
 
 /// Flags the noisy rows of a table (see the module doc).

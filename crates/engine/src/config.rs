@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_yaml_ng::{Mapping, Value};
 
+pub use crate::carry::FittedOn;
 use crate::dtype::DType;
 use crate::error::{EngineError, Result};
 use crate::family::EngineFamily;
@@ -39,34 +40,6 @@ pub struct PoolFile {
     /// This pool's calibration, when it differs from the top-level one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<Calibration>,
-}
-
-/// The deployment a calibration was fitted on: what a prediction of another deployment is
-/// extrapolating from. Written by `predict calibrate`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FittedOn {
-    /// Engine family.
-    pub engine: EngineFamily,
-    /// Engine version, if known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine_version: Option<String>,
-    /// GPU preset.
-    pub gpu: String,
-    /// TP of the measured workers.
-    pub tp: u32,
-    /// Model (preset or config name).
-    pub model: String,
-    /// Whether the measured deployment was disaggregated (P/D).
-    #[serde(default)]
-    pub pd: bool,
-    /// The measured tables or runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// The fit's own median absolute error on all its cells, %: the larger of output
-    /// throughput's and mean TPOT's. The band of a prediction inside the domain.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_pct: Option<f64>,
 }
 
 /// The `pd:` section of an engine file.
@@ -250,7 +223,7 @@ impl EngineFile {
         // (`carry_calibration`): the file's `fitted_on` says where its values came from.
         let calibration = match &self.fitted_on {
             Some(f) if f.engine != self.engine || !f.gpu.eq_ignore_ascii_case(&gpu.name) => {
-                crate::calibrate::carry_calibration(&self.calibration, f, self.engine, &gpu.name)
+                crate::carry::carry_calibration(&self.calibration, f, self.engine, &gpu.name)
             }
             _ => self.calibration,
         };

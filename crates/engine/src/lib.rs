@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod calibrate;
+pub mod carry;
 pub mod config;
 pub mod cost;
 pub mod driver;
