@@ -742,7 +742,10 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 10.0, help_heading = "Sweep")]
     pub knee_min_gain_pct: f64,
     /// Table columns: load, request_throughput, output_throughput, total_throughput,
-    /// peak_concurrency, completed, failed, or METRIC_STAT (ttft_p99, tpot_mean, e2el_median).
+    /// peak_concurrency, completed, failed, or METRIC_STAT (ttft_p99, tpot_mean, e2el_median);
+    /// also output_throughput_per_gpu, interactivity, delivered_rate, delivered_concurrency,
+    /// steady_output_throughput, steady_ttft_p99 (and the other steady_* latencies),
+    /// joules_per_output_token, usd_per_million_output_tokens (docs/metrics.md).
     #[arg(long, default_value = DEFAULT_COLUMNS, help_heading = "Sweep")]
     pub columns: String,
     /// Where results go (default: `sweep-<timestamp>`).
