@@ -138,6 +138,7 @@ impl Clocks {
         interrupt: &mut tokio::sync::watch::Receiver<bool>,
         last_chance: bool,
     ) -> Option<Reading> {
+        let key = kept_by(reference, target, &label);
         let reading = measure(reference, Some(target), budget);
         let measured = http::unless_interrupted(interrupt, reading).await?;
         let reading = match measured {
@@ -164,7 +165,6 @@ impl Clocks {
                 said(&reading)
             )),
         }
-        let key = kept_by(reference, target, &label);
         self.last = Some((key, Instant::now(), reading.clone()));
         Some(Reading { reading, reference: label })
     }
