@@ -92,8 +92,9 @@ fn bench_records_then_runs_compare_and_report_read_the_store() {
     ));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<title>cli test</title>"));
-    // Three deployment charts (narrow and wide on each), then the four report charts.
-    assert_eq!(page.matches("<svg ").count(), 7);
+    // Three deployment charts (narrow and wide on each) and their Pareto chart (throughput
+    // per GPU vs interactivity), then the four report charts.
+    assert_eq!(page.matches("<svg ").count(), 8);
     assert!(!page.contains("<script"), "no scripts");
     assert!(!page.contains("http://") || !page.contains("src=\"http"), "nothing fetched");
     let md = std::fs::read_to_string(dir.path().join("rep/report.md")).unwrap();
