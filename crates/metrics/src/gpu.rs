@@ -110,9 +110,10 @@ pub struct GpuSummary {
     pub scrapes: u64,
     /// Scrapes that failed.
     pub failed_scrapes: u64,
-    /// Good scrapes whose readings (any GPU's power or energy) differ from the good scrape
-    /// before: how often the source's values moved (dcgm-exporter collects every 30 s unless
-    /// told otherwise).
+    /// Good scrapes inside the window whose readings (any GPU's power or energy) differ from
+    /// the good scrape before: how often the source's values moved while the run went on
+    /// (dcgm-exporter collects every 30 s unless told otherwise). Fewer than
+    /// [`MIN_CHANGED_READINGS`] is a warning.
     #[serde(default)]
     pub changed_readings: u64,
     /// The measured window, s.
@@ -148,6 +149,11 @@ pub struct GpuSummary {
     /// The timeline, one point per successful scrape.
     pub series: Vec<GpuPoint>,
 }
+
+/// Readings that must change inside the measured window for its energy to be trusted: with
+/// fewer, the source updated less often than every fifth of the window, and the counter read at
+/// each end can be off by that much of the run's energy (a warning says so).
+pub const MIN_CHANGED_READINGS: u64 = 5;
 
 /// A series' value at `t`: linear between points, held before the first and after the last.
 pub fn value_at(points: &[(f64, f64)], t: f64) -> Option<f64> {
@@ -296,7 +302,9 @@ pub fn summarize(
                 .zip(&y.gpus)
                 .any(|(p, q)| (p.power_w, p.energy_mj) != (q.power_w, q.energy_mj))
     };
-    let changed_readings = ok.windows(2).filter(|w| moved(w[0], w[1])).count() as u64;
+    let inside = |s: &GpuScrape| s.t_ms / 1e3 >= a && s.t_ms / 1e3 <= b;
+    let changed_readings =
+        ok.windows(2).filter(|w| inside(w[1]) && moved(w[0], w[1])).count() as u64;
     let series = ok
         .iter()
         .map(|s| GpuPoint {
@@ -358,9 +366,10 @@ pub fn attach(
         let (failed, total) = (g.failed_scrapes, g.scrapes);
         summary.warnings.push(Warning::GpuScrapesFailed { failed, scrapes: total, error });
     }
-    // Readings that stood still while the run went on: a source that collects less often than
-    // it is read (dcgm-exporter's default, every 30 s) leaves the energy coarse.
-    if g.scrapes - g.failed_scrapes >= 3 && g.changed_readings < 2 {
+    // Readings that hardly moved while the run went on: a source that collects less often than
+    // it is read (dcgm-exporter's default, every 30 s), or a run short for the interval, leaves
+    // the energy coarse.
+    if g.scrapes > g.failed_scrapes && g.changed_readings < MIN_CHANGED_READINGS {
         let (changes, window_s) = (g.changed_readings, g.window_s);
         summary.warnings.push(Warning::GpuReadingsStill { changes, window_s });
     }
@@ -459,7 +468,8 @@ mod tests {
     fn joules_per_token_watts_and_cost_of_a_run() {
         let g = summarize(&scrapes(), Some("nvml"), (0.0, 2.0), 3950, None, Some(2.5)).unwrap();
         assert_eq!((g.scrapes, g.failed_scrapes, g.gpus_seen), (4, 0, 2));
-        assert_eq!(g.changed_readings, 3);
+        // Inside [0, 2] s: the readings at 0.5 and 1.5 s, each unlike the one before.
+        assert_eq!(g.changed_readings, 2);
         assert_eq!((g.energy_j, g.energy_method), (Some(1975.0), Some(EnergyMethod::Mixed)));
         assert_eq!(g.joules_per_output_token, Some(0.5));
         assert_eq!((g.mean_w_per_gpu, g.peak_w), (Some(493.75), Some(800.0)));
@@ -500,6 +510,11 @@ mod tests {
             [
                 "1 of 5 readings of the GPUs' telemetry failed (first: refused): the energy is \
                  interpolated across the gaps",
+                "the GPUs' power and energy readings changed 2 times in the 2.0 s measured \
+                 window (at least 5 needed), so the energy figures are coarse: run longer, read \
+                 more often (--gpu-metrics-interval), or have the source collect more often \
+                 (dcgm-exporter collects every 30 s unless started with -c 1000, or \
+                 DCGM_EXPORTER_INTERVAL=1000)",
                 "--gpus says 4 GPUs, the GPU telemetry saw 2: the cost counts 4 and the energy \
                  the 2 seen; check which GPUs serve the deployment"
             ]
@@ -516,8 +531,23 @@ mod tests {
         attach(&mut summary, &still, None, None);
         assert_eq!(summary.gpu.as_ref().map(|g| g.changed_readings), Some(0));
         assert!(summary.warnings.iter().any(|w| w.to_string().starts_with(
-            "the GPUs' power and energy readings changed 0 times over the 2.0 s run"
+            "the GPUs' power and energy readings changed 0 times in the 2.0 s measured window"
         )));
+        // Readings every 0.25 s, each unlike the one before: 9 inside [0, 2] s (0 to 2 s), no
+        // warning.
+        let mut summary = crate::summarize(&[], &info, &Default::default());
+        summary.duration_s = 2.0;
+        let moving: Vec<GpuScrape> = (0..12)
+            .map(|k| {
+                let mut s = scrapes()[1].clone();
+                s.t_ms = 250.0 * f64::from(k) - 500.0;
+                s.gpus[0].power_w = Some(300.0 + f64::from(k % 2));
+                s
+            })
+            .collect();
+        attach(&mut summary, &moving, None, None);
+        assert_eq!(summary.gpu.as_ref().map(|g| g.changed_readings), Some(9));
+        assert!(!summary.warnings.iter().any(|w| w.to_string().contains("readings changed")));
         // Nothing to say: nothing attached.
         let mut summary = crate::summarize(&[], &info, &Default::default());
         attach(&mut summary, &[], None, None);
