@@ -597,8 +597,8 @@ pub fn histogram(values: &[f64], lo: f64, hi: f64, bins: usize) -> Vec<(f64, f64
     pts
 }
 
-/// The report's own charts: latency distributions, and requests in flight, throughput and
-/// (with `/metrics`) KV-cache usage over each run.
+/// The report's own charts: latency distributions, and requests in flight, throughput,
+/// (with `/metrics`) KV-cache usage and (with `--gpu-metrics`) the GPUs' power over each run.
 pub fn charts(r: &Report) -> Vec<Chart> {
     let all = runs(r);
     let dist = |name: &str, title: &str, pick: fn(&crate::data::Samples) -> Vec<f64>| {
@@ -629,6 +629,7 @@ pub fn charts(r: &Report) -> Vec<Chart> {
     let mut conc = Vec::new();
     let mut tps = Vec::new();
     let mut kv = Vec::new();
+    let mut watts = Vec::new();
     for (n, d) in &all {
         if d.records.is_empty() {
             continue;
@@ -636,10 +637,15 @@ pub fn charts(r: &Report) -> Vec<Chart> {
         let (c, t) = timeline(&d.records, 40);
         conc.push(chart::Series::steps(n.clone(), c));
         tps.push(chart::Series::steps(n.clone(), t));
-        // The engine's own view on the same time axis (seconds from the first send).
-        let Some(e) = d.summary.as_ref().and_then(|s| s.engine.as_ref()) else { continue };
         let origin_s = d.records.iter().filter(|r| !r.warmup).map(|r| r.intended_ns).min();
         let origin_s = origin_s.unwrap_or(0) as f64 / 1e9;
+        // The GPUs' power together, read between the scrapes' instants.
+        if let Some(g) = d.summary.as_ref().and_then(|s| s.gpu.as_ref()) {
+            let pts = g.series.iter().filter_map(|p| Some((p.t_s - origin_s, p.watts?))).collect();
+            watts.push(chart::Series::line(n.clone(), pts));
+        }
+        // The engine's own view on the same time axis (seconds from the first send).
+        let Some(e) = d.summary.as_ref().and_then(|s| s.engine.as_ref()) else { continue };
         let series = |f: fn(&EnginePoint) -> Option<f64>, scale: f64| -> Points {
             e.series.iter().filter_map(|p| Some((p.t_s - origin_s, f(p)? * scale))).collect()
         };
@@ -665,6 +671,11 @@ pub fn charts(r: &Report) -> Vec<Chart> {
     ));
     if !kv.is_empty() {
         out.push(chart("kv-cache", "Engine KV-cache usage over the run", "seconds", "% used", kv));
+    }
+    watts.retain(|l| !l.points.is_empty());
+    if !watts.is_empty() {
+        let title = "GPU power over the run (all GPUs)";
+        out.push(chart("gpu-power", title, "seconds", "watts", watts));
     }
     out
 }

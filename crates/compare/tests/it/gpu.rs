@@ -160,6 +160,20 @@ fn the_report_shows_the_gpu_figures_of_runs_that_had_them() {
     );
     assert_eq!(cells(lines[3])[8..], ["-", "-"]);
     assert!(md.contains("## GPU energy and cost (measured window)"), "{md}");
+    // The GPUs' power over each run, on the runs' time axis (the readings 1 s before and 30 s
+    // after the first send, both GPUs together).
+    let charts = servelab_compare::report::charts(&r);
+    let power = charts.iter().find(|c| c.name == "gpu-power").expect("a GPU power chart");
+    let series: Vec<(&str, &[(f64, f64)])> =
+        power.series.iter().map(|l| (l.label.as_str(), l.points.as_slice())).collect();
+    assert_eq!(
+        series,
+        [
+            ("a @ c=1", &[(-1.0, 800.0), (30.0, 800.0)][..]),
+            ("b @ c=1", &[(-1.0, 600.0), (30.0, 600.0)][..])
+        ]
+    );
     let r = build("R", vec![run("a", None, None), run("b", None, None)], &opts);
     assert!(!markdown(&r).contains("J/tok"));
+    assert!(!servelab_compare::report::charts(&r).iter().any(|c| c.name == "gpu-power"));
 }
