@@ -206,27 +206,6 @@ fn noise(
     (None, Noise::Unknown)
 }
 
-/// The value shown for a subject: mean over repeats of the headline value. With per-request
-/// samples the headline is what the run's summary computed from them.
-fn value(s: &Subject, metric: MetricKey) -> Option<f64> {
-    if metric.metric == Metric::SuccessRate {
-        return s.success_rate().map(|r| r * 100.0);
-    }
-    if DEPLOYMENT_KEYS.contains(&metric) {
-        // Per GPU and per user: from each run's headline and GPU count, mean over repeats.
-        let vals: Vec<f64> = s.runs.iter().filter_map(|r| r.deployment_value(metric)).collect();
-        return (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
-    }
-    if metric.metric.is_reasoning() || metric.metric.is_gpu() || metric.metric.is_load() {
-        // Not a headline column: read from the stored summaries (runs that had reasoning, or
-        // GPU telemetry or a GPU price).
-        let vals: Vec<f64> =
-            s.runs.iter().filter_map(|r| metric.value(r.summary.as_ref()?)).collect();
-        return (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
-    }
-    s.value(|h| h.get(&metric))
-}
-
 /// The metrics compared: the headline's, then the reasoning models' when a run had reasoning.
 fn metric_keys(subjects: &[Subject]) -> Vec<MetricKey> {
     let reasoning = subjects
@@ -327,7 +306,8 @@ pub fn compare(subjects: &[Subject], o: &CompareOptions) -> Comparison {
         .iter()
         .enumerate()
         .map(|(mi, &metric)| {
-            let values: Vec<Option<f64>> = subjects.iter().map(|s| value(s, metric)).collect();
+            let values: Vec<Option<f64>> =
+                subjects.iter().map(|s| s.metric_value(metric)).collect();
             let deltas = subjects
                 .iter()
                 .enumerate()

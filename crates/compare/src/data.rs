@@ -8,7 +8,7 @@ use servelab_store::{Headline, RunSetup};
 
 use serde::Serialize;
 use servelab_metrics::pareto;
-use servelab_metrics::{Metric, MetricKey};
+use servelab_metrics::{Metric, MetricKey, DEPLOYMENT_KEYS};
 use servelab_records::LoadSpec;
 
 /// Per-request samples of one run, one unit per successful measured request.
@@ -292,6 +292,30 @@ pub struct Subject {
 }
 
 impl Subject {
+    /// The value shown for it: mean over repeats of the headline value (per GPU and per user
+    /// from each run's headline and GPU count; reasoning, GPU and load figures from the
+    /// stored summaries). With per-request samples the headline is what the run's summary
+    /// computed from them. One reading for comparisons, deployment views and verdicts.
+    pub fn metric_value(&self, metric: MetricKey) -> Option<f64> {
+        let s = self;
+        if metric.metric == Metric::SuccessRate {
+            return s.success_rate().map(|r| r * 100.0);
+        }
+        if DEPLOYMENT_KEYS.contains(&metric) {
+            // Per GPU and per user: from each run's headline and GPU count, mean over repeats.
+            let vals: Vec<f64> = s.runs.iter().filter_map(|r| r.deployment_value(metric)).collect();
+            return (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
+        }
+        if metric.metric.is_reasoning() || metric.metric.is_gpu() || metric.metric.is_load() {
+            // Not a headline column: read from the stored summaries (runs that had reasoning, or
+            // GPU telemetry or a GPU price).
+            let vals: Vec<f64> =
+                s.runs.iter().filter_map(|r| metric.value(r.summary.as_ref()?)).collect();
+            return (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
+        }
+        s.value(|h| h.get(&metric))
+    }
+
     /// A subject of one run, named after it.
     pub fn single(run: RunData) -> Subject {
         Subject { name: run.name.clone(), runs: vec![run] }

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::compare::{rejected, CompareOptions};
 use crate::data::{Identity, RunData, Subject};
-use servelab_metrics::{Metric, MetricKey, HEADLINE};
+use servelab_metrics::{MetricKey, HEADLINE};
 use servelab_records::LoadSpec;
 
 /// A named set of runs, one [`Subject`] per load level, lightest load first.
@@ -189,15 +189,13 @@ pub fn rankings(series: &[Series], o: &CompareOptions) -> Vec<LevelRanking> {
 
 /// A point's value of a metric (success rate in percent).
 pub fn point_value(p: &Subject, metric: MetricKey) -> Option<f64> {
-    if metric.metric == Metric::SuccessRate {
-        return p.success_rate().map(|s| s * 100.0);
-    }
-    p.value(|h| h.get(&metric))
+    p.metric_value(metric)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use servelab_metrics::Metric;
 
     fn pairs(v: &[(&str, f64)]) -> Vec<(String, f64)> {
         v.iter().map(|(n, x)| (n.to_string(), *x)).collect()

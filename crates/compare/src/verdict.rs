@@ -5,7 +5,7 @@
 //!
 //! | rule | judgement | when |
 //! |---|---|---|
-//! | V1 | throughput champion | the highest total token throughput at the heaviest shared level (2+ models) |
+//! | V1 | throughput champion | the highest total token throughput at the heaviest shared level (2+ models); when the runs state their GPUs and another leads per GPU, "in total", naming the leader per GPU |
 //! | V2 | degrades the hardest under load | the highest mean TTFT at the heaviest shared level (absolute, not growth), at least 2x its lightest and 2x the median of the others; not the champion |
 //! | V3 | best balance (for a large model, when it is one and larger than the champion) | the lowest sum of ranks in single-request TTFT, throughput and TPOT under load among the models left, if it ties or beats the champion's sum or has the fastest first token |
 //! | V3L | best balance for a large model | when V3 named no large model: the large model with the lowest rank sum of all large ones (2+ in the scenario), if no rule above judged it and it is not latency-bound (V4) |
@@ -30,6 +30,7 @@ use crate::rank::rank_values;
 const TOTAL: MetricKey = MetricKey::of(Metric::TotalTokenThroughput);
 const TTFT: MetricKey = MetricKey::stat(Metric::Ttft, Stat::Mean);
 const TPOT: MetricKey = MetricKey::stat(Metric::Tpot, Stat::Mean);
+const PER_GPU: MetricKey = MetricKey::of(Metric::OutputThroughputPerGpu);
 
 /// Mean TTFT growing at least this many times from the lightest to the heaviest level is
 /// degradation (V2).
@@ -441,18 +442,50 @@ impl<'a> Scene<'a> {
             _ => String::new(),
         };
         let lowest = if self.r_tpot[c] == Some(1) { "lowest " } else { "" };
+        let (headline, per_gpu) = match self.per_gpu_leader(c) {
+            Some((leader, note)) => (
+                format!(
+                    "{} is the throughput champion in total; {} per GPU.",
+                    self.name(c),
+                    self.name(leader)
+                ),
+                note,
+            ),
+            None => (format!("{} is the throughput champion.", self.name(c)), String::new()),
+        };
         ModelVerdict {
             rule: "V1",
             model: self.name(c),
-            headline: format!("{} is the throughput champion.", self.name(c)),
+            headline,
             text: format!(
-                "{lead} ({} at {}{scale}); {lowest}mean TPOT under load {}; {}.",
+                "{lead} ({} at {}{scale}){per_gpu}; {lowest}mean TPOT under load {}; {}.",
                 tps(f.thr_h),
                 h.words(),
                 ms(f.tpot_h),
                 first_token(f, l),
             ),
         }
+    }
+
+    /// When the runs state their GPUs and the champion `c` is not the best per GPU at the
+    /// heaviest level (it won with more GPUs): the leader per GPU, and the words saying so.
+    fn per_gpu_leader(&self, c: usize) -> Option<(usize, String)> {
+        let per_gpu: Vec<Option<f64>> =
+            self.v.entries.iter().map(|e| e.value(self.hi, PER_GPU, self.o)).collect();
+        let rank = ranks(&per_gpu, PER_GPU);
+        let known = per_gpu.iter().flatten().count();
+        let leader = (0..self.n).find(|&i| rank[i] == Some(1))?;
+        let mine = rank[c]?;
+        (known > 1 && mine > 1).then(|| {
+            let note = format!(
+                ", but {} output tok/s per GPU{}, where {} leads with {}",
+                grouped(per_gpu[c], 2),
+                rank_words(Some(mine), known),
+                self.name(leader),
+                grouped(per_gpu[leader], 2),
+            );
+            (leader, note)
+        })
     }
 
     /// V2: degrades the worst in absolute terms: the highest mean TTFT at the heaviest level,

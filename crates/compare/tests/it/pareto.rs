@@ -93,3 +93,47 @@ fn a_report_view_marks_the_front_across_deployments() {
     assert_eq!(slow, [false, false]);
     assert!(f.notes().is_empty());
 }
+
+/// A champion by total throughput that won with more GPUs says who leads per GPU: tp8 has
+/// the most tokens at 16 concurrent (1,600 against 1,200 tok/s) but 200 per GPU against tp4's
+/// 300.
+#[test]
+fn a_champion_on_more_gpus_names_the_leader_per_gpu() {
+    let with_total = |name: &str, gpus: u32, c: u64, out: f64, tpot: f64| {
+        let mut d = point(name, Some(gpus), c, out, tpot);
+        d.headline.total_token_throughput = Some(2.0 * out);
+        d
+    };
+    let runs = vec![
+        with_total("tp4", 4, 1, 100.0, 10.0),
+        with_total("tp4", 4, 16, 1200.0, 20.0),
+        with_total("tp8", 8, 1, 120.0, 8.0),
+        with_total("tp8", 8, 16, 1600.0, 12.5),
+    ];
+    let o = CompareOptions::default();
+    let v = servelab_compare::verdict::verdicts(&scenario_views(&runs), &o);
+    let champion = v[0].models.iter().find(|m| m.rule == "V1").unwrap();
+    assert_eq!(champion.headline, "tp8 is the throughput champion in total; tp4 per GPU.");
+    assert!(
+        champion
+            .text
+            .contains("but 200.00 output tok/s per GPU (rank 2 of 2), where tp4 leads with 300.00"),
+        "{}",
+        champion.text
+    );
+    // The same runs with one GPU count each: the champion is the leader per GPU too.
+    let same: Vec<RunData> = runs
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r.headline.total_token_throughput = r.headline.output_throughput.map(|x| 2.0 * x);
+            if let Some(c) = r.config.as_mut() {
+                c.info.gpus = Some(8);
+            }
+            r
+        })
+        .collect();
+    let v = servelab_compare::verdict::verdicts(&scenario_views(&same), &o);
+    let champion = v[0].models.iter().find(|m| m.rule == "V1").unwrap();
+    assert_eq!(champion.headline, "tp8 is the throughput champion.");
+}
