@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use servelab_client::doctor::{preflight, FieldCheck, Preflight};
-use servelab_client::{http, BodyOptions, Target};
+use servelab_client::doctor::{run_preflight, FieldCheck, Preflight};
+use servelab_client::{BodyOptions, Target};
 use servelab_workload::{Api, MaxTokensField};
 
 /// How long one probe request may take: eight output tokens, on a server that may queue.
@@ -74,12 +74,10 @@ impl Preflights {
 /// Probe `target` and adapt `opts` to it. The built-in simulator without quirks (its
 /// `/health` says `x-servelab-sim: exact`) honours every field and is not probed.
 pub async fn check(target: &Target, opts: &mut BodyOptions) -> Adaptation {
-    let health = http::within(PROBE_TIMEOUT, http::get_with_headers(target, "/health")).await;
-    let exact = health.is_ok_and(|(_, h, _)| h.get("x-servelab-sim").is_some_and(|v| v == "exact"));
-    if exact {
+    let p = run_preflight(target, opts.api, Some(&opts.model), PROBE_TIMEOUT).await;
+    if p.reach.exact_sim {
         return Adaptation::default();
     }
-    let p = preflight(target, opts.api, Some(&opts.model), PROBE_TIMEOUT).await;
     adapt(&p, opts)
 }
 

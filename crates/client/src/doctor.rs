@@ -108,6 +108,10 @@ pub struct Reach {
     /// The `Date` header of the first answer, and when it was received.
     #[serde(skip)]
     date: Option<(String, SystemTime)>,
+    /// `/health` said `x-servelab-sim: exact`: servelab's own simulator without quirks, which
+    /// honours every field a run asks for.
+    #[serde(skip)]
+    pub exact_sim: bool,
 }
 
 impl Reach {
@@ -817,8 +821,30 @@ pub async fn preflight(
     model: Option<&str>,
     request_timeout: Duration,
 ) -> Preflight {
+    probe(target, api, model, request_timeout, false).await
+}
+
+/// [`preflight`] as a run takes it: servelab's exact simulator ([`Reach::exact_sim`]) is
+/// reached but not probed (it honours every field).
+pub async fn run_preflight(
+    target: &Target,
+    api: Api,
+    model: Option<&str>,
+    request_timeout: Duration,
+) -> Preflight {
+    probe(target, api, model, request_timeout, true).await
+}
+
+async fn probe(
+    target: &Target,
+    api: Api,
+    model: Option<&str>,
+    request_timeout: Duration,
+    trust_exact: bool,
+) -> Preflight {
     let reach = reach(target, model).await;
-    let checks = match (&reach.model, reach.reachable()) {
+    let probe = reach.reachable() && !(trust_exact && reach.exact_sim);
+    let checks = match (&reach.model, probe) {
         (Some(m), true) => Some(api_checks(target, api, true, m, request_timeout).await),
         _ => None,
     };
@@ -1078,10 +1104,11 @@ fn header(headers: &HeaderMap, name: http::header::HeaderName) -> Option<String>
 }
 
 async fn reach(target: &Target, model: Option<&str>) -> Reach {
-    let mut date = None;
+    let (mut date, mut exact_sim) = (None, false);
     let health = match get_full(target, "/health").await {
         Ok((status, headers, _)) => {
             date = header(&headers, DATE).map(|d| (d, SystemTime::now()));
+            exact_sim = headers.get("x-servelab-sim").is_some_and(|v| v == "exact");
             Answer::Status(status)
         }
         Err(e) => Answer::Error(e.to_string()),
@@ -1117,7 +1144,7 @@ async fn reach(target: &Target, model: Option<&str>) -> Reach {
     };
     let model_given = model.is_some();
     let model = model.map(str::to_string).or_else(|| model_ids.first().cloned());
-    Reach { health, models, model_ids, models_error, model, model_given, date }
+    Reach { health, models, model_ids, models_error, model, model_given, date, exact_sim }
 }
 
 fn date_from(reach: &Reach, asked: bool) -> DateCheck {
@@ -2063,6 +2090,7 @@ mod tests {
             model: Some("m".into()),
             model_given: false,
             date: None,
+            exact_sim: false,
         }
     }
 

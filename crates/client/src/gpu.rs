@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use servelab_records::{GpuReading, GpuScrape, GpuSource};
 
 use crate::http::{self, Target};
+use crate::periodic::{ms_since, Periodic};
 use crate::prom;
-use crate::scrape::{ms_since, Periodic};
 
 /// How long one reading may take before it counts as failed.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);

@@ -17,6 +17,7 @@ pub mod gpu;
 pub mod http;
 mod limits;
 pub mod openai;
+mod periodic;
 mod planned;
 pub mod prom;
 pub mod reasoning;

@@ -280,6 +280,25 @@ async fn the_preflight_is_the_cheap_part() {
     assert_eq!(a.drop(), ["--ignore-eos"]);
 }
 
+/// A run's preflight reaches servelab's exact simulator (its `/health` says so) and sends it
+/// no probes; a simulator with a quirk, or `doctor`'s own preflight, is probed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_does_not_probe_the_exact_simulator() {
+    use servelab_client::doctor::run_preflight;
+    let within = Duration::from_secs(10);
+    let exact = sim(&[]).await;
+    let target = Target::resolve(&exact.base_url(), "/v1/chat/completions").await.unwrap();
+    let p = run_preflight(&target, Api::Chat, Some("servelab-sim"), within).await;
+    assert!(p.reach.exact_sim && p.checks.is_none(), "{p:?}");
+    assert!(exact.truth().is_empty(), "no request was generated");
+    let p = servelab_client::doctor::preflight(&target, Api::Chat, Some("servelab-sim"), within);
+    assert!(p.await.checks.is_some(), "doctor probes every server");
+    let quirky = sim(&[Quirk::Transformers]).await;
+    let target = Target::resolve(&quirky.base_url(), "/v1/chat/completions").await.unwrap();
+    let p = run_preflight(&target, Api::Chat, Some("servelab-sim"), within).await;
+    assert!(!p.reach.exact_sim && p.checks.is_some(), "{p:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_listening_is_unreachable_at_once() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
