@@ -364,22 +364,23 @@ impl Generation {
         if reasoning && spec.is_none() {
             k = k.min(self.reasoning - self.sent);
         }
+        let now = if reasoning { k.min(self.reasoning - self.sent) } else { k };
         let state = engine.state();
         let mut due = 0;
-        let mut words = Vec::with_capacity(k as usize);
+        let (mut text, mut rest) = (String::with_capacity(8 * now as usize), String::new());
         for i in 0..k {
             // A speculative step's tokens come out together, one step (ITL) after the last.
             if spec.is_none() || i == 0 {
                 let itl = engine.cfg.engine_model.itl(&self.shape, &state, clock.index() + 1);
                 due = clock.next(&engine.cfg.jitter, itl, &mut self.rng);
             }
-            words.push(engine.words[self.rng.random_range(0..engine.words.len())].as_str());
+            let word = &engine.words[self.rng.random_range(0..engine.words.len())];
+            if i < now { &mut text } else { &mut rest }.push_str(word);
         }
-        let now = if reasoning { k.min(self.reasoning - self.sent) } else { k };
         if now < k {
-            self.held_due = Some((k - now, due, words[now as usize..].concat()));
+            self.held_due = Some((k - now, due, rest));
         }
-        Some(self.event(now, due, words[..now as usize].concat()))
+        Some(self.event(now, due, text))
     }
 
     /// The next `k` tokens, `text`, as one event due at `due` ns.
