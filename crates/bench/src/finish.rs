@@ -44,6 +44,8 @@ fn summarize(
         source.as_deref(),
         gpu.hourly_cost_usd,
     );
+    // A shard ships its GPU figures (with each GPU's readings) for the merge to count once.
+    let digest = digest.map(|d| ShardDigest { gpu: summary.gpu.clone(), ..d });
     if let Some((sim, mark)) = truth {
         if digest.is_some() {
             summary.warnings.push(

@@ -25,6 +25,7 @@
 use serde::{Deserialize, Serialize};
 use servelab_records::{Nanos, RequestRecord, RunInfo};
 
+use crate::gpu::GpuSummary;
 use crate::merge::{engine_of_last, join, MergeError, MergeOptions};
 use crate::sessions::SessionDigest;
 use crate::sketch::{DdSketch, RunSketch, SketchError};
@@ -96,6 +97,10 @@ pub struct ShardDigest {
     /// What the engine's `/metrics` said over the shard's run, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineMetrics>,
+    /// Its GPU energy and cost (with each GPU's readings), when it had them: merged by
+    /// [`crate::gpu::merge`], each GPU counted once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuSummary>,
 }
 
 impl ShardDigest {
@@ -152,6 +157,7 @@ impl ShardDigest {
                 None => None,
             },
             engine: summary.engine.clone(),
+            gpu: summary.gpu.clone(),
         })
     }
 }
@@ -275,7 +281,15 @@ pub fn merge_digests(
         let shard = |w: &Warning| Warning::Shard { shard: k.clone(), warning: Box::new(w.clone()) };
         warnings.extend(d.warnings.iter().map(shard));
     }
-    Ok(all.summary(info, percentiles, warnings))
+    let mut summary = all.summary(info, percentiles, warnings);
+    let gpu: Vec<(u32, &GpuSummary)> = digests
+        .iter()
+        .filter_map(|d| Some((d.info.shard.as_ref().map_or(0, |s| s.shard.index), d.gpu.as_ref()?)))
+        .collect();
+    let start = all.first_intended_ns.unwrap_or(0) as f64 / 1e9;
+    let window = (start, start + summary.duration_s);
+    crate::gpu::attach_merged(&mut summary, &gpu, window);
+    Ok(summary)
 }
 
 impl ShardDigest {
@@ -576,6 +590,48 @@ mod tests {
         let (p, v) = other.ttft_ms.percentiles[0];
         assert_eq!((other.ttft_ms.percentiles.len(), p), (1, 99.9));
         assert!((v - want).abs() <= DEFAULT_ALPHA * want, "p99.9: {v} vs {want}");
+    }
+
+    /// Issue 27: GPU telemetry is the GPUs' hosts', not the shards': two shards reading the
+    /// same exporter give the energy of one run reading it; reading different GPUs, the sum.
+    #[test]
+    fn digests_count_each_gpu_once_and_add_different_ones() {
+        use crate::gpu::tests::on_host;
+        let url = "http://h:9400/metrics";
+        let digests = |hosts: [&str; 2]| -> Vec<ShardDigest> {
+            (0..2u32)
+                .map(|k| {
+                    let records: Vec<RequestRecord> =
+                        (0..40).filter(|i| i % 2 == u64::from(k)).map(|i| request(i, 0)).collect();
+                    let mut summary = crate::summarize(&records, &info(k, 2), &cfg());
+                    let scrapes = on_host(hosts[k as usize], 4);
+                    crate::gpu::attach(&mut summary, &scrapes, Some(url), Some(2.5));
+                    ShardDigest::new(&summary, &records, DEFAULT_ALPHA).unwrap()
+                })
+                .collect()
+        };
+        let (records, info, _) = run(0, &cfg());
+        let mut one = crate::summarize(&records, &info, &cfg());
+        crate::gpu::attach(&mut one, &on_host("h", 4), Some(url), Some(2.5));
+        let one = one.gpu.unwrap();
+        assert!(one.energy_j.is_some_and(|e| e > 0.0));
+        let same = merge_digests(&digests(["h", "h"]), MergeOptions::default(), None).unwrap();
+        let g = same.gpu.as_ref().unwrap();
+        assert_eq!((g.window_s, g.gpus_seen), (one.window_s, 2));
+        assert_eq!(
+            (g.energy_j, g.joules_per_output_token),
+            (one.energy_j, one.joules_per_output_token)
+        );
+        assert_eq!(g.usd_per_million_output_tokens, one.usd_per_million_output_tokens);
+        assert!(same.warnings.iter().any(|w| w.to_string().starts_with(
+            "GPU telemetry: 2 GPUs were read by more than one shard and are counted once"
+        )));
+        let apart = merge_digests(&digests(["a", "b"]), MergeOptions::default(), None).unwrap();
+        let g = apart.gpu.as_ref().unwrap();
+        assert_eq!((g.gpus_seen, g.cost_gpus), (4, Some(4)));
+        assert_eq!(g.energy_j, one.energy_j.map(|e| 2.0 * e));
+        let twice = one.usd_per_million_output_tokens.map(|u| 2.0 * u);
+        assert!((g.usd_per_million_output_tokens.unwrap() - twice.unwrap()).abs() < 1e-12);
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //!   10⁶. The GPU count is `--gpus` (the run's [`RunInfo::gpus`](servelab_records::RunInfo))
 //!   when given, else the GPUs the telemetry saw; a warning says when they disagree.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use servelab_records::{GpuReading, GpuScrape};
@@ -86,6 +86,12 @@ pub struct GpuFigures {
     pub mean_sm_clock_mhz: Option<f64>,
     /// Time-averaged memory clock over the window, MHz.
     pub mean_mem_clock_mhz: Option<f64>,
+    /// The readings its energy came from, `(s since the run origin, value)`: the energy
+    /// counter in mJ, or the power in W, as `energy_method` says. Kept by a shard of a sharded
+    /// run only, so that the merge finds each GPU's energy over the merged window
+    /// ([`merge`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub energy_readings: Vec<(f64, f64)>,
 }
 
 /// One point of the GPUs' timeline (a successful scrape).
@@ -220,15 +226,14 @@ pub fn gpu_figures(readings: &[(f64, &GpuReading)], a: f64, b: f64) -> GpuFigure
     };
     let energy = series(|r| r.energy_mj);
     let power = series(|r| r.power_w);
-    let (energy_j, method) = if energy.len() >= 2 {
-        let acc = accumulated(&energy);
-        let mj = value_at(&acc, b).zip(value_at(&acc, a)).map(|(hi, lo)| hi - lo);
-        (mj.map(|mj| mj / 1e3), Some(EnergyMethod::Counter))
+    let (method, used) = if energy.len() >= 2 {
+        (Some(EnergyMethod::Counter), energy)
     } else if !power.is_empty() {
-        (integral(&power, a, b), Some(EnergyMethod::Power))
+        (Some(EnergyMethod::Power), power.clone())
     } else {
-        (None, None)
+        (None, Vec::new())
     };
+    let energy_j = method.and_then(|m| energy_over(&used, m, a, b));
     let last = readings.last().map(|(_, r)| *r);
     GpuFigures {
         id: last.map(|r| r.id()).unwrap_or_default(),
@@ -243,6 +248,21 @@ pub fn gpu_figures(readings: &[(f64, &GpuReading)], a: f64, b: f64) -> GpuFigure
         fb_total_mib: last.and_then(|r| Some(r.fb_used_mib? + r.fb_free_mib?)),
         mean_sm_clock_mhz: mean(&series(|r| r.sm_clock_mhz)),
         mean_mem_clock_mhz: mean(&series(|r| r.mem_clock_mhz)),
+        energy_readings: used,
+    }
+}
+
+/// A GPU's energy over `[a, b]`, J, from its `readings` as `method` says: the increase of the
+/// energy counter (mJ, read at both ends by linear interpolation, a fall being a new start
+/// from zero), or the integral of the power (W).
+pub fn energy_over(readings: &[(f64, f64)], method: EnergyMethod, a: f64, b: f64) -> Option<f64> {
+    match method {
+        EnergyMethod::Counter if readings.len() >= 2 => {
+            let acc = accumulated(readings);
+            value_at(&acc, b).zip(value_at(&acc, a)).map(|(hi, lo)| (hi - lo) / 1e3)
+        }
+        EnergyMethod::Power => integral(readings, a, b),
+        _ => None,
     }
 }
 
@@ -278,22 +298,7 @@ pub fn summarize(
         }
     }
     let mut per_gpu: Vec<GpuFigures> = by_gpu.values().map(|r| gpu_figures(r, a, b)).collect();
-    per_gpu.sort_by(|x, y| {
-        let n = |g: &GpuFigures| g.gpu.parse::<u64>().unwrap_or(u64::MAX);
-        let host = |g: &GpuFigures| g.id.rsplit_once('/').map(|(h, _)| h.to_string());
-        (host(x), n(x), &x.id).cmp(&(host(y), n(y), &y.id))
-    });
-    let with_energy: Vec<&GpuFigures> = per_gpu.iter().filter(|g| g.energy_j.is_some()).collect();
-    let energy_j = (!with_energy.is_empty() && with_energy.len() == per_gpu.len())
-        .then(|| with_energy.iter().filter_map(|g| g.energy_j).sum::<f64>());
-    let methods: Vec<EnergyMethod> = per_gpu.iter().filter_map(|g| g.energy_method).collect();
-    let energy_method = match methods.first() {
-        Some(m) if methods.iter().all(|x| x == m) => Some(*m),
-        Some(_) => Some(EnergyMethod::Mixed),
-        None => None,
-    };
-    let gpus_seen = per_gpu.len() as u32;
-    let cost_gpus = gpus_declared.or((gpus_seen > 0).then_some(gpus_seen));
+    sort_gpus(&mut per_gpu);
     let window_s = (b - a).max(0.0);
     let moved = |x: &GpuScrape, y: &GpuScrape| {
         x.gpus.len() != y.gpus.len()
@@ -313,30 +318,56 @@ pub fn summarize(
             util_pct: mean(s.gpus.iter().filter_map(|g| g.util_pct)),
         })
         .collect();
-    Some(GpuSummary {
+    let mut g = GpuSummary {
         source: source.map(str::to_string),
         scrapes: scrapes.len() as u64,
         failed_scrapes: (scrapes.len() - ok.len()) as u64,
         changed_readings,
         window_s,
-        gpus_seen,
         gpus_declared,
-        energy_j,
-        energy_method,
-        joules_per_output_token: energy_j
-            .filter(|_| output_tokens > 0)
-            .map(|e| e / output_tokens as f64),
-        mean_w_per_gpu: mean(per_gpu.iter().filter_map(|g| g.mean_w)),
-        peak_w: per_gpu.iter().filter_map(|g| g.peak_w).reduce(f64::max),
-        mean_util_pct: mean(per_gpu.iter().filter_map(|g| g.mean_util_pct)),
         hourly_cost_usd,
-        cost_gpus: cost_gpus.filter(|_| hourly_cost_usd.is_some()),
-        usd_per_million_output_tokens: hourly_cost_usd
-            .zip(cost_gpus)
-            .and_then(|(h, n)| usd_per_million_tokens(h, n, window_s, output_tokens)),
         per_gpu,
         series,
-    })
+        ..GpuSummary::default()
+    };
+    totals(&mut g, output_tokens);
+    Some(g)
+}
+
+/// GPUs in host and index order.
+fn sort_gpus(per_gpu: &mut [GpuFigures]) {
+    per_gpu.sort_by(|x, y| {
+        let n = |g: &GpuFigures| g.gpu.parse::<u64>().unwrap_or(u64::MAX);
+        let host = |g: &GpuFigures| g.id.rsplit_once('/').map(|(h, _)| h.to_string());
+        (host(x), n(x), &x.id).cmp(&(host(y), n(y), &y.id))
+    });
+}
+
+/// The run's figures from its GPUs' (`per_gpu`), its window, declared count and price, for
+/// `output_tokens`: energy, J/token, watts, utilisation, GPUs seen and the cost.
+fn totals(g: &mut GpuSummary, output_tokens: u64) {
+    let per_gpu = &g.per_gpu;
+    let with_energy = per_gpu.iter().filter(|g| g.energy_j.is_some()).count();
+    g.energy_j = (with_energy > 0 && with_energy == per_gpu.len())
+        .then(|| per_gpu.iter().filter_map(|g| g.energy_j).sum::<f64>());
+    let methods: Vec<EnergyMethod> = per_gpu.iter().filter_map(|g| g.energy_method).collect();
+    g.energy_method = match methods.first() {
+        Some(m) if methods.iter().all(|x| x == m) => Some(*m),
+        Some(_) => Some(EnergyMethod::Mixed),
+        None => None,
+    };
+    g.gpus_seen = per_gpu.len() as u32;
+    g.joules_per_output_token =
+        g.energy_j.filter(|_| output_tokens > 0).map(|e| e / output_tokens as f64);
+    g.mean_w_per_gpu = mean(per_gpu.iter().filter_map(|g| g.mean_w));
+    g.peak_w = per_gpu.iter().filter_map(|g| g.peak_w).reduce(f64::max);
+    g.mean_util_pct = mean(per_gpu.iter().filter_map(|g| g.mean_util_pct));
+    let cost_gpus = g.gpus_declared.or((g.gpus_seen > 0).then_some(g.gpus_seen));
+    g.cost_gpus = cost_gpus.filter(|_| g.hourly_cost_usd.is_some());
+    g.usd_per_million_output_tokens = g
+        .hourly_cost_usd
+        .zip(cost_gpus)
+        .and_then(|(h, n)| usd_per_million_tokens(h, n, g.window_s, output_tokens));
 }
 
 /// The measured window of a summary, seconds since the run origin: from the first measured
@@ -358,9 +389,13 @@ pub fn attach(
     let declared = summary.info.gpus;
     let window = window(summary);
     let tokens = summary.total_output_tokens;
-    let Some(g) = summarize(scrapes, source, window, tokens, declared, hourly_cost_usd) else {
+    let Some(mut g) = summarize(scrapes, source, window, tokens, declared, hourly_cost_usd) else {
         return;
     };
+    if summary.info.shard.is_none() {
+        // Only a shard's merge reads them again.
+        g.per_gpu.iter_mut().for_each(|p| p.energy_readings.clear());
+    }
     if g.failed_scrapes > 0 {
         let error = scrapes.iter().find_map(|s| s.error.clone()).unwrap_or_default();
         let (failed, total) = (g.failed_scrapes, g.scrapes);
@@ -386,8 +421,133 @@ pub fn attach(
     summary.gpu = Some(g);
 }
 
+/// A merged run's GPU figures from its shards' (`(shard index, figures)`), over the merged
+/// window `[a, b]` seconds with `output_tokens`, and what the merge must say.
+///
+/// GPU telemetry belongs to the GPUs' hosts, not to the client shards: shards that read the
+/// same exporter saw the same GPUs. So a GPU (its host and UUID) is counted once however many
+/// shards read it, and shards that read different GPUs add theirs: the merged run's GPUs are
+/// the union. A GPU read by several shards takes one shard's readings, those that cover most
+/// of the merged window (the lowest shard index among equals), and its energy is found from
+/// them over the merged window, as for one run. Its peak, utilisation, clocks and memory are
+/// that shard's, over the shard's own window. The cost is recomputed for the merged window and
+/// output tokens, counting `gpus_declared` (else the GPUs in the union).
+pub fn merge(
+    shards: &[(u32, &GpuSummary)],
+    (a, b): (f64, f64),
+    output_tokens: u64,
+    gpus_declared: Option<u32>,
+) -> Option<(GpuSummary, Vec<String>)> {
+    let mut shards = shards.to_vec();
+    shards.sort_by_key(|s| s.0);
+    let hourly_cost_usd = shards.iter().find_map(|s| s.1.hourly_cost_usd);
+    let mut notes = Vec::new();
+    let prices: BTreeSet<String> =
+        shards.iter().filter_map(|s| s.1.hourly_cost_usd).map(|h| h.to_string()).collect();
+    if prices.len() > 1 {
+        let list = prices.into_iter().collect::<Vec<_>>().join(", ");
+        notes.push(format!(
+            "the shards were given different --gpu-hourly-cost ({list}): the merged cost uses the \
+             first shard's"
+        ));
+    }
+    let mut by_id: BTreeMap<&str, Vec<(u32, &GpuFigures)>> = BTreeMap::new();
+    for (k, g) in &shards {
+        for p in &g.per_gpu {
+            by_id.entry(p.id.as_str()).or_default().push((*k, p));
+        }
+    }
+    let covered = |p: &GpuFigures| match (p.energy_readings.first(), p.energy_readings.last()) {
+        (Some(first), Some(last)) => b.min(last.0) - a.max(first.0),
+        _ => f64::NEG_INFINITY,
+    };
+    let (mut used, mut shared, mut own_window) = (BTreeSet::new(), 0, Vec::new());
+    let mut per_gpu = Vec::new();
+    for (id, candidates) in by_id {
+        let mut chosen = candidates[0];
+        for &c in &candidates[1..] {
+            if covered(c.1) > covered(chosen.1) {
+                chosen = c;
+            }
+        }
+        shared += usize::from(candidates.len() > 1);
+        let mut f = chosen.1.clone();
+        match f.energy_method.filter(|_| !f.energy_readings.is_empty()) {
+            Some(m) => {
+                f.energy_j = energy_over(&f.energy_readings, m, a, b);
+                f.mean_w = f.energy_j.filter(|_| b > a).map(|e| e / (b - a));
+            }
+            None if f.energy_j.is_some() => own_window.push(format!("{id} (shard {})", chosen.0)),
+            None => {}
+        }
+        f.energy_readings.clear();
+        used.insert(chosen.0);
+        per_gpu.push(f);
+    }
+    sort_gpus(&mut per_gpu);
+    let parts: Vec<&GpuSummary> =
+        shards.iter().filter(|s| used.contains(&s.0)).map(|s| s.1).collect();
+    if per_gpu.is_empty() && hourly_cost_usd.is_none() {
+        return None;
+    }
+    if shared > 0 {
+        notes.push(format!(
+            "GPU telemetry: {shared} GPUs were read by more than one shard and are counted once, \
+             each from one shard's readings over the merged {:.1} s window",
+            (b - a).max(0.0)
+        ));
+    }
+    if parts.len() > 1 {
+        notes.push(format!(
+            "GPU telemetry: the GPUs of {} shards' sources are summed; the GPUs' power over time \
+             is not kept for the merged run",
+            parts.len()
+        ));
+    }
+    if !own_window.is_empty() {
+        notes.push(format!(
+            "GPU telemetry: the energy of {} covers its shard's own window, not the merged one \
+             (the shard kept no readings)",
+            own_window.join(", ")
+        ));
+    }
+    let sources: BTreeSet<&str> = parts.iter().filter_map(|g| g.source.as_deref()).collect();
+    let mut g = GpuSummary {
+        source: (!sources.is_empty()).then(|| sources.into_iter().collect::<Vec<_>>().join(", ")),
+        scrapes: parts.iter().map(|g| g.scrapes).sum(),
+        failed_scrapes: parts.iter().map(|g| g.failed_scrapes).sum(),
+        changed_readings: parts.iter().map(|g| g.changed_readings).min().unwrap_or(0),
+        window_s: (b - a).max(0.0),
+        gpus_declared,
+        hourly_cost_usd,
+        per_gpu,
+        series: match parts.as_slice() {
+            [one] => one.series.clone(),
+            _ => Vec::new(),
+        },
+        ..GpuSummary::default()
+    };
+    totals(&mut g, output_tokens);
+    Some((g, notes))
+}
+
+/// Puts a merged run's GPU figures ([`merge`] of its shards', `(shard index, figures)`) into
+/// its summary, over `window` (seconds since the shared origin), with the merge's notes and a
+/// warning when the declared GPU count is not the union's.
+pub fn attach_merged(summary: &mut Summary, shards: &[(u32, &GpuSummary)], window: (f64, f64)) {
+    let (tokens, declared) = (summary.total_output_tokens, summary.info.gpus);
+    let Some((g, notes)) = merge(shards, window, tokens, declared) else { return };
+    summary.warnings.extend(notes.into_iter().map(Warning::Note));
+    if let (Some(declared), seen) = (declared, g.gpus_seen) {
+        if seen > 0 && seen != declared {
+            summary.warnings.push(Warning::GpuCountMismatch { declared, seen });
+        }
+    }
+    summary.gpu = Some(g);
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A reading of GPU `gpu` on host `h` with power (W) and, if given, the energy counter (mJ).
@@ -407,7 +567,7 @@ mod tests {
 
     /// Scrapes 1 s before the origin, inside the window [0, 2] s at 0.5 and 1.5 s, and after
     /// it at 2.5 s. GPU 0 has its energy counter; GPU 1 power only, at twice GPU 0's.
-    fn scrapes() -> Vec<GpuScrape> {
+    pub(crate) fn scrapes() -> Vec<GpuScrape> {
         let power = [100.0, 400.0, 300.0, 200.0];
         let energy = [1_000_000.0, 1_300_000.0, 1_700_000.0, 2_000_000.0];
         [-1000.0, 500.0, 1500.0, 2500.0]
@@ -552,5 +712,136 @@ mod tests {
         let mut summary = crate::summarize(&[], &info, &Default::default());
         attach(&mut summary, &[], None, None);
         assert_eq!(summary.gpu, None);
+    }
+
+    /// The fixture's scrapes with every GPU on host `host`, the first `n` of them.
+    pub(crate) fn on_host(host: &str, n: usize) -> Vec<GpuScrape> {
+        let mut s = scrapes();
+        s.truncate(n);
+        s.iter_mut().flat_map(|x| x.gpus.iter_mut()).for_each(|g| g.host = Some(host.into()));
+        s
+    }
+
+    const URL: &str = "http://h:9400/metrics";
+
+    #[test]
+    fn shards_reading_the_same_gpus_count_each_once_over_the_merged_window() {
+        // Shard 0 measured [0, 1.8] s and stopped reading at 1.5 s; shard 1 measured
+        // [0.2, 2] s and read to 2.5 s. Both read the same two GPUs of host h.
+        let s0 = summarize(&on_host("h", 3), Some(URL), (0.0, 1.8), 2000, None, Some(2.5));
+        let s1 = summarize(&on_host("h", 4), Some(URL), (0.2, 2.0), 1950, None, Some(2.5));
+        let (s0, s1) = (s0.unwrap(), s1.unwrap());
+        assert_eq!(s1.per_gpu[0].energy_readings.len(), 4, "a summary keeps the readings");
+        let (g, notes) = merge(&[(1, &s1), (0, &s0)], (0.0, 2.0), 3950, None).unwrap();
+        // What one run reading those GPUs over [0, 2] s finds (see the test above): 650 J by
+        // GPU 0's counter, 1325 J by GPU 1's power, from shard 1's readings, which cover the
+        // merged window.
+        let one = summarize(&scrapes(), Some(URL), (0.0, 2.0), 3950, None, Some(2.5)).unwrap();
+        assert_eq!((g.energy_j, one.energy_j), (Some(1975.0), Some(1975.0)));
+        assert_eq!(
+            g.per_gpu.iter().map(|p| p.energy_j).collect::<Vec<_>>(),
+            [Some(650.0), Some(1325.0)]
+        );
+        assert_eq!((g.per_gpu[0].mean_w, g.per_gpu[1].mean_w), (Some(325.0), Some(662.5)));
+        assert!(g.per_gpu.iter().all(|p| p.energy_readings.is_empty()));
+        assert_eq!(
+            (g.energy_method, g.joules_per_output_token),
+            (Some(EnergyMethod::Mixed), Some(0.5))
+        );
+        assert_eq!((g.gpus_seen, g.cost_gpus, g.window_s), (2, Some(2), 2.0));
+        assert_eq!(g.usd_per_million_output_tokens, Some(1e7 / (3600.0 * 3950.0)));
+        assert_eq!(g.usd_per_million_output_tokens, one.usd_per_million_output_tokens);
+        // One shard's source: its readings and timeline.
+        assert_eq!((g.source.as_deref(), g.scrapes, g.series.len()), (Some(URL), 4, 4));
+        assert_eq!(
+            notes,
+            ["GPU telemetry: 2 GPUs were read by more than one shard and are counted once, \
+              each from one shard's readings over the merged 2.0 s window"]
+        );
+        // Shard 0's readings alone hold the counter and the power after 1.5 s: less energy.
+        let (g0, _) = merge(&[(0, &s0)], (0.0, 2.0), 3950, None).unwrap();
+        assert!(g0.energy_j.unwrap() < 1975.0, "{g0:?}");
+        // Shards whose readings cover the window alike: the lowest index's, same energy.
+        let s0 = summarize(&on_host("h", 4), Some(URL), (0.0, 1.8), 2000, None, None).unwrap();
+        let (g, _) = merge(&[(1, &s1), (0, &s0)], (0.0, 2.0), 3950, Some(8)).unwrap();
+        assert_eq!((g.energy_j, g.scrapes, g.cost_gpus), (Some(1975.0), 4, Some(8)));
+        assert_eq!(g.usd_per_million_output_tokens, Some(4e7 / (3600.0 * 3950.0)));
+    }
+
+    #[test]
+    fn shards_reading_different_gpus_add_them() {
+        let a = summarize(
+            &on_host("a", 4),
+            Some("http://a:9400/metrics"),
+            (0.0, 2.0),
+            2000,
+            None,
+            Some(2.5),
+        );
+        let b = summarize(
+            &on_host("b", 4),
+            Some("http://b:9400/metrics"),
+            (0.0, 1.9),
+            1950,
+            None,
+            Some(2.5),
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let (g, notes) = merge(&[(0, &a), (1, &b)], (0.0, 2.0), 3950, None).unwrap();
+        // Each host's two GPUs over [0, 2] s: 650 + 1325 J, twice.
+        assert_eq!(g.energy_j, Some(3950.0));
+        assert_eq!(g.joules_per_output_token, Some(1.0));
+        let ids: Vec<&str> = g.per_gpu.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids, ["a/GPU-0", "a/GPU-1", "b/GPU-0", "b/GPU-1"]);
+        // 2.5 $/h × 4 GPUs × 2 s / 3950 tokens × 1e6.
+        assert_eq!((g.gpus_seen, g.cost_gpus), (4, Some(4)));
+        assert_eq!(g.usd_per_million_output_tokens, Some(2e7 / (3600.0 * 3950.0)));
+        assert_eq!(g.source.as_deref(), Some("http://a:9400/metrics, http://b:9400/metrics"));
+        assert_eq!((g.scrapes, g.series.len()), (8, 0));
+        assert_eq!(
+            notes,
+            ["GPU telemetry: the GPUs of 2 shards' sources are summed; the GPUs' power over time \
+              is not kept for the merged run"]
+        );
+    }
+
+    #[test]
+    fn a_merge_without_readings_or_telemetry_says_what_it_covers() {
+        // A shard from before the readings were kept: its own window's energy, said.
+        let mut a = summarize(&on_host("a", 4), None, (0.0, 1.0), 2000, None, None).unwrap();
+        a.per_gpu.iter_mut().for_each(|p| p.energy_readings.clear());
+        let own = a.energy_j;
+        let (g, notes) = merge(&[(0, &a)], (0.0, 2.0), 3950, None).unwrap();
+        assert_eq!((g.energy_j, g.window_s), (own, 2.0));
+        assert_eq!(
+            notes,
+            ["GPU telemetry: the energy of a/GPU-0 (shard 0), a/GPU-1 (shard 0) covers its \
+              shard's own window, not the merged one (the shard kept no readings)"]
+        );
+        // A price and a count alone: the cost over the merged window.
+        let c0 = summarize(&[], None, (0.0, 1700.0), 500_000, Some(8), Some(2.0)).unwrap();
+        let c1 = summarize(&[], None, (0.0, 1800.0), 500_000, Some(8), Some(2.0)).unwrap();
+        let (g, notes) = merge(&[(0, &c0), (1, &c1)], (0.0, 1800.0), 1_000_000, Some(8)).unwrap();
+        assert_eq!((g.usd_per_million_output_tokens, g.energy_j), (Some(8.0), None));
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(merge(&[], (0.0, 1.0), 1, None), None);
+    }
+
+    #[test]
+    fn only_a_shard_keeps_its_gpus_readings() {
+        let mut whole = crate::summarize(&[], &Default::default(), &Default::default());
+        whole.duration_s = 2.0;
+        let mut shard = whole.clone();
+        shard.info.shard = Some(servelab_records::ShardInfo {
+            shard: servelab_records::Shard::new(0, 2).unwrap(),
+            start_at: None,
+            clock_offset_ms: None,
+            clock_uncertainty_ms: None,
+            clock_reference: None,
+        });
+        attach(&mut whole, &scrapes(), None, None);
+        attach(&mut shard, &scrapes(), None, None);
+        let kept = |s: &Summary| s.gpu.as_ref().unwrap().per_gpu[0].energy_readings.len();
+        assert_eq!((kept(&whole), kept(&shard)), (0, 4));
     }
 }

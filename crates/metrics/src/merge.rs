@@ -17,6 +17,7 @@ use servelab_records::{RequestRecord, RunInfo};
 
 use servelab_records::Nanos;
 
+use crate::gpu::GpuSummary;
 use crate::{EngineMetrics, MetricsConfig, Summary, TraceRows};
 
 /// The default bound on how far apart the shards' clocks may be, ms. A shard whose clock is
@@ -40,6 +41,8 @@ pub struct ShardRun {
     pub trace_rows: Option<TraceRows>,
     /// What the engine's `/metrics` said over the shard's run, when it has one.
     pub engine: Option<EngineMetrics>,
+    /// Its GPU energy and cost, when it read GPU telemetry or was given a GPU price.
+    pub gpu: Option<GpuSummary>,
 }
 
 impl ShardRun {
@@ -51,6 +54,7 @@ impl ShardRun {
             metrics: summary.metrics_config(),
             trace_rows: summary.replay.as_ref().map(|r| r.rows),
             engine: summary.engine.clone(),
+            gpu: summary.gpu.clone(),
         }
     }
 }
@@ -168,6 +172,8 @@ pub struct Merged {
     pub trace_rows: Option<TraceRows>,
     /// The engine's `/metrics` figures over the whole run ([`engine_of_last`]).
     pub engine: Option<EngineMetrics>,
+    /// The shards' GPU figures by shard index, for the whole run's ([`crate::gpu::merge`]).
+    pub gpu: Vec<(u32, GpuSummary)>,
 }
 
 impl Merged {
@@ -180,6 +186,9 @@ impl Merged {
             crate::replay::attach(&mut summary, rows);
         }
         summary.engine = self.engine.clone();
+        let gpu: Vec<(u32, &GpuSummary)> = self.gpu.iter().map(|(k, g)| (*k, g)).collect();
+        let window = crate::gpu::window(&summary);
+        crate::gpu::attach_merged(&mut summary, &gpu, window);
         summary
     }
 }
@@ -217,6 +226,10 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
     if warmups > 0 {
         notes.push(format!("{warmups} warm-up records of the shards are not kept"));
     }
+    let gpu = shards
+        .iter()
+        .filter_map(|s| Some((s.info.shard.as_ref().map_or(0, |x| x.shard.index), s.gpu.clone()?)))
+        .collect();
     let mut seen = BTreeSet::new();
     let mut records = Vec::new();
     for s in shards {
@@ -234,7 +247,7 @@ pub fn merge_shards(shards: Vec<ShardRun>, opts: MergeOptions) -> Result<Merged,
         }
     }
     records.sort_by_key(|r| r.index);
-    Ok(Merged { info, records, metrics, notes, trace_rows, engine })
+    Ok(Merged { info, records, metrics, notes, trace_rows, engine, gpu })
 }
 
 /// The checks every merge makes of its shards, on their run information and metric settings
@@ -446,6 +459,7 @@ mod tests {
             metrics: crate::MetricsConfig::default(),
             trace_rows: None,
             engine: None,
+            gpu: None,
         }
     }
 
@@ -470,6 +484,40 @@ mod tests {
             Some(1)
         );
         assert_eq!(engine_of_last([]), None);
+    }
+
+    /// Issue 27: the shards' GPU figures merge as the digests' do: each GPU once over the
+    /// merged window, different GPUs added.
+    #[test]
+    fn the_merged_run_counts_each_gpu_once_and_adds_different_ones() {
+        use crate::gpu::tests::on_host;
+        let merged = |hosts: [&str; 2]| {
+            let shards = (0..2u32).map(|k| {
+                let mut s = shard(k, 2, None);
+                let mut summary = crate::summarize(&s.records, &s.info, &s.metrics);
+                crate::gpu::attach(&mut summary, &on_host(hosts[k as usize], 4), None, Some(2.5));
+                s.gpu = summary.gpu;
+                s
+            });
+            merge_shards(shards.collect(), MergeOptions::default()).unwrap().summary()
+        };
+        let whole =
+            merge_shards(vec![shard(0, 2, None), shard(1, 2, None)], MergeOptions::default())
+                .unwrap();
+        let mut one = whole.summary();
+        assert_eq!(one.gpu, None);
+        crate::gpu::attach(&mut one, &on_host("h", 4), None, Some(2.5));
+        let one = one.gpu.unwrap();
+        // The merged window: the first intended send (0 ms) to the last end (13 ms).
+        assert_eq!(one.window_s, 0.013);
+        let same = merged(["h", "h"]);
+        let g = same.gpu.as_ref().unwrap();
+        assert_eq!((g.gpus_seen, g.window_s, g.energy_j), (2, 0.013, one.energy_j));
+        assert!(g.per_gpu.iter().all(|p| p.energy_readings.is_empty()));
+        assert_eq!(g.usd_per_million_output_tokens, one.usd_per_million_output_tokens);
+        let apart = merged(["a", "b"]);
+        let g = apart.gpu.as_ref().unwrap();
+        assert_eq!((g.gpus_seen, g.energy_j), (4, one.energy_j.map(|e| 2.0 * e)));
     }
 
     #[test]

@@ -165,6 +165,18 @@ impl Predictor {
         let scrapes = scrapes(&samples);
         let mut summary = servelab_metrics::summarize(&records, &info, &plan.metrics);
         servelab_metrics::engine::attach(&mut summary, &scrapes);
+        // The cost of the predicted run, as a measured run's with --gpus and --gpu-hourly-cost:
+        // the engine file's GPUs over the predicted duration. The model predicts no power, so
+        // no energy figure is given.
+        if let Some(hourly) = plan.limits.gpu.hourly_cost_usd {
+            servelab_metrics::gpu::attach(&mut summary, &[], None, Some(hourly));
+            summary.warnings.push(format!(
+                "the predicted cost counts the engine file's {} GPUs at {hourly} USD per GPU \
+                 hour over the predicted duration; the engine model predicts no power, so the \
+                 GPU energy figures are unknown",
+                self.cfg.gpus()
+            ));
+        }
         summary.warnings.push(format!(
             "predicted by the engine model ({}), not measured: {} engine steps in virtual time",
             self.name, run.steps

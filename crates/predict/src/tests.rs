@@ -189,3 +189,39 @@ fn a_predicted_csv_says_so_on_every_row() {
             .replace("vllm-v1 defaults", "\"vllm-v1 defaults, not fitted\"")
     );
 }
+
+/// Issue 27: `--gpu-hourly-cost` prices a prediction as it prices a measured run, with the
+/// engine file's GPU count and the predicted duration; no energy is invented.
+#[test]
+fn a_priced_prediction_costs_its_gpus_over_its_duration() {
+    let c = cfg("model: qwen3-8b\ngpu: h100\ntp: 2\n");
+    let mut p = plan(1000, 50, 40, Some(8));
+    p.limits.gpu.hourly_cost_usd = Some(2.0);
+    let s = Predictor::new(c.clone(), "t.yaml").predict(&p).unwrap().summary;
+    let g = s.gpu.as_ref().expect("a priced prediction has a GPU section");
+    let (h, n, d, tokens) = (2.0, 2u32, s.duration_s, s.total_output_tokens);
+    assert_eq!((n, tokens), (c.gpus(), 2000));
+    assert!(d > 0.0);
+    assert_eq!((g.hourly_cost_usd, g.cost_gpus, g.gpus_declared), (Some(h), Some(n), Some(n)));
+    assert_eq!(g.window_s, d);
+    // H × G × D / 3600 / N × 1e6, as the measured run's formula computes it.
+    assert_eq!(
+        g.usd_per_million_output_tokens,
+        Some(h * f64::from(n) * d * 1e6 / (3600.0 * tokens as f64))
+    );
+    assert!(
+        (g.usd_per_million_output_tokens.unwrap() - h * 2.0 * d / 3600.0 / 2000.0 * 1e6).abs()
+            < 1e-9
+    );
+    // No power is predicted: the energy figures stay unknown, and the run says so.
+    assert_eq!((g.energy_j, g.joules_per_output_token, g.mean_w_per_gpu), (None, None, None));
+    assert_eq!((g.source.as_deref(), g.scrapes, g.gpus_seen), (None, 0, 0));
+    assert!(s.warnings.iter().any(|w| w.contains(
+        "the predicted cost counts the engine file's 2 GPUs at 2 USD per GPU hour over the \
+         predicted duration; the engine model predicts no power, so the GPU energy figures are \
+         unknown"
+    )));
+    // Without a price: no GPU section.
+    let s = Predictor::new(c, "t.yaml").predict(&plan(1000, 50, 40, Some(8))).unwrap().summary;
+    assert_eq!(s.gpu, None);
+}

@@ -571,6 +571,11 @@ pub fn predict_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     if b.sim_engine.is_some() {
         return Err("--sim-engine: predict runs no simulator; the deployment is --engine".into());
     }
+    if b.gpu_metrics.is_some() {
+        return Err("--gpu-metrics: predict reads no GPUs (the engine model predicts no power); \
+                    drop it: --gpu-hourly-cost alone gives the predicted cost"
+            .into());
+    }
     shard_spec(&b.shard)?.whole_runs_only("predictions")?;
     let mut plan = sweep_plan(a)?;
     if a.output_dir.is_none() && a.resume.is_none() {
@@ -732,6 +737,11 @@ mod tests {
         let e = predict(&["--base-url", "http://x:1"]).unwrap_err();
         assert!(e.starts_with("--base-url: predict sends nothing"), "{e}");
         assert!(predict(&["--sim-max-num-seqs", "4"]).unwrap_err().starts_with("--sim-max"));
+        // A prediction is priced, not metered.
+        let p = predict(&["--gpu-hourly-cost", "2"]).unwrap();
+        assert_eq!(p.base.limits.gpu.hourly_cost_usd, Some(2.0));
+        let e = predict(&["--gpu-metrics", "nvml"]).unwrap_err();
+        assert!(e.starts_with("--gpu-metrics: predict reads no GPUs"), "{e}");
         let o = fit_options("eta_gemm, frontend_us", 5).unwrap();
         assert_eq!(o.params, vec![FitParam::EtaGemm, FitParam::FrontendUs]);
         let e = fit_options("eta_gem", 5).unwrap_err();

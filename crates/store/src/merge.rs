@@ -28,6 +28,7 @@ pub fn read_shard_file(path: &Path) -> Result<ShardRun, String> {
     let metrics = shard_metrics(&v["servelab"]);
     let trace_rows = serde_json::from_value(v["servelab"]["replay"]["rows"].clone()).ok();
     let engine = serde_json::from_value(v["servelab"]["engine"].clone()).ok();
+    let gpu = serde_json::from_value(v["servelab"]["gpu"].clone()).ok();
     let detail = path.with_extension("records.jsonl");
     let lines = std::fs::read_to_string(&detail).map_err(|e| {
         format!(
@@ -45,7 +46,7 @@ pub fn read_shard_file(path: &Path) -> Result<ShardRun, String> {
                 .map_err(|e| format!("{} line {}: {e}", detail.display(), n + 1))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(ShardRun { info, records, metrics, trace_rows, engine })
+    Ok(ShardRun { info, records, metrics, trace_rows, engine, gpu })
 }
 
 /// The metric settings a result file's summary was computed with (`servelab.percentiles`,
@@ -134,9 +135,10 @@ impl Store {
         // A shard filed without a summary (it stopped early) was summarized with defaults.
         let metrics = run.summary.as_ref().map(|s| s.metrics_config()).unwrap_or_default();
         let trace_rows = run.summary.as_ref().and_then(|s| s.replay.as_ref().map(|r| r.rows));
+        let gpu = run.summary.as_ref().and_then(|s| s.gpu.clone());
         let engine = run.summary.and_then(|s| s.engine);
         let records = self.records(id)?;
-        Ok(ShardRun { info: run.config.info, records, metrics, trace_rows, engine })
+        Ok(ShardRun { info: run.config.info, records, metrics, trace_rows, engine, gpu })
     }
 
     /// The shards `specs` name: result files (`*.json`, with their `.records.jsonl`), folders

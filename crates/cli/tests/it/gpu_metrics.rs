@@ -170,3 +170,76 @@ fn bad_gpu_values_name_their_flag() {
         assert!(stderr.contains(says), "{stderr}");
     }
 }
+
+/// Issue 27: GPU telemetry is the GPUs' hosts', not the shards'. Two shards of one run read the
+/// same exporter (the same two GPUs): the merged run counts each GPU once over the merged
+/// window (about 720 W × the window, not twice that), from the records and from the digests,
+/// and prices the merged window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_reading_one_exporter_count_its_gpus_once() {
+    use servelab_store::{Filter, Store};
+    let dcgm = FakeDcgm::start(true).await;
+    let sim =
+        servelab_sim::start(servelab_sim::SimConfig::fixed(10.0, 2.0).with_port(0)).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (results, db) = (dir.path().join("r"), dir.path().join("s.db"));
+    let (r, d) = (results.to_str().unwrap().to_string(), db.to_str().unwrap().to_string());
+    let (base, gpu_url) = (sim.base_url(), dcgm.url.clone());
+    let (merged, light) = tokio::task::spawn_blocking(move || {
+        let scale = ["scale", "local", "--shards", "2", "--name", "gpu", "--results", &r];
+        let mut args: Vec<&str> = scale.to_vec();
+        args.extend(["--db", &d, "--start-in", "3", "--", "--clock-reference", "none"]);
+        args.extend(["--base-url", &base, "--num-prompts", "40", "--request-rate", "40"]);
+        args.extend(["--random-input-len", "16", "--random-output-len", "4", "--ignore-eos"]);
+        args.extend(["--tokenizer", "cl100k_base", "--gpu-metrics", &gpu_url]);
+        args.extend(["--gpu-metrics-interval", "0.1", "--gpu-hourly-cost", "2", "--gpus", "2"]);
+        let merged = ok(&servelab(Path::new(&d), &args));
+        let light = ["runs", "merge-digests", &r, "--label", "light", "--db", &d];
+        (merged, ok(&servelab(Path::new(&d), &light)))
+    })
+    .await
+    .unwrap();
+    sim.shutdown().await;
+    for text in [&merged, &light] {
+        assert!(text.contains("GPU Energy and Cost (measured window)"), "{text}");
+        assert!(
+            text.contains(
+                "GPU telemetry: 2 GPUs were read by more than one shard and are counted once"
+            ),
+            "{text}"
+        );
+    }
+    // Each shard kept its GPUs' readings for the merge.
+    let shard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(results.join("run-shard-0-of-2.json")).unwrap(),
+    )
+    .unwrap();
+    let readings = &shard["servelab"]["gpu"]["per_gpu"][0]["energy_readings"];
+    assert!(readings.as_array().is_some_and(|r| r.len() >= 5), "{readings}");
+
+    let store = Store::open_existing(&db).unwrap();
+    let summary = |label: &str| {
+        let rows = store.list(&Filter { label: Some(label.into()), ..Filter::default() }).unwrap();
+        assert_eq!(rows.len(), 1, "{label}");
+        store.run(rows[0].id).unwrap().summary.unwrap()
+    };
+    let (exact, light) = (summary("gpu"), summary("light"));
+    let watts: f64 = crate::dcgm::ENERGY_RATE_W.iter().sum();
+    for s in [&exact, &light] {
+        let g = s.gpu.as_ref().unwrap();
+        let ids: Vec<&str> = g.per_gpu.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids, crate::dcgm::IDS, "each GPU once");
+        assert_eq!((g.gpus_seen, g.cost_gpus), (2, Some(2)));
+        assert_eq!(g.window_s, exact.duration_s);
+        // The counters rise at 410 + 310 W: one run's energy over the window, read every
+        // 0.1 s (twice that if each shard's reading were counted).
+        let (e, want) = (g.energy_j.unwrap(), watts * g.window_s);
+        assert!((e - want).abs() < 0.1 * want, "{e} J vs {want} J");
+        assert_eq!(s.total_output_tokens, 160);
+        let usd = 2.0 * 2.0 * g.window_s * 1e6 / (3600.0 * 160.0);
+        assert_eq!(g.usd_per_million_output_tokens, Some(usd));
+        assert!(g.per_gpu.iter().all(|p| p.energy_readings.is_empty()));
+    }
+    let (a, b) = (exact.gpu.unwrap().energy_j.unwrap(), light.gpu.unwrap().energy_j.unwrap());
+    assert!((a - b).abs() <= 1e-9 * a, "records {a} J, digests {b} J");
+}

@@ -443,3 +443,88 @@ fn calibrate_takes_a_built_in_engine_name() {
     assert!(fitted.starts_with(&format!("# {name}, calibrated by")), "{fitted}");
     assert!(fitted.contains("model: qwen3-8b") && fitted.contains("calibration:"), "{fitted}");
 }
+
+/// Issue 27: `--gpu-hourly-cost` prices a prediction as a measured run: the engine file's
+/// GPUs × the price × the predicted duration / the output tokens, in the sweep's table and
+/// CSV, the store, compare and the report; no energy is invented, and `--gpu-metrics` has
+/// nothing to read.
+#[test]
+fn a_priced_prediction_reports_its_cost_per_million_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let out = dir.path().join("pred");
+    let engine =
+        format!("{}/../../examples/engines/gpt-oss-120b-b200-tp2.yaml", env!("CARGO_MANIFEST_DIR"));
+    let args = [
+        "predict",
+        "--engine",
+        &engine,
+        "--concurrency",
+        "1,4",
+        "--scenario",
+        "64:16",
+        "--min-prompts",
+        "12",
+        "--max-prompts",
+        "12",
+        "--gpu-hourly-cost",
+        "2",
+        "--columns",
+        "load,output_throughput,usd_per_million_output_tokens",
+        "--label",
+        "priced",
+        "--output-dir",
+        out.to_str().unwrap(),
+    ];
+    ok(&servelab(&db, &args));
+    let sweep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    let points = sweep["scenarios"][0]["points"].as_array().unwrap();
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    let csv = std::fs::read_to_string(out.join("64x16.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| {
+        head.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{name}: {csv}"))
+    };
+    let (usd_col, energy_col, watts_col) = (
+        col("usd_per_million_output_tokens"),
+        col("joules_per_output_token"),
+        col("gpu_mean_watts"),
+    );
+    assert!(md.contains("Cost per 1M Output Tokens ($)"), "{md}");
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!((points.len(), rows.len()), (2, 2), "{csv}");
+    for (p, row) in points.iter().zip(&rows) {
+        let s = &p["summary"];
+        let g = &s["gpu"];
+        let (d, n) =
+            (s["duration_s"].as_f64().unwrap(), s["total_output_tokens"].as_f64().unwrap());
+        assert_eq!(n, 12.0 * 16.0);
+        assert_eq!((s["info"]["gpus"].as_u64(), g["cost_gpus"].as_u64()), (Some(2), Some(2)));
+        // $2/h × 2 GPUs × D s / 3600 / N tokens × 1e6, as a measured run's.
+        let usd = 2.0 * 2.0 * d * 1e6 / (3600.0 * n);
+        assert_eq!(g["usd_per_million_output_tokens"].as_f64(), Some(usd), "{g}");
+        assert!((usd - 2.0 * 2.0 * d / 3600.0 / n * 1e6).abs() < 1e-9 * usd);
+        assert_eq!(row[usd_col].parse::<f64>().unwrap(), usd, "{csv}");
+        assert_eq!((row[energy_col], row[watts_col]), ("", ""), "no energy is invented: {csv}");
+        assert!(g["energy_j"].is_null() && g["joules_per_output_token"].is_null(), "{g}");
+        let cell = format!(" {usd:.2} ");
+        assert!(md.lines().any(|l| l.starts_with('|') && l.contains(&cell)), "{cell} not in {md}");
+    }
+    // Stored with the run: compare and the report show the cost of each predicted deployment.
+    let cmp = ok(&servelab(&db, &["compare", "1", "2"]));
+    assert!(cmp.contains("Cost per million output tokens ($/Mtok)"), "{cmp}");
+    let show = ok(&servelab(&db, &["runs", "show", "1"]));
+    assert!(show.contains("the engine model predicts no power"), "{show}");
+    let html = dir.path().join("r.html");
+    ok(&servelab(&db, &["report", "1", "2", "-o", html.to_str().unwrap()]));
+    let report = std::fs::read_to_string(&html).unwrap();
+    assert!(report.contains("Cost per million output tokens ($/Mtok)"), "the report's tables");
+
+    let metered =
+        servelab(&db, &["predict", "--engine", &engine, "--gpu-metrics", "nvml", "--no-store"]);
+    assert_eq!(metered.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&metered.stderr);
+    assert!(err.contains("--gpu-metrics: predict reads no GPUs"), "{err}");
+}
