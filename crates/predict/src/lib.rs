@@ -111,6 +111,15 @@ impl Predictor {
                     .into(),
             ));
         }
+        // The deployment's GPUs are the engine file's: a --gpus that differs would price and
+        // divide by GPUs the model does not run on.
+        if let Some(n) = plan.record.gpus.filter(|&n| n != self.cfg.gpus()) {
+            return Err(RunError::Usage(format!(
+                "--gpus {n}: the engine file models {} GPUs (TP × replicas, or the P/D pools); \
+                 drop --gpus or change the engine file",
+                self.cfg.gpus()
+            )));
+        }
         let w = &plan.workload;
         let lengths =
             servelab_workload::lengths(&w.dataset, w.num_prompts, || tokenizer(plan), w.seed)

@@ -221,6 +221,13 @@ fn a_priced_prediction_costs_its_gpus_over_its_duration() {
          predicted duration; the engine model predicts no power, so the GPU energy figures are \
          unknown"
     )));
+    // --gpus is the engine file's count or nothing.
+    let mut q = p.clone();
+    q.record.gpus = Some(2);
+    assert!(Predictor::new(c.clone(), "t.yaml").predict(&q).is_ok());
+    q.record.gpus = Some(8);
+    let e = Predictor::new(c.clone(), "t.yaml").predict(&q).unwrap_err().to_string();
+    assert!(e.contains("--gpus 8: the engine file models 2 GPUs"), "{e}");
     // Without a price: no GPU section.
     let s = Predictor::new(c, "t.yaml").predict(&plan(1000, 50, 40, Some(8))).unwrap().summary;
     assert_eq!(s.gpu, None);

@@ -527,4 +527,13 @@ fn a_priced_prediction_reports_its_cost_per_million_tokens() {
     assert_eq!(metered.status.code(), Some(2));
     let err = String::from_utf8_lossy(&metered.stderr);
     assert!(err.contains("--gpu-metrics: predict reads no GPUs"), "{err}");
+    // The GPUs priced are the engine file's: another --gpus is refused.
+    let none = dir.path().join("none");
+    let more = ["predict", "--engine", &engine, "--gpus", "8", "--scenario", "8:4", "--no-store"];
+    let more = [&more[..], &["--output-dir", none.to_str().unwrap()]].concat();
+    let more = servelab(&db, &more);
+    assert_eq!(more.status.code(), Some(2));
+    assert!(!none.join("summary.md").exists());
+    let err = String::from_utf8_lossy(&more.stderr);
+    assert!(err.contains("--gpus 8: the engine file models 2 GPUs"), "{err}");
 }
