@@ -437,7 +437,7 @@ fn gpu_section(out: &mut String, g: &GpuSummary) {
         kv(out, "GPUs seen:", g.gpus_seen);
     }
     if let Some(n) = g.gpus_declared {
-        kv(out, "GPUs declared (--gpus):", n);
+        kv(out, "GPUs of the deployment (stated):", n);
     }
     kv(out, "Window (s):", f2(g.window_s));
     value(out, "GPU energy (J):", g.energy_j);
