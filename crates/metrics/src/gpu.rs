@@ -408,11 +408,7 @@ pub fn attach(
         let (changes, window_s) = (g.changed_readings, g.window_s);
         summary.warnings.push(Warning::GpuReadingsStill { changes, window_s });
     }
-    if let (Some(declared), seen) = (declared, g.gpus_seen) {
-        if seen > 0 && seen != declared {
-            summary.warnings.push(Warning::GpuCountMismatch { declared, seen });
-        }
-    }
+    summary.warnings.extend(count_mismatch(declared, g.gpus_seen));
     if hourly_cost_usd.is_some() && g.cost_gpus.is_none() {
         summary.warnings.push(Warning::Note(
             "--gpu-hourly-cost has no GPU count to multiply: give --gpus N or --gpu-metrics".into(),
@@ -531,6 +527,12 @@ pub fn merge(
     Some((g, notes))
 }
 
+/// The warning when the declared GPU count (`--gpus`) is not the GPUs the telemetry saw.
+fn count_mismatch(declared: Option<u32>, seen: u32) -> Option<Warning> {
+    let declared = declared?;
+    (seen > 0 && seen != declared).then_some(Warning::GpuCountMismatch { declared, seen })
+}
+
 /// Puts a merged run's GPU figures ([`merge`] of its shards', `(shard index, figures)`) into
 /// its summary, over `window` (seconds since the shared origin), with the merge's notes and a
 /// warning when the declared GPU count is not the union's.
@@ -538,11 +540,7 @@ pub fn attach_merged(summary: &mut Summary, shards: &[(u32, &GpuSummary)], windo
     let (tokens, declared) = (summary.total_output_tokens, summary.info.gpus);
     let Some((g, notes)) = merge(shards, window, tokens, declared) else { return };
     summary.warnings.extend(notes.into_iter().map(Warning::Note));
-    if let (Some(declared), seen) = (declared, g.gpus_seen) {
-        if seen > 0 && seen != declared {
-            summary.warnings.push(Warning::GpuCountMismatch { declared, seen });
-        }
-    }
+    summary.warnings.extend(count_mismatch(declared, g.gpus_seen));
     summary.gpu = Some(g);
 }
 

@@ -58,6 +58,11 @@ pub const MIN_STEADY_REQUESTS: u64 = 10;
 /// Shortest steady window, as a fraction of the run's span, for a steady state.
 pub const MIN_STEADY_FRACTION: f64 = 0.1;
 
+/// The backlog rule: in flight kept rising when its time-weighted mean over the second half
+/// of a span exceeds `1 + 1.25 ×` that over the first (growth above one unit and a quarter).
+pub fn backlog(first_half: f64, second_half: f64) -> bool {
+    second_half > first_half + 1.0 + 0.25 * first_half
+}
 /// What the load counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -458,7 +463,7 @@ fn steady_over(
         return Steady::NotReached(NotReached::TooShort { requests, fraction });
     }
     let (first_half, second_half) = halves(t_s, t_e);
-    if second_half > first_half + 1.0 + 0.25 * first_half {
+    if backlog(first_half, second_half) {
         return Steady::NotReached(NotReached::Backlog { first_half, second_half });
     }
     let ok: Vec<&RequestRow> = whole.iter().copied().filter(|r| r.is_success()).collect();

@@ -52,8 +52,11 @@ pub fn pareto_front(points: &[(f64, f64)]) -> Vec<bool> {
 /// throughput, highest first), duplicates once.
 pub fn front_path(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     let on = pareto_front(points);
-    let mut path: Vec<(f64, f64)> =
-        points.iter().zip(&on).filter(|(_, &f)| f).map(|(p, _)| *p).collect();
+    in_drawing_order(points.iter().zip(&on).filter(|(_, &f)| f).map(|(p, _)| *p).collect())
+}
+
+/// Front points sorted as [`front_path`] draws them, duplicates once.
+fn in_drawing_order(mut path: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
     path.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
     path.dedup();
     path
@@ -202,7 +205,8 @@ impl Frontier {
             .filter(|p| p.on_front)
             .map(|p| (p.interactivity, p.throughput(self.basis)))
             .collect();
-        front_path(&pts)
+        // Already the front: only the order is left to do.
+        in_drawing_order(pts)
     }
 }
 

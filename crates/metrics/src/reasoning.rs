@@ -20,12 +20,8 @@
 use serde::{Deserialize, Serialize};
 use servelab_records::{ChunkKind, RequestRecord};
 
+use crate::request::ms;
 use crate::stats::Distribution;
-
-/// Nanoseconds to milliseconds.
-fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
 
 /// One request's reasoning and answer phases (see the module doc for the definitions).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]

@@ -94,9 +94,7 @@ pub fn attach(summary: &mut Summary, rows: TraceRows) {
 pub fn set(summary: &mut Summary, r: ReplaySummary) {
     // A trace's rate moves: no steady level, so no steady-state warning either.
     if let Some(l) = &mut summary.load {
-        if let Some(w) = Warning::no_steady_state(l) {
-            summary.warnings.retain(|x| *x != w);
-        }
+        summary.warnings.retain(|w| !matches!(w, Warning::NoSteadyState { .. }));
         l.mark_trace();
     }
     if let Some(w) = behind_warning(&r, summary) {

@@ -237,7 +237,8 @@ impl Warning {
         match l.steady {
             crate::load::Steady::NotReached(why) => {
                 // The backlog rule of the steady window, over the load span.
-                let rising = l.in_flight_growth > 1.0 + 0.25 * l.in_flight_first_half;
+                let (first, growth) = (l.in_flight_first_half, l.in_flight_growth);
+                let rising = crate::load::backlog(first, first + growth);
                 let rose = (l.configured_rate.is_some() && rising)
                     .then_some((l.in_flight_growth, l.ttft_drift_ms_per_s));
                 Some(Warning::NoSteadyState { why, unit: l.unit, rose })
@@ -370,10 +371,11 @@ impl fmt::Display for Warning {
             Warning::GpuReadingsStill { changes, window_s } => write!(
                 f,
                 "the GPUs' power and energy readings changed {changes} times in the \
-                 {window_s:.1} s measured window (at least 5 needed), so the energy figures \
+                 {window_s:.1} s measured window (at least {} needed), so the energy figures \
                  are coarse: run longer, read more often (--gpu-metrics-interval), or have the \
                  source collect more often (dcgm-exporter collects every 30 s unless started \
-                 with -c 1000, or DCGM_EXPORTER_INTERVAL=1000)"
+                 with -c 1000, or DCGM_EXPORTER_INTERVAL=1000)",
+                crate::gpu::MIN_CHANGED_READINGS
             ),
             Warning::GpuCountMismatch { declared, seen } => write!(
                 f,

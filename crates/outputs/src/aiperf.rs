@@ -11,6 +11,7 @@
 //! ITL. The mapping: docs/store.md, "Standard result files".
 
 use serde_json::{json, Map, Value};
+use servelab_metrics::pareto::interactivity;
 use servelab_metrics::{Distribution, RequestRow, Summary};
 
 use crate::standard::{rfc3339_secs, unix_secs, StatKeys};
@@ -149,7 +150,7 @@ fn record(r: &RequestRow, start_ns: i64) -> Value {
         put("inter_token_latency", r.tpot_ms.map(|t| metric(t, "ms")));
         put(
             "output_token_throughput_per_user",
-            r.tpot_ms.filter(|t| *t > 0.0).map(|t| metric(1e3 / t, "tokens/sec/user")),
+            r.tpot_ms.and_then(interactivity).map(|v| metric(v, "tokens/sec/user")),
         );
         Value::Null
     } else {
