@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use servelab_workload::Tokenizer;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::stepper::{Emit, Feed};
+use crate::stepper::Feed;
 
 use crate::api::{GenRequest, PROMPT_BLOCK_TOKENS};
 use crate::metrics::Metrics;
@@ -223,11 +223,9 @@ pub struct Generation {
     feed: Option<(Feed, Instant)>,
     /// Engine-model mode: the prefix hashes of the prompt's blocks, for the prefix cache.
     blocks: Vec<u64>,
-    /// Engine-model mode: the answer tokens of a step that ended the reasoning phase, sent as
-    /// the next event at the step's instant (an event never mixes reasoning and content).
-    held: Option<Emit>,
-    /// Fixed timing: the same, as (tokens, due ns, text).
-    held_due: Option<(u64, u64, String)>,
+    /// The answer part of a step that ended the reasoning phase, the next event (at the
+    /// step's instant: an event never mixes reasoning and content).
+    held: Option<Event>,
 }
 
 impl Generation {
@@ -250,7 +248,6 @@ impl Generation {
             feed: None,
             blocks: req.prompt_blocks.clone(),
             held: None,
-            held_due: None,
         }
     }
 
@@ -286,6 +283,9 @@ impl Generation {
     /// engine's step that produces it ends. `None` when all tokens are sent (or the engine
     /// refused the request).
     pub fn poll_event(&mut self, engine: &SimEngine, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        if let Some(ev) = self.take_held() {
+            return Poll::Ready(Some(ev));
+        }
         let Some((rx, received)) = self.feed.as_mut() else {
             return Poll::Ready(self.next_event(engine));
         };
@@ -293,42 +293,26 @@ impl Generation {
         if self.sent >= self.total {
             return Poll::Ready(None);
         }
-        let emit = match self.held.take() {
-            Some(rest) => rest,
-            None => match rx.poll_recv(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => return Poll::Ready(None),
-                Poll::Ready(Some(e)) if e.error.is_some() => {
-                    self.refused = e.error;
-                    return Poll::Ready(None);
-                }
-                Poll::Ready(Some(e)) => e,
-            },
+        let emit = match rx.poll_recv(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Ready(Some(e)) if e.error.is_some() => {
+                self.refused = e.error;
+                return Poll::Ready(None);
+            }
+            Poll::Ready(Some(e)) => e,
         };
-        let mut k = u64::from(emit.tokens).min(self.total - self.sent);
-        let reasoning = self.sent < self.reasoning;
-        let mut last = emit.last;
-        // A step that ends the reasoning phase (a speculative step's several tokens) is sent
-        // as two events at its instant: the reasoning tokens, then the answer's.
-        if reasoning && k > self.reasoning - self.sent {
-            let rest = k - (self.reasoning - self.sent);
-            k -= rest;
-            self.held = Some(Emit { tokens: rest as u32, ..emit.clone() });
-            last = false;
-        }
-        let mut text = String::with_capacity(8 * k as usize);
-        for _ in 0..k {
+        let k = u64::from(emit.tokens).min(self.total - self.sent);
+        let due = emit.at.saturating_duration_since(received).as_nanos() as u64;
+        let now = reasoning_part(self.sent, self.reasoning, k);
+        let (mut text, mut cut) = (String::with_capacity(8 * k as usize), 0);
+        for i in 0..k {
             text.push_str(&engine.words[self.rng.random_range(0..engine.words.len())]);
+            if i + 1 == now {
+                cut = text.len();
+            }
         }
-        self.sent += k;
-        Poll::Ready(Some(Event {
-            tokens: k as u32,
-            due_ns: emit.at.saturating_duration_since(received).as_nanos() as u64,
-            text,
-            reasoning,
-            cumulative: self.sent,
-            last: last || self.sent >= self.total,
-        }))
+        Poll::Ready(Some(self.split(k, now, due, emit.last, text, cut)))
     }
 
     /// [`Generation::poll_event`] as a future.
@@ -338,12 +322,12 @@ impl Generation {
 
     /// The next event, or `None` when all tokens are planned (or the clock is not started).
     pub fn next_event(&mut self, engine: &SimEngine) -> Option<Event> {
+        if let Some(ev) = self.take_held() {
+            return Some(ev);
+        }
         let clock = self.clock.as_mut()?;
         if self.sent >= self.total {
             return None;
-        }
-        if let Some((k, due, text)) = self.held_due.take() {
-            return Some(self.event(k, due, text));
         }
         let cs = engine.cfg.tokens_per_chunk;
         // Config fields are public: never trust min <= max here (an empty range panics).
@@ -364,37 +348,72 @@ impl Generation {
         if reasoning && spec.is_none() {
             k = k.min(self.reasoning - self.sent);
         }
-        let now = if reasoning { k.min(self.reasoning - self.sent) } else { k };
+        let now = reasoning_part(self.sent, self.reasoning, k);
         let state = engine.state();
         let mut due = 0;
-        let (mut text, mut rest) = (String::with_capacity(8 * now as usize), String::new());
+        let (mut text, mut cut) = (String::with_capacity(8 * k as usize), 0);
         for i in 0..k {
             // A speculative step's tokens come out together, one step (ITL) after the last.
             if spec.is_none() || i == 0 {
                 let itl = engine.cfg.engine_model.itl(&self.shape, &state, clock.index() + 1);
                 due = clock.next(&engine.cfg.jitter, itl, &mut self.rng);
             }
-            let word = &engine.words[self.rng.random_range(0..engine.words.len())];
-            if i < now { &mut text } else { &mut rest }.push_str(word);
+            text.push_str(&engine.words[self.rng.random_range(0..engine.words.len())]);
+            if i + 1 == now {
+                cut = text.len();
+            }
         }
-        if now < k {
-            self.held_due = Some((k - now, due, rest));
-        }
-        Some(self.event(now, due, text))
+        Some(self.split(k, now, due, false, text, cut))
     }
 
-    /// The next `k` tokens, `text`, as one event due at `due` ns.
-    fn event(&mut self, k: u64, due: u64, text: String) -> Event {
+    /// The step's event of its first `now` of `k` tokens (`text`, the first `now` words ending
+    /// at byte `cut`), due at `due` ns; the rest, if any, is held as the next event at the same
+    /// instant. `last`: the engine said the step ends the request.
+    fn split(
+        &mut self,
+        k: u64,
+        now: u64,
+        due: u64,
+        last: bool,
+        mut text: String,
+        cut: usize,
+    ) -> Event {
         let reasoning = self.sent < self.reasoning;
-        self.sent += k;
+        if now < k {
+            let rest = text.split_off(cut);
+            let cumulative = self.sent + k;
+            let last = last || cumulative >= self.total;
+            let tokens = (k - now) as u32;
+            let ev = Event { tokens, due_ns: due, text: rest, reasoning: false, cumulative, last };
+            self.held = Some(ev);
+        }
+        self.sent += now;
         Event {
-            tokens: k as u32,
+            tokens: now as u32,
             due_ns: due,
             text,
             reasoning,
             cumulative: self.sent,
-            last: self.sent >= self.total,
+            last: (last && now == k) || self.sent >= self.total,
         }
+    }
+
+    /// The held answer part of the last step, counted as sent.
+    fn take_held(&mut self) -> Option<Event> {
+        let ev = self.held.take()?;
+        self.sent = ev.cumulative;
+        Some(ev)
+    }
+}
+
+/// Of a step's next `k` tokens (`sent` sent, the first `reasoning` of the request reasoning),
+/// how many go in its first event: the reasoning ones when the step crosses the end of the
+/// reasoning phase, else all.
+fn reasoning_part(sent: u64, reasoning: u64, k: u64) -> u64 {
+    if sent < reasoning {
+        k.min(reasoning - sent)
+    } else {
+        k
     }
 }
 

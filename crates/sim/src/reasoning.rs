@@ -76,6 +76,10 @@ pub(crate) fn sent_as(
         (true, ReasoningFormat::Field) => (text, true),
         (true, ReasoningFormat::ThinkTags) => {
             let from = cumulative - u64::from(tokens);
+            // Only the phase's first and last events carry a tag.
+            if from > 0 && cumulative < phase {
+                return (text, false);
+            }
             (Reasoning::tagged(&text, from, cumulative, phase), false)
         }
     }

@@ -261,8 +261,8 @@ async fn generate(
     let natural = natural_length(engine.cfg.eos_mean_tokens, &mut rng);
     let (total, finish_reason) = output_length(&gen_req, natural);
     let reasoning = engine.cfg.reasoning.draw(&mut rng);
-    let _ = arrival.reasoning.set(reasoning.min(total));
     let gen = Generation::new(rng, &gen_req, total, finish_reason, reasoning);
+    let _ = arrival.reasoning.set(gen.reasoning);
     let render = Render::new(
         endpoint,
         seq,
@@ -368,15 +368,13 @@ async fn complete(mut job: Job) -> Result<Resp, io::Error> {
         }
         let Some(ev) = job.gen.next_event_async(&engine).await else { break };
         due_ns = ev.due_ns;
-        let tags = engine.cfg.reasoning.format == crate::ReasoningFormat::ThinkTags;
-        if ev.reasoning && tags {
-            let from = ev.cumulative - u64::from(ev.tokens);
-            let phase = job.gen.reasoning;
-            content.push_str(&crate::Reasoning::tagged(&ev.text, from, ev.cumulative, phase));
-        } else if ev.reasoning && job.req.endpoint == Endpoint::Chat {
-            reasoning.push_str(&ev.text);
+        let shape = (ev.reasoning, ev.tokens, ev.cumulative);
+        let phase = job.gen.reasoning;
+        let (text, field) = crate::reasoning::sent_as(&engine.cfg.reasoning, phase, shape, ev.text);
+        if field && job.req.endpoint == Endpoint::Chat {
+            reasoning.push_str(&text);
         } else {
-            content.push_str(&ev.text);
+            content.push_str(&text);
         }
     }
     engine.timer.sleep_until(job.arrival.at(due_ns)).await;
