@@ -34,7 +34,6 @@ fn summarize(
         Some(s) => s,
         None => servelab_metrics::summarize(records, &m.info, &plan.metrics),
     };
-    let digest = folded.digest.take().map(|d| ShardDigest { info: m.info.clone(), ..d });
     servelab_metrics::engine::attach(&mut summary, &m.scrapes);
     let gpu = &plan.limits.gpu;
     let source = gpu.source.as_ref().map(|s| servelab_client::http::redact_url(s.label()));
@@ -45,7 +44,8 @@ fn summarize(
         gpu.hourly_cost_usd,
     );
     // A shard ships its GPU figures (with each GPU's readings) for the merge to count once.
-    let digest = digest.map(|d| ShardDigest { gpu: summary.gpu.clone(), ..d });
+    let (info, gpu) = (m.info.clone(), summary.gpu.clone());
+    let digest = folded.digest.take().map(|d| ShardDigest { info, gpu, ..d });
     if let Some((sim, mark)) = truth {
         if digest.is_some() {
             summary.warnings.push(

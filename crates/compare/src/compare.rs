@@ -12,7 +12,7 @@ use crate::data::{Identity, RunData, Subject};
 use crate::welch::{welch_interval, MIN_BOOTSTRAP_REPEATS};
 use servelab_metrics::bootstrap::{diff_interval, Interval};
 use servelab_metrics::{
-    Metric, MetricKey, Stat, DEPLOYMENT_KEYS, GPU_KEYS, HEADLINE, LOAD_KEYS, REASONING_KEYS,
+    MetricKey, Stat, DEPLOYMENT_KEYS, GPU_KEYS, HEADLINE, LOAD_KEYS, REASONING_KEYS,
 };
 use servelab_records::LoadSpec;
 
@@ -255,19 +255,9 @@ fn any_gpu(subjects: &[Subject]) -> bool {
 }
 
 /// Index of the best value among non-rejected subjects; ties keep the earlier. `None` for a
-/// count no direction fits (how many reasoning or answer tokens a model wrote, how many watts
-/// a GPU drew: fewer is not better when the work differs; the delivered rate and in-flight
-/// count, which are judged against their setting, not against each other).
+/// metric without a better direction ([`servelab_metrics::Metric::has_direction`]).
 pub fn best_index(metric: MetricKey, values: &[Option<f64>], rejected: &[bool]) -> Option<usize> {
-    if matches!(
-        metric.metric,
-        Metric::ReasoningTokens
-            | Metric::AnswerTokens
-            | Metric::GpuMeanWatts
-            | Metric::GpuPeakWatts
-            | Metric::DeliveredRate
-            | Metric::DeliveredConcurrency
-    ) {
+    if !metric.metric.has_direction() {
         return None;
     }
     let mut best: Option<(usize, f64)> = None;
@@ -449,6 +439,7 @@ pub fn pair(operands: Vec<Vec<Subject>>) -> Result<Pairing, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use servelab_metrics::Metric;
 
     #[test]
     fn counts_with_no_direction_have_no_best_value() {

@@ -179,6 +179,21 @@ impl Metric {
         )
     }
 
+    /// False for a count no direction fits: how many reasoning or answer tokens a model
+    /// wrote, how many watts a GPU drew (fewer is not better when the work differs); the
+    /// delivered rate and in-flight count, judged against their setting, not each other.
+    pub fn has_direction(self) -> bool {
+        !matches!(
+            self,
+            Metric::ReasoningTokens
+                | Metric::AnswerTokens
+                | Metric::GpuMeanWatts
+                | Metric::GpuPeakWatts
+                | Metric::DeliveredRate
+                | Metric::DeliveredConcurrency
+        )
+    }
+
     /// True for the load's figures (`crate::load`), which a run has only when it was
     /// summarized from its records (the steady ones only when it reached a steady state).
     pub fn is_load(self) -> bool {
