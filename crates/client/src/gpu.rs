@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use servelab_records::{GpuReading, GpuScrape, GpuSource};
 
 use crate::http::{self, Target};
-use crate::periodic::{ms_since, Periodic};
+use crate::periodic::{get_parsed, ms_since, Periodic};
 use crate::prom;
 
 /// How long one reading may take before it counts as failed.
@@ -117,11 +117,8 @@ fn split_url(url: &str) -> Option<(&str, &str)> {
 /// Where readings come from, opened once.
 #[derive(Clone)]
 enum Reader {
-    Dcgm {
-        target: Target,
-        path: String,
-        url: String,
-    },
+    /// The exporter, its metrics path as the target's path.
+    Dcgm(Target),
     #[cfg(feature = "nvml")]
     Nvml(std::sync::Arc<nvml_wrapper::Nvml>),
 }
@@ -135,7 +132,7 @@ impl Reader {
                 let target = Target::resolve(base, path).await.map_err(|e| {
                     GpuError::Unreachable { url: http::redact_url(url), message: e.to_string() }
                 })?;
-                Ok(Reader::Dcgm { target, path: path.to_string(), url: http::redact_url(url) })
+                Ok(Reader::Dcgm(target))
             }
             GpuSource::Nvml => open_nvml().await,
         }
@@ -143,7 +140,7 @@ impl Reader {
 
     async fn read(&self) -> Result<Vec<GpuReading>, String> {
         match self {
-            Reader::Dcgm { target, path, .. } => read_dcgm(target, path).await,
+            Reader::Dcgm(target) => read_dcgm(target).await,
             #[cfg(feature = "nvml")]
             Reader::Nvml(nvml) => {
                 let nvml = nvml.clone();
@@ -155,16 +152,9 @@ impl Reader {
     }
 }
 
-async fn read_dcgm(target: &Target, path: &str) -> Result<Vec<GpuReading>, String> {
-    let body = match tokio::time::timeout(READ_TIMEOUT, http::get(target, path)).await {
-        Ok(Ok((200, body))) => body,
-        Ok(Ok((status, _))) => return Err(format!("GET {path} answered HTTP {status}")),
-        Ok(Err(e)) => return Err(format!("GET {path}: {e}")),
-        Err(_) => return Err(format!("GET {path}: no answer within {READ_TIMEOUT:?}")),
-    };
-    let gpus = tokio::task::spawn_blocking(move || dcgm_readings(&String::from_utf8_lossy(&body)))
-        .await
-        .map_err(|e| format!("parsing {path}: {e}"))?;
+async fn read_dcgm(target: &Target) -> Result<Vec<GpuReading>, String> {
+    let path = &target.path;
+    let gpus = get_parsed(target, path, READ_TIMEOUT, dcgm_readings).await?;
     if gpus.is_empty() {
         return Err(format!("GET {path} has no DCGM_FI_DEV_* series with a gpu label"));
     }
@@ -231,11 +221,9 @@ impl GpuScraper {
     /// telemetry, and a run without it would not say so until its end.
     pub async fn start(source: &GpuSource, every: Duration) -> Result<GpuScraper, GpuError> {
         let reader = Reader::open(source).await?;
-        let first = reader.read().await.map_err(|message| match (source, &reader) {
-            (GpuSource::Nvml, _) => GpuError::Nvml(message),
-            (_, Reader::Dcgm { url, .. }) => GpuError::Unreachable { url: url.clone(), message },
-            #[cfg(feature = "nvml")]
-            (_, Reader::Nvml(_)) => GpuError::Nvml(message),
+        let first = reader.read().await.map_err(|message| match source {
+            GpuSource::Nvml => GpuError::Nvml(message),
+            GpuSource::Dcgm(url) => GpuError::Unreachable { url: http::redact_url(url), message },
         })?;
         let periodic = Periodic::spawn((Instant::now(), Ok(first)), every, None, move || {
             let reader = reader.clone();

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use servelab_records::ServerScrape;
 
-use crate::http::{self, Target};
+use crate::http::Target;
 pub use crate::periodic::Baseline;
-use crate::periodic::{ms_since, Periodic};
+use crate::periodic::{get_parsed, ms_since, Periodic};
 use crate::prom::engine_series;
 
 /// How long one scrape may take before it counts as failed.
@@ -27,16 +27,7 @@ pub struct Scraper {
 
 /// One scrape: the engine's series, or why there are none.
 pub(crate) async fn scrape(target: &Target) -> Result<BTreeMap<String, f64>, String> {
-    let body = match tokio::time::timeout(SCRAPE_TIMEOUT, http::get(target, "/metrics")).await {
-        Ok(Ok((200, body))) => body,
-        Ok(Ok((status, _))) => return Err(format!("GET /metrics answered HTTP {status}")),
-        Ok(Err(e)) => return Err(format!("GET /metrics: {e}")),
-        Err(_) => return Err(format!("GET /metrics: no answer within {SCRAPE_TIMEOUT:?}")),
-    };
-    let series =
-        tokio::task::spawn_blocking(move || engine_series(&String::from_utf8_lossy(&body)))
-            .await
-            .map_err(|e| format!("parsing /metrics: {e}"))?;
+    let series = get_parsed(target, "/metrics", SCRAPE_TIMEOUT, engine_series).await?;
     if series.keys().all(|k| k == crate::prom::PROCESS_START) {
         return Err("GET /metrics has no vllm:, llamacpp: or sglang: series".into());
     }
