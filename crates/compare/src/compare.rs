@@ -144,6 +144,15 @@ pub struct Comparison {
     pub options: CompareOptions,
 }
 
+impl Comparison {
+    /// True when predicted and measured subjects stand side by side: their differences are
+    /// a prediction's error, and no value is best.
+    pub fn mixes_predictions(&self) -> bool {
+        let predicted = |p: bool| self.subjects.iter().any(|s| s.predicted == p);
+        predicted(true) && predicted(false)
+    }
+}
+
 /// Rejected: the success rate is known and below the minimum.
 pub fn rejected(success_rate: Option<f64>, min: f64) -> bool {
     success_rate.is_some_and(|s| s < min)
@@ -287,7 +296,7 @@ pub fn compare(subjects: &[Subject], o: &CompareOptions) -> Comparison {
                 success_rate: sr,
                 rejected: rejected(sr, o.min_success_rate),
                 predicted: !s.runs.is_empty()
-                    && s.runs.iter().all(|r| r.name.ends_with(crate::data::PREDICTED)),
+                    && s.runs.iter().all(|r| crate::data::is_predicted_name(&r.name)),
             }
         })
         .collect();

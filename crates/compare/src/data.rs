@@ -102,6 +102,11 @@ impl Samples {
 /// What the name of a run the engine model predicted ends with.
 pub const PREDICTED: &str = " (predicted)";
 
+/// True for the name of a run (or a deployment of runs) the engine model predicted.
+pub fn is_predicted_name(name: &str) -> bool {
+    name.ends_with(PREDICTED)
+}
+
 /// One stored (or imported, or file) run, ready to compare.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunData {

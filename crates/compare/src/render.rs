@@ -46,7 +46,7 @@ pub fn comparison_table(c: &Comparison) -> Table {
     }
     let mut t = Table::new(headers);
     // A prediction beside a measurement is not a contest: no best value is marked.
-    let mixed = c.subjects.iter().any(|s| s.predicted) && c.subjects.iter().any(|s| !s.predicted);
+    let mixed = c.mixes_predictions();
     for row in &c.rows {
         let mut cells = vec![row.metric.label()];
         for (i, v) in row.values.iter().enumerate() {
@@ -116,7 +116,7 @@ pub fn notes(c: &Comparison) -> Vec<String> {
     if uses(|n| matches!(n, Noise::Unknown)) {
         out.push("no noise estimate: a run-level metric of single runs (repeat runs under one label to get one), or a run without per-request records".into());
     }
-    let mixed = c.subjects.iter().any(|s| s.predicted) && c.subjects.iter().any(|s| !s.predicted);
+    let mixed = c.mixes_predictions();
     if !mixed {
         out.push("* best value among runs that are not rejected".into());
     }

@@ -95,7 +95,7 @@ pub fn subjects_of(spec: &str, runs: Vec<RunData>) -> Vec<Subject> {
             }
             // A prediction beside a measurement: the delta is the prediction error, so say
             // which is which.
-            if runs.iter().all(|r| r.name.ends_with(PREDICTED)) {
+            if runs.iter().all(|r| is_predicted_name(&r.name)) {
                 name.push_str(PREDICTED);
             }
             Subject { name, runs }
@@ -129,7 +129,7 @@ fn sweep_file(path: &Path, spec: &str) -> Result<Option<Vec<RunData>>, String> {
     Ok(Some(runs))
 }
 
-pub use crate::data::PREDICTED;
+use crate::data::{is_predicted_name, PREDICTED};
 
 /// The display name of a stored run: its label (else `#id`), its sweep scenario, and
 /// whether it was predicted.

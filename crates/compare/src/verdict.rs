@@ -249,7 +249,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 /// headline saying it is one, so a prediction is never the "champion" or the "best balance"
 /// of the deployment it predicts.
 pub fn scenario_verdicts(v: &ScenarioView, o: &CompareOptions) -> Option<ScenarioVerdicts> {
-    let predicted = |e: &&Entry| e.name.ends_with(crate::sources::PREDICTED);
+    let predicted = |e: &&Entry| crate::data::is_predicted_name(&e.name);
     if v.entries.iter().any(|e| predicted(&e)) && !v.entries.iter().all(|e| predicted(&e)) {
         let only = |keep: bool| ScenarioView {
             workload: v.workload.clone(),
