@@ -442,7 +442,16 @@ impl SteadyFigures {
     pub fn holds(&self, r: &RequestRow) -> bool {
         whole_within(r, self.from_ms, self.to_ms)
     }
+
+    /// The steady latency distributions in report order, named as [`STEADY_LATENCIES`].
+    pub fn distributions(&self) -> [(&'static str, &Distribution); 4] {
+        let [ttft, tpot, itl, e2el] = STEADY_LATENCIES;
+        [(ttft, &self.ttft_ms), (tpot, &self.tpot_ms), (itl, &self.itl_ms), (e2el, &self.e2el_ms)]
+    }
 }
+
+/// The names of the steady latency distributions, in report order.
+pub const STEADY_LATENCIES: [&str; 4] = ["ttft", "tpot", "itl", "e2el"];
 
 /// The steady state over `[t_s, t_e]` of a run whose span is `run_ms`, with `halves` the
 /// mean in flight over a window's two halves.

@@ -193,13 +193,8 @@ pub fn render_csv_summary(s: &Summary) -> String {
         cols.push(("steady_requests".into(), opt(f.map(|f| f.requests))));
         cols.push(("steady_request_throughput".into(), opt(f.map(|f| f.request_throughput))));
         cols.push(("steady_output_throughput".into(), opt(f.map(|f| f.output_throughput))));
-        for name in ["ttft", "tpot", "itl", "e2el"] {
-            let d = f.map(|f| match name {
-                "ttft" => &f.ttft_ms,
-                "tpot" => &f.tpot_ms,
-                "itl" => &f.itl_ms,
-                _ => &f.e2el_ms,
-            });
+        for (i, name) in servelab_metrics::load::STEADY_LATENCIES.into_iter().enumerate() {
+            let d = f.map(|f| f.distributions()[i].1);
             cols.push((format!("mean_steady_{name}_ms"), opt(d.map(|d| d.mean))));
             cols.push((format!("p99_steady_{name}_ms"), opt(d.and_then(|d| d.percentile(99.0)))));
         }

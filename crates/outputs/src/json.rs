@@ -42,9 +42,7 @@ fn load_value(l: &servelab_metrics::LoadSummary) -> Value {
     if let (Some(f), Some(steady)) =
         (l.steady_figures(), v.get_mut("steady").and_then(Value::as_object_mut))
     {
-        for (k, d) in
-            [("ttft", &f.ttft_ms), ("tpot", &f.tpot_ms), ("itl", &f.itl_ms), ("e2el", &f.e2el_ms)]
-        {
+        for (k, d) in f.distributions() {
             steady.remove(&format!("{k}_ms"));
             steady.insert(k.into(), distribution(d));
         }

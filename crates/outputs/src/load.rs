@@ -79,12 +79,9 @@ pub fn steady_rows(s: &Summary) -> Vec<(String, String, String)> {
         ("Output throughput (tok/s)".into(), f2(f.output_throughput), f2(s.output_throughput)),
     ];
     let p99 = |d: &Distribution| num(d.percentile(99.0));
-    for (name, steady, all) in [
-        ("TTFT", &f.ttft_ms, &s.ttft_ms),
-        ("TPOT", &f.tpot_ms, &s.tpot_ms),
-        ("ITL", &f.itl_ms, &s.itl_ms),
-        ("E2EL", &f.e2el_ms, &s.e2el_ms),
-    ] {
+    let all = [&s.ttft_ms, &s.tpot_ms, &s.itl_ms, &s.e2el_ms];
+    for ((name, steady), all) in f.distributions().into_iter().zip(all) {
+        let name = name.to_uppercase();
         rows.push((format!("Mean {name} (ms)"), f2(steady.mean), f2(all.mean)));
         if steady.percentile(99.0).is_some() {
             rows.push((format!("P99 {name} (ms)"), p99(steady), p99(all)));
