@@ -479,11 +479,9 @@ where
         .series
         .iter()
         .flat_map(|s| match s.style {
-            Style::Line => vec![s.points.iter().map(px).collect()],
-            Style::Step => vec![step_path(&s.points).iter().map(px).collect()],
-            Style::Front => vec![front_steps(&s.points).iter().map(px).collect()],
             // Each marker on its own, so a note keeps off the other points.
             Style::Points => s.points.iter().map(|p| vec![px(p)]).collect(),
+            _ => vec![drawn_path(s).iter().map(px).collect()],
         })
         .collect();
     if let Some(Mark { x, y: Some(y), label }) = &c.mark {
@@ -520,14 +518,10 @@ where
             _ => PALETTE[nth % PALETTE.len()],
         };
         let style = ShapeStyle::from(color).stroke_width(3);
-        let path = match s.style {
-            Style::Line | Style::Points => s.points.clone(),
-            Style::Step => step_path(&s.points),
-            Style::Front => front_steps(&s.points),
-        };
+        let path = drawn_path(s);
         // A faded point is drawn at lower opacity, its note too (still readable).
-        let alpha = |k: usize, full: f64| if s.is_faded(k) { FADED } else { full };
-        let marker = |k: usize, p: (f64, f64)| Circle::new(p, 5, color.mix(alpha(k, 1.0)).filled());
+        let alpha = |k: usize| if s.is_faded(k) { FADED } else { 1.0 };
+        let marker = |k: usize, p: (f64, f64)| Circle::new(p, 5, color.mix(alpha(k)).filled());
         if s.style == Style::Points {
             chart
                 .draw_series(s.points.iter().enumerate().map(|(k, &p)| marker(k, p)))
@@ -656,27 +650,37 @@ pub struct ChartError {
     pub message: String,
 }
 
+/// The line a series draws through its points, by its style.
+fn drawn_path(s: &Series) -> Vec<(f64, f64)> {
+    match s.style {
+        Style::Line | Style::Points => s.points.clone(),
+        Style::Step => step_path(&s.points),
+        Style::Front => front_steps(&s.points),
+    }
+}
+
 /// `(x0, y0), (x1, y1)` → `(x0, y0), (x1, y0), (x1, y1)`: each value holds until the next.
 fn step_path(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
-    let mut out = Vec::with_capacity(points.len() * 2);
-    for (i, &(x, y)) in points.iter().enumerate() {
-        if i > 0 {
-            out.push((x, points[i - 1].1));
-        }
-        out.push((x, y));
-    }
-    out
+    stairs(points, |(_, y0), (x1, _)| (x1, y0))
 }
 
 /// `(x0, y0), (x1, y1)` → `(x0, y0), (x0, y1), (x1, y1)`: a Pareto front's staircase, down
 /// from each point to the next one's y, then across to it.
 pub fn front_steps(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    stairs(points, |(x0, _), (_, y1)| (x0, y1))
+}
+
+/// A point of a chart, `(x, y)`.
+type Xy = (f64, f64);
+
+/// `points` with a corner, `corner(previous, next)`, before each point after the first.
+fn stairs(points: &[Xy], corner: fn(Xy, Xy) -> Xy) -> Vec<Xy> {
     let mut out = Vec::with_capacity(points.len() * 2);
-    for (i, &(x, y)) in points.iter().enumerate() {
+    for (i, &p) in points.iter().enumerate() {
         if i > 0 {
-            out.push((points[i - 1].0, y));
+            out.push(corner(points[i - 1], p));
         }
-        out.push((x, y));
+        out.push(p);
     }
     out
 }
