@@ -29,12 +29,10 @@ const NAMES: [(f64, &str); 9] = [
     (99.0, "p99"),
 ];
 
-const KEYS: StatKeys = StatKeys { mean: "avg", std: "std", names: &NAMES };
+const KEYS: StatKeys = StatKeys { mean: "avg", std: "std", unit: "unit", names: &NAMES };
 
 fn stats(d: &Distribution, unit: &str) -> Option<Value> {
-    let mut m = KEYS.of(d, 1.0)?;
-    m.insert("unit".into(), unit.into());
-    Some(Value::Object(m))
+    KEYS.with_unit(d, unit)
 }
 
 /// A run-level figure: AIPerf writes it as a result with only `avg`.

@@ -30,12 +30,10 @@ const NAMES: [(f64, &str); 11] = [
     (99.9, "p99p9"),
 ];
 
-const KEYS: StatKeys = StatKeys { mean: "mean", std: "stddev", names: &NAMES };
+const KEYS: StatKeys = StatKeys { mean: "mean", std: "stddev", unit: "units", names: &NAMES };
 
 fn stats(d: &Distribution, units: &str) -> Option<Value> {
-    let mut m = KEYS.of(d, 1.0)?;
-    m.insert("units".into(), units.into());
-    Some(Value::Object(m))
+    KEYS.with_unit(d, units)
 }
 
 /// A run-level rate: the report's `Statistics` with only its mean.

@@ -8,36 +8,39 @@
 use serde_json::{Map, Value};
 use servelab_metrics::Distribution;
 
-/// A distribution's figures under a format's key names, scaled by `scale` (1 keeps
-/// milliseconds). `names` maps a percentile to its key; `mean`, `std`, `min` and `max` are
-/// the keys of those figures (`None` leaves one out). An empty distribution is `None`: the
-/// file then has no statistic at all, never a zero standing in for "no data".
+/// A distribution's figures under a format's key names: `mean` and `std` name those figures
+/// (`min` and `max` are the same in both formats), `names` maps a percentile to its key, and
+/// `unit` is the key of the unit's name. An empty distribution is `None`: the file then has no
+/// statistic at all, never a zero standing in for "no data".
 pub(crate) struct StatKeys {
     pub mean: &'static str,
     pub std: &'static str,
+    pub unit: &'static str,
     pub names: &'static [(f64, &'static str)],
 }
 
 impl StatKeys {
-    pub(crate) fn of(&self, d: &Distribution, scale: f64) -> Option<Map<String, Value>> {
+    /// `d`'s figures (milliseconds stay milliseconds) with its unit, `unit`.
+    pub(crate) fn with_unit(&self, d: &Distribution, unit: &str) -> Option<Value> {
         if d.count == 0 {
             return None;
         }
         let mut m = Map::new();
-        m.insert(self.mean.into(), (d.mean * scale).into());
-        m.insert(self.std.into(), (d.std * scale).into());
-        m.insert("min".into(), (d.min * scale).into());
-        m.insert("max".into(), (d.max * scale).into());
+        m.insert(self.mean.into(), d.mean.into());
+        m.insert(self.std.into(), d.std.into());
+        m.insert("min".into(), d.min.into());
+        m.insert("max".into(), d.max.into());
+        m.insert(self.unit.into(), unit.into());
         let mut put = |p: f64, v: f64| {
             if let Some((_, key)) = self.names.iter().find(|(q, _)| *q == p) {
-                m.insert((*key).into(), (v * scale).into());
+                m.insert((*key).into(), v.into());
             }
         };
         put(50.0, d.median);
         for &(p, v) in &d.percentiles {
             put(p, v);
         }
-        Some(m)
+        Some(Value::Object(m))
     }
 }
 
