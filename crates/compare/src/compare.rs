@@ -12,7 +12,7 @@ use crate::data::{Identity, RunData, Subject};
 use crate::welch::{welch_interval, MIN_BOOTSTRAP_REPEATS};
 use servelab_metrics::bootstrap::{diff_interval, Interval};
 use servelab_metrics::{
-    MetricKey, Stat, DEPLOYMENT_KEYS, GPU_KEYS, HEADLINE, LOAD_KEYS, REASONING_KEYS,
+    MetricKey, Stat, Summary, DEPLOYMENT_KEYS, GPU_KEYS, HEADLINE, LOAD_KEYS, REASONING_KEYS,
 };
 use servelab_records::LoadSpec;
 
@@ -215,34 +215,26 @@ fn noise(
     (None, Noise::Unknown)
 }
 
-/// The metrics compared: the headline's, then the reasoning models' when a run had reasoning.
+/// The metrics compared: the headline's, then per GPU and per user, the reasoning models'
+/// when a run had reasoning, the GPU energy and cost ones when a run had them, and the load's
+/// when a run reached a steady state.
 fn metric_keys(subjects: &[Subject]) -> Vec<MetricKey> {
-    let reasoning = subjects
-        .iter()
-        .flat_map(|s| &s.runs)
-        .any(|r| r.summary.as_ref().is_some_and(|s| s.reasoning.is_some()));
-    let extra = if reasoning { &REASONING_KEYS[..] } else { &[] };
-    let gpu = if any_gpu(subjects) { &GPU_KEYS[..] } else { &[] };
-    let load = if any_steady(subjects) { &LOAD_KEYS[..] } else { &[] };
+    let any = |has: fn(&Summary) -> bool| {
+        subjects.iter().flat_map(|s| &s.runs).any(|r| r.summary.as_ref().is_some_and(has))
+    };
+    let when = |yes: bool, keys: &'static [MetricKey]| if yes { keys } else { &[] };
+    let reasoning = when(any(|s| s.reasoning.is_some()), &REASONING_KEYS);
+    let gpu = when(any(|s| s.gpu.is_some()), &GPU_KEYS);
+    let steady = |s: &Summary| s.load.as_ref().is_some_and(|l| l.steady_figures().is_some());
+    let load = when(any(steady), &LOAD_KEYS);
     HEADLINE
         .iter()
         .chain(&deployment_keys(subjects))
-        .chain(extra)
+        .chain(reasoning)
         .chain(gpu)
         .chain(load)
         .copied()
         .collect()
-}
-
-/// True when a run of the subjects reached a steady state: then the delivered load and the
-/// steady figures ([`LOAD_KEYS`]) are compared too.
-fn any_steady(subjects: &[Subject]) -> bool {
-    subjects.iter().flat_map(|s| &s.runs).any(|r| {
-        r.summary
-            .as_ref()
-            .and_then(|s| s.load.as_ref())
-            .is_some_and(|l| l.steady_figures().is_some())
-    })
 }
 
 /// Output tokens/s per GPU when a run states its GPU count, and per user when a run has a
@@ -253,14 +245,6 @@ fn deployment_keys(subjects: &[Subject]) -> Vec<MetricKey> {
         .into_iter()
         .filter(|&k| runs().any(|r| r.deployment_value(k).is_some()))
         .collect()
-}
-
-/// True when a run of the subjects has GPU energy or cost figures.
-fn any_gpu(subjects: &[Subject]) -> bool {
-    subjects
-        .iter()
-        .flat_map(|s| &s.runs)
-        .any(|r| r.summary.as_ref().is_some_and(|s| s.gpu.is_some()))
 }
 
 /// Index of the best value among non-rejected subjects; ties keep the earlier. `None` for a
