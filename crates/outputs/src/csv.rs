@@ -1,6 +1,6 @@
 //! CSV: one row per request, and a one-row run summary for spreadsheets that collect runs.
 
-use servelab_metrics::{RequestRow, Summary};
+use servelab_metrics::{Distribution, RequestRow, Summary};
 
 use crate::fmt::pct_word;
 
@@ -143,12 +143,7 @@ pub fn render_csv_summary(s: &Summary) -> String {
     for (name, d) in
         [("ttft", &s.ttft_ms), ("tpot", &s.tpot_ms), ("itl", &s.itl_ms), ("e2el", &s.e2el_ms)]
     {
-        cols.push((format!("mean_{name}_ms"), d.mean.to_string()));
-        cols.push((format!("median_{name}_ms"), d.median.to_string()));
-        cols.push((format!("std_{name}_ms"), d.std.to_string()));
-        for (p, v) in &d.percentiles {
-            cols.push((format!("p{}_{name}_ms", pct_word(*p)), v.to_string()));
-        }
+        dist_cols(&mut cols, &format!("{name}_ms"), d, true);
     }
     if let Some(r) = &s.reasoning {
         cols.push(("reasoning_requests".into(), r.requests.to_string()));
@@ -156,11 +151,7 @@ pub fn render_csv_summary(s: &Summary) -> String {
         cols.push(("total_answer_tokens".into(), r.total_answer_tokens.to_string()));
         for (name, d) in r.distributions() {
             let unit = if name.ends_with("tokens") { "" } else { "_ms" };
-            cols.push((format!("mean_{name}{unit}"), d.mean.to_string()));
-            cols.push((format!("median_{name}{unit}"), d.median.to_string()));
-            for (p, v) in &d.percentiles {
-                cols.push((format!("p{}_{name}{unit}", pct_word(*p)), v.to_string()));
-            }
+            dist_cols(&mut cols, &format!("{name}{unit}"), d, false);
         }
     }
     if let Some(g) = &s.gpu {
@@ -203,6 +194,19 @@ pub fn render_csv_summary(s: &Summary) -> String {
     line(&mut out, &cols.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>());
     line(&mut out, &cols.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>());
     out
+}
+
+/// A distribution's CSV columns: `mean_{name}`, `median_{name}`, `std_{name}` (with
+/// `with_std`), and `p{P}_{name}` for each percentile.
+fn dist_cols(cols: &mut Vec<(String, String)>, name: &str, d: &Distribution, with_std: bool) {
+    cols.push((format!("mean_{name}"), d.mean.to_string()));
+    cols.push((format!("median_{name}"), d.median.to_string()));
+    if with_std {
+        cols.push((format!("std_{name}"), d.std.to_string()));
+    }
+    for (p, v) in &d.percentiles {
+        cols.push((format!("p{}_{name}", pct_word(*p)), v.to_string()));
+    }
 }
 
 #[cfg(test)]
