@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::data::{Identity, RunData, Subject};
+use crate::data::{Identity, Subject};
 use crate::welch::{welch_interval, MIN_BOOTSTRAP_REPEATS};
 use servelab_metrics::bootstrap::{diff_interval, Interval};
 use servelab_metrics::{
@@ -174,17 +174,13 @@ pub fn verdict(metric: MetricKey, interval: Option<Interval>) -> DeltaVerdict {
     }
 }
 
-/// The values of a metric as 1-value units per repeated run (the GPU and load figures, not
-/// headline columns, from the stored summaries).
+/// The values of a metric as 1-value units per repeated run. The reasoning figures have none:
+/// their noise is read from the requests that had reasoning.
 fn repeat_units(s: &Subject, metric: MetricKey) -> Vec<Vec<f64>> {
-    if DEPLOYMENT_KEYS.contains(&metric) {
-        return s.runs.iter().filter_map(|r| r.deployment_value(metric)).map(|v| vec![v]).collect();
+    if metric.metric.is_reasoning() {
+        return Vec::new();
     }
-    let of = |r: &RunData| match metric.metric.is_gpu() || metric.metric.is_load() {
-        true => metric.value(r.summary.as_ref()?),
-        false => r.headline.get(&metric),
-    };
-    s.runs.iter().filter_map(of).map(|v| vec![v]).collect()
+    s.runs.iter().filter_map(|r| r.metric(metric)).map(|v| vec![v]).collect()
 }
 
 /// Noise interval of `this − base` for one metric, and how it was estimated.

@@ -190,6 +190,20 @@ impl RunData {
         }
     }
 
+    /// This run's value of `metric`: per GPU and per user from its headline and GPU count;
+    /// the reasoning, GPU and load figures (not headline columns) from its stored summary;
+    /// the rest from its headline.
+    pub fn metric(&self, metric: MetricKey) -> Option<f64> {
+        if DEPLOYMENT_KEYS.contains(&metric) {
+            return self.deployment_value(metric);
+        }
+        let m = metric.metric;
+        if m.is_reasoning() || m.is_gpu() || m.is_load() {
+            return metric.value(self.summary.as_ref()?);
+        }
+        self.headline.get(&metric)
+    }
+
     /// GPUs serving the deployment, as the run states them (`--gpus`, a prediction's).
     pub fn gpus(&self) -> Option<u32> {
         self.info()?.gpus
@@ -302,23 +316,11 @@ impl Subject {
     /// stored summaries). With per-request samples the headline is what the run's summary
     /// computed from them. One reading for comparisons, deployment views and verdicts.
     pub fn metric_value(&self, metric: MetricKey) -> Option<f64> {
-        let s = self;
         if metric.metric == Metric::SuccessRate {
-            return s.success_rate().map(|r| r * 100.0);
+            return self.success_rate().map(|r| r * 100.0);
         }
-        if DEPLOYMENT_KEYS.contains(&metric) {
-            // Per GPU and per user: from each run's headline and GPU count, mean over repeats.
-            let vals: Vec<f64> = s.runs.iter().filter_map(|r| r.deployment_value(metric)).collect();
-            return (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
-        }
-        if metric.metric.is_reasoning() || metric.metric.is_gpu() || metric.metric.is_load() {
-            // Not a headline column: read from the stored summaries (runs that had reasoning, or
-            // GPU telemetry or a GPU price).
-            let vals: Vec<f64> =
-                s.runs.iter().filter_map(|r| metric.value(r.summary.as_ref()?)).collect();
-            return (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64);
-        }
-        s.value(|h| h.get(&metric))
+        let vals: Vec<f64> = self.runs.iter().filter_map(|r| r.metric(metric)).collect();
+        (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
     }
 
     /// A subject of one run, named after it.
