@@ -20,8 +20,7 @@
 use serde::{Deserialize, Serialize};
 use servelab_records::{ChunkKind, RequestRecord};
 
-use crate::request::ms;
-use crate::stats::Distribution;
+use crate::stats::{ms, Distribution};
 
 /// One request's reasoning and answer phases (see the module doc for the definitions).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]

@@ -7,10 +7,7 @@
 use serde::{Deserialize, Serialize};
 use servelab_records::{Chunk, ChunkKind, Nanos, Outcome, RequestRecord, SessionTurn};
 
-/// Nanoseconds to milliseconds.
-pub fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
+pub use crate::stats::ms;
 
 /// One request, as the summary and the per-request outputs (CSV, JSONL) show it.
 ///

@@ -8,6 +8,11 @@
 use serde::{Deserialize, Serialize};
 pub use servelab_records::stats::{mean, pairwise_sum, percentile};
 
+/// Nanoseconds to milliseconds.
+pub fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
 /// Population standard deviation (`np.std`, `ddof=0`); 0 for an empty sample.
 pub fn std(xs: &[f64]) -> f64 {
     if xs.is_empty() {

@@ -371,11 +371,10 @@ impl fmt::Display for Warning {
             Warning::GpuReadingsStill { changes, window_s } => write!(
                 f,
                 "the GPUs' power and energy readings changed {changes} times in the \
-                 {window_s:.1} s measured window (at least {} needed), so the energy figures \
+                 {window_s:.1} s measured window (at least 5 needed), so the energy figures \
                  are coarse: run longer, read more often (--gpu-metrics-interval), or have the \
                  source collect more often (dcgm-exporter collects every 30 s unless started \
-                 with -c 1000, or DCGM_EXPORTER_INTERVAL=1000)",
-                crate::gpu::MIN_CHANGED_READINGS
+                 with -c 1000, or DCGM_EXPORTER_INTERVAL=1000)"
             ),
             Warning::GpuCountMismatch { declared, seen } => write!(
                 f,
