@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use servelab_records::{GpuReading, GpuScrape, GpuSource};
 
 use crate::http::{self, Target};
-use crate::periodic::{get_parsed, ms_since, Periodic};
+use crate::periodic::{ms_since, Periodic};
 use crate::prom;
 
 /// How long one reading may take before it counts as failed.
@@ -154,7 +154,7 @@ impl Reader {
 
 async fn read_dcgm(target: &Target) -> Result<Vec<GpuReading>, String> {
     let path = &target.path;
-    let gpus = get_parsed(target, path, READ_TIMEOUT, dcgm_readings).await?;
+    let gpus = http::get_parsed(target, path, READ_TIMEOUT, dcgm_readings).await?;
     if gpus.is_empty() {
         return Err(format!("GET {path} has no DCGM_FI_DEV_* series with a gpu label"));
     }

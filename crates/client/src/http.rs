@@ -585,6 +585,25 @@ pub async fn unless_interrupted<F: Future>(
     }
 }
 
+/// One reading of a Prometheus-style endpoint: `GET path` on its own connection within
+/// `timeout`, its body parsed by `parse` on the blocking pool (off the runtime's workers).
+pub(crate) async fn get_parsed<T: Send + 'static>(
+    target: &Target,
+    path: &str,
+    timeout: Duration,
+    parse: fn(&str) -> T,
+) -> Result<T, String> {
+    let body = match tokio::time::timeout(timeout, get(target, path)).await {
+        Ok(Ok((200, body))) => body,
+        Ok(Ok((status, _))) => return Err(format!("GET {path} answered HTTP {status}")),
+        Ok(Err(e)) => return Err(format!("GET {path}: {e}")),
+        Err(_) => return Err(format!("GET {path}: no answer within {timeout:?}")),
+    };
+    tokio::task::spawn_blocking(move || parse(&String::from_utf8_lossy(&body)))
+        .await
+        .map_err(|e| format!("parsing {path}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,8 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
-
-use crate::http::{self, Target};
 use tokio::task::JoinHandle;
 
 /// The longest the measuring loop waits for a baseline reading (one reading's own bound).
@@ -97,23 +95,4 @@ pub(crate) fn ms_since(at: Instant, origin: Instant) -> f64 {
     } else {
         -((origin - at).as_secs_f64() * 1e3)
     }
-}
-
-/// One reading of a Prometheus-style endpoint: `GET path` on its own connection within
-/// `timeout`, its body parsed by `parse` on the blocking pool (off the runtime's workers).
-pub(crate) async fn get_parsed<T: Send + 'static>(
-    target: &Target,
-    path: &str,
-    timeout: Duration,
-    parse: fn(&str) -> T,
-) -> Result<T, String> {
-    let body = match tokio::time::timeout(timeout, http::get(target, path)).await {
-        Ok(Ok((200, body))) => body,
-        Ok(Ok((status, _))) => return Err(format!("GET {path} answered HTTP {status}")),
-        Ok(Err(e)) => return Err(format!("GET {path}: {e}")),
-        Err(_) => return Err(format!("GET {path}: no answer within {timeout:?}")),
-    };
-    tokio::task::spawn_blocking(move || parse(&String::from_utf8_lossy(&body)))
-        .await
-        .map_err(|e| format!("parsing {path}: {e}"))
 }

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use servelab_records::ServerScrape;
 
-use crate::http::Target;
+use crate::http::{self, Target};
 pub use crate::periodic::Baseline;
-use crate::periodic::{get_parsed, ms_since, Periodic};
+use crate::periodic::{ms_since, Periodic};
 use crate::prom::engine_series;
 
 /// How long one scrape may take before it counts as failed.
@@ -27,7 +27,7 @@ pub struct Scraper {
 
 /// One scrape: the engine's series, or why there are none.
 pub(crate) async fn scrape(target: &Target) -> Result<BTreeMap<String, f64>, String> {
-    let series = get_parsed(target, "/metrics", SCRAPE_TIMEOUT, engine_series).await?;
+    let series = http::get_parsed(target, "/metrics", SCRAPE_TIMEOUT, engine_series).await?;
     if series.keys().all(|k| k == crate::prom::PROCESS_START) {
         return Err("GET /metrics has no vllm:, llamacpp: or sglang: series".into());
     }
