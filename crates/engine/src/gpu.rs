@@ -40,6 +40,14 @@ pub struct GpuSpec {
     pub intra_switched: bool,
     /// Network link per GPU between nodes, used for the P/D KV transfer.
     pub network: LinkSpec,
+    /// Dense BF16 matmul TFLOP/s measured on this GPU (the best of a published sweep of
+    /// shapes), `None` where none is published: what the tensor cores sustain at the clock the
+    /// GPU holds under that load within its power limit. See [`GpuSpec::sustained_fraction`].
+    pub measured_bf16_tflops: Option<f64>,
+    /// The same for FP8 matmuls, where published.
+    pub measured_fp8_tflops: Option<f64>,
+    /// The same for FP4 matmuls, where published.
+    pub measured_fp4_tflops: Option<f64>,
 }
 
 const fn link(bandwidth_gb_s: f64, latency_us: f64) -> LinkSpec {
@@ -65,6 +73,9 @@ fn preset_table() -> Vec<GpuSpec> {
         // L40S node is a PCIe ring, and GB10 has one GPU. Set below.
         intra_switched: false,
         network,
+        measured_bf16_tflops: None,
+        measured_fp8_tflops: None,
+        measured_fp4_tflops: None,
     };
     vec![
         // A100 SXM4 80 GB datasheet: BF16 312 TFLOPS dense, no FP8; HBM2e 2,039 GB/s; NVLink 3
@@ -171,9 +182,41 @@ fn preset_table() -> Vec<GpuSpec> {
     .into_iter()
     .map(|mut g| {
         g.intra_switched = !matches!(g.name.as_str(), "l40s" | "gb10" | "h100-nvl" | "h100-pcie");
+        (g.measured_bf16_tflops, g.measured_fp8_tflops, g.measured_fp4_tflops) =
+            measured_matmul_tflops(&g.name);
         g
     })
     .collect()
+}
+
+/// Measured dense matmul TFLOP/s (BF16, FP8, FP4) of a preset, from published measurements,
+/// `None` where none has the GPU:
+///
+/// - S. Bekman, *Machine Learning Engineering*, "Maximum Achievable Matmul FLOPS comparison
+///   table" (github.com/stas00/ml-engineering, compute/accelerator/README.md, read at commit
+///   744d01e, 2026-08): `torch.matmul`, best of a brute-force search over shapes, mean of 100
+///   iterations. BF16: A100 SXM 271.2, H100 SXM 794.5 ("H200 is the same"), B200 1745.0;
+///   FP8: H100 SXM 1402.6, H200 SXM 1453.4, B200 3432.5.
+/// - zzc0721/torch-performance-test-data, `database.md` (read at commit 9d82827, 2026-01): one
+///   script, `torch.matmul` of square matrices of 1,024–10,240, the best size. BF16: H20 142.25
+///   (issue 77; another H20 141.86), H100 PCIe 495.93, L40S 269.15. It agrees with the first
+///   table where both measured: H100 SXM 797.51 and 783.66, H200 790.29, B200 1696.03.
+/// - B200 NVFP4: cuBLAS 5,589.8 TFLOP/s at 8192³ (4,313.6 at 16384³, 4,933.4 at 32768³;
+///   triton-lang/triton pull request 9697, 2026-03, its cuBLAS column); torchao's matmul
+///   benchmark 5,500 at 6144³ (pytorch/ao pull request 2427, 2025-06).
+///
+/// The H100 NVL and GB10 are in none: their datasheet peaks stand.
+fn measured_matmul_tflops(name: &str) -> (Option<f64>, Option<f64>, Option<f64>) {
+    match name {
+        "a100" => (Some(271.2), None, None),
+        "h100" => (Some(794.5), Some(1402.6), None),
+        "h200" => (Some(794.5), Some(1453.4), None),
+        "b200" => (Some(1745.0), Some(3432.5), Some(5589.8)),
+        "h20" => (Some(142.25), None, None),
+        "h100-pcie" => (Some(495.93), None, None),
+        "l40s" => (Some(269.15), None, None),
+        _ => (None, None, None),
+    }
 }
 
 /// Names of the GPU presets.
@@ -207,6 +250,50 @@ impl GpuSpec {
         t * 1e12
     }
 
+    /// The class whose tensor cores a GEMM of `class` runs on: a class the GPU lacks falls back
+    /// to the next wider one, as in [`GpuSpec::flops`].
+    fn rate_class(&self, class: ComputeClass) -> ComputeClass {
+        match class {
+            ComputeClass::Four if self.fp4_tflops.is_some() => ComputeClass::Four,
+            ComputeClass::Four | ComputeClass::Eight if self.fp8_tflops.is_some() => {
+                ComputeClass::Eight
+            }
+            _ => ComputeClass::Half,
+        }
+    }
+
+    /// The fraction of the datasheet peak of `class` that the GPU sustains in a dense matmul:
+    /// the measured TFLOP/s over the datasheet's. Datasheet peaks are at the boost clock; under
+    /// dense tensor load a power-limited part holds a lower one (an H100 SXM at 700 W: 0.80 of
+    /// its BF16 peak, 0.71 of its FP8 one), a part whose tensor cores were cut for its power
+    /// nearly its peak (H20: 0.96). A class without a measurement of its own takes the fraction
+    /// of the next wider measured class (FP4 that of FP8, FP8 that of BF16: the same clock); a
+    /// GPU with no measurement at all, 1 (its datasheet peak).
+    pub fn sustained_fraction(&self, class: ComputeClass) -> f64 {
+        let half = self.measured_bf16_tflops.map_or(1.0, |m| m / self.bf16_tflops);
+        let eight = match (self.measured_fp8_tflops, self.fp8_tflops) {
+            (Some(m), Some(peak)) => m / peak,
+            _ => half,
+        };
+        let four = match (self.measured_fp4_tflops, self.fp4_tflops) {
+            (Some(m), Some(peak)) => m / peak,
+            _ => eight,
+        };
+        match self.rate_class(class) {
+            ComputeClass::Half => half,
+            ComputeClass::Eight => eight,
+            ComputeClass::Four => four,
+        }
+    }
+
+    /// FLOP/s a GEMM of this class reaches at best: [`GpuSpec::flops`] ×
+    /// [`GpuSpec::sustained_fraction`]. The calibration's efficiencies (`eta_gemm`, `eta_attn`)
+    /// are fractions of this, so that they carry between GPUs that sustain different shares of
+    /// their datasheet peaks.
+    pub fn sustained_flops(&self, class: ComputeClass) -> f64 {
+        self.flops(class) * self.sustained_fraction(class)
+    }
+
     /// Memory bandwidth in bytes/s.
     pub fn mem_bw(&self) -> f64 {
         self.mem_bw_gb_s * 1e9
@@ -238,5 +325,43 @@ mod tests {
         assert_eq!(h20.mem_bw(), 4.0e12);
         let e = GpuSpec::preset("v100").unwrap_err().to_string();
         assert!(e.starts_with("gpu: unknown preset `v100`, expected one of: a100"), "{e}");
+    }
+
+    fn close(got: f64, want: f64) {
+        assert!((got - want).abs() <= 1e-12 * want.abs(), "got {got}, want {want}");
+    }
+
+    /// The sustained fraction is the measured matmul TFLOP/s over the datasheet's, per class;
+    /// a class without its own measurement takes the next wider measured class's, and a GPU
+    /// without any keeps its datasheet peak.
+    #[test]
+    fn sustained_fraction_by_gpu_and_class() {
+        let h20 = GpuSpec::preset("h20").unwrap();
+        close(h20.sustained_fraction(ComputeClass::Half), 142.25 / 148.0);
+        close(h20.sustained_fraction(ComputeClass::Eight), 142.25 / 148.0);
+        close(h20.sustained_fraction(ComputeClass::Four), 142.25 / 148.0);
+        close(h20.sustained_flops(ComputeClass::Half), 142.25e12);
+        close(h20.sustained_flops(ComputeClass::Eight), 296e12 * 142.25 / 148.0);
+        let h100 = GpuSpec::preset("h100").unwrap();
+        close(h100.sustained_fraction(ComputeClass::Half), 794.5 / 989.0);
+        close(h100.sustained_fraction(ComputeClass::Eight), 1402.6 / 1979.0);
+        close(h100.sustained_fraction(ComputeClass::Four), 1402.6 / 1979.0);
+        close(h100.sustained_flops(ComputeClass::Half), 794.5e12);
+        close(h100.sustained_flops(ComputeClass::Eight), 1402.6e12);
+        let b200 = GpuSpec::preset("b200").unwrap();
+        close(b200.sustained_flops(ComputeClass::Eight), 3432.5e12);
+        close(b200.sustained_flops(ComputeClass::Four), 5589.8e12);
+        // FP8 on an A100 runs at the BF16 rate, and so at the BF16 fraction.
+        let a100 = GpuSpec::preset("a100").unwrap();
+        close(a100.sustained_flops(ComputeClass::Eight), 271.2e12);
+        let pcie = GpuSpec::preset("h100-pcie").unwrap();
+        close(pcie.sustained_flops(ComputeClass::Eight), 1513e12 * 495.93 / 756.0);
+        for name in ["h100-nvl", "gb10"] {
+            let g = GpuSpec::preset(name).unwrap();
+            for class in [ComputeClass::Half, ComputeClass::Eight, ComputeClass::Four] {
+                assert_eq!(g.sustained_fraction(class), 1.0, "{name}");
+                assert_eq!(g.sustained_flops(class), g.flops(class), "{name}");
+            }
+        }
     }
 }
