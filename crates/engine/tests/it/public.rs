@@ -76,10 +76,9 @@ fn whole() -> bool {
 }
 
 /// A sensitivity run: `SERVELAB_PUBLIC_H100_AS=h100-pcie` (or `h100-nvl`) predicts GPUStack's
-/// throughput pages (`-random`: Qwen3-32B and gpt-oss-20b, every request at once), whose
-/// "H100" is not said to be the SXM part, on that GPU instead (figures printed, not checked).
-/// Its latency page (Qwen3-8B at concurrency 4) decodes as fast as the SXM part and is left
-/// as it is.
+/// throughput pages (`-random`: Qwen3-32B and gpt-oss-20b, every request at once) on that GPU
+/// instead of the H100 SXM their source names (figures printed, not checked): how much the
+/// variant would matter. Its latency page (Qwen3-8B at concurrency 4) is left as it is.
 fn gpu_as(name: &str) -> Option<String> {
     let v = std::env::var("SERVELAB_PUBLIC_H100_AS").ok()?;
     (name.starts_with("gpustack-") && name.ends_with("-random")).then_some(v)
