@@ -1,11 +1,12 @@
 //! Step time: a roofline per operator class, summed, plus fixed overheads.
 //!
 //! Each class costs `max(flops / (peak × η_compute), bytes / (bandwidth × η_mem))` on one GPU of
-//! the TP group (all GPUs of a group do the same work in lockstep). The activations each token
-//! writes and reads between kernels (norms, residuals, rotary, the gated activation, GEMM
-//! inputs and outputs) are a memory-bound class of their own: small next to the GEMMs on a
-//! GPU whose compute is slow for its bandwidth (H20 in BF16: 2 %), a fifth of a prompt's time
-//! where it is fast (H100 in FP8).
+//! the TP group (all GPUs of a group do the same work in lockstep), the peak being the GPU's
+//! sustained tensor rate (`GpuSpec::sustained_flops`), not its datasheet's. The activations
+//! each token writes and reads between kernels (norms, residuals, rotary, the gated
+//! activation, GEMM inputs and outputs) are a memory-bound class of their own: small next to
+//! the GEMMs on a GPU whose compute is slow for its bandwidth (H20 in BF16: 2 %), a fifth of a
+//! prompt's time where it is fast (H100 in FP8).
 
 use crate::config::{Calibration, WorkerSpec};
 use crate::dtype::ComputeClass;

@@ -11,9 +11,12 @@ use crate::error::{EngineError, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Calibration {
-    /// Fraction of peak dense FLOP/s that GEMMs reach when compute-bound (0–1].
+    /// Fraction of the GPU's sustained dense FLOP/s ([`crate::GpuSpec::sustained_flops`]: the
+    /// published matmul measurement, below the datasheet peak) that GEMMs reach when
+    /// compute-bound (0–1].
     pub eta_gemm: f64,
-    /// Fraction of peak FLOP/s that attention kernels reach when compute-bound (0–1].
+    /// Fraction of the sustained 16-bit FLOP/s that attention kernels reach when compute-bound
+    /// (0–1].
     pub eta_attn: f64,
     /// Fraction of peak memory bandwidth reached streaming weights and KV (0–1].
     pub eta_mem: f64,
