@@ -239,25 +239,28 @@ impl GpuSpec {
         })
     }
 
-    /// Peak dense FLOP/s of a GEMM of this class; a missing class falls back to the next wider
-    /// one (FP8 weights on an A100 run as W8A16, i.e. at the 16-bit rate).
+    /// Peak dense FLOP/s of a GEMM of this class, at the rate of the tensor cores it runs on
+    /// ([`GpuSpec::rate_class`]).
     pub fn flops(&self, class: ComputeClass) -> f64 {
-        let t = match class {
+        let t = match self.rate_class(class) {
             ComputeClass::Half => self.bf16_tflops,
             ComputeClass::Eight => self.fp8_tflops.unwrap_or(self.bf16_tflops),
-            ComputeClass::Four => self.fp4_tflops.or(self.fp8_tflops).unwrap_or(self.bf16_tflops),
+            ComputeClass::Four => self.fp4_tflops.unwrap_or(self.bf16_tflops),
         };
         t * 1e12
     }
 
-    /// The class whose tensor cores a GEMM of `class` runs on: a class the GPU lacks falls back
-    /// to the next wider one, as in [`GpuSpec::flops`].
-    fn rate_class(&self, class: ComputeClass) -> ComputeClass {
+    /// The class whose tensor cores a GEMM of `class` runs on. A class the GPU lacks runs at the
+    /// 16-bit rate: the engines dequantize such weights to BF16 in the kernel and multiply in
+    /// BF16 (W8A16 for FP8 weights on an A100; W4A16 for FP4 weights on a GPU without FP4
+    /// tensor cores, as vLLM's MXFP4 MoE backends on Hopper, Triton `matmul_ogs`, Marlin and
+    /// FlashInfer's `SM90_FI_MXFP4_BF16`, all do: `Mxfp4Config` takes BF16 activations only).
+    /// Before 2026-11-27 FP4 fell back to FP8, which put gpt-oss's experts on an H100 at twice
+    /// the rate they run at.
+    pub fn rate_class(&self, class: ComputeClass) -> ComputeClass {
         match class {
             ComputeClass::Four if self.fp4_tflops.is_some() => ComputeClass::Four,
-            ComputeClass::Four | ComputeClass::Eight if self.fp8_tflops.is_some() => {
-                ComputeClass::Eight
-            }
+            ComputeClass::Eight if self.fp8_tflops.is_some() => ComputeClass::Eight,
             _ => ComputeClass::Half,
         }
     }
@@ -321,10 +324,41 @@ mod tests {
         let a100 = GpuSpec::preset("A100").unwrap();
         assert_eq!(a100.flops(ComputeClass::Eight), 312e12);
         let h20 = GpuSpec::preset("h20").unwrap();
-        assert_eq!(h20.flops(ComputeClass::Four), 296e12);
+        // FP4 weights on a GPU without FP4 tensor cores run at the 16-bit rate (W4A16).
+        assert_eq!(h20.flops(ComputeClass::Four), 148e12);
+        assert_eq!(h20.flops(ComputeClass::Eight), 296e12);
+        let b200 = GpuSpec::preset("b200").unwrap();
+        assert_eq!(b200.flops(ComputeClass::Four), 9000e12);
         assert_eq!(h20.mem_bw(), 4.0e12);
         let e = GpuSpec::preset("v100").unwrap_err().to_string();
         assert!(e.starts_with("gpu: unknown preset `v100`, expected one of: a100"), "{e}");
+    }
+
+    /// A GEMM runs on the tensor cores of its class where the GPU has them, and at the 16-bit
+    /// rate where it does not: FP4 on Hopper, Ada and Ampere (W4A16, as vLLM's MXFP4 MoE
+    /// backends run it), FP8 on an A100 (W8A16).
+    #[test]
+    fn rate_class_without_tensor_cores_is_16_bit() {
+        use ComputeClass::{Eight, Four, Half};
+        for (name, four, eight) in [
+            ("a100", Half, Half),
+            ("h100", Half, Eight),
+            ("h100-pcie", Half, Eight),
+            ("h200", Half, Eight),
+            ("h20", Half, Eight),
+            ("l40s", Half, Eight),
+            ("b200", Four, Eight),
+            ("gb10", Four, Eight),
+        ] {
+            let g = GpuSpec::preset(name).unwrap();
+            assert_eq!(g.rate_class(Four), four, "{name}");
+            assert_eq!(g.rate_class(Eight), eight, "{name}");
+            assert_eq!(g.rate_class(Half), Half, "{name}");
+        }
+        let h100 = GpuSpec::preset("h100").unwrap();
+        assert_eq!(h100.flops(Four), 989e12);
+        assert_eq!(GpuSpec::preset("a100").unwrap().flops(Four), 312e12);
+        assert_eq!(GpuSpec::preset("gb10").unwrap().flops(Four), 500e12);
     }
 
     fn close(got: f64, want: f64) {
@@ -345,7 +379,8 @@ mod tests {
         let h100 = GpuSpec::preset("h100").unwrap();
         close(h100.sustained_fraction(ComputeClass::Half), 794.5 / 989.0);
         close(h100.sustained_fraction(ComputeClass::Eight), 1402.6 / 1979.0);
-        close(h100.sustained_fraction(ComputeClass::Four), 1402.6 / 1979.0);
+        close(h100.sustained_fraction(ComputeClass::Four), 794.5 / 989.0);
+        close(h100.sustained_flops(ComputeClass::Four), 794.5e12);
         close(h100.sustained_flops(ComputeClass::Half), 794.5e12);
         close(h100.sustained_flops(ComputeClass::Eight), 1402.6e12);
         let b200 = GpuSpec::preset("b200").unwrap();
