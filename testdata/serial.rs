@@ -1,31 +1,49 @@
-//! One timing test at a time within a test binary: each test that asserts measured wall-clock
-//! time takes `serial::one_at_a_time()` first and holds it to its end. `cargo test` runs test
-//! binaries one after another, so with this guard such a test has the machine to itself there
-//! as under nextest's `timing` test group (CI). The guard holds no lock across `.await` (a
-//! flag and a condition variable), and a failing test releases it as it unwinds.
+//! Timing tests within a test binary run without other timing tests beside them.
+//!
+//! A test that asserts measured wall-clock time takes `serial::one_at_a_time()` first and
+//! holds it to its end: it runs alone. A test whose assertions are decisions drawn from
+//! measurements with wide margins (a lab keeping a 4× gain, shards taking the same steps)
+//! takes `serial::beside_decisions()`: such tests run beside each other (they mostly wait on
+//! simulated engines, using a few percent of a core), never beside a test that runs alone.
+//! `cargo test` runs test binaries one after another, so these tests never compete with the
+//! other binaries' tests either. The guard holds no lock across `.await` (a count and a
+//! condition variable), and a failing test releases it as it unwinds.
 #![allow(dead_code)]
 
 use std::sync::{Condvar, Mutex};
 
-static BUSY: Mutex<bool> = Mutex::new(false);
+/// How many tests hold the machine, and how: `ALONE`, or that many decision tests.
+static HELD: Mutex<usize> = Mutex::new(0);
 static FREED: Condvar = Condvar::new();
+const ALONE: usize = usize::MAX;
 
 /// Held for the length of one timing test.
 pub struct Serial(());
 
 /// Waits until no other timing test of this binary runs, then runs alone until dropped.
 pub fn one_at_a_time() -> Serial {
-    let mut busy = BUSY.lock().unwrap_or_else(|e| e.into_inner());
-    while *busy {
-        busy = FREED.wait(busy).unwrap_or_else(|e| e.into_inner());
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    while *held != 0 {
+        held = FREED.wait(held).unwrap_or_else(|e| e.into_inner());
     }
-    *busy = true;
+    *held = ALONE;
+    Serial(())
+}
+
+/// Waits until no test runs alone, then runs beside the other decision tests until dropped.
+pub fn beside_decisions() -> Serial {
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    while *held == ALONE {
+        held = FREED.wait(held).unwrap_or_else(|e| e.into_inner());
+    }
+    *held += 1;
     Serial(())
 }
 
 impl Drop for Serial {
     fn drop(&mut self) {
-        *BUSY.lock().unwrap_or_else(|e| e.into_inner()) = false;
-        FREED.notify_one();
+        let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+        *held = if *held == ALONE { 0 } else { *held - 1 };
+        FREED.notify_all();
     }
 }

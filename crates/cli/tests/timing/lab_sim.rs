@@ -18,7 +18,7 @@ use crate::common::lab::{args, assert_no_survivors, marker, sim, write, BIN, TIN
 /// and leave no engine behind.
 #[test]
 fn the_shipped_example_experiment_runs_and_recommends_more_seqs_and_tp2() {
-    let _serial = crate::serial::one_at_a_time();
+    let _serial = crate::serial::beside_decisions();
     let m = marker("example");
     let tmp = tempfile::tempdir().unwrap();
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/lab-sim.yaml");
@@ -85,7 +85,7 @@ fn the_shipped_example_experiment_runs_and_recommends_more_seqs_and_tp2() {
 /// as the same failed trials on both shards, and neither shard waits out its bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lab_run_as_two_shards_takes_the_same_steps_over_merged_runs() {
-    let _serial = crate::serial::one_at_a_time();
+    let _serial = crate::serial::beside_decisions();
     let m = marker("shards");
     let tmp = tempfile::tempdir().unwrap();
     // crashy: one slot, its sim killed 4 s after launch: during the first profile (~2.7 s
