@@ -215,10 +215,12 @@ async fn queue_past_max_num_seqs() {
             let id = format!("servelab-{i}");
             send(addr, "POST", "/v1/completions", &[("x-request-id", &id)], body).await
         }));
-        // Space arrivals so the FIFO order is the request order.
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        // Space arrivals so the FIFO order is the request order: 5 ms was once too little
+        // for a debug build's handler to take its slot before the next request's did.
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(40)).await;
+    // 80 ms after the first arrival, 60 ms before the first slot frees.
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let m = send(addr, "GET", "/metrics", &[], "").await.unwrap().text();
     assert!(
         m.contains("vllm:num_requests_running{model_name=\"servelab-sim\",engine=\"0\"} 2.0"),
@@ -234,12 +236,13 @@ async fn queue_past_max_num_seqs() {
     let mut truth = sim.truth();
     truth.sort_by_key(|t| t.seq);
     let q: Vec<f64> = truth.iter().map(|t| t.queue_ns as f64 / 1e6).collect();
-    // The first two start at once; the last two wait for a slot, i.e. about one request's
-    // duration (140 ms minus their 10 ms later arrival). 30 ms slack for a noisy CI box.
+    // The first two start at once; the last two wait for the slots the first two free at
+    // 140 and 160 ms, having arrived at 40 and 60 ms: 100 ms each. 30 ms slack for a noisy
+    // CI box.
     assert!(q[0] < 5.0 && q[1] < 5.0, "{q:?}");
-    assert!((q[2] - 130.0).abs() < 30.0 && (q[3] - 130.0).abs() < 30.0, "{q:?}");
-    // TTFT measured from arrival grows by the wait.
-    assert!(truth[3].chunks[0].actual_ns > 170_000_000);
+    assert!((q[2] - 100.0).abs() < 30.0 && (q[3] - 100.0).abs() < 30.0, "{q:?}");
+    // TTFT measured from arrival grows by the wait: 100 + 50 ms.
+    assert!(truth[3].chunks[0].actual_ns > 130_000_000);
     sim.shutdown().await;
 }
 
