@@ -244,8 +244,13 @@ fn calibrate_reads_stored_sweeps_and_refuses_predictions() {
         fitted.to_str().unwrap(),
     ];
     let report = ok(&servelab(&db, &args));
+    // At TP 1 the link is never used: structurally unidentified. Whether these short
+    // scenarios pin eta_gemm down depends on the measured timings (a busy machine's can), so
+    // only its row is asserted here; the arithmetic has exact unit tests in servelab-engine.
     assert!(report.contains("| eta_link | 0.0 points | no |"), "{report}");
-    assert!(report.contains("Not identified by this data: eta_gemm, eta_link"), "{report}");
+    assert!(report.contains("| eta_gemm | "), "{report}");
+    let unidentified = report.split("Not identified by this data: ").nth(1).unwrap_or_default();
+    assert!(unidentified.split('.').next().unwrap_or_default().contains("eta_link"), "{report}");
     let held = report.split("Leave-one-scenario-out").nth(1).expect("held-out errors");
     assert!(held.contains("| 32:8 | 2 |") && held.contains("| 64:4 | 2 |"), "{report}");
     let written = std::fs::read_to_string(&fitted).unwrap();
