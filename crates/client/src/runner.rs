@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use servelab_load::{Arrival, Arrivals, Dispatch, Exhausted};
-use servelab_records::{Outcome, RequestRecord, SessionTurn};
+use servelab_records::{RequestRecord, SessionTurn};
 use tokio::sync::{mpsc, watch};
 
 use crate::ahead::{Ahead, Order};
@@ -367,23 +367,10 @@ impl Issue {
         planned: &PlannedRequest,
     ) -> RequestRecord {
         RequestRecord {
-            index,
             warmup: self.warmup,
-            scheduled_ns,
-            intended_ns,
-            sent_ns: 0,
             prompt_tokens: planned.prompt_tokens,
             max_tokens: planned.max_tokens,
-            usage: None,
-            chunks: Vec::new(),
-            end_ns: None,
-            status: None,
-            outcome: Outcome::Success,
-            server: None,
-            read_lag_ns: None,
-            retries: 0,
-            session: None,
-            stream: Default::default(),
+            ..RequestRecord::due(index, scheduled_ns, intended_ns)
         }
     }
 

@@ -312,6 +312,31 @@ impl std::fmt::Display for FailureKind {
 }
 
 impl RequestRecord {
+    /// Request `index`, arriving at `scheduled_ns` and due at `intended_ns`, before it is
+    /// sent: no bytes, no response, a success until something fails. The runner fills it in
+    /// as the response arrives; tests set the fields they need with `..`.
+    pub fn due(index: u64, scheduled_ns: Nanos, intended_ns: Nanos) -> Self {
+        RequestRecord {
+            index,
+            warmup: false,
+            scheduled_ns,
+            intended_ns,
+            sent_ns: 0,
+            prompt_tokens: None,
+            max_tokens: None,
+            usage: None,
+            chunks: Vec::new(),
+            end_ns: None,
+            status: None,
+            outcome: Outcome::Success,
+            server: None,
+            read_lag_ns: None,
+            retries: 0,
+            session: None,
+            stream: StreamNotes::default(),
+        }
+    }
+
     /// True when the outcome is [`Outcome::Success`].
     pub fn is_success(&self) -> bool {
         matches!(self.outcome, Outcome::Success)

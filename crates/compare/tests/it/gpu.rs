@@ -4,9 +4,7 @@
 
 use servelab_compare::{compare, CompareOptions, DeltaVerdict, RunData, Subject};
 use servelab_metrics::{summarize, Metric, MetricKey, MetricsConfig, GPU_KEYS};
-use servelab_records::{
-    Chunk, ChunkKind, GpuReading, GpuScrape, LoadSpec, Outcome, RequestRecord, RunInfo,
-};
+use servelab_records::{Chunk, ChunkKind, GpuReading, GpuScrape, LoadSpec, RequestRecord, RunInfo};
 
 /// 10 requests one at a time, 16 tokens each (TTFT 40 ms, ITL 10 ms), on two GPUs drawing
 /// `watts` each, read 1 s before and 30 s after the run; `hourly` USD per GPU hour.
@@ -17,14 +15,9 @@ fn run(name: &str, watts: Option<f64>, hourly: Option<f64>) -> RunData {
             let start = i * 1000 * ms;
             let first = start + 40 * ms;
             RequestRecord {
-                index: i,
-                warmup: false,
-                scheduled_ns: start,
-                intended_ns: start,
                 sent_ns: start,
                 prompt_tokens: Some(32),
                 max_tokens: Some(16),
-                usage: None,
                 chunks: (0..16u64)
                     .map(|k| Chunk {
                         t_ns: first + k * 10 * ms,
@@ -35,12 +28,7 @@ fn run(name: &str, watts: Option<f64>, hourly: Option<f64>) -> RunData {
                     .collect(),
                 end_ns: Some(first + 150 * ms),
                 status: Some(200),
-                outcome: Outcome::Success,
-                server: None,
-                read_lag_ns: None,
-                retries: 0,
-                session: None,
-                stream: Default::default(),
+                ..RequestRecord::due(i, start, start)
             }
         })
         .collect();

@@ -5,7 +5,7 @@
 use servelab_compare::report::{build, load_table};
 use servelab_compare::{compare, CompareOptions, RunData, Subject};
 use servelab_metrics::{summarize, Metric, MetricKey, MetricsConfig, Stat, HEADLINE, LOAD_KEYS};
-use servelab_records::{Chunk, ChunkKind, LoadSpec, Outcome, RequestRecord, RunInfo};
+use servelab_records::{Chunk, ChunkKind, LoadSpec, RequestRecord, RunInfo};
 
 const MS: u64 = 1_000_000;
 
@@ -23,23 +23,13 @@ fn run(name: &str, per_slot: u64, len: u64) -> RunData {
                 tokens: Some(1),
             };
             RequestRecord {
-                index: i,
-                warmup: false,
-                scheduled_ns: 0,
-                intended_ns: intended * MS,
                 sent_ns: sent * MS,
                 prompt_tokens: Some(16),
                 max_tokens: Some(3),
-                usage: None,
                 chunks: vec![token(20), token(60), token(len)],
                 end_ns: Some((sent + len) * MS),
                 status: Some(200),
-                outcome: Outcome::Success,
-                server: None,
-                read_lag_ns: None,
-                retries: 0,
-                session: None,
-                stream: Default::default(),
+                ..RequestRecord::due(i, 0, intended * MS)
             }
         })
         .collect();

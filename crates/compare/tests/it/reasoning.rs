@@ -3,7 +3,7 @@
 
 use servelab_compare::{compare, CompareOptions, DeltaVerdict, RunData, Subject};
 use servelab_metrics::{summarize, Metric, MetricKey, MetricsConfig, Stat, HEADLINE};
-use servelab_records::{Chunk, ChunkKind, LoadSpec, Outcome, RequestRecord, RunInfo};
+use servelab_records::{Chunk, ChunkKind, LoadSpec, RequestRecord, RunInfo};
 
 /// 10 requests one at a time: the first token `ttft` ms after the intended send, then one
 /// token every `itl` ms, 16 in all, of which the first `reasoning` are reasoning.
@@ -14,14 +14,9 @@ fn run(name: &str, ttft: u64, itl: u64, reasoning: u64) -> RunData {
             let start = i * 1000 * ms;
             let first = start + ttft * ms;
             RequestRecord {
-                index: i,
-                warmup: false,
-                scheduled_ns: start,
-                intended_ns: start,
                 sent_ns: start,
                 prompt_tokens: Some(32),
                 max_tokens: Some(16),
-                usage: None,
                 chunks: (0..16u64)
                     .map(|k| Chunk {
                         t_ns: first + k * itl * ms,
@@ -32,12 +27,7 @@ fn run(name: &str, ttft: u64, itl: u64, reasoning: u64) -> RunData {
                     .collect(),
                 end_ns: Some(first + 15 * itl * ms),
                 status: Some(200),
-                outcome: Outcome::Success,
-                server: None,
-                read_lag_ns: None,
-                retries: 0,
-                session: None,
-                stream: Default::default(),
+                ..RequestRecord::due(i, start, start)
             }
         })
         .collect();

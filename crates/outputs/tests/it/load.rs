@@ -4,7 +4,7 @@
 use servelab_metrics::{summarize, MetricsConfig, Summary};
 use servelab_outputs::load_text_section as text_section;
 use servelab_outputs::markdown::load_section as markdown_section;
-use servelab_records::{Chunk, ChunkKind, LoadSpec, Outcome, RequestRecord, RunInfo};
+use servelab_records::{Chunk, ChunkKind, LoadSpec, RequestRecord, RunInfo};
 
 const MS: u64 = 1_000_000;
 
@@ -19,23 +19,13 @@ fn request(index: u64, intended: u64) -> RequestRecord {
         tokens: Some(1),
     };
     RequestRecord {
-        index,
-        warmup: false,
-        scheduled_ns: 0,
-        intended_ns: intended * MS,
         sent_ns: sent * MS,
         prompt_tokens: Some(16),
         max_tokens: Some(3),
-        usage: None,
         chunks: vec![token(20), token(60), token(100)],
         end_ns: Some((sent + 100) * MS),
         status: Some(200),
-        outcome: Outcome::Success,
-        server: None,
-        read_lag_ns: None,
-        retries: 0,
-        session: None,
-        stream: Default::default(),
+        ..RequestRecord::due(index, 0, intended * MS)
     }
 }
 
