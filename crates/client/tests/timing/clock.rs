@@ -1,7 +1,8 @@
 //! Clock readings against real local servers whose clocks are known: the simulator (this
 //! host's clock: offset 0), an HTTP server whose `Date` runs a set amount ahead, and an SNTP
 //! server likewise. Every reading must hold the true offset within its stated uncertainty,
-//! and the narrowed `Date` reading must be far tighter than the one-second bound. (Readings
+//! and the narrowed `Date` reading must be far tighter than the one-second bound. The readings
+//! run beside each other: a probe that another delays widens a bound, never moves it. (Readings
 //! that end in a decision, not an offset, are the `it` binary's `clock`.)
 
 use std::time::Duration;
@@ -39,7 +40,7 @@ async fn read_date(url: &str, budget: Duration) -> ClockReading {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_simulators_date_reads_as_this_hosts_clock_to_milliseconds() {
-    let _serial = crate::serial::one_at_a_time();
+    let _serial = crate::serial::beside_each_other();
     let sim = start(SimConfig::fixed(2.0, 0.5).with_port(0)).await.unwrap();
     let r = read_date(&sim.base_url(), Duration::from_secs(8)).await;
     eprintln!("sim: {r:?}");
@@ -55,7 +56,7 @@ async fn the_simulators_date_reads_as_this_hosts_clock_to_milliseconds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_time_to_refine_a_reading_is_whole_seconds_and_says_so() {
-    let _serial = crate::serial::one_at_a_time();
+    let _serial = crate::serial::beside_each_other();
     let sim = start(SimConfig::fixed(2.0, 0.5).with_port(0)).await.unwrap();
     let r = read_date(&sim.base_url(), Duration::ZERO).await;
     holds(&r, 0.0);
@@ -66,7 +67,7 @@ async fn without_time_to_refine_a_reading_is_whole_seconds_and_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_ahead_or_behind_reads_as_its_offset() {
-    let _serial = crate::serial::one_at_a_time();
+    let _serial = crate::serial::beside_each_other();
     // Both readings at once: each waits for its server's second boundaries, which is most of
     // a reading's time, not work that competes with the other.
     let read = |ahead: i64| async move {
@@ -84,7 +85,7 @@ async fn a_server_ahead_or_behind_reads_as_its_offset() {
 /// A server that closes every connection after one answer: the reading opens new ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_closes_each_connection_is_read_as_well() {
-    let _serial = crate::serial::one_at_a_time();
+    let _serial = crate::serial::beside_each_other();
     let url = date_server(Dates::Ahead(-420), true).await;
     let r = read_date(&url, Duration::from_secs(8)).await;
     holds(&r, -420.0);
@@ -96,7 +97,7 @@ async fn a_server_that_closes_each_connection_is_read_as_well() {
 /// truth (this host's clock).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_date_refreshed_on_a_timer_is_caught_and_read_as_whole_seconds() {
-    let _serial = crate::serial::one_at_a_time();
+    let _serial = crate::serial::beside_each_other();
     let url = date_server(Dates::Cached(1_006), false).await;
     let r = read_date(&url, Duration::from_secs(8)).await;
     eprintln!("cached: {r:?}");
@@ -106,7 +107,7 @@ async fn a_date_refreshed_on_a_timer_is_caught_and_read_as_whole_seconds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ntp_server_ahead_reads_as_its_offset_within_half_the_round_trip() {
-    let _serial = crate::serial::one_at_a_time();
+    let _serial = crate::serial::beside_each_other();
     let addr = ntp_server(250).await;
     let r = tokio::time::timeout(BOUND, ntp_reading(&addr.to_string(), Duration::from_secs(2)))
         .await

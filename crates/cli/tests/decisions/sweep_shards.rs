@@ -33,7 +33,6 @@ fn points(dir: &Path) -> Vec<(String, PointResult)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_shards_of_a_sweep_take_the_same_steps_over_merged_points() {
-    let _serial = crate::serial::beside_decisions();
     // 4 sequence slots: concurrency 8 queues a whole request (~115 ms) before its first token.
     let cfg = SimConfig::fixed(20.0, 5.0).with_max_num_seqs(4).with_port(0);
     let sim = servelab_sim::start(cfg).await.unwrap();
