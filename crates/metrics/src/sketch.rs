@@ -591,4 +591,22 @@ mod tests {
         one.merge(&DdSketch::new(0.01).unwrap()).unwrap();
         assert_eq!(one.distribution(&[50.0]).min, 12.5);
     }
+
+    /// A shard's digest read back gives the exact extremes and mean it was written with: this
+    /// TPOT of a sharded test run read back one ulp low (…856) before serde_json's
+    /// float_roundtrip was on for every crate, not only where the store pulled it in.
+    #[test]
+    fn extremes_read_back_from_json_exactly() {
+        let mut s = DdSketch::new(0.01).unwrap();
+        for x in [0.961_986_285_714_285_7, 1.028_514, 1.0 + 1.0 / 3.0] {
+            s.add(x);
+        }
+        let back: DdSketch = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.distribution(&[]).min.to_bits(), 0.961_986_285_714_285_7_f64.to_bits());
+        assert_eq!(
+            (back.mean().to_bits(), back.std().to_bits()),
+            (s.mean().to_bits(), s.std().to_bits())
+        );
+        assert_eq!(back, s);
+    }
 }
