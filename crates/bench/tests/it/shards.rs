@@ -1,13 +1,17 @@
 //! Sharded runs checked for what they send and merge, not for measured time: sessions split
 //! by session across shards, and shards' digests merging to the exact summary. (One run as
-//! four shards matching the single run's measured figures is the timing binary's `shards`.)
+//! four shards matching the single run's measured figures is the timing binary's `shards`;
+//! it reads each shard's clock. These skip the reading, a few seconds at `Date`-second
+//! boundaries, and start 2 s ahead: time to draw a workload.)
 
 use std::time::{Duration, SystemTime};
 
 use servelab_bench::Conductor;
 use servelab_metrics::digest::{merge_digests, ExactFigures, ShardDigest};
 use servelab_metrics::merge::{merge_shards, MergeOptions, ShardRun};
-use servelab_plan::{Api, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, Shard, ShardSpec};
+use servelab_plan::{
+    Api, ClockReference, DatasetSpec, LoadSpec, OutputSpec, RequestSpec, Shard, ShardSpec,
+};
 use servelab_sim::{start, SimConfig};
 use tokio::sync::watch;
 
@@ -47,13 +51,14 @@ async fn sessions_are_split_by_session_across_shards() {
     assert_eq!(single_seen.len(), single.records.len());
 
     let mark = sim.truth_len();
-    let start_at = SystemTime::now() + Duration::from_secs(6);
+    let start_at = SystemTime::now() + Duration::from_secs(2);
     let mut tasks = Vec::new();
     for k in 0..2 {
         let mut p = sessions_plan();
         p.shard = ShardSpec {
             shard: Some(Shard::new(k, 2).unwrap()),
             start_at: Some(start_at),
+            clock: ClockReference::Off,
             ..ShardSpec::default()
         };
         let interrupt = interrupt.clone();
@@ -106,13 +111,14 @@ async fn shards_write_digests_that_merge_to_the_exact_summary() {
     let url = sim.base_url();
     let dir = tempfile::tempdir().unwrap();
     let (_stop, interrupt) = watch::channel(false);
-    let start_at = SystemTime::now() + Duration::from_secs(5);
+    let start_at = SystemTime::now() + Duration::from_secs(2);
     let mut tasks = Vec::new();
     for k in 0..2 {
         let mut p = plan(&url);
         p.shard = ShardSpec {
             shard: Some(Shard::new(k, 2).unwrap()),
             start_at: Some(start_at),
+            clock: ClockReference::Off,
             ..ShardSpec::default()
         };
         p.output = OutputSpec {
