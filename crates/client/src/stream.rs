@@ -398,25 +398,7 @@ mod tests {
     use super::*;
 
     fn record() -> RequestRecord {
-        RequestRecord {
-            index: 0,
-            warmup: false,
-            scheduled_ns: 0,
-            intended_ns: 0,
-            sent_ns: 0,
-            prompt_tokens: None,
-            max_tokens: None,
-            usage: None,
-            chunks: Vec::new(),
-            end_ns: None,
-            status: Some(200),
-            outcome: Outcome::Success,
-            server: None,
-            read_lag_ns: None,
-            retries: 0,
-            session: None,
-            stream: Default::default(),
-        }
+        RequestRecord { status: Some(200), ..RequestRecord::due(0, 0, 0) }
     }
 
     /// Feed `frames` (each read at t = its position) and finish; the record and outcome.

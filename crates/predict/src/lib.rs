@@ -290,10 +290,6 @@ fn record(r: &servelab_engine::VirtualRecord, scheduled_ns: u64) -> RequestRecor
     };
     let completion = r.token_ns.len() as u64;
     RequestRecord {
-        index: r.index as u64,
-        warmup: false,
-        scheduled_ns: scheduled_ns.min(r.intended_ns),
-        intended_ns: r.intended_ns,
         sent_ns: r.intended_ns,
         prompt_tokens: Some(u64::from(r.prompt_tokens)),
         max_tokens: Some(u64::from(r.output_tokens)),
@@ -306,11 +302,7 @@ fn record(r: &servelab_engine::VirtualRecord, scheduled_ns: u64) -> RequestRecor
         end_ns: r.end_ns.or(r.error.as_ref().map(|_| r.intended_ns)),
         status: Some(if r.error.is_some() { 400 } else { 200 }),
         outcome,
-        server: None,
-        read_lag_ns: None,
-        retries: 0,
-        session: None,
-        stream: Default::default(),
+        ..RequestRecord::due(r.index as u64, scheduled_ns.min(r.intended_ns), r.intended_ns)
     }
 }
 

@@ -547,10 +547,6 @@ mod tests {
 
     fn record(chunks: Vec<Chunk>, usage: Option<Usage>) -> RequestRecord {
         RequestRecord {
-            index: 0,
-            warmup: false,
-            scheduled_ns: 0,
-            intended_ns: 0,
             sent_ns: 10,
             prompt_tokens: Some(4),
             max_tokens: Some(3),
@@ -558,12 +554,7 @@ mod tests {
             chunks,
             end_ns: Some(100),
             status: Some(200),
-            outcome: Outcome::Success,
-            server: None,
-            read_lag_ns: None,
-            retries: 0,
-            session: None,
-            stream: StreamNotes::default(),
+            ..RequestRecord::due(0, 0, 0)
         }
     }
 
