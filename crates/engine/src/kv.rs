@@ -146,6 +146,31 @@ impl BlockPool {
     }
 }
 
+/// Keys of the full engine blocks of one request's prompt under prefix caching: the
+/// [`block_keys`] of its prefix hashes, then, for the blocks they do not cover (all of them
+/// when the request has none), keys unique to the request. An engine with prefix caching
+/// hashes every full block, shared or not (vLLM V1's block hashes, SGLang's radix tree), so a
+/// request's own computed blocks stay findable after it frees them: a preempted request
+/// resumes from what is still cached instead of recomputing its prompt, and one that cannot
+/// grow stops being re-admitted while its own cached blocks are all the room there is.
+pub fn request_block_keys(
+    prompt: u32,
+    hashes: &[u64],
+    hash_block_tokens: u32,
+    block_size: u32,
+    request: u64,
+) -> Vec<u64> {
+    let mut keys = block_keys(prompt, hashes, hash_block_tokens, block_size);
+    if block_size == 0 {
+        return keys;
+    }
+    let full = (prompt / block_size) as usize;
+    // A salt keeps these apart from keys mixed from prefix hashes of the same value.
+    let seed = mix(request, 0x5EED_0F_B10C);
+    keys.extend((keys.len()..full).map(|j| mix(seed, j as u64)));
+    keys
+}
+
 /// Mixes a prefix hash and an offset into one key (SplitMix64 finaliser).
 fn mix(h: u64, offset: u64) -> u64 {
     let mut z = h ^ offset.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -230,5 +255,22 @@ mod tests {
         assert!(block_keys(100, &[], 16, 16).is_empty());
         // Hashes covering only part of the prompt key only that part.
         assert_eq!(block_keys(100, &[5], 16, 16).len(), 1);
+    }
+
+    #[test]
+    fn every_full_block_of_a_request_gets_a_key() {
+        // Hashes cover the first 16-token block only: the other five get the request's own.
+        let k = request_block_keys(100, &[5], 16, 16, 7);
+        assert_eq!(k.len(), 6);
+        assert_eq!(k[0], block_keys(100, &[5], 16, 16)[0]);
+        // No hashes: every key is the request's own, the same for the same request ...
+        let a = request_block_keys(100, &[], 16, 16, 7);
+        assert_eq!(a.len(), 6);
+        assert_eq!(a, request_block_keys(100, &[], 16, 16, 7));
+        // ... and shared with no other request, nor with the hashed keys.
+        let b = request_block_keys(100, &[], 16, 16, 8);
+        assert!(a.iter().all(|x| !b.contains(x) && !k[..1].contains(x)));
+        // A partial last block has no key.
+        assert_eq!(request_block_keys(15, &[], 16, 16, 7).len(), 0);
     }
 }

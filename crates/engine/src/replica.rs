@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 
 use crate::config::WorkerSpec;
 use crate::cost::{BatchShape, CostModel};
-use crate::kv::{block_keys, BlockId, BlockPool};
+use crate::kv::{request_block_keys, BlockId, BlockPool};
 
 /// Which running requests a scheduling pass takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,7 +263,7 @@ impl Worker {
     ) -> Result<(), Reject> {
         self.check(prompt, output)?;
         let keys = if self.caching {
-            block_keys(prompt, hashes.0, hashes.1, self.block_size)
+            request_block_keys(prompt, hashes.0, hashes.1, self.block_size, id)
         } else {
             Vec::new()
         };
@@ -651,6 +651,56 @@ mod tests {
         let s6 = w.step().unwrap();
         assert_eq!(s6.finished, vec![2]);
         assert_eq!(w.counters().preemptions_total, 1);
+    }
+
+    /// Prefix caching keeps a preempted request's own blocks (vLLM V1 hashes every full
+    /// block, shared or not): 10 blocks of 4 tokens, budget 8. A (prompt 24, output 6)
+    /// prefills in three steps (6 blocks); B (prompt 24, output 2) enters beside A's first
+    /// decode with 7 tokens, preempts itself when it cannot grow, and is re-admitted from its
+    /// cached full blocks while they and its next chunk fit: 4 tokens kept the first time, 8
+    /// the second, after which its cached blocks and its chunk no longer fit beside A and it
+    /// waits for A to finish, then resumes from token 8. Without the cache it recomputes from
+    /// token 0 every time it is re-admitted, and thrashes where the pool is large and the
+    /// budget small (GPUStack's A100 run of 100 prompts of 32,000
+    /// tokens: 1,188 preemptions and 12× the measured TPOT before, 100 and +23 % after).
+    #[test]
+    fn a_preempted_request_resumes_from_its_cached_blocks() {
+        let run = |caching: bool| {
+            let mut w = worker(8, 4, 10, true, caching);
+            w.add(1, 24, 6, (&[], 0), 0).unwrap();
+            w.add(2, 24, 2, (&[], 0), 0).unwrap();
+            let mut steps = Vec::new();
+            while let Some(s) = w.step() {
+                steps.push(batch(&s));
+                assert!(steps.len() < 100, "no progress: {steps:?}");
+            }
+            (steps, w.counters().preemptions_total)
+        };
+        let (steps, preemptions) = run(true);
+        let a = |n| vec![(1, n)];
+        let ab = |n| vec![(1, 1), (2, n)];
+        assert_eq!(
+            steps,
+            vec![
+                a(8),
+                a(8),
+                a(8),
+                ab(7),
+                a(1),
+                ab(7),
+                a(1),
+                a(1),
+                vec![(2, 8)],
+                vec![(2, 8)],
+                vec![(2, 1)]
+            ]
+        );
+        assert_eq!(preemptions, 2);
+        // Without the cache B starts over each time: as many preemptions, 8 more tokens
+        // computed (29 for A, 25 for B, and 6 or 14 recomputed).
+        let (plain, plain_preemptions) = run(false);
+        let tokens = |s: &[Vec<(u64, u32)>]| s.iter().flatten().map(|x| x.1).sum::<u32>();
+        assert_eq!((tokens(&steps), tokens(&plain), plain_preemptions), (60, 68, 2), "{plain:?}");
     }
 
     /// Prefix caching: B shares A's first two 4-token blocks; after A computed them, B
