@@ -587,9 +587,19 @@ impl WorkerSpec {
         if let Some(n) = self.scheduler.num_gpu_blocks {
             return Ok(n);
         }
-        let budget = self.gpu.mem_bytes() * self.scheduler.gpu_memory_utilization;
+        let mem = self.gpu.mem_bytes();
+        let fraction = self.scheduler.gpu_memory_utilization;
         let weights = self.model.weight_bytes() / f64::from(self.tp);
-        let mut free = budget - weights - self.activation_reserve_bytes();
+        let reserve = self.activation_reserve_bytes();
+        let (budget, mut free) = if self.engine.traits().kv_fraction_of_free_memory {
+            // TensorRT-LLM: `free_gpu_memory_fraction` of what the weights and activations leave.
+            let left = mem - weights - reserve;
+            (mem, fraction * left)
+        } else {
+            // vLLM, SGLang: a fraction of the whole memory, weights and activations inside it.
+            let budget = mem * fraction;
+            (budget, budget - weights - reserve)
+        };
         let bs = f64::from(self.scheduler.block_size);
         let m = &self.model;
         let full_layers = m.layers - m.sliding_layers;

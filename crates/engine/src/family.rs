@@ -46,6 +46,11 @@ pub struct FamilyTraits {
     /// preempted: TensorRT-LLM's default capacity scheduler (`GUARANTEED_NO_EVICT`). The
     /// others allocate as tokens are computed and preempt when the pool runs out.
     pub reserve_full_kv: bool,
+    /// `gpu_memory_utilization` is the fraction of the memory left after the weights and
+    /// activations that the KV cache takes: TensorRT-LLM's `free_gpu_memory_fraction` (0.9 by
+    /// default). Otherwise (vLLM, SGLang) it is the fraction of the whole memory the engine
+    /// uses, weights and activations included.
+    pub kv_fraction_of_free_memory: bool,
 }
 
 impl EngineFamily {
@@ -119,6 +124,7 @@ impl EngineFamily {
         FamilyTraits {
             graphs_mixed_steps: matches!(self, EngineFamily::VllmV1 | EngineFamily::Dynamo),
             reserve_full_kv: matches!(self, EngineFamily::Trtllm),
+            kv_fraction_of_free_memory: matches!(self, EngineFamily::Trtllm),
         }
     }
 }

@@ -166,7 +166,7 @@ pub fn request_block_keys(
     }
     let full = (prompt / block_size) as usize;
     // A salt keeps these apart from keys mixed from prefix hashes of the same value.
-    let seed = mix(request, 0x5EED_0F_B10C);
+    let seed = mix(request, 0x005E_ED0F_B10C);
     keys.extend((keys.len()..full).map(|j| mix(seed, j as u64)));
     keys
 }

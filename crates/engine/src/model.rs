@@ -56,6 +56,7 @@ pub struct ModelSpec {
 /// Models shipped with the crate: name, `config.json` text.
 const PRESETS: &[(&str, &str)] = &[
     ("qwen3-8b", include_str!("../presets/qwen3-8b.json")),
+    ("qwen3-14b", include_str!("../presets/qwen3-14b.json")),
     ("qwen3-32b", include_str!("../presets/qwen3-32b.json")),
     ("qwen3-30b-a3b", include_str!("../presets/qwen3-30b-a3b.json")),
     ("qwen3-235b-a22b", include_str!("../presets/qwen3-235b-a22b.json")),
@@ -376,6 +377,7 @@ mod tests {
     fn dense_presets_match_published_sizes() {
         for (name, billions) in [
             ("qwen3-8b", 8.2),
+            ("qwen3-14b", 14.8),
             ("qwen3-32b", 32.8),
             ("llama-3.1-8b", 8.03),
             ("llama-3.3-70b", 70.6),

@@ -147,7 +147,9 @@ pub struct SchedulerConfig {
     pub chunked_prefill: bool,
     /// Tokens per KV block.
     pub block_size: u32,
-    /// Fraction of GPU memory the engine may use (weights + activations + KV).
+    /// Fraction of GPU memory the engine may use (weights + activations + KV); for
+    /// `engine: trtllm`, TensorRT-LLM's `free_gpu_memory_fraction`: the share of the memory
+    /// left after weights and activations that the KV cache takes.
     pub gpu_memory_utilization: f64,
     /// Reuse cached KV blocks of identical prompt prefixes.
     pub prefix_caching: bool,

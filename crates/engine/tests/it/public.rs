@@ -159,10 +159,9 @@ fn predict_row(base: &EngineConfig, t: &Table, r: &Row) -> RowResult {
         cfg.scheduler.max_num_batched_tokens =
             if cfg.scheduler.chunked_prefill { tokens } else { tokens.max(r.isl + bs) };
         cfg.scheduler.cuda_graph_max_batch = bs;
-        // The KV fraction is of the memory the weights leave.
-        let w = cfg.model.weight_bytes() / f64::from(cfg.tp);
-        let mem = cfg.gpu.mem_bytes();
-        cfg.scheduler.gpu_memory_utilization = (w + fraction * (mem - w)) / mem;
+        // TensorRT-LLM's KV fraction is of the memory the weights and activations leave,
+        // as `gpu_memory_utilization` reads for `engine: trtllm`.
+        cfg.scheduler.gpu_memory_utilization = fraction;
     }
     // Mean lengths where the table gives its totals (outputs that ended at EOS, a dataset of
     // varying lengths), else the nominal ones.
