@@ -26,6 +26,8 @@ pub enum FitParam {
     EtaGemm,
     /// [`Calibration::eta_attn`], bounds 0.1–1.
     EtaAttn,
+    /// [`Calibration::eta_moe`], bounds 0.05–1.
+    EtaMoe,
     /// [`Calibration::eta_mem`], bounds 0.3–1.
     EtaMem,
     /// [`Calibration::eta_link`], bounds 0.1–1.
@@ -51,6 +53,7 @@ impl FitParam {
         match self {
             FitParam::EtaGemm => (0.2, 1.0),
             FitParam::EtaAttn => (0.1, 1.0),
+            FitParam::EtaMoe => (0.05, 1.0),
             FitParam::EtaMem => (0.3, 1.0),
             FitParam::EtaLink => (0.1, 1.0),
             FitParam::StepOverheadUs => (50.0, 20_000.0),
@@ -63,9 +66,10 @@ impl FitParam {
     }
 
     /// Every parameter, in the order the docs list them.
-    pub const ALL: [FitParam; 10] = [
+    pub const ALL: [FitParam; 11] = [
         FitParam::EtaGemm,
         FitParam::EtaAttn,
+        FitParam::EtaMoe,
         FitParam::EtaMem,
         FitParam::EtaLink,
         FitParam::StepOverheadUs,
@@ -86,6 +90,7 @@ impl FitParam {
         match self {
             FitParam::EtaGemm => "eta_gemm",
             FitParam::EtaAttn => "eta_attn",
+            FitParam::EtaMoe => "eta_moe",
             FitParam::EtaMem => "eta_mem",
             FitParam::EtaLink => "eta_link",
             FitParam::StepOverheadUs => "step_overhead_us",
@@ -102,6 +107,7 @@ impl FitParam {
         match self {
             FitParam::EtaGemm => c.eta_gemm,
             FitParam::EtaAttn => c.eta_attn,
+            FitParam::EtaMoe => c.eta_moe,
             FitParam::EtaMem => c.eta_mem,
             FitParam::EtaLink => c.eta_link,
             FitParam::StepOverheadUs => c.step_overhead_us,
@@ -121,6 +127,7 @@ impl FitParam {
         match self {
             FitParam::EtaGemm => c.eta_gemm = v,
             FitParam::EtaAttn => c.eta_attn = v,
+            FitParam::EtaMoe => c.eta_moe = v,
             FitParam::EtaMem => c.eta_mem = v,
             FitParam::EtaLink => c.eta_link = v,
             FitParam::StepOverheadUs => c.step_overhead_us = v,

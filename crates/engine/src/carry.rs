@@ -60,6 +60,7 @@ pub fn carry_calibration(
     let mut c = engine.calibration_defaults();
     c.eta_gemm = fitted.eta_gemm;
     c.eta_attn = fitted.eta_attn;
+    c.eta_moe = fitted.eta_moe;
     c.eta_mem = fitted.eta_mem;
     c.eta_link = fitted.eta_link;
     c.step_jitter = fitted.step_jitter;

@@ -220,7 +220,7 @@ impl CostModel {
             tp,
             half_flops: g.sustained_flops(ComputeClass::Half) * c.eta_gemm,
             weight_flops: g.sustained_flops(m.weight_dtype.compute_class()) * c.eta_gemm,
-            expert_flops: g.sustained_flops(m.expert_dtype.compute_class()) * c.eta_gemm,
+            expert_flops: g.sustained_flops(m.expert_dtype.compute_class()) * c.eta_moe,
             attn_flops: g.sustained_flops(ComputeClass::Half) * c.eta_attn,
             mem_bw: g.mem_bw() * c.eta_mem,
             attn_params,
