@@ -7,7 +7,8 @@
 //! `cargo run --release -p servelab-engine --example calibrate -- [--defaults] ENGINE.yaml
 //! TABLE.md [param,param,...] [max_evals]`; `--defaults` starts from the default calibration
 //! instead of the engine file's. (params: eta_gemm, eta_attn, eta_mem, eta_link,
-//! step_overhead_us, layer_overhead_us, per_seq_overhead_us, frontend_us, allreduce_base_us,
+//! step_overhead_us, layer_overhead_us, piecewise_layer_us, per_seq_overhead_us, frontend_us,
+//! allreduce_base_us,
 //! allreduce_hop_us; default eta_gemm,layer_overhead_us,per_seq_overhead_us,frontend_us).
 #![allow(clippy::print_stdout)]
 

@@ -36,6 +36,8 @@ pub enum FitParam {
     StepOverheadUs,
     /// [`Calibration::layer_overhead_us`], bounds 0.5–200 µs.
     LayerOverheadUs,
+    /// [`Calibration::piecewise_layer_us`], bounds 1–1,000 µs.
+    PiecewiseLayerUs,
     /// [`Calibration::per_seq_overhead_us`], bounds 1–500 µs.
     PerSeqOverheadUs,
     /// [`Calibration::frontend_us`], bounds 10–200,000 µs.
@@ -58,6 +60,7 @@ impl FitParam {
             FitParam::EtaLink => (0.1, 1.0),
             FitParam::StepOverheadUs => (50.0, 20_000.0),
             FitParam::LayerOverheadUs => (0.5, 200.0),
+            FitParam::PiecewiseLayerUs => (1.0, 1000.0),
             FitParam::PerSeqOverheadUs => (1.0, 500.0),
             FitParam::FrontendUs => (10.0, 200_000.0),
             FitParam::AllreduceBaseUs => (0.5, 200.0),
@@ -66,7 +69,7 @@ impl FitParam {
     }
 
     /// Every parameter, in the order the docs list them.
-    pub const ALL: [FitParam; 11] = [
+    pub const ALL: [FitParam; 12] = [
         FitParam::EtaGemm,
         FitParam::EtaAttn,
         FitParam::EtaMoe,
@@ -74,6 +77,7 @@ impl FitParam {
         FitParam::EtaLink,
         FitParam::StepOverheadUs,
         FitParam::LayerOverheadUs,
+        FitParam::PiecewiseLayerUs,
         FitParam::PerSeqOverheadUs,
         FitParam::FrontendUs,
         FitParam::AllreduceBaseUs,
@@ -95,6 +99,7 @@ impl FitParam {
             FitParam::EtaLink => "eta_link",
             FitParam::StepOverheadUs => "step_overhead_us",
             FitParam::LayerOverheadUs => "layer_overhead_us",
+            FitParam::PiecewiseLayerUs => "piecewise_layer_us",
             FitParam::PerSeqOverheadUs => "per_seq_overhead_us",
             FitParam::FrontendUs => "frontend_us",
             FitParam::AllreduceBaseUs => "allreduce_base_us",
@@ -112,6 +117,8 @@ impl FitParam {
             FitParam::EtaLink => c.eta_link,
             FitParam::StepOverheadUs => c.step_overhead_us,
             FitParam::LayerOverheadUs => c.layer_overhead_us,
+            // A family without piecewise graphs has 0: a fit starts from the lower bound.
+            FitParam::PiecewiseLayerUs => c.piecewise_layer_us.max(1.0),
             FitParam::PerSeqOverheadUs => c.per_seq_overhead_us,
             FitParam::FrontendUs => c.frontend_us,
             FitParam::AllreduceBaseUs => c.allreduce_base_us,
@@ -132,6 +139,7 @@ impl FitParam {
             FitParam::EtaLink => c.eta_link = v,
             FitParam::StepOverheadUs => c.step_overhead_us = v,
             FitParam::LayerOverheadUs => c.layer_overhead_us = v,
+            FitParam::PiecewiseLayerUs => c.piecewise_layer_us = v,
             FitParam::PerSeqOverheadUs => c.per_seq_overhead_us = v,
             FitParam::FrontendUs => c.frontend_us = v,
             FitParam::AllreduceBaseUs => c.allreduce_base_us = v,

@@ -329,6 +329,19 @@ fn graph_aliases(s: &mut Mapping) {
             None => s.insert("cuda_graph_sizes".into(), v),
         };
     }
+    // vLLM's `cudagraph_mode`: whether decode-only steps are one full graph. NONE is
+    // `enforce_eager`; anything else is left for the typed parse to name.
+    if let Some(v) = s.remove("cudagraph_mode") {
+        let full = match v.as_str().map(str::to_ascii_uppercase).as_deref() {
+            Some("PIECEWISE") => Some(false),
+            Some("FULL_AND_PIECEWISE" | "FULL_DECODE_ONLY" | "FULL") => Some(true),
+            _ => None,
+        };
+        match full {
+            Some(f) => s.insert("full_decode_graphs".into(), Value::from(f)),
+            None => s.insert("cudagraph_mode".into(), v),
+        };
+    }
     for alias in ["max_cudagraph_capture_size", "cuda_graph_max_bs"] {
         if let Some(v) = s.remove(alias) {
             s.insert("cuda_graph_max_batch".into(), v);
@@ -373,6 +386,8 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
             sched.insert("max_num_batched_tokens".into(), Value::from(tokens));
         }
     }
+    let version = m.get("engine_version").and_then(Value::as_str);
+    sched.insert("full_decode_graphs".into(), Value::from(family.full_decode_graphs(version)));
     let mut calib = mapping_of(&family.calibration_defaults())?;
     for (key, defaults) in [("scheduler", &mut sched), ("calibration", &mut calib)] {
         match m.get(key) {

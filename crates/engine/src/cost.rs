@@ -32,6 +32,10 @@ pub struct BatchShape {
     pub prefill_ctx: f64,
     /// The same, capped at the sliding window.
     pub prefill_ctx_win: f64,
+    /// Every sequence computes the same few tokens after its cached context (speculative
+    /// verification): vLLM from 0.11 captures such uniform decode steps as full CUDA graphs,
+    /// as it does single-token decodes. Set by the caller.
+    pub uniform_decode: bool,
 }
 
 /// Σ_{j=p+1}^{p+q} min(j, w): causal pairs of a chunk of `q` tokens after `p` cached ones,
@@ -189,6 +193,10 @@ pub struct CostModel {
     overhead: f64,
     /// The per-layer part of `overhead` (GPU time), seconds.
     layer_overhead: f64,
+    /// Per-step time of a step run as piecewise CUDA graphs, seconds.
+    piecewise: f64,
+    /// Decode-only graphed steps are full graphs.
+    full_decode: bool,
     per_seq: f64,
     window: Option<u64>,
     /// Kernel launches of one step without a graph, seconds.
@@ -259,6 +267,8 @@ impl CostModel {
             ar_latency: allreduce_latency_us(w.tp, g.intra_switched, g.intra.latency_us, c) * 1e-6,
             overhead: (c.step_overhead_us + layers * c.layer_overhead_us) * 1e-6,
             layer_overhead: layers * c.layer_overhead_us * 1e-6,
+            piecewise: layers * c.piecewise_layer_us * 1e-6,
+            full_decode: w.scheduler.full_decode_graphs,
             per_seq: c.per_seq_overhead_us * 1e-6,
             window: m.sliding_window.map(u64::from),
             eager_launch: layers * c.eager_layer_us * 1e-6,
@@ -329,7 +339,13 @@ impl CostModel {
             overhead: self.overhead + b.seqs as f64 * self.per_seq,
             launch: 0.0,
         };
-        if !self.graphed(b) {
+        // A graphed step that is not one full graph replays its pieces with attention launched
+        // between them; an eager step pays its launches below instead.
+        let graphed = self.graphed(b);
+        if graphed && !(self.full_decode && (b.prefill_pairs == 0.0 || b.uniform_decode)) {
+            c.overhead += self.piecewise;
+        }
+        if !graphed {
             let gpu = c.attn_proj
                 + c.mlp
                 + c.lm_head
@@ -469,6 +485,45 @@ mod tests {
         // 72 calls × (latency + 4096 × 2 B × 1.5 / (link × 0.7)).
         close(l40s.breakdown(&b).all_reduce, 72.0 * (34e-6 + 12_288.0 / (32e9 * 0.7)));
         close(h100.breakdown(&b).all_reduce, 72.0 * (8e-6 + 12_288.0 / (450e9 * 0.7)));
+    }
+
+    /// vLLM before 0.11 runs every graphed step as piecewise graphs: 36 layers × 128 µs =
+    /// 4.608 ms more than the same decode on 0.11, whose decode-only steps are one full graph
+    /// (as are speculative verification steps, uniform decodes); a mixed step pays it on both,
+    /// and a family without piecewise graphs never does.
+    #[test]
+    fn piecewise_graphs_cost_per_layer_where_decode_is_not_one_full_graph() {
+        let at = |version: &str| {
+            CostModel::new(&worker(
+                &format!("engine_version: \"{version}\"\nmodel: qwen3-8b\ngpu: h100\n"),
+                1,
+            ))
+        };
+        let (old, new) = (at("0.10.2"), at("0.11.0"));
+        let mut decode = BatchShape::default();
+        decode.add(1, 1000, true, None);
+        close(old.breakdown(&decode).overhead - new.breakdown(&decode).overhead, 36.0 * 128e-6);
+        let mut mixed = decode;
+        mixed.add(200, 0, true, None);
+        close(old.breakdown(&mixed).overhead, new.breakdown(&mixed).overhead);
+        let mut verify = BatchShape::default();
+        verify.add(4, 1000, true, None);
+        close(new.breakdown(&verify).overhead, old.breakdown(&verify).overhead);
+        verify.uniform_decode = true;
+        close(new.breakdown(&verify).overhead, new.breakdown(&decode).overhead);
+        close(old.breakdown(&verify).overhead - new.breakdown(&verify).overhead, 36.0 * 128e-6);
+        // vLLM's own key says the same as the version.
+        let piecewise = CostModel::new(&worker(
+            "engine_version: \"0.11.0\"\nmodel: qwen3-8b\ngpu: h100\n\
+             scheduler: {cudagraph_mode: PIECEWISE}\n",
+            1,
+        ));
+        close(piecewise.breakdown(&decode).overhead, old.breakdown(&decode).overhead);
+        let sglang = CostModel::new(&worker(
+            "engine: sglang\nengine_version: \"0.4.9\"\nmodel: qwen3-8b\ngpu: h100\n",
+            1,
+        ));
+        assert_eq!(sglang.piecewise, 0.0);
     }
 
     /// Without a CUDA graph the GPU waits for launches when its work is shorter: a batch-1

@@ -16,7 +16,8 @@ use crate::settings::{Calibration, SchedulerConfig};
 #[serde(rename_all = "kebab-case")]
 pub enum EngineFamily {
     /// vLLM with the V1 engine core (default since 0.8): one token budget shared by decodes
-    /// and prefill chunks, prefix caching on, piecewise CUDA graphs up to 512 tokens.
+    /// and prefill chunks, prefix caching on, piecewise CUDA graphs up to 512 tokens, and
+    /// from 0.11 full graphs of decode-only steps.
     #[default]
     VllmV1,
     /// vLLM's V0 engine: prefill-first steps (a step is all prefill or all decode) without
@@ -110,12 +111,31 @@ impl EngineFamily {
             EngineFamily::VllmV1 => c,
             // The V0 scheduler, input preparation and output processing run in Python between
             // GPU steps; V1 moved them to a separate process overlapping the GPU.
-            EngineFamily::VllmV0 => Calibration { step_overhead_us: 2500.0, ..c },
+            EngineFamily::VllmV0 => {
+                Calibration { step_overhead_us: 2500.0, piecewise_layer_us: 0.0, ..c }
+            }
             // The overlap scheduler prepares step n + 1 while step n runs.
-            EngineFamily::Sglang => Calibration { step_overhead_us: 400.0, ..c },
-            EngineFamily::Trtllm => Calibration { step_overhead_us: 400.0, ..c },
+            EngineFamily::Sglang => {
+                Calibration { step_overhead_us: 400.0, piecewise_layer_us: 0.0, ..c }
+            }
+            EngineFamily::Trtllm => {
+                Calibration { step_overhead_us: 400.0, piecewise_layer_us: 0.0, ..c }
+            }
             // Rust HTTP and tokenisation in front of the same engine core.
             EngineFamily::Dynamo => Calibration { frontend_us: 500.0, ..c },
+        }
+    }
+
+    /// Whether decode-only steps run as full CUDA graphs by default at `version`: vLLM V1
+    /// before 0.11 captured piecewise graphs only (attention between the pieces); 0.11 made
+    /// `FULL_AND_PIECEWISE` the default (vLLM pull request 25444). An unknown or unreadable
+    /// version is taken as current. The other families capture whole decode steps. Dynamo's
+    /// version is its own, not its vLLM workers': it is taken as running a current vLLM
+    /// (model an older worker as `engine: vllm-v1` with that version).
+    pub fn full_decode_graphs(self, version: Option<&str>) -> bool {
+        match (self, version.and_then(major_minor)) {
+            (EngineFamily::VllmV1, Some(v)) => v >= (0, 11),
+            _ => true,
         }
     }
 
@@ -127,6 +147,14 @@ impl EngineFamily {
             kv_fraction_of_free_memory: matches!(self, EngineFamily::Trtllm),
         }
     }
+}
+
+/// `(major, minor)` of a version such as `0.9.0.1`, `v0.11.0` or `0.10.1rc1`.
+fn major_minor(v: &str) -> Option<(u32, u32)> {
+    let mut parts = v.trim().trim_start_matches('v').split('.');
+    let major = parts.next()?.parse().ok()?;
+    let digits: String = parts.next()?.chars().take_while(char::is_ascii_digit).collect();
+    Some((major, digits.parse().ok()?))
 }
 
 impl std::fmt::Display for EngineFamily {
@@ -145,6 +173,20 @@ mod tests {
             let back: EngineFamily = serde_yaml_ng::from_str(f.name()).unwrap();
             assert_eq!(back, f);
         }
+    }
+
+    #[test]
+    fn full_decode_graphs_by_version() {
+        let v1 = EngineFamily::VllmV1;
+        assert!(!v1.full_decode_graphs(Some("0.9.0.1")));
+        assert!(!v1.full_decode_graphs(Some("v0.10.2")));
+        assert!(v1.full_decode_graphs(Some("0.11.0")));
+        assert!(v1.full_decode_graphs(Some("0.11.1rc2")));
+        assert!(v1.full_decode_graphs(Some("1.0")));
+        assert!(v1.full_decode_graphs(None));
+        assert!(v1.full_decode_graphs(Some("nightly")));
+        assert!(EngineFamily::Sglang.full_decode_graphs(Some("0.4.9")));
+        assert_eq!(major_minor("0.10.1rc1"), Some((0, 10)));
     }
 
     /// vLLM V1 is the default family, and its defaults are the crate's defaults, so engine

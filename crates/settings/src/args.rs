@@ -195,7 +195,7 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub leave_one_out: bool,
     /// Parameters to fit: eta_gemm, eta_attn, eta_moe, eta_mem, eta_link, step_overhead_us,
-    /// layer_overhead_us, per_seq_overhead_us, frontend_us, allreduce_base_us,
+    /// layer_overhead_us, piecewise_layer_us, per_seq_overhead_us, frontend_us, allreduce_base_us,
     /// allreduce_hop_us.
     #[arg(long, default_value = "eta_gemm,layer_overhead_us,per_seq_overhead_us,frontend_us")]
     pub params: String,

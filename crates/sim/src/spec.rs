@@ -101,6 +101,7 @@ pub fn verify_extra_ns(
         for &ctx in decode_ctx {
             b.add(new, ctx.max(1), true, window);
         }
+        b.uniform_decode = prefill_tokens == 0;
         b
     };
     let plain = cost.step_ns(&shape(1));
