@@ -5,7 +5,7 @@
 //! then evicts cached free blocks least recently freed first (vLLM evicts strictly by its free
 //! queue; taking uncached blocks first only keeps cached prefixes a little longer).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 
 /// Block index inside one worker's pool.
 pub type BlockId = u32;
@@ -16,10 +16,15 @@ pub struct BlockPool {
     total: u32,
     refs: Vec<u32>,
     key: Vec<Option<u64>>,
-    /// Tick at which a cached block was freed (its key in `free_cached`).
+    /// Tick at which a cached block was last freed.
     freed_at: Vec<u64>,
     free_plain: Vec<BlockId>,
-    free_cached: BTreeMap<u64, BlockId>,
+    /// Cached blocks in the order they were freed, `(tick, block)`: an entry is live while its
+    /// block is still free and was freed at that tick; others are skipped and dropped
+    /// (taking a block back off the list would otherwise be a search).
+    free_cached: VecDeque<(u64, BlockId)>,
+    /// Live entries of `free_cached`.
+    free_cached_live: usize,
     cached: HashMap<u64, BlockId>,
     clock: u64,
 }
@@ -35,7 +40,8 @@ impl BlockPool {
             freed_at: vec![0; n],
             // Reversed so that `pop` hands out block 0 first (readable traces).
             free_plain: (0..total).rev().collect(),
-            free_cached: BTreeMap::new(),
+            free_cached: VecDeque::new(),
+            free_cached_live: 0,
             cached: HashMap::new(),
             clock: 0,
         }
@@ -48,7 +54,7 @@ impl BlockPool {
 
     /// Blocks that can be allocated now (cached free blocks included: they can be evicted).
     pub fn free(&self) -> usize {
-        self.free_plain.len() + self.free_cached.len()
+        self.free_plain.len() + self.free_cached_live
     }
 
     /// Blocks held by requests.
@@ -81,7 +87,8 @@ impl BlockPool {
             let Some(&b) = self.cached.get(k) else { return };
             let i = b as usize;
             if self.refs[i] == 0 {
-                self.free_cached.remove(&self.freed_at[i]);
+                // Its entry in `free_cached` goes stale.
+                self.free_cached_live -= 1;
             }
             self.refs[i] += 1;
             out.push(b);
@@ -106,14 +113,21 @@ impl BlockPool {
     }
 
     fn evict_oldest(&mut self) -> BlockId {
-        // Called only when `free_plain` is empty and `free() > 0`.
-        let Some((_, b)) = self.free_cached.pop_first() else { return 0 };
-        if let Some(k) = self.key[b as usize].take() {
-            if self.cached.get(&k) == Some(&b) {
-                self.cached.remove(&k);
+        // Called only when `free_plain` is empty and `free() > 0`: a live entry exists.
+        while let Some((tick, b)) = self.free_cached.pop_front() {
+            let i = b as usize;
+            if self.refs[i] != 0 || self.freed_at[i] != tick {
+                continue;
             }
+            self.free_cached_live -= 1;
+            if let Some(k) = self.key[i].take() {
+                if self.cached.get(&k) == Some(&b) {
+                    self.cached.remove(&k);
+                }
+            }
+            return b;
         }
-        b
+        0
     }
 
     /// Marks a full, computed block as holding `key` (a block with the same key already cached
@@ -138,10 +152,17 @@ impl BlockPool {
             if self.key[i].is_some() {
                 self.clock += 1;
                 self.freed_at[i] = self.clock;
-                self.free_cached.insert(self.clock, b);
+                self.free_cached.push_back((self.clock, b));
+                self.free_cached_live += 1;
             } else {
                 self.free_plain.push(b);
             }
+        }
+        // Stale entries pile up behind a live one that is never evicted (a pool larger than
+        // the work): drop them once they outnumber the blocks.
+        if self.free_cached.len() > 2 * self.total as usize + 64 {
+            let (refs, freed_at) = (&self.refs, &self.freed_at);
+            self.free_cached.retain(|&(t, b)| refs[b as usize] == 0 && freed_at[b as usize] == t);
         }
     }
 }
@@ -242,6 +263,35 @@ mod tests {
         assert!(p.allocate(1, &mut b));
         assert_eq!(b, vec![1], "the tail block is evicted first");
         assert_eq!(p.lookup(&[7, 8]), (1, 1));
+    }
+
+    /// A cached block taken back off the free list leaves a stale entry there that eviction
+    /// skips; the list stays bounded however often blocks cycle through it.
+    #[test]
+    fn reacquired_blocks_are_skipped_and_the_free_list_stays_bounded() {
+        let mut p = BlockPool::new(2);
+        let mut a = Vec::new();
+        assert!(p.allocate(2, &mut a));
+        p.register(0, 7);
+        p.register(1, 8);
+        p.release(&a); // frees 1 then 0: LRU order 1, 0
+        let mut b = Vec::new();
+        p.acquire(&[8], 1, &mut b); // block 1 back in use: its entry is stale
+        assert_eq!((b.clone(), p.free()), (vec![1], 1));
+        let mut c = Vec::new();
+        assert!(p.allocate(1, &mut c));
+        assert_eq!(c, vec![0], "the stale entry of block 1 is skipped");
+        assert!(!p.allocate(1, &mut c));
+        p.release(&c);
+        p.release(&b);
+        assert_eq!(p.free(), 2);
+        for _ in 0..1000 {
+            let mut d = Vec::new();
+            p.acquire(&[8], 1, &mut d);
+            p.release(&d);
+        }
+        assert!(p.free_cached.len() <= 2 * 2 + 64, "{}", p.free_cached.len());
+        assert_eq!((p.free(), p.lookup(&[8])), (2, (1, 1)));
     }
 
     #[test]
