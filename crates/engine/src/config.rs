@@ -386,6 +386,21 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
             sched.insert("max_num_batched_tokens".into(), Value::from(tokens));
         }
     }
+    if family == EngineFamily::Sglang {
+        // SGLang sizes `--chunked-prefill-size` by the GPU's memory (`server_args.py`,
+        // `_handle_gpu_memory_settings`): 2,048 tokens under 35 GiB, 4,096 under 60, 8,192
+        // under 160 (A100 and H100 80 GB, H20, H200), 16,384 above (B200).
+        let gpu = m.get("gpu").and_then(Value::as_str).and_then(|g| GpuSpec::preset(g).ok());
+        if let Some(g) = gpu {
+            let tokens = match g.mem_gb {
+                x if x < 35.0 => 2048,
+                x if x < 60.0 => 4096,
+                x if x < 160.0 => 8192,
+                _ => 16384,
+            };
+            sched.insert("max_num_batched_tokens".into(), Value::from(tokens));
+        }
+    }
     let version = m.get("engine_version").and_then(Value::as_str);
     sched.insert("full_decode_graphs".into(), Value::from(family.full_decode_graphs(version)));
     let mut calib = mapping_of(&family.calibration_defaults())?;
@@ -686,6 +701,21 @@ replicas: 4
 scheduler:
   chunked_prefill: true
 ";
+
+    /// SGLang's chunk size follows the GPU's memory; a file's own value wins.
+    #[test]
+    fn sglang_chunk_size_follows_gpu_memory() {
+        let budget = |yaml: &str| {
+            EngineFile::parse(yaml).unwrap().build(None).unwrap().scheduler.max_num_batched_tokens
+        };
+        for (gpu, want) in [("l40s", 4096), ("h100", 8192), ("h20", 8192), ("b200", 16384)] {
+            assert_eq!(budget(&format!("engine: sglang\nmodel: qwen3-8b\ngpu: {gpu}\n")), want);
+        }
+        assert_eq!(
+            budget("engine: sglang\nmodel: qwen3-8b\ngpu: b200\nscheduler: {max_num_batched_tokens: 4096}\n"),
+            4096
+        );
+    }
 
     #[test]
     fn builds_the_table_deployment() {

@@ -24,7 +24,8 @@ pub enum EngineFamily {
     /// chunked prefill, prefix caching off, CUDA graphs of decode batches up to 256; its
     /// Python scheduler and input preparation run between steps.
     VllmV0,
-    /// SGLang: chunked prefill of 8,192 tokens, radix (prefix) cache on, prefill batches run
+    /// SGLang: chunked prefill of 8,192 tokens (by GPU memory: 2,048–16,384), radix (prefix)
+    /// cache on, prefill batches run
     /// apart from decode batches (`--enable-mixed-chunk` off), CUDA graphs of decode batches
     /// up to 160, the overlap scheduler hiding most CPU time.
     Sglang,
