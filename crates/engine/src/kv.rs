@@ -251,14 +251,20 @@ mod tests {
         assert_eq!(p.lookup(&[100, 101]), (2, 0));
     }
 
-    #[test]
-    fn eviction_is_lru_tail_first() {
+    /// A pool of two blocks keyed 7 and 8, both freed: block 1 (the tail) first, then 0.
+    fn two_cached_free_blocks() -> BlockPool {
         let mut p = BlockPool::new(2);
         let mut a = Vec::new();
         assert!(p.allocate(2, &mut a));
         p.register(0, 7);
         p.register(1, 8);
-        p.release(&a); // frees 1 (tail) then 0
+        p.release(&a);
+        p
+    }
+
+    #[test]
+    fn eviction_is_lru_tail_first() {
+        let mut p = two_cached_free_blocks();
         let mut b = Vec::new();
         assert!(p.allocate(1, &mut b));
         assert_eq!(b, vec![1], "the tail block is evicted first");
@@ -269,12 +275,7 @@ mod tests {
     /// skips; the list stays bounded however often blocks cycle through it.
     #[test]
     fn reacquired_blocks_are_skipped_and_the_free_list_stays_bounded() {
-        let mut p = BlockPool::new(2);
-        let mut a = Vec::new();
-        assert!(p.allocate(2, &mut a));
-        p.register(0, 7);
-        p.register(1, 8);
-        p.release(&a); // frees 1 then 0: LRU order 1, 0
+        let mut p = two_cached_free_blocks(); // LRU order 1, 0
         let mut b = Vec::new();
         p.acquire(&[8], 1, &mut b); // block 1 back in use: its entry is stale
         assert_eq!((b.clone(), p.free()), (vec![1], 1));
