@@ -43,8 +43,8 @@ pub struct FittedOn {
 ///   `allreduce_hop_us`, `eager_layer_us`) are GPU-side times of one engine's kernels on one
 ///   GPU (its SM count, clocks, links): they carry only to the same engine on the same GPU.
 /// - The CPU times (`step_overhead_us`, `piecewise_layer_us`, `per_seq_overhead_us`,
-///   `frontend_us`, `frontend_per_token_us`) are the engine's own scheduler, sampling and API server: they
-///   carry to the same engine family only.
+///   `frontend_us`, `frontend_per_token_us`) are the engine's own scheduler, graph launches,
+///   sampling and API server: they carry to the same engine family only.
 ///
 /// What does not carry takes the target family's defaults. Issue 24's cross-checks: the
 /// reference fit's 113.7 µs per layer (H20, vLLM V1, TP 4) made a TP-1 H100 decode 40–50 %

@@ -365,7 +365,9 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
             .map_err(|e| EngineError::invalid("engine", e.to_string()))?,
         None => EngineFamily::default(),
     };
-    let mut sched = mapping_of(&family.scheduler_defaults())?;
+    let gpu = m.get("gpu").and_then(Value::as_str).and_then(|g| GpuSpec::preset(g).ok());
+    let version = m.get("engine_version").and_then(Value::as_str);
+    let mut sched = mapping_of(&family.scheduler_defaults_for(gpu.as_ref(), version))?;
     let model_len = m.get("scheduler").and_then(|s| s.get("max_model_len")).and_then(Value::as_u64);
     if family == EngineFamily::VllmV0 {
         // V0 without chunked prefill schedules a prompt whole: its budget defaults to
@@ -374,35 +376,6 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
             sched.insert("max_num_batched_tokens".into(), Value::from(len.max(2048)));
         }
     }
-    if matches!(family, EngineFamily::VllmV1 | EngineFamily::Dynamo) {
-        // vLLM's API server sizes its defaults by the GPU (`EngineArgs`' batch defaults): 1,024
-        // sequences and 8,192 tokens on a GPU of 70 GiB or more that is not an A100, 256 and
-        // 2,048 on the others.
-        let gpu = m.get("gpu").and_then(Value::as_str).and_then(|g| GpuSpec::preset(g).ok());
-        if let Some(g) = gpu {
-            let (seqs, tokens) =
-                if g.mem_gb >= 70.0 && g.name != "a100" { (1024, 8192) } else { (256, 2048) };
-            sched.insert("max_num_seqs".into(), Value::from(seqs));
-            sched.insert("max_num_batched_tokens".into(), Value::from(tokens));
-        }
-    }
-    if family == EngineFamily::Sglang {
-        // SGLang sizes `--chunked-prefill-size` by the GPU's memory (`server_args.py`,
-        // `_handle_gpu_memory_settings`): 2,048 tokens under 35 GiB, 4,096 under 60, 8,192
-        // under 160 (A100 and H100 80 GB, H20, H200), 16,384 above (B200).
-        let gpu = m.get("gpu").and_then(Value::as_str).and_then(|g| GpuSpec::preset(g).ok());
-        if let Some(g) = gpu {
-            let tokens = match g.mem_gb {
-                x if x < 35.0 => 2048,
-                x if x < 60.0 => 4096,
-                x if x < 160.0 => 8192,
-                _ => 16384,
-            };
-            sched.insert("max_num_batched_tokens".into(), Value::from(tokens));
-        }
-    }
-    let version = m.get("engine_version").and_then(Value::as_str);
-    sched.insert("full_decode_graphs".into(), Value::from(family.full_decode_graphs(version)));
     let mut calib = mapping_of(&family.calibration_defaults())?;
     for (key, defaults) in [("scheduler", &mut sched), ("calibration", &mut calib)] {
         match m.get(key) {

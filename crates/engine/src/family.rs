@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::gpu::GpuSpec;
 use crate::settings::{Calibration, SchedulerConfig};
 
 /// The serving engine an engine file models.
@@ -25,9 +26,8 @@ pub enum EngineFamily {
     /// Python scheduler and input preparation run between steps.
     VllmV0,
     /// SGLang: chunked prefill of 8,192 tokens (by GPU memory: 2,048–16,384), radix (prefix)
-    /// cache on, prefill batches run
-    /// apart from decode batches (`--enable-mixed-chunk` off), CUDA graphs of decode batches
-    /// up to 160, the overlap scheduler hiding most CPU time.
+    /// cache on, prefill batches run apart from decode batches (`--enable-mixed-chunk` off),
+    /// CUDA graphs of decode batches up to 160, the overlap scheduler hiding most CPU time.
     Sglang,
     /// TensorRT-LLM (`trtllm-serve`): in-flight batching mixes context and generation
     /// requests, `max_num_tokens` 8,192, `max_batch_size` 2,048, chunked context off, KV
@@ -102,6 +102,42 @@ impl EngineFamily {
                 ..v1
             },
         }
+    }
+
+    /// The family's scheduler on `gpu` at `version`: [`Self::scheduler_defaults`] with the
+    /// limits the engines size by the GPU, and whether decode steps are full CUDA graphs
+    /// ([`Self::full_decode_graphs`]).
+    ///
+    /// - vLLM's API server (`EngineArgs`' batch defaults, since 0.9): 1,024 sequences and
+    ///   8,192 tokens on a GPU of 70 GiB or more that is not an A100, 256 and 2,048 on the
+    ///   others.
+    /// - SGLang's `--chunked-prefill-size` (`server_args.py`, `_handle_gpu_memory_settings`):
+    ///   2,048 tokens under 35 GiB, 4,096 under 60, 8,192 under 160 (A100 and H100 80 GB,
+    ///   H20, H200), 16,384 above (B200).
+    pub fn scheduler_defaults_for(
+        self,
+        gpu: Option<&GpuSpec>,
+        version: Option<&str>,
+    ) -> SchedulerConfig {
+        let mut s = self.scheduler_defaults();
+        s.full_decode_graphs = self.full_decode_graphs(version);
+        let Some(g) = gpu else { return s };
+        match self {
+            EngineFamily::VllmV1 | EngineFamily::Dynamo => {
+                (s.max_num_seqs, s.max_num_batched_tokens) =
+                    if g.mem_gb >= 70.0 && g.name != "a100" { (1024, 8192) } else { (256, 2048) };
+            }
+            EngineFamily::Sglang => {
+                s.max_num_batched_tokens = match g.mem_gb {
+                    x if x < 35.0 => 2048,
+                    x if x < 60.0 => 4096,
+                    x if x < 160.0 => 8192,
+                    _ => 16384,
+                };
+            }
+            EngineFamily::VllmV0 | EngineFamily::Trtllm => {}
+        }
+        s
     }
 
     /// The family's calibration before any fit: per-step CPU time differs by engine (these

@@ -661,8 +661,8 @@ mod tests {
     /// the second, after which its cached blocks and its chunk no longer fit beside A and it
     /// waits for A to finish, then resumes from token 8. Without the cache it recomputes from
     /// token 0 every time it is re-admitted, and thrashes where the pool is large and the
-    /// budget small (GPUStack's A100 run of 100 prompts of 32,000
-    /// tokens: 1,188 preemptions and 12× the measured TPOT before, 100 and +23 % after).
+    /// budget small (GPUStack's A100 run of 100 prompts of 32,000 tokens: 1,188 preemptions
+    /// and 12× the measured TPOT before, 100 and +23 % after).
     #[test]
     fn a_preempted_request_resumes_from_its_cached_blocks() {
         let run = |caching: bool| {
