@@ -368,13 +368,8 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
     let gpu = m.get("gpu").and_then(Value::as_str).and_then(|g| GpuSpec::preset(g).ok());
     let version = m.get("engine_version").and_then(Value::as_str);
     let mut sched = mapping_of(&family.scheduler_defaults_for(gpu.as_ref(), version))?;
-    let model_len = m.get("scheduler").and_then(|s| s.get("max_model_len")).and_then(Value::as_u64);
     if family == EngineFamily::VllmV0 {
-        // V0 without chunked prefill schedules a prompt whole: its budget defaults to
-        // max(max_model_len, 2048).
-        if let Some(len) = model_len {
-            sched.insert("max_num_batched_tokens".into(), Value::from(len.max(2048)));
-        }
+        v0_model_defaults(m, &mut sched);
     }
     let mut calib = mapping_of(&family.calibration_defaults())?;
     for (key, defaults) in [("scheduler", &mut sched), ("calibration", &mut calib)] {
@@ -414,6 +409,31 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// vLLM V0's defaults that follow the model (`_set_default_args_v0` and `SchedulerConfig`):
+/// chunked prefill turns itself on for a context of more than 32,768 tokens on a model without
+/// sliding-window layers, with a budget of 2,048 tokens and decodes sharing the step with
+/// prompt chunks; without it a prompt is scheduled whole and the budget is max(max_model_len,
+/// 2,048). The context is the file's `max_model_len`, else the preset model's
+/// `max_position_embeddings` (a `model_config` file is not read here: give `max_model_len`).
+/// Keys the file sets win over these, as over every default.
+fn v0_model_defaults(m: &Mapping, sched: &mut Mapping) {
+    let given = m.get("scheduler").and_then(Value::as_mapping);
+    let model = m.get("model").and_then(Value::as_str).and_then(|n| ModelSpec::preset(n).ok());
+    let len = given
+        .and_then(|s| s.get("max_model_len"))
+        .and_then(Value::as_u64)
+        .or_else(|| model.as_ref()?.max_position_embeddings.map(u64::from));
+    let Some(len) = len else { return };
+    let chunked = match given.and_then(|s| s.get("chunked_prefill")).and_then(Value::as_bool) {
+        Some(c) => c,
+        None => len > 32_768 && model.as_ref().is_none_or(|m| m.sliding_window.is_none()),
+    };
+    let budget = if chunked { 2048 } else { len.max(2048) };
+    sched.insert("chunked_prefill".into(), Value::from(chunked));
+    sched.insert("mixed_batches".into(), Value::from(chunked));
+    sched.insert("max_num_batched_tokens".into(), Value::from(budget));
 }
 
 fn check_count(key: &str, n: u32) -> Result<()> {
@@ -675,6 +695,44 @@ scheduler:
   chunked_prefill: true
 ";
 
+    /// vLLM V0 chunks prompts by itself only for a context over 32K tokens (Qwen3's 40,960 by
+    /// default), with 2,048 tokens a step; otherwise a prompt goes whole, its budget the
+    /// context. A file's own keys win.
+    #[test]
+    fn v0_chunked_prefill_follows_the_context() {
+        let sched = |extra: &str| {
+            let f =
+                EngineFile::parse(&format!("engine: vllm-v0\nmodel: qwen3-32b\ngpu: h20\n{extra}"));
+            let s = f.unwrap().build(None).unwrap().scheduler;
+            (s.chunked_prefill, s.mixed_batches, s.max_num_batched_tokens)
+        };
+        assert_eq!(sched(""), (true, true, 2048));
+        assert_eq!(sched("scheduler: {max_model_len: 32768}\n"), (false, false, 32768));
+        assert_eq!(sched("scheduler: {max_model_len: 1024}\n"), (false, false, 2048));
+        assert_eq!(sched("scheduler: {chunked_prefill: false}\n"), (false, false, 40960));
+        assert_eq!(sched("scheduler: {max_num_batched_tokens: 4096}\n"), (true, true, 4096));
+        // gpt-oss has sliding-window layers: V0 leaves chunked prefill off.
+        let f = EngineFile::parse("engine: vllm-v0\nmodel: gpt-oss-20b\ngpu: h100\n").unwrap();
+        assert_eq!(
+            (f.scheduler.chunked_prefill, f.scheduler.max_num_batched_tokens),
+            (false, 131072)
+        );
+    }
+
+    /// vLLM V1's batch defaults follow its version: an H20 took 2,048 tokens before 0.8.5.
+    #[test]
+    fn vllm_batch_defaults_follow_the_version() {
+        let sched = |v: &str| {
+            let f = EngineFile::parse(&format!(
+                "model: qwen3-32b\ngpu: h20\nengine_version: \"{v}\"\n"
+            ));
+            let s = f.unwrap().scheduler;
+            (s.max_num_seqs, s.max_num_batched_tokens)
+        };
+        assert_eq!(sched("0.8.4"), (256, 2048));
+        assert_eq!(sched("0.9.0.1"), (1024, 8192));
+    }
+
     /// SGLang's chunk size follows the GPU's memory; a file's own value wins.
     #[test]
     fn sglang_chunk_size_follows_gpu_memory() {
@@ -774,7 +832,11 @@ scheduler:
         )
         .unwrap();
         assert_eq!(again.engine, EngineFamily::VllmV0);
-        assert!(!again.scheduler.chunked_prefill && !again.scheduler.mixed_batches);
+        let s = again.scheduler;
+        assert_eq!(
+            (s.chunked_prefill, s.mixed_batches, s.max_num_batched_tokens),
+            (true, true, 2048)
+        );
         assert_eq!(again.calibration.step_overhead_us, 2500.0);
         // The engines' own spellings of the largest CUDA-graph capture.
         for (given, want) in [

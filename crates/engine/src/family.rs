@@ -108,9 +108,8 @@ impl EngineFamily {
     /// limits the engines size by the GPU, and whether decode steps are full CUDA graphs
     /// ([`Self::full_decode_graphs`]).
     ///
-    /// - vLLM's API server (`EngineArgs`' batch defaults, since 0.9): 1,024 sequences and
-    ///   8,192 tokens on a GPU of 70 GiB or more that is not an A100, 256 and 2,048 on the
-    ///   others.
+    /// - vLLM V1's API server: [`vllm_v1_batch_defaults`], by version (Dynamo: a current
+    ///   vLLM).
     /// - SGLang's `--chunked-prefill-size` (`server_args.py`, `_handle_gpu_memory_settings`):
     ///   2,048 tokens under 35 GiB, 4,096 under 60, 8,192 under 160 (A100 and H100 80 GB,
     ///   H20, H200), 16,384 above (B200).
@@ -123,9 +122,11 @@ impl EngineFamily {
         s.full_decode_graphs = self.full_decode_graphs(version);
         let Some(g) = gpu else { return s };
         match self {
-            EngineFamily::VllmV1 | EngineFamily::Dynamo => {
-                (s.max_num_seqs, s.max_num_batched_tokens) =
-                    if g.mem_gb >= 70.0 && g.name != "a100" { (1024, 8192) } else { (256, 2048) };
+            EngineFamily::VllmV1 => {
+                (s.max_num_seqs, s.max_num_batched_tokens) = vllm_v1_batch_defaults(g, version);
+            }
+            EngineFamily::Dynamo => {
+                (s.max_num_seqs, s.max_num_batched_tokens) = vllm_v1_batch_defaults(g, None);
             }
             EngineFamily::Sglang => {
                 s.max_num_batched_tokens = match g.mem_gb {
@@ -186,12 +187,68 @@ impl EngineFamily {
     }
 }
 
+/// `(max_num_seqs, max_num_batched_tokens)` that vLLM V1's OpenAI API server takes on `gpu`
+/// when the command sets neither (`EngineArgs._set_default_args_v1`, later
+/// `get_batch_defaults`), at `version` (`None` or unreadable: current). The rule moved four
+/// times; each step is the pull request that moved it, placed by its merge date between
+/// releases:
+///
+/// - before 0.8.4: 1,024 sequences everywhere; 8,192 tokens on an H100 or H200 (by device
+///   name), 2,048 on the others (#12369, January 2025);
+/// - 0.8.4: 256 sequences except on an H100 or H200 (#16158);
+/// - 0.8.5: by memory instead of name, 1,024 and 8,192 on 70 GiB or more (#17073), so an H20
+///   and an A100 80 GB too;
+/// - 0.9: not on an A100, whose throughput the larger budget lowered (#17885);
+/// - 0.28: 16,384 tokens on 160 GiB or more (a B200; #51726).
+///
+/// A GB10 shares its memory with the CPU, NVML reports no device memory, and vLLM falls back
+/// to 0: the small defaults.
+pub fn vllm_v1_batch_defaults(gpu: &GpuSpec, version: Option<&str>) -> (u32, u32) {
+    const SMALL: (u32, u32) = (256, 2048);
+    const LARGE: (u32, u32) = (1024, 8192);
+    let v = version.and_then(version_triple).unwrap_or((u32::MAX, 0, 0));
+    let by_name = gpu.name.starts_with("h100") || gpu.name == "h200";
+    let gib = if gpu.name == "gb10" { 0.0 } else { gpu.mem_gb };
+    if v < (0, 8, 4) {
+        (1024, if by_name { 8192 } else { 2048 })
+    } else if v < (0, 8, 5) {
+        if by_name {
+            LARGE
+        } else {
+            SMALL
+        }
+    } else if v < (0, 9, 0) {
+        if gib >= 70.0 {
+            LARGE
+        } else {
+            SMALL
+        }
+    } else if v >= (0, 28, 0) && gib >= 160.0 {
+        (1024, 16384)
+    } else if gib >= 70.0 && gpu.name != "a100" {
+        LARGE
+    } else {
+        SMALL
+    }
+}
+
 /// `(major, minor)` of a version such as `0.9.0.1`, `v0.11.0` or `0.10.1rc1`.
 fn major_minor(v: &str) -> Option<(u32, u32)> {
+    version_triple(v).map(|(major, minor, _)| (major, minor))
+}
+
+/// `(major, minor, patch)` of a version such as `0.9.0.1`, `v0.11.0` or `0.8.5.post1`; a
+/// missing patch is 0.
+fn version_triple(v: &str) -> Option<(u32, u32, u32)> {
     let mut parts = v.trim().trim_start_matches('v').split('.');
     let major = parts.next()?.parse().ok()?;
-    let digits: String = parts.next()?.chars().take_while(char::is_ascii_digit).collect();
-    Some((major, digits.parse().ok()?))
+    let number = |p: &str| -> Option<u32> {
+        let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    let minor = number(parts.next()?)?;
+    let patch = parts.next().and_then(number).unwrap_or(0);
+    Some((major, minor, patch))
 }
 
 impl std::fmt::Display for EngineFamily {
@@ -224,6 +281,31 @@ mod tests {
         assert!(v1.full_decode_graphs(Some("nightly")));
         assert!(EngineFamily::Sglang.full_decode_graphs(Some("0.4.9")));
         assert_eq!(major_minor("0.10.1rc1"), Some((0, 10)));
+    }
+
+    /// vLLM V1's batch defaults by version and GPU, each step of the rule's history.
+    #[test]
+    fn vllm_v1_batch_defaults_by_version() {
+        let at =
+            |gpu: &str, v: Option<&str>| vllm_v1_batch_defaults(&GpuSpec::preset(gpu).unwrap(), v);
+        let (small, large) = ((256, 2048), (1024, 8192));
+        assert_eq!(at("h20", Some("0.8.3")), (1024, 2048));
+        assert_eq!(at("h100", Some("0.8.3")), large);
+        assert_eq!(at("h20", Some("0.8.4")), small);
+        assert_eq!(at("h100-pcie", Some("0.8.4")), large);
+        assert_eq!(at("h20", Some("0.8.5.post1")), large);
+        assert_eq!(at("a100", Some("0.8.5")), large);
+        assert_eq!(at("a100", Some("0.9.0.1")), small);
+        assert_eq!(at("h20", Some("0.9.0.1")), large);
+        assert_eq!(at("l40s", Some("0.11.0")), small);
+        assert_eq!(at("b200", Some("0.27.1")), large);
+        assert_eq!(at("b200", Some("0.28.0")), (1024, 16384));
+        assert_eq!(at("b200", None), (1024, 16384));
+        assert_eq!(at("h200", None), large);
+        assert_eq!(at("gb10", None), small);
+        assert_eq!(version_triple("v0.10.1rc1"), Some((0, 10, 1)));
+        assert_eq!(version_triple("0.9"), Some((0, 9, 0)));
+        assert_eq!(version_triple("nightly"), None);
     }
 
     /// vLLM V1 is the default family, and its defaults are the crate's defaults, so engine

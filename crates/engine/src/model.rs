@@ -51,6 +51,9 @@ pub struct ModelSpec {
     pub sliding_window: Option<u32>,
     /// How many layers use the sliding window.
     pub sliding_layers: u32,
+    /// Longest sequence the model was trained for (`max_position_embeddings`), if the config
+    /// says: the engines' default `max_model_len`.
+    pub max_position_embeddings: Option<u32>,
 }
 
 /// Models shipped with the crate: name, `config.json` text.
@@ -189,6 +192,8 @@ impl ModelSpec {
         let tie_embeddings = v.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(false);
         let (weight_dtype, expert_dtype) = weight_dtypes(&root);
         let (sliding_window, sliding_layers) = Self::parse_sliding(v)?;
+        let max_position_embeddings =
+            get_u32(v, &["max_position_embeddings", "n_positions", "max_sequence_length"])?;
         if kv_heads == 0 || heads % kv_heads != 0 {
             return Err(EngineError::invalid(
                 "num_key_value_heads",
@@ -210,6 +215,7 @@ impl ModelSpec {
             expert_dtype,
             sliding_window,
             sliding_layers,
+            max_position_embeddings,
         })
     }
 
