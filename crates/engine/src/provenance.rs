@@ -125,7 +125,9 @@ pub fn provenance(cfg: &EngineConfig) -> Provenance {
     if f.engine != cfg.engine {
         differ(format!("engine {} ≠ {}", cfg.engine, f.engine), ENGINE_PP);
     } else if let (Some(a), Some(b)) = (&cfg.engine_version, &f.engine_version) {
-        if a != b {
+        // `v0.9.0.1` and `0.9.0.1` name one release.
+        let bare = |v: &str| v.trim().trim_start_matches('v').to_string();
+        if bare(a) != bare(b) {
             differ(format!("version {a} ≠ {b}"), ENGINE_PP);
         }
     }
@@ -174,6 +176,14 @@ mod tests {
              fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4; inside the calibration's domain: \
              expect ±12 % on throughput and TPOT, ±18 % on TTFT"
         );
+    }
+
+    #[test]
+    fn a_leading_v_names_the_same_version() {
+        let p = provenance(&cfg(&format!(
+            "engine: vllm-v1\nengine_version: v0.9.0.1\nmodel: qwen3-32b\ngpu: h20\ntp: 4\n{FIT}"
+        )));
+        assert!(p.outside.is_empty(), "{:?}", p.outside);
     }
 
     #[test]
