@@ -366,12 +366,17 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
         None => EngineFamily::default(),
     };
     let gpu = m.get("gpu").and_then(Value::as_str).and_then(|g| GpuSpec::preset(g).ok());
-    let version = m.get("engine_version").and_then(Value::as_str);
+    let version = m.get("engine_version").and_then(Value::as_str).map(str::to_string);
+    let version = version.as_deref();
     let mut sched = mapping_of(&family.scheduler_defaults_for(gpu.as_ref(), version))?;
     if family == EngineFamily::VllmV0 {
         v0_model_defaults(m, &mut sched);
     }
     let mut calib = mapping_of(&family.calibration_defaults())?;
+    let given_top: Mapping = match m.get("scheduler") {
+        Some(Value::Mapping(g)) => g.clone(),
+        _ => Mapping::new(),
+    };
     for (key, defaults) in [("scheduler", &mut sched), ("calibration", &mut calib)] {
         match m.get(key) {
             None | Some(Value::Null) => {}
@@ -380,6 +385,12 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
             Some(_) => continue,
         }
         m.insert(key.into(), Value::Mapping(defaults.clone()));
+    }
+    let sglang_gpu = gpu.as_ref().filter(|_| family == EngineFamily::Sglang);
+    if let Some(g) = sglang_gpu {
+        let tp = m.get("tp").and_then(Value::as_u64).unwrap_or(1);
+        sglang_memory(&mut sched, &given_top, &Mapping::new(), g, tp, version);
+        m.insert("scheduler".into(), Value::Mapping(sched.clone()));
     }
     let sched_keys: Vec<Value> = sched.keys().cloned().collect();
     if let Some(Value::Mapping(pd)) = m.get_mut("pd") {
@@ -399,6 +410,13 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
                     own.insert(k.clone(), v);
                 }
             }
+            if let Some(g) = sglang_gpu {
+                // The pool's own TP sizes SGLang's graph and memory share.
+                let tp = p.get("tp").and_then(Value::as_u64).unwrap_or(1);
+                let mut pool = overlay(&sched, &own);
+                sglang_memory(&mut pool, &given_top, &own, g, tp, version);
+                own = pool;
+            }
             if !own.is_empty() {
                 p.insert("scheduler".into(), Value::Mapping(overlay(&sched, &own)));
             }
@@ -409,6 +427,31 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// SGLang's `cuda_graph_max_bs` and `mem_fraction_static` for a worker at `tp`
+/// ([`crate::family::sglang_memory_defaults`]), into `sched` where neither the file's
+/// top-level scheduler (`top`) nor the pool's (`pool`) sets them. The fraction depends on the
+/// graph size and the chunk size in force.
+fn sglang_memory(
+    sched: &mut Mapping,
+    top: &Mapping,
+    pool: &Mapping,
+    gpu: &GpuSpec,
+    tp: u64,
+    version: Option<&str>,
+) {
+    let set = |k: &str| top.contains_key(k) || pool.contains_key(k);
+    let int =
+        |k: &str| sched.get(k).and_then(Value::as_u64).map(|n| n.min(u64::from(u32::MAX)) as u32);
+    let chunk = int("max_num_batched_tokens").unwrap_or(8192);
+    let graph = if set("cuda_graph_max_batch") { int("cuda_graph_max_batch") } else { None };
+    let tp = u32::try_from(tp).unwrap_or(u32::MAX);
+    let (fraction, graph) = crate::family::sglang_memory_defaults(gpu, tp, chunk, graph, version);
+    sched.insert("cuda_graph_max_batch".into(), Value::from(graph));
+    if !set("gpu_memory_utilization") {
+        sched.insert("gpu_memory_utilization".into(), Value::from(fraction));
+    }
 }
 
 /// vLLM V0's defaults that follow the model (`_set_default_args_v0` and `SchedulerConfig`):
@@ -614,10 +657,17 @@ impl WorkerSpec {
         let fraction = self.scheduler.gpu_memory_utilization;
         let weights = self.model.weight_bytes() / f64::from(self.tp);
         let reserve = self.activation_reserve_bytes();
-        let (budget, mut free) = if self.engine.traits().kv_fraction_of_free_memory {
+        let traits = self.engine.traits();
+        let (budget, mut free) = if traits.kv_fraction_of_free_memory {
             // TensorRT-LLM: `free_gpu_memory_fraction` of what the weights and activations leave.
             let left = mem - weights - reserve;
             (mem, fraction * left)
+        } else if traits.fraction_holds_weights_and_kv {
+            // SGLang: `mem_fraction_static` holds the weights and the KV pool; activations and
+            // CUDA graphs use the rest (a reserve the file sets is taken out all the same).
+            let budget = mem * fraction;
+            let set = self.scheduler.activation_reserve_gb.map_or(0.0, |gb| gb * 1e9);
+            (budget, budget - weights - set)
         } else {
             // vLLM, SGLang: a fraction of the whole memory, weights and activations inside it.
             let budget = mem * fraction;
@@ -731,6 +781,45 @@ scheduler:
         };
         assert_eq!(sched("0.8.4"), (256, 2048));
         assert_eq!(sched("0.9.0.1"), (1024, 8192));
+    }
+
+    /// SGLang's memory share and graph size follow the worker's TP (each P/D pool its own);
+    /// the share holds weights and KV only, so no activation reserve comes out of the KV.
+    #[test]
+    fn sglang_memory_share_follows_each_pool() {
+        let f = EngineFile::parse(
+            "engine: sglang\nengine_version: \"0.5.5\"\nmodel: qwen3-32b\ngpu: h20\n\
+             pd: {prefill: {workers: 2, tp: 1}, decode: {workers: 1, tp: 4}}\n",
+        )
+        .unwrap();
+        let cfg = f.build(None).unwrap();
+        let pd = cfg.pd.as_ref().unwrap();
+        let (p, d) = (cfg.pool_worker(&pd.prefill), cfg.pool_worker(&pd.decode));
+        let pick = |s: &SchedulerConfig| (s.gpu_memory_utilization, s.cuda_graph_max_batch);
+        // H20 (98,304 MiB): TP 1 leaves 512 + 12,288 + 512 + 128 MiB, TP 4 14,336.
+        assert_eq!(pick(&p.scheduler), (0.863, 256));
+        assert_eq!(pick(&d.scheduler), (0.854, 512));
+        // The file's own values win, at the top level or in a pool.
+        let f = EngineFile::parse(
+            "engine: sglang\nmodel: qwen3-8b\ngpu: h100\nscheduler: {gpu_memory_utilization: 0.8}\n",
+        )
+        .unwrap();
+        assert_eq!(pick(&f.scheduler), (0.8, 256));
+        let f = EngineFile::parse(
+            "engine: sglang\nmodel: qwen3-8b\ngpu: h100\nscheduler: {cuda_graph_max_bs: 128}\n",
+        )
+        .unwrap();
+        assert_eq!(pick(&f.scheduler), (0.839, 128));
+        // Qwen3-8B on one H100: KV = 0.836 × 80 GiB − weights, at 147,456 bytes a token
+        // (36 layers × 8 KV heads × 128 × 2 × 2 B), 2,359,296 a 16-token block.
+        let cfg = EngineFile::parse("engine: sglang\nmodel: qwen3-8b\ngpu: h100\n")
+            .unwrap()
+            .build(None)
+            .unwrap();
+        let w = cfg.worker(1);
+        let want = ((80.0 * f64::from(1u32 << 30) * 0.836 - cfg.model.weight_bytes()) / 2_359_296.0)
+            .floor() as u64;
+        assert_eq!(w.kv_blocks().unwrap(), want);
     }
 
     /// SGLang's chunk size follows the GPU's memory; a file's own value wins.

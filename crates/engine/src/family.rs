@@ -27,7 +27,8 @@ pub enum EngineFamily {
     VllmV0,
     /// SGLang: chunked prefill of 8,192 tokens (by GPU memory: 2,048–16,384), radix (prefix)
     /// cache on, prefill batches run apart from decode batches (`--enable-mixed-chunk` off),
-    /// CUDA graphs of decode batches up to 160, the overlap scheduler hiding most CPU time.
+    /// CUDA graphs of decode batches up to `cuda_graph_max_bs` (by GPU memory and TP from 0.5.3, 160
+    /// before), the overlap scheduler hiding most CPU time.
     Sglang,
     /// TensorRT-LLM (`trtllm-serve`): in-flight batching mixes context and generation
     /// requests, `max_num_tokens` 8,192, `max_batch_size` 2,048, chunked context off, KV
@@ -53,6 +54,10 @@ pub struct FamilyTraits {
     /// default). Otherwise (vLLM, SGLang) it is the fraction of the whole memory the engine
     /// uses, weights and activations included.
     pub kv_fraction_of_free_memory: bool,
+    /// `gpu_memory_utilization` is the share of the memory that the weights and the KV pool
+    /// take, activations and CUDA graphs living in the rest: SGLang's `mem_fraction_static`.
+    /// Otherwise (vLLM) the activations the engine profiles come out of it too.
+    pub fraction_holds_weights_and_kv: bool,
 }
 
 impl EngineFamily {
@@ -183,6 +188,7 @@ impl EngineFamily {
             graphs_mixed_steps: matches!(self, EngineFamily::VllmV1 | EngineFamily::Dynamo),
             reserve_full_kv: matches!(self, EngineFamily::Trtllm),
             kv_fraction_of_free_memory: matches!(self, EngineFamily::Trtllm),
+            fraction_holds_weights_and_kv: matches!(self, EngineFamily::Sglang),
         }
     }
 }
@@ -230,6 +236,59 @@ pub fn vllm_v1_batch_defaults(gpu: &GpuSpec, version: Option<&str>) -> (u32, u32
     } else {
         SMALL
     }
+}
+
+/// `(mem_fraction_static, cuda_graph_max_bs)` that SGLang derives on `gpu` at `tp` when the
+/// command sets neither, for a chunked-prefill size of `chunk` tokens and the graph size
+/// `graph` if the command sets that one, at `version` (`None` or unreadable: current). `mem_fraction_static` is the share of the GPU's memory that the
+/// weights and the KV pool take; activations and CUDA graphs live in the rest.
+///
+/// - From 0.5.3 (`_handle_gpu_memory_settings` in `server_args.py`, pull requests #10975 and
+///   #11076, September 2025): the graph's largest batch by memory, 8 under 20 GiB, 24 (80 at
+///   TP ≥ 4) under 35, 32 (160) under 60, 256 (512) under 160 and 512 above; the fraction
+///   leaves `512 + 1.5 × max(chunk, 2048) + 2 × graph batch + 1024 × TP / 8` MiB, at least
+///   10 GiB on a GPU of more than 60 GiB. An H100 at TP 1 with 8,192-token chunks: 13,440
+///   MiB, 0.835.
+/// - Before: 0.88 at TP 1, 0.87 at TP 2, 0.85 at TP 4, 0.81 at TP 8, 0.79 at TP 16, and a
+///   graph of 160.
+pub fn sglang_memory_defaults(
+    gpu: &GpuSpec,
+    tp: u32,
+    chunk: u32,
+    graph: Option<u32>,
+    version: Option<&str>,
+) -> (f64, u32) {
+    let v = version.and_then(version_triple).unwrap_or((u32::MAX, 0, 0));
+    if v < (0, 5, 3) {
+        let fraction = match tp {
+            16.. => 0.79,
+            8.. => 0.81,
+            4.. => 0.85,
+            2.. => 0.87,
+            _ => 0.88,
+        };
+        return (fraction, graph.unwrap_or(160));
+    }
+    let mib = gpu.mem_gb * 1024.0;
+    // (TP below 4, TP 4 and above)
+    let (narrow, wide) = match gpu.mem_gb {
+        x if x < 20.0 => (8, 8),
+        x if x < 35.0 => (24, 80),
+        x if x < 60.0 => (32, 160),
+        x if x < 160.0 => (256, 512),
+        _ => (512, 512),
+    };
+    let derived = if tp < 4 { narrow } else { wide };
+    let graph = graph.unwrap_or(derived);
+    let mut reserved = 512.0
+        + 1.5 * f64::from(chunk.max(2048))
+        + 2.0 * f64::from(graph)
+        + 1024.0 * f64::from(tp) / 8.0;
+    if gpu.mem_gb > 60.0 {
+        reserved = reserved.max(10.0 * 1024.0);
+    }
+    let fraction = ((mib - reserved) / mib * 1000.0).round() / 1000.0;
+    (fraction, graph)
 }
 
 /// `(major, minor)` of a version such as `0.9.0.1`, `v0.11.0` or `0.10.1rc1`.
@@ -306,6 +365,29 @@ mod tests {
         assert_eq!(version_triple("v0.10.1rc1"), Some((0, 10, 1)));
         assert_eq!(version_triple("0.9"), Some((0, 9, 0)));
         assert_eq!(version_triple("nightly"), None);
+    }
+
+    /// SGLang's graph size and memory share by GPU memory and TP (from 0.5.3), and its
+    /// TP ladder before.
+    #[test]
+    fn sglang_memory_defaults_by_gpu_tp_and_version() {
+        let at = |gpu: &str, tp, chunk, graph, v| {
+            sglang_memory_defaults(&GpuSpec::preset(gpu).unwrap(), tp, chunk, graph, v)
+        };
+        // H100, TP 1, 8,192-token chunks: 512 + 12,288 + 512 + 128 = 13,440 MiB of 81,920.
+        assert_eq!(at("h100", 1, 8192, None, None), (0.836, 256));
+        // H20, TP 4: 512 + 12,288 + 1,024 + 512 = 14,336 MiB of 98,304.
+        assert_eq!(at("h20", 4, 8192, None, Some("0.5.5.post1")), (0.854, 512));
+        // L40S, TP 1, 4,096-token chunks: 512 + 6,144 + 64 + 128 = 6,848 MiB of 49,152.
+        assert_eq!(at("l40s", 1, 4096, None, Some("0.5.3")), (0.861, 32));
+        // B200: 512 + 24,576 + 1,024 + 128 = 26,240 MiB of 184,320.
+        assert_eq!(at("b200", 1, 16384, None, None), (0.858, 512));
+        // A graph the command sets is the one reserved for: 13,440 − 512 + 256.
+        assert_eq!(at("h100", 1, 8192, Some(128), None), (0.839, 128));
+        // Small chunks on a large GPU still leave 10 GiB.
+        assert_eq!(at("h100", 1, 2048, None, None), (0.875, 256));
+        assert_eq!(at("h20", 4, 8192, None, Some("0.4.9")), (0.85, 160));
+        assert_eq!(at("h100", 1, 8192, None, Some("0.5.2")), (0.88, 160));
     }
 
     /// vLLM V1 is the default family, and its defaults are the crate's defaults, so engine
