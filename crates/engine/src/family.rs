@@ -103,6 +103,7 @@ impl EngineFamily {
             EngineFamily::Trtllm => SchedulerConfig {
                 max_num_seqs: 2048,
                 chunked_prefill: false,
+                // `CudaGraphConfig`: 128 when no batch size is given.
                 cuda_graph_max_batch: 128,
                 ..v1
             },
