@@ -724,6 +724,9 @@ pub fn cells_markdown(cells: &[CellError]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Qwen3-8B on one H100, vLLM V1 scheduling synchronously.
+    const SYNC_H100: &str = "model: qwen3-8b\ngpu: h100\nscheduler: {async_scheduling: false}\n";
     use crate::config::EngineFile;
     use crate::table::parse_sweep_tables;
 
@@ -769,7 +772,8 @@ mod tests {
     /// two scenarios, each is predicted by a fit of the other.
     #[test]
     fn a_parameter_the_data_cannot_see_is_reported() {
-        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+        // Synchronous scheduling: with async scheduling the GPU-bound steps hide this CPU time.
+        let cfg = EngineFile::parse(SYNC_H100).unwrap().build(None).unwrap();
         let mut truth = cfg.clone();
         truth.calibration.step_overhead_us = 3000.0;
         let table = |isl, osl| {
@@ -842,7 +846,8 @@ mod tests {
     #[test]
     fn fit_recovers_a_known_overhead() {
         // Measure a synthetic "truth" with step_overhead_us = 3000, then fit it from 1000.
-        let cfg = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+        // Synchronous scheduling: with async scheduling the GPU-bound steps hide this CPU time.
+        let cfg = EngineFile::parse(SYNC_H100).unwrap().build(None).unwrap();
         let mut truth = cfg.clone();
         truth.calibration.step_overhead_us = 3000.0;
         let sc = Scenario { isl: 200, osl: 20 };

@@ -105,6 +105,10 @@ pub struct StepCost {
     /// A step without a CUDA graph: the time the GPU waits for kernel launches beyond its own
     /// work, `max(0, layers × eager_layer_us − GPU time)`.
     pub launch: f64,
+    /// With async scheduling, the CPU time (step and per-sequence overheads) done while the
+    /// previous step ran on the GPU: `min(CPU time, the rest)`, taken off the total, so the
+    /// step lasts the longer of the two.
+    pub overlapped: f64,
 }
 
 impl StepCost {
@@ -119,6 +123,7 @@ impl StepCost {
             + self.all_reduce
             + self.overhead
             + self.launch
+            - self.overlapped
     }
 }
 
@@ -191,6 +196,10 @@ pub struct CostModel {
     ar_link_bw: f64,
     ar_latency: f64,
     overhead: f64,
+    /// The per-step part of `overhead` (CPU time), seconds.
+    step_cpu: f64,
+    /// The engine core schedules the next step while the GPU runs this one.
+    async_scheduling: bool,
     /// The per-layer part of `overhead` (GPU time), seconds.
     layer_overhead: f64,
     /// Per-step time of a step run as piecewise CUDA graphs, seconds.
@@ -266,6 +275,8 @@ impl CostModel {
             ar_link_bw: g.intra.bandwidth_gb_s * 1e9 * c.eta_link,
             ar_latency: allreduce_latency_us(w.tp, g.intra_switched, g.intra.latency_us, c) * 1e-6,
             overhead: (c.step_overhead_us + layers * c.layer_overhead_us) * 1e-6,
+            step_cpu: c.step_overhead_us * 1e-6,
+            async_scheduling: w.scheduler.async_scheduling,
             layer_overhead: layers * c.layer_overhead_us * 1e-6,
             piecewise: layers * c.piecewise_layer_us * 1e-6,
             full_decode: w.scheduler.full_decode_graphs,
@@ -338,6 +349,7 @@ impl CostModel {
             all_reduce,
             overhead: self.overhead + b.seqs as f64 * self.per_seq,
             launch: 0.0,
+            overlapped: 0.0,
         };
         // A graphed step that is not one full graph replays its pieces with attention launched
         // between them; an eager step pays its launches below instead.
@@ -355,6 +367,10 @@ impl CostModel {
                 + c.all_reduce
                 + self.layer_overhead;
             c.launch = (self.eager_launch - gpu).max(0.0);
+        }
+        if self.async_scheduling {
+            let cpu = self.step_cpu + b.seqs as f64 * self.per_seq;
+            c.overlapped = cpu.min(c.total() - cpu);
         }
         c
     }
@@ -412,7 +428,7 @@ mod tests {
     /// 64 tokens per 12.03 ms = 5,318 tok/s.
     #[test]
     fn decode_step_qwen3_8b_h100_batch_64() {
-        let w = worker("model: qwen3-8b\ngpu: h100\n", 1);
+        let w = worker("model: qwen3-8b\ngpu: h100\nscheduler: {async_scheduling: false}\n", 1);
         let cm = CostModel::new(&w);
         let mut b = BatchShape::default();
         for _ in 0..64 {
@@ -428,8 +444,27 @@ mod tests {
         assert_eq!(c.all_reduce, 0.0);
         close(c.activations, 377_487_360.0 / bw);
         close(c.overhead, 2.64e-3);
+        assert_eq!(c.overlapped, 0.0);
         close(c.total(), 25_177_358_336.0 / bw + 2.64e-3);
         assert_eq!(cm.step_ns(&b), 12_034_537);
+        // With async scheduling the CPU part, 1 ms + 64 × 20 µs = 2.28 ms, runs during the
+        // previous step: the step lasts its GPU part, 9.3945367 + 0.36 = 9.7545367 ms.
+        let w = worker("model: qwen3-8b\ngpu: h100\nscheduler: {async_scheduling: true}\n", 1);
+        let c = CostModel::new(&w).breakdown(&b);
+        close(c.overlapped, 2.28e-3);
+        close(c.total(), 25_177_358_336.0 / bw + 0.36e-3);
+        // A step whose CPU part is the longer lasts that: 2 decodes at 5 ms of CPU each
+        // (11 ms with the step's 1 ms) against about 6.1 ms of GPU time.
+        let w = worker(
+            "model: qwen3-8b\ngpu: h100\nscheduler: {async_scheduling: true}\n\
+             calibration: {per_seq_overhead_us: 5000}\n",
+            1,
+        );
+        let mut two = BatchShape::default();
+        two.add(1, 1023, true, None);
+        two.add(1, 1023, true, None);
+        let c = CostModel::new(&w).breakdown(&two);
+        close(c.total(), 11e-3);
     }
 
     /// Qwen3-32B on H20 TP 4, a 3000-token prefill from scratch (one step): compute-bound.
@@ -532,9 +567,12 @@ mod tests {
     /// makes it 7.2 ms + 1.02 ms of per-step CPU time. A graphed step pays no launches.
     #[test]
     fn enforce_eager_pays_the_launches_the_gpu_cannot_hide() {
-        let graphed = CostModel::new(&worker("model: qwen3-8b\ngpu: h100\n", 1));
+        let graphed = CostModel::new(&worker(
+            "model: qwen3-8b\ngpu: h100\nscheduler: {async_scheduling: false}\n",
+            1,
+        ));
         let eager = CostModel::new(&worker(
-            "model: qwen3-8b\ngpu: h100\nscheduler: {enforce_eager: true}\n",
+            "model: qwen3-8b\ngpu: h100\nscheduler: {enforce_eager: true, async_scheduling: false}\n",
             1,
         ));
         let mut b = BatchShape::default();

@@ -88,6 +88,8 @@ struct Slot {
     worker: Worker,
     role: Role,
     busy_until: u64,
+    /// When the step in flight (or the last one) started.
+    step_start: u64,
     /// When this worker's API server is free to take the next request.
     frontend_free: u64,
     /// Requests in its API server, not yet in the scheduler.
@@ -98,6 +100,23 @@ struct Slot {
 }
 
 impl Slot {
+    /// Queues a request that reached this worker's scheduler at `t_ns`: with async
+    /// scheduling, one that came while a step ran waits for the step after the next, which
+    /// the scheduler chose when that step started.
+    fn queue(&mut self, t_ns: u64, id: RequestId, shape: &RequestShape, output: u32, pre: u32) {
+        // Checked when the request arrived, so this cannot be rejected.
+        let _ = self.worker.add(
+            id,
+            shape.prompt_tokens,
+            output,
+            (&shape.block_hashes, shape.hash_block_tokens),
+            pre,
+        );
+        if self.worker.async_scheduling() && t_ns > self.step_start && t_ns <= self.busy_until {
+            self.worker.hold_newest();
+        }
+    }
+
     /// The least-loaded router's measure at `now_ns`: requests in the API server, waiting,
     /// running, and those the step in flight still computes.
     fn load(&self, now_ns: u64) -> usize {
@@ -152,6 +171,7 @@ impl Engine {
                     worker,
                     role,
                     busy_until: 0,
+                    step_start: 0,
                     frontend_free: 0,
                     in_frontend: 0,
                     leaving: 0,
@@ -267,14 +287,7 @@ impl Engine {
             let slot = &mut self.slots[w];
             slot.in_frontend -= 1;
             let output = if slot.role == Role::Prefill { 1 } else { shape.output_tokens };
-            // Checked in `add_request`, so this cannot be rejected.
-            let _ = slot.worker.add(
-                id,
-                shape.prompt_tokens,
-                output,
-                (&shape.block_hashes, shape.hash_block_tokens),
-                0,
-            );
+            slot.queue(t, id, &shape, output, 0);
             if slot.role == Role::Prefill {
                 self.parked.insert(id, shape);
             }
@@ -291,14 +304,7 @@ impl Engine {
             let Some(shape) = self.parked.remove(&id) else { continue };
             let w = self.route(Role::Decode, now_ns);
             let pre = shape.prompt_tokens.saturating_sub(1);
-            // Checked at arrival, so this cannot be rejected.
-            let _ = self.slots[w].worker.add(
-                id,
-                shape.prompt_tokens,
-                shape.output_tokens,
-                (&shape.block_hashes, shape.hash_block_tokens),
-                pre,
-            );
+            self.slots[w].queue(t, id, &shape, shape.output_tokens, pre);
         }
     }
 
@@ -314,6 +320,7 @@ impl Engine {
             }
             let Some(ws) = s.worker.step() else { continue };
             let end = now_ns + ws.duration_ns;
+            s.step_start = now_ns;
             s.busy_until = end;
             s.leaving = ws.finished.len();
             let role = s.role;
@@ -512,10 +519,48 @@ mod tests {
         assert_eq!(e.step(0).map(|s| s.handed_off), Some(vec![0]));
     }
 
+    /// With async scheduling the step after the one running was chosen when it started: a
+    /// request that reaches the scheduler during a step joins the step after the next, unless
+    /// the worker would otherwise idle.
+    #[test]
+    fn async_scheduling_takes_a_new_request_one_step_later() {
+        let run = |async_on: bool| {
+            let mut e = engine(&format!(
+                "model: qwen3-8b\ngpu: h100\nscheduler: {{async_scheduling: {async_on}}}\n"
+            ));
+            e.add_request(0, shape(100, 10), 0).unwrap();
+            let first = e.step(0).unwrap();
+            // Request 1 arrives during request 0's first step.
+            e.add_request(1, shape(100, 10), first.end_ns / 2).unwrap();
+            let mut now = first.end_ns;
+            let mut steps_to_first = 0;
+            while let Some(s) = e.step(now) {
+                steps_to_first += 1;
+                if s.first_token.contains(&1) {
+                    break;
+                }
+                now = s.end_ns;
+            }
+            steps_to_first
+        };
+        assert_eq!(run(false), 1, "the next step takes it");
+        assert_eq!(run(true), 2, "the step after the next");
+        // Alone, a request that arrives while the worker idles starts at once either way.
+        let mut e = engine("model: qwen3-8b\ngpu: h100\nscheduler: {async_scheduling: true}\n");
+        e.add_request(0, shape(100, 1), 0).unwrap();
+        let a = e.step(0).unwrap();
+        e.add_request(1, shape(100, 1), a.end_ns / 2).unwrap();
+        let b = e.step(a.end_ns).unwrap();
+        assert_eq!(b.first_token, vec![1], "nothing else to run: no step is lost");
+    }
+
     #[test]
     fn the_api_server_spreads_simultaneous_arrivals() {
         let mut cfg =
-            EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+            EngineFile::parse("model: qwen3-8b\ngpu: h100\nscheduler: {async_scheduling: false}\n")
+                .unwrap()
+                .build(None)
+                .unwrap();
         cfg.calibration.step_jitter = 0.0;
         let mut e = Engine::new(&cfg).unwrap();
         // Tokenising 100 tokens × 1 µs, one request after the other, then 1000 µs each.

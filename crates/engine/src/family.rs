@@ -126,6 +126,7 @@ impl EngineFamily {
     ) -> SchedulerConfig {
         let mut s = self.scheduler_defaults();
         s.full_decode_graphs = self.full_decode_graphs(version);
+        s.async_scheduling = self.async_scheduling(version);
         let Some(g) = gpu else { return s };
         match self {
             EngineFamily::VllmV1 => {
@@ -180,6 +181,19 @@ impl EngineFamily {
         match (self, version.and_then(major_minor)) {
             (EngineFamily::VllmV1, Some(v)) => v >= (0, 11),
             _ => true,
+        }
+    }
+
+    /// Whether the engine core schedules the next step while the GPU runs the current one by
+    /// default at `version`: vLLM V1 from 0.14 (release notes: "Async scheduling is now
+    /// enabled by default", pull request 27614; `--async-scheduling` before), so an unknown
+    /// or unreadable version, and Dynamo's current vLLM workers. SGLang's overlap scheduler
+    /// and TensorRT-LLM's are in their per-step CPU estimates instead.
+    pub fn async_scheduling(self, version: Option<&str>) -> bool {
+        match (self, version.and_then(major_minor)) {
+            (EngineFamily::VllmV1, Some(v)) => v >= (0, 14),
+            (EngineFamily::VllmV1 | EngineFamily::Dynamo, None) | (EngineFamily::Dynamo, _) => true,
+            _ => false,
         }
     }
 
@@ -341,6 +355,19 @@ mod tests {
         assert!(v1.full_decode_graphs(Some("nightly")));
         assert!(EngineFamily::Sglang.full_decode_graphs(Some("0.4.9")));
         assert_eq!(major_minor("0.10.1rc1"), Some((0, 10)));
+    }
+
+    #[test]
+    fn async_scheduling_by_version() {
+        let v1 = EngineFamily::VllmV1;
+        assert!(!v1.async_scheduling(Some("0.11.0")));
+        assert!(!v1.async_scheduling(Some("0.13.1")));
+        assert!(v1.async_scheduling(Some("0.14.0")));
+        assert!(v1.async_scheduling(Some("0.28.0")));
+        assert!(v1.async_scheduling(None));
+        assert!(EngineFamily::Dynamo.async_scheduling(Some("0.4.1")));
+        assert!(!EngineFamily::Sglang.async_scheduling(None));
+        assert!(!EngineFamily::VllmV0.async_scheduling(None));
     }
 
     /// vLLM V1's batch defaults by version and GPU, each step of the rule's history.

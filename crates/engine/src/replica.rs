@@ -45,6 +45,9 @@ struct Req {
     /// Leading blocks already registered in the prefix cache.
     registered: usize,
     preemptions: u32,
+    /// Reached the queue after the scheduler had already chosen the next step (async
+    /// scheduling): it joins the step after that.
+    held: bool,
 }
 
 /// What one step of a worker did.
@@ -102,6 +105,8 @@ pub struct Worker {
     /// Admission takes the KV blocks of the whole sequence (TensorRT-LLM's
     /// `GUARANTEED_NO_EVICT`): no preemption.
     reserve_full: bool,
+    /// The next step is chosen while the current one runs (vLLM's async scheduling).
+    async_scheduling: bool,
     max_model_len: Option<u32>,
     slab: Vec<Option<Req>>,
     free_slots: Vec<usize>,
@@ -191,6 +196,7 @@ impl Worker {
             caching: s.prefix_caching,
             mixed: s.mixed_batches,
             reserve_full: w.engine.traits().reserve_full_kv,
+            async_scheduling: s.async_scheduling,
             max_model_len: s.max_model_len,
             slab: Vec::new(),
             free_slots: Vec::new(),
@@ -278,6 +284,7 @@ impl Worker {
             blocks: Vec::new(),
             registered: 0,
             preemptions: 0,
+            held: false,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -291,6 +298,29 @@ impl Worker {
         };
         self.waiting.push_back(slot);
         Ok(())
+    }
+
+    /// Whether the worker chooses its next step while the current one runs.
+    pub fn async_scheduling(&self) -> bool {
+        self.async_scheduling
+    }
+
+    /// Marks the request queued last as having arrived after the next step was chosen: with
+    /// async scheduling it waits one more step (unless the worker would otherwise idle).
+    pub fn hold_newest(&mut self) {
+        if let Some(&slot) = self.waiting.back() {
+            if let Some(r) = self.slab[slot].as_mut() {
+                r.held = true;
+            }
+        }
+    }
+
+    fn release_held(&mut self) {
+        for &slot in &self.waiting {
+            if let Some(r) = self.slab[slot].as_mut() {
+                r.held = false;
+            }
+        }
     }
 
     fn req(&self, slot: usize) -> &Req {
@@ -370,6 +400,10 @@ impl Worker {
             }
             let bs = self.block_size;
             let r = self.req(slot);
+            // Held requests arrived after every one behind them was queued: FIFO stops here.
+            if r.held {
+                break;
+            }
             // Cached prefix: whole blocks, leaving at least one token to compute.
             let (hit, hit_free) = if r.computed == 0 && !r.keys.is_empty() {
                 let usable = ((r.len - 1) / bs) as usize;
@@ -426,22 +460,13 @@ impl Worker {
         }
         let mut out = WorkerStep::default();
         self.scratch.clear();
-        if self.mixed {
-            let budget = self.schedule_running(&mut out, Phase::All);
-            if out.preempted.is_empty() {
-                self.schedule_waiting(budget);
-            }
-        } else {
-            // Prefill-first (vLLM V0, SGLang): prompts (continued chunks, then admissions)
-            // get a step of their own; decodes run when no prompt work can be scheduled.
-            let budget = self.schedule_running(&mut out, Phase::Prefill);
-            if out.preempted.is_empty() {
-                self.schedule_waiting(budget);
-            }
-            if self.scratch.is_empty() {
-                self.schedule_running(&mut out, Phase::Decode);
-            }
+        self.schedule(&mut out);
+        if self.scratch.is_empty() && self.waiting.iter().any(|&s| self.req(s).held) {
+            // Nothing else to run: an idle scheduler takes what arrived at once.
+            self.release_held();
+            self.schedule(&mut out);
         }
+        self.release_held();
         if self.scratch.is_empty() {
             return None;
         }
@@ -463,6 +488,26 @@ impl Worker {
             self.remove_finished();
         }
         Some(out)
+    }
+
+    /// Chooses the step's sequences into `scratch`.
+    fn schedule(&mut self, out: &mut WorkerStep) {
+        if self.mixed {
+            let budget = self.schedule_running(out, Phase::All);
+            if out.preempted.is_empty() {
+                self.schedule_waiting(budget);
+            }
+        } else {
+            // Prefill-first (vLLM V0, SGLang): prompts (continued chunks, then admissions)
+            // get a step of their own; decodes run when no prompt work can be scheduled.
+            let budget = self.schedule_running(out, Phase::Prefill);
+            if out.preempted.is_empty() {
+                self.schedule_waiting(budget);
+            }
+            if self.scratch.is_empty() {
+                self.schedule_running(out, Phase::Decode);
+            }
+        }
     }
 
     fn jittered(&mut self, ns: u64) -> u64 {

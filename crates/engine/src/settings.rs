@@ -195,6 +195,11 @@ pub struct SchedulerConfig {
     /// [`Calibration::piecewise_layer_us`] per layer like every step that is not one full
     /// graph.
     pub full_decode_graphs: bool,
+    /// vLLM's `--async-scheduling` (on by default from vLLM 0.14): the engine core schedules
+    /// step n + 1 while step n runs on the GPU, so a step lasts the longer of its GPU time
+    /// and its CPU time (`step_overhead_us` and `per_seq_overhead_us`) instead of their sum,
+    /// and a request that reaches the scheduler during a step joins the step after next.
+    pub async_scheduling: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -214,6 +219,7 @@ impl Default for SchedulerConfig {
             cuda_graph_max_batch: 512,
             mixed_batches: true,
             full_decode_graphs: true,
+            async_scheduling: false,
         }
     }
 }
