@@ -107,6 +107,8 @@ pub struct Worker {
     reserve_full: bool,
     /// The next step is chosen while the current one runs (vLLM's async scheduling).
     async_scheduling: bool,
+    /// Waiting requests marked held.
+    held: usize,
     max_model_len: Option<u32>,
     slab: Vec<Option<Req>>,
     free_slots: Vec<usize>,
@@ -197,6 +199,7 @@ impl Worker {
             mixed: s.mixed_batches,
             reserve_full: w.engine.traits().reserve_full_kv,
             async_scheduling: s.async_scheduling,
+            held: 0,
             max_model_len: s.max_model_len,
             slab: Vec::new(),
             free_slots: Vec::new(),
@@ -309,18 +312,28 @@ impl Worker {
     /// async scheduling it waits one more step (unless the worker would otherwise idle).
     pub fn hold_newest(&mut self) {
         if let Some(&slot) = self.waiting.back() {
-            if let Some(r) = self.slab[slot].as_mut() {
+            if let Some(r) = self.slab[slot].as_mut().filter(|r| !r.held) {
                 r.held = true;
+                self.held += 1;
             }
         }
     }
 
     fn release_held(&mut self) {
-        for &slot in &self.waiting {
-            if let Some(r) = self.slab[slot].as_mut() {
+        if self.held == 0 {
+            return;
+        }
+        // Held requests are the newest: at the back of the queue.
+        for &slot in self.waiting.iter().rev() {
+            if self.held == 0 {
+                break;
+            }
+            if let Some(r) = self.slab[slot].as_mut().filter(|r| r.held) {
                 r.held = false;
+                self.held -= 1;
             }
         }
+        self.held = 0;
     }
 
     fn req(&self, slot: usize) -> &Req {
@@ -461,7 +474,7 @@ impl Worker {
         let mut out = WorkerStep::default();
         self.scratch.clear();
         self.schedule(&mut out);
-        if self.scratch.is_empty() && self.waiting.iter().any(|&s| self.req(s).held) {
+        if self.scratch.is_empty() && self.held > 0 {
             // Nothing else to run: an idle scheduler takes what arrived at once.
             self.release_held();
             self.schedule(&mut out);
@@ -570,6 +583,9 @@ impl Worker {
             return false;
         };
         let Some(r) = self.slab[slot].take() else { return false };
+        if r.held {
+            self.held -= 1;
+        }
         self.pool.release(&r.blocks);
         self.running.retain(|&s| s != slot);
         self.waiting.retain(|&s| s != slot);
