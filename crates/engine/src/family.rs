@@ -343,31 +343,34 @@ mod tests {
         }
     }
 
+    /// The defaults that follow the engine's version: (family, version, full decode graphs,
+    /// async scheduling).
     #[test]
-    fn full_decode_graphs_by_version() {
-        let v1 = EngineFamily::VllmV1;
-        assert!(!v1.full_decode_graphs(Some("0.9.0.1")));
-        assert!(!v1.full_decode_graphs(Some("v0.10.2")));
-        assert!(v1.full_decode_graphs(Some("0.11.0")));
-        assert!(v1.full_decode_graphs(Some("0.11.1rc2")));
-        assert!(v1.full_decode_graphs(Some("1.0")));
-        assert!(v1.full_decode_graphs(None));
-        assert!(v1.full_decode_graphs(Some("nightly")));
-        assert!(EngineFamily::Sglang.full_decode_graphs(Some("0.4.9")));
+    fn graph_and_async_defaults_by_version() {
+        use EngineFamily::{Dynamo, Sglang, VllmV0, VllmV1};
+        let cases = [
+            (VllmV1, Some("0.9.0.1"), false, false),
+            (VllmV1, Some("v0.10.2"), false, false),
+            (VllmV1, Some("0.11.0"), true, false),
+            (VllmV1, Some("0.11.1rc2"), true, false),
+            (VllmV1, Some("0.13.1"), true, false),
+            (VllmV1, Some("0.14.0"), true, true),
+            (VllmV1, Some("1.0"), true, true),
+            (VllmV1, None, true, true),
+            (VllmV1, Some("nightly"), true, true),
+            (Dynamo, Some("0.4.1"), true, true),
+            (Sglang, Some("0.4.9"), true, false),
+            (Sglang, None, true, false),
+            (VllmV0, None, true, false),
+        ];
+        for (f, v, full, async_on) in cases {
+            assert_eq!(
+                (f.full_decode_graphs(v), f.async_scheduling(v)),
+                (full, async_on),
+                "{f} {v:?}"
+            );
+        }
         assert_eq!(major_minor("0.10.1rc1"), Some((0, 10)));
-    }
-
-    #[test]
-    fn async_scheduling_by_version() {
-        let v1 = EngineFamily::VllmV1;
-        assert!(!v1.async_scheduling(Some("0.11.0")));
-        assert!(!v1.async_scheduling(Some("0.13.1")));
-        assert!(v1.async_scheduling(Some("0.14.0")));
-        assert!(v1.async_scheduling(Some("0.28.0")));
-        assert!(v1.async_scheduling(None));
-        assert!(EngineFamily::Dynamo.async_scheduling(Some("0.4.1")));
-        assert!(!EngineFamily::Sglang.async_scheduling(None));
-        assert!(!EngineFamily::VllmV0.async_scheduling(None));
     }
 
     /// vLLM V1's batch defaults by version and GPU, each step of the rule's history.
