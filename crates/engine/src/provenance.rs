@@ -124,11 +124,14 @@ pub fn provenance(cfg: &EngineConfig) -> Provenance {
     };
     if f.engine != cfg.engine {
         differ(format!("engine {} ≠ {}", cfg.engine, f.engine), ENGINE_PP);
-    } else if let (Some(a), Some(b)) = (&cfg.engine_version, &f.engine_version) {
-        // `v0.9.0.1` and `0.9.0.1` name one release.
+    } else if let Some(b) = &f.engine_version {
+        // `v0.9.0.1` and `0.9.0.1` name one release; a file without a version is taken as the
+        // engine's current release (its defaults follow), which the fit was not.
         let bare = |v: &str| v.trim().trim_start_matches('v').to_string();
-        if bare(a) != bare(b) {
-            differ(format!("version {a} ≠ {b}"), ENGINE_PP);
+        match &cfg.engine_version {
+            Some(a) if bare(a) == bare(b) => {}
+            Some(a) => differ(format!("version {a} ≠ {b}"), ENGINE_PP),
+            None => differ(format!("no version (taken as current) ≠ {b}"), ENGINE_PP),
         }
     }
     if cfg.pd.is_some() != f.pd {
@@ -204,6 +207,8 @@ mod tests {
             "fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4 (carried: its efficiencies; \
              latencies and CPU times at sglang defaults)"
         );
+        let current = provenance(&cfg(&format!("model: qwen3-32b\ngpu: h20\ntp: 4\n{FIT}")));
+        assert_eq!(current.outside, ["no version (taken as current) ≠ 0.9.0.1"]);
         let gpu = provenance(&cfg(&format!("model: qwen3-32b\ngpu: h100\ntp: 4\n{FIT}")));
         assert!(
             gpu.calibration.ends_with(
