@@ -669,7 +669,7 @@ impl WorkerSpec {
             let set = self.scheduler.activation_reserve_gb.map_or(0.0, |gb| gb * 1e9);
             (budget, budget - weights - set)
         } else {
-            // vLLM, SGLang: a fraction of the whole memory, weights and activations inside it.
+            // vLLM: a fraction of the whole memory, weights and activations inside it.
             let budget = mem * fraction;
             (budget, budget - weights - reserve)
         };
