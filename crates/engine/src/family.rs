@@ -27,8 +27,8 @@ pub enum EngineFamily {
     VllmV0,
     /// SGLang: chunked prefill of 8,192 tokens (by GPU memory: 2,048–16,384), radix (prefix)
     /// cache on, prefill batches run apart from decode batches (`--enable-mixed-chunk` off),
-    /// CUDA graphs of decode batches up to `cuda_graph_max_bs` (by GPU memory and TP from 0.5.3, 160
-    /// before), the overlap scheduler hiding most CPU time.
+    /// CUDA graphs of decode batches up to `cuda_graph_max_bs` (by GPU memory and TP from
+    /// 0.5.3, 160 before), the overlap scheduler hiding most CPU time.
     Sglang,
     /// TensorRT-LLM (`trtllm-serve`): in-flight batching mixes context and generation
     /// requests, `max_num_tokens` 8,192, `max_batch_size` 2,048, chunked context off, KV
@@ -255,15 +255,16 @@ pub fn vllm_v1_batch_defaults(gpu: &GpuSpec, version: Option<&str>) -> (u32, u32
 
 /// `(mem_fraction_static, cuda_graph_max_bs)` that SGLang derives on `gpu` at `tp` when the
 /// command sets neither, for a chunked-prefill size of `chunk` tokens and the graph size
-/// `graph` if the command sets that one, at `version` (`None` or unreadable: current). `mem_fraction_static` is the share of the GPU's memory that the
-/// weights and the KV pool take; activations and CUDA graphs live in the rest.
+/// `graph` if the command sets that one, at `version` (`None` or unreadable: current).
+/// `mem_fraction_static` is the share of the GPU's memory that the weights and the KV pool
+/// take; activations and CUDA graphs live in the rest.
 ///
 /// - From 0.5.3 (`_handle_gpu_memory_settings` in `server_args.py`, pull requests #10975 and
 ///   #11076, September 2025): the graph's largest batch by memory, 8 under 20 GiB, 24 (80 at
 ///   TP ≥ 4) under 35, 32 (160) under 60, 256 (512) under 160 and 512 above; the fraction
 ///   leaves `512 + 1.5 × max(chunk, 2048) + 2 × graph batch + 1024 × TP / 8` MiB, at least
 ///   10 GiB on a GPU of more than 60 GiB. An H100 at TP 1 with 8,192-token chunks: 13,440
-///   MiB, 0.835.
+///   MiB of the preset's 81,920, 0.836 (of the 81,559 a real one reports, 0.835).
 /// - Before: 0.88 at TP 1, 0.87 at TP 2, 0.85 at TP 4, 0.81 at TP 8, 0.79 at TP 16, and a
 ///   graph of 160.
 pub fn sglang_memory_defaults(

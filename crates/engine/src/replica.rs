@@ -413,7 +413,8 @@ impl Worker {
             }
             let bs = self.block_size;
             let r = self.req(slot);
-            // Held requests arrived after every one behind them was queued: FIFO stops here.
+            // A held request came after this step was chosen, and those behind it later
+            // still: FIFO stops here.
             if r.held {
                 break;
             }
