@@ -45,9 +45,6 @@ struct Req {
     /// Leading blocks already registered in the prefix cache.
     registered: usize,
     preemptions: u32,
-    /// Reached the queue after the scheduler had already chosen the next step (async
-    /// scheduling): it joins the step after that.
-    held: bool,
 }
 
 /// What one step of a worker did.
@@ -107,7 +104,9 @@ pub struct Worker {
     reserve_full: bool,
     /// The next step is chosen while the current one runs (vLLM's async scheduling).
     async_scheduling: bool,
-    /// Waiting requests marked held.
+    /// The newest waiting requests that reached the queue after the next step was chosen
+    /// (async scheduling): they join the step after that. Always the back of `waiting`:
+    /// arrivals are queued in order and preempted requests go to the front.
     held: usize,
     max_model_len: Option<u32>,
     slab: Vec<Option<Req>>,
@@ -287,7 +286,6 @@ impl Worker {
             blocks: Vec::new(),
             registered: 0,
             preemptions: 0,
-            held: false,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -311,29 +309,7 @@ impl Worker {
     /// Marks the request queued last as having arrived after the next step was chosen: with
     /// async scheduling it waits one more step (unless the worker would otherwise idle).
     pub fn hold_newest(&mut self) {
-        if let Some(&slot) = self.waiting.back() {
-            if let Some(r) = self.slab[slot].as_mut().filter(|r| !r.held) {
-                r.held = true;
-                self.held += 1;
-            }
-        }
-    }
-
-    fn release_held(&mut self) {
-        if self.held == 0 {
-            return;
-        }
-        // Held requests are the newest: at the back of the queue.
-        for &slot in self.waiting.iter().rev() {
-            if self.held == 0 {
-                break;
-            }
-            if let Some(r) = self.slab[slot].as_mut().filter(|r| r.held) {
-                r.held = false;
-                self.held -= 1;
-            }
-        }
-        self.held = 0;
+        self.held = (self.held + 1).min(self.waiting.len());
     }
 
     fn req(&self, slot: usize) -> &Req {
@@ -411,13 +387,12 @@ impl Worker {
             if self.running.len() >= self.max_seqs || budget == 0 {
                 break;
             }
-            let bs = self.block_size;
-            let r = self.req(slot);
-            // A held request came after this step was chosen, and those behind it later
-            // still: FIFO stops here.
-            if r.held {
+            // The rest came after this step was chosen: FIFO stops here.
+            if self.waiting.len() <= self.held {
                 break;
             }
+            let bs = self.block_size;
+            let r = self.req(slot);
             // Cached prefix: whole blocks, leaving at least one token to compute.
             let (hit, hit_free) = if r.computed == 0 && !r.keys.is_empty() {
                 let usable = ((r.len - 1) / bs) as usize;
@@ -477,10 +452,10 @@ impl Worker {
         self.schedule(&mut out);
         if self.scratch.is_empty() && self.held > 0 {
             // Nothing else to run: an idle scheduler takes what arrived at once.
-            self.release_held();
+            self.held = 0;
             self.schedule(&mut out);
         }
-        self.release_held();
+        self.held = 0;
         if self.scratch.is_empty() {
             return None;
         }
@@ -584,7 +559,8 @@ impl Worker {
             return false;
         };
         let Some(r) = self.slab[slot].take() else { return false };
-        if r.held {
+        let held_from = self.waiting.len() - self.held;
+        if self.waiting.iter().skip(held_from).any(|&s| s == slot) {
             self.held -= 1;
         }
         self.pool.release(&r.blocks);
