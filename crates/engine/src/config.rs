@@ -410,15 +410,14 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
                     own.insert(k.clone(), v);
                 }
             }
-            if let Some(g) = sglang_gpu {
-                // The pool's own TP sizes SGLang's graph and memory share.
-                let tp = p.get("tp").and_then(Value::as_u64).unwrap_or(1);
+            if !own.is_empty() || sglang_gpu.is_some() {
                 let mut pool = overlay(&sched, &own);
-                sglang_memory(&mut pool, &given_top, &own, g, tp, version);
-                own = pool;
-            }
-            if !own.is_empty() {
-                p.insert("scheduler".into(), Value::Mapping(overlay(&sched, &own)));
+                if let Some(g) = sglang_gpu {
+                    // The pool's own TP sizes SGLang's graph and memory share.
+                    let tp = p.get("tp").and_then(Value::as_u64).unwrap_or(1);
+                    sglang_memory(&mut pool, &given_top, &own, g, tp, version);
+                }
+                p.insert("scheduler".into(), Value::Mapping(pool));
             }
             if let Some(Value::Mapping(c)) = p.get("calibration") {
                 let merged = overlay(&calib, c);
