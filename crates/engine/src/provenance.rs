@@ -1,12 +1,14 @@
 //! Where a prediction comes from: the engine model, the deployment, and the calibration it
-//! extrapolates from, with an uncertainty band that widens with each way the deployment
-//! leaves the calibration's domain. Every artefact of a prediction carries this text.
+//! extrapolates from, with an uncertainty band that widens when the deployment leaves the
+//! calibration's domain. Every artefact of a prediction carries this text.
 //!
-//! Band: the fit's own median error on its table (or the default calibration's 75 % on the
-//! reference table when nothing was fitted), plus a step per difference. Two steps are
-//! measured (issue 24: with the shipped calibration, another vLLM version came out 22.6 %
-//! off on throughput, disaggregated deployments 36–48 %); the others are judgement until a
-//! table of that kind is measured: TP +20, GPU +30, model +20 points.
+//! Band: inside the domain, the fit's own median error on its table (or the default
+//! calibration's 75 % on the reference table when nothing was fitted). Outside it, the error
+//! measured where the model was carried outside its fit: the median absolute errors of the
+//! public cross-checks (docs/predict.md, "Cross-checks on public tables": every table predicted
+//! with the shipped calibration, none fitted), for dense and MoE models apart, and never less
+//! than the fit's own. P/D against aggregated adds a step of its own (issue 24 measured 36–48 %
+//! on disaggregated deployments; no public table is disaggregated).
 
 use crate::config::EngineConfig;
 
@@ -16,14 +18,45 @@ use crate::config::EngineConfig;
 const UNFITTED_PCT: f64 = 75.0;
 /// Band of a fitted calibration that did not record its error.
 const FITTED_PCT: f64 = 15.0;
-/// Widening per way out of the domain, percentage points.
-const ENGINE_PP: f64 = 25.0;
+/// Widening for P/D against aggregated (or the reverse), percentage points.
 const PD_PP: f64 = 40.0;
-const TP_PP: f64 = 20.0;
-const GPU_PP: f64 = 30.0;
-const MODEL_PP: f64 = 20.0;
-/// No band above this: the prediction is then an order of magnitude, and says so.
+/// TTFT's band against throughput's where nothing measured says otherwise.
+const TTFT_FACTOR: f64 = 1.5;
+/// No band above this (TTFT's: 1.5 times it): the prediction is then an order of magnitude.
 const MAX_PCT: f64 = 100.0;
+
+/// Absolute % errors of predictions carried outside their calibration's domain, pooled over
+/// the cells of the public cross-checks (`crates/engine/testdata/public`, the shipped
+/// calibration carried by `carry_calibration`): per metric (output throughput, mean TPOT,
+/// mean TTFT), the cells, the median and the 80th percentile (linear between ranks). The
+/// full cross-check test recomputes them and fails when they drift.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasuredError {
+    /// Public tables the cells come from.
+    pub tables: usize,
+    /// Cells per metric.
+    pub cells: [usize; 3],
+    /// Median absolute % error per metric.
+    pub median: [f64; 3],
+    /// 80th percentile of the absolute % errors per metric.
+    pub p80: [f64; 3],
+}
+
+/// Dense models: every public table but the MoE ones (2026-11-28).
+pub const MEASURED_DENSE: MeasuredError = MeasuredError {
+    tables: 19,
+    cells: [108, 38, 38],
+    median: [11.1, 16.6, 37.7],
+    p80: [30.6, 36.6, 57.3],
+};
+
+/// MoE models (gpt-oss, Qwen3-235B-A22B): one rate for every expert GEMM, so wider on TPOT.
+pub const MEASURED_MOE: MeasuredError = MeasuredError {
+    tables: 14,
+    cells: [44, 44, 44],
+    median: [20.7, 23.9, 20.7],
+    p80: [44.9, 72.2, 39.8],
+};
 
 /// A prediction's provenance.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,8 +67,12 @@ pub struct Provenance {
     pub calibration: String,
     /// Ways the deployment differs from the calibration's (empty: inside its domain).
     pub outside: Vec<String>,
-    /// Uncertainty band of output throughput and mean TPOT, ± %; TTFT's is 1.5 times wider.
+    /// Uncertainty band of output throughput and mean TPOT, ± %.
     pub band_pct: f64,
+    /// Uncertainty band of mean TTFT, ± %.
+    pub ttft_band_pct: f64,
+    /// The public cross-checks the bands come from, outside the domain.
+    pub measured: Option<MeasuredError>,
 }
 
 impl Provenance {
@@ -46,13 +83,17 @@ impl Provenance {
         } else {
             format!("outside the calibration's domain ({})", self.outside.join("; "))
         };
+        let basis = self.measured.map_or(String::new(), |m| {
+            format!(
+                " (median errors of {} public tables predicted outside the fit; one cell in \
+                 five beyond ±{:.0} / {:.0} / {:.0} %)",
+                m.tables, m.p80[0], m.p80[1], m.p80[2]
+            )
+        });
         format!(
             "predicted, not measured: {}; calibration {}; {domain}: expect ±{:.0} % on \
-             throughput and TPOT, ±{:.0} % on TTFT",
-            self.deployment,
-            self.calibration,
-            self.band_pct,
-            self.band_pct * 1.5
+             throughput and TPOT, ±{:.0} % on TTFT{basis}",
+            self.deployment, self.calibration, self.band_pct, self.ttft_band_pct
         )
     }
 
@@ -90,6 +131,8 @@ pub fn provenance(cfg: &EngineConfig) -> Provenance {
             calibration: format!("{} defaults, not fitted", cfg.engine),
             outside: vec!["no measured table".into()],
             band_pct: UNFITTED_PCT,
+            ttft_band_pct: UNFITTED_PCT * TTFT_FACTOR,
+            measured: None,
         };
     };
     let fit_engine = match &f.engine_version {
@@ -117,41 +160,61 @@ pub fn provenance(cfg: &EngineConfig) -> Provenance {
         calibration
     };
     let mut outside = Vec::new();
-    let mut band = f.error_pct.unwrap_or(FITTED_PCT);
-    let mut differ = |what: String, pp: f64| {
-        outside.push(what);
-        band += pp;
-    };
     if f.engine != cfg.engine {
-        differ(format!("engine {} ≠ {}", cfg.engine, f.engine), ENGINE_PP);
+        outside.push(format!("engine {} ≠ {}", cfg.engine, f.engine));
     } else if let Some(b) = &f.engine_version {
         // `v0.9.0.1` and `0.9.0.1` name one release; a file without a version is taken as the
         // engine's current release (its defaults follow), which the fit was not.
         let bare = |v: &str| v.trim().trim_start_matches('v').to_string();
         match &cfg.engine_version {
             Some(a) if bare(a) == bare(b) => {}
-            Some(a) => differ(format!("version {a} ≠ {b}"), ENGINE_PP),
-            None => differ(format!("no version (taken as current) ≠ {b}"), ENGINE_PP),
+            Some(a) => outside.push(format!("version {a} ≠ {b}")),
+            None => outside.push(format!("no version (taken as current) ≠ {b}")),
         }
-    }
-    if cfg.pd.is_some() != f.pd {
-        let what = if f.pd { "aggregated, fitted on P/D" } else { "P/D, fitted aggregated" };
-        differ(what.into(), PD_PP);
     }
     let tps: Vec<u32> = match &cfg.pd {
         Some(p) => vec![p.prefill.tp, p.decode.tp],
         None => vec![cfg.tp],
     };
     if let Some(tp) = tps.iter().find(|&&t| t != f.tp) {
-        differ(format!("TP{tp} ≠ TP{}", f.tp), TP_PP);
+        outside.push(format!("TP{tp} ≠ TP{}", f.tp));
     }
     if !cfg.gpu.name.eq_ignore_ascii_case(&f.gpu) {
-        differ(format!("GPU {} ≠ {}", cfg.gpu.name, f.gpu), GPU_PP);
+        outside.push(format!("GPU {} ≠ {}", cfg.gpu.name, f.gpu));
     }
     if !cfg.model.name.eq_ignore_ascii_case(&f.model) {
-        differ(format!("model {} ≠ {}", cfg.model.name, f.model), MODEL_PP);
+        outside.push(format!("model {} ≠ {}", cfg.model.name, f.model));
     }
-    Provenance { deployment, calibration, outside, band_pct: band.min(MAX_PCT) }
+    let fit = f.error_pct.unwrap_or(FITTED_PCT);
+    let (mut band, mut ttft) = (fit, fit * TTFT_FACTOR);
+    // Any way out of the domain but P/D: what the public tables measured for this kind of
+    // model, carried out of the same fit (they differ in engine, version, GPU, TP and model
+    // at once, so no one difference has a figure of its own).
+    let measured = (!outside.is_empty()).then(|| {
+        if cfg.model.moe.is_some() {
+            MEASURED_MOE
+        } else {
+            MEASURED_DENSE
+        }
+    });
+    if let Some(m) = measured {
+        band = band.max(m.median[0]).max(m.median[1]);
+        ttft = ttft.max(m.median[2]);
+    }
+    if cfg.pd.is_some() != f.pd {
+        outside
+            .push(if f.pd { "aggregated, fitted on P/D" } else { "P/D, fitted aggregated" }.into());
+        band += PD_PP;
+        ttft += PD_PP * TTFT_FACTOR;
+    }
+    Provenance {
+        deployment,
+        calibration,
+        outside,
+        band_pct: band.min(MAX_PCT),
+        ttft_band_pct: ttft.min(MAX_PCT * TTFT_FACTOR),
+        measured,
+    }
 }
 
 #[cfg(test)]
@@ -190,18 +253,64 @@ mod tests {
     }
 
     #[test]
-    fn each_way_out_of_the_domain_widens_the_band() {
+    fn outside_the_domain_the_band_is_the_public_tables_error() {
+        // Another version, GPU or TP of a dense model: the dense public tables' medians.
+        let dense = provenance(&cfg(&format!(
+            "engine: vllm-v1\nengine_version: 0.11.0\nmodel: qwen3-32b\ngpu: a100\ntp: 1\n{FIT}"
+        )));
+        assert_eq!(dense.outside, ["version 0.11.0 ≠ 0.9.0.1", "TP1 ≠ TP4", "GPU a100 ≠ h20"]);
+        assert_eq!(dense.band_pct, 16.6, "the larger of throughput's 11.1 and TPOT's 16.6");
+        assert_eq!(dense.ttft_band_pct, 37.7);
+        assert_eq!(
+            dense.sentence(),
+            "predicted, not measured: vllm-v1 0.11.0, qwen3-32b on a100, TP1 × 1; calibration \
+             fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4 (carried: its efficiencies and CPU \
+             times; kernel latencies at defaults); outside the calibration's domain (version \
+             0.11.0 ≠ 0.9.0.1; TP1 ≠ TP4; GPU a100 ≠ h20): expect ±17 % on throughput and TPOT, \
+             ±38 % on TTFT (median errors of 19 public tables predicted outside the fit; one \
+             cell in five beyond ±31 / 37 / 57 %)"
+        );
+        // An MoE model: the MoE tables' medians.
+        let moe = provenance(&cfg(&format!("model: gpt-oss-120b\ngpu: h100\ntp: 1\n{FIT}")));
+        assert_eq!((moe.band_pct, moe.ttft_band_pct), (23.9, 20.7));
+        assert_eq!(moe.measured, Some(MEASURED_MOE));
+        // Never narrower than the fit's own error.
+        let loose = FIT.replace("error_pct: 12", "error_pct: 30");
+        let wide = provenance(&cfg(&format!("model: qwen3-32b\ngpu: h20\ntp: 4\n{loose}")));
+        assert_eq!((wide.band_pct, wide.ttft_band_pct), (30.0, 45.0));
+        assert_eq!(wide.outside, ["no version (taken as current) ≠ 0.9.0.1"]);
+    }
+
+    #[test]
+    fn p_d_against_aggregated_adds_its_step() {
         let p = provenance(&cfg(&format!(
+            "engine: vllm-v1\nengine_version: 0.9.0.1\nmodel: qwen3-32b\ngpu: h20\n{FIT}\
+             pd: {{prefill: {{workers: 2, tp: 4}}, decode: {{workers: 1, tp: 4}}}}\n"
+        )));
+        assert_eq!(p.outside, ["P/D, fitted aggregated"]);
+        assert_eq!((p.band_pct, p.ttft_band_pct), (12.0 + 40.0, 18.0 + 60.0));
+        assert_eq!(p.measured, None, "P/D alone: no public table measured it");
+        let also_tp = provenance(&cfg(&format!(
             "engine: vllm-v1\nengine_version: 0.10.1\nmodel: qwen3-32b\ngpu: h20\n{FIT}\
              pd: {{prefill: {{workers: 2, tp: 2}}, decode: {{workers: 1, tp: 4}}}}\n"
         )));
-        assert_eq!(p.outside, ["version 0.10.1 ≠ 0.9.0.1", "P/D, fitted aggregated", "TP2 ≠ TP4"]);
-        assert_eq!(p.band_pct, 12.0 + 25.0 + 40.0 + 20.0);
+        assert_eq!(
+            also_tp.outside,
+            ["version 0.10.1 ≠ 0.9.0.1", "TP2 ≠ TP4", "P/D, fitted aggregated"]
+        );
+        assert_eq!((also_tp.band_pct, also_tp.ttft_band_pct), (16.6 + 40.0, 37.7 + 60.0));
+    }
+
+    #[test]
+    fn unfitted_and_far_calibrations() {
         let unfitted = provenance(&cfg("model: qwen3-8b\ngpu: h100\n"));
         assert_eq!(unfitted.calibration, "vllm-v1 defaults, not fitted");
-        assert_eq!(unfitted.band_pct, 75.0);
-        let far = provenance(&cfg(&format!("engine: sglang\nmodel: qwen3-8b\ngpu: h100\n{FIT}")));
-        assert_eq!(far.band_pct, 100.0, "capped");
+        assert_eq!((unfitted.band_pct, unfitted.ttft_band_pct), (75.0, 112.5));
+        let far = provenance(&cfg(&format!(
+            "engine: sglang\nmodel: qwen3-8b\ngpu: h100\n{FIT}pd: {{prefill: {{workers: 1, tp: \
+             1}}, decode: {{workers: 1, tp: 1}}}}\n"
+        )));
+        assert_eq!((far.band_pct, far.ttft_band_pct), (56.6, 97.7));
         assert_eq!(
             far.calibration,
             "fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4 (carried: its efficiencies; \

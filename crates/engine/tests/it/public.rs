@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_yaml_ng::Mapping;
 use servelab_engine::calibrate::{carry_calibration, pct_error};
+use servelab_engine::provenance::{MeasuredError, MEASURED_DENSE, MEASURED_MOE};
 use servelab_engine::{load_engine_file, predict_point, EngineConfig, EngineFile, Scenario};
 
 /// The calibration every table is predicted with: the shipped fit of the reference deployment.
@@ -203,6 +204,31 @@ fn medians(rows: &[RowResult]) -> [Option<f64>; 3] {
     })
 }
 
+/// The `q` quantile of `v`, linear between ranks (what the provenance's 80th percentile is).
+fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let k = (v.len() - 1) as f64 * q;
+    let (lo, hi) = (k.floor() as usize, k.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (k - lo as f64)
+}
+
+/// What the provenance states of a kind of model, recomputed from its tables' rows.
+fn measured(tables: &[&[RowResult]]) -> MeasuredError {
+    let errs = |k: usize| -> Vec<f64> {
+        tables
+            .iter()
+            .flat_map(|rows| rows.iter().filter_map(|r| r[k].map(|(m, p)| pct_error(m, p).abs())))
+            .collect()
+    };
+    let round = |x: f64| (x * 10.0).round() / 10.0;
+    MeasuredError {
+        tables: tables.len(),
+        cells: std::array::from_fn(|k| errs(k).len()),
+        median: std::array::from_fn(|k| round(median(errs(k)).unwrap_or(f64::NAN))),
+        p80: std::array::from_fn(|k| round(quantile(errs(k), 0.8))),
+    }
+}
+
 fn fmt(x: Option<f64>) -> String {
     x.map_or("–".to_string(), |v| format!("{v:.1}"))
 }
@@ -273,6 +299,8 @@ const QUICK_TOKENS: usize = 2_000_000;
 fn check(pick: impl Fn(&Table) -> bool, every: bool) {
     let mut summary = Vec::new();
     let mut cells: Vec<RowResult> = Vec::new();
+    // Each table's rows, MoE or dense, for the provenance's measured bands.
+    let mut by_kind: Vec<(bool, Vec<RowResult>)> = Vec::new();
     for (name, t) in tables() {
         assert!(!t.rows.is_empty(), "{name}: no rows");
         for m in &t.metrics {
@@ -305,6 +333,7 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         }
         let med = medians(&rows);
         cells.extend_from_slice(&rows);
+        by_kind.push((cfg.model.moe.is_some(), rows.clone()));
         eprintln!(
             "| `{name}` | {} | {} | {} | {} |\n",
             t.rows.len(),
@@ -352,6 +381,25 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         }
     }
     if every {
+        for (moe, stated) in [(false, MEASURED_DENSE), (true, MEASURED_MOE)] {
+            let kind: Vec<&[RowResult]> =
+                by_kind.iter().filter(|(m, _)| *m == moe).map(|(_, r)| r.as_slice()).collect();
+            let got = measured(&kind);
+            eprintln!("{} models: {got:?}", if moe { "MoE" } else { "dense" });
+            let close = |a: &[f64; 3], b: &[f64; 3]| {
+                a.iter().zip(b).all(|(x, y)| (x - y).abs() <= MARGIN_PP)
+            };
+            if got.tables != stated.tables
+                || got.cells != stated.cells
+                || !close(&got.median, &stated.median)
+                || !close(&got.p80, &stated.p80)
+            {
+                stale.push(format!(
+                    "provenance's {} band: the tables give {got:?}, provenance.rs says {stated:?}",
+                    if moe { "MEASURED_MOE" } else { "MEASURED_DENSE" }
+                ));
+            }
+        }
         for (name, _) in &docs {
             if !summary.iter().any(|(n, _)| n == name) {
                 stale.push(format!("{name}: in the docs, no such file in testdata/public"));
