@@ -97,12 +97,14 @@ impl Provenance {
         )
     }
 
-    /// Short `KEY=VALUE` tags for tables, CSV rows and the store.
+    /// Short `KEY=VALUE` tags for tables, CSV rows and the store (`band`: throughput and TPOT;
+    /// `ttft_band`: TTFT, which the public tables put apart).
     pub fn tags(&self) -> Vec<(String, String)> {
         vec![
             ("kind".into(), "predicted".into()),
             ("calibration".into(), self.calibration.clone()),
             ("band".into(), format!("±{:.0} %", self.band_pct)),
+            ("ttft_band".into(), format!("±{:.0} %", self.ttft_band_pct)),
         ]
     }
 }

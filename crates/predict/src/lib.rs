@@ -306,9 +306,10 @@ fn record(r: &servelab_engine::VirtualRecord, scheduled_ns: u64) -> RequestRecor
     }
 }
 
-/// A predicted sweep's CSV with the provenance in three more columns on every row (`kind`
-/// = predicted, `calibration`, `band_pct`), so a table copied out of its folder still says
-/// what it is. Appended last: readers that take columns by position are unaffected.
+/// A predicted sweep's CSV with the provenance in four more columns on every row (`kind`
+/// = predicted, `calibration`, `band_pct` for throughput and TPOT, `ttft_band_pct`), so a
+/// table copied out of its folder still says what it is. Appended last: readers that take
+/// columns by position are unaffected.
 pub fn mark_csv(csv: &str, p: &Provenance) -> String {
     let quote = |s: &str| {
         if s.contains([',', '"', '\n']) {
@@ -317,12 +318,13 @@ pub fn mark_csv(csv: &str, p: &Provenance) -> String {
             s.to_string()
         }
     };
-    let extra = format!("predicted,{},{:.0}", quote(&p.calibration), p.band_pct);
+    let extra =
+        format!("predicted,{},{:.0},{:.0}", quote(&p.calibration), p.band_pct, p.ttft_band_pct);
     let mut out = String::with_capacity(csv.len() + 64);
     for (i, line) in csv.lines().enumerate() {
         out.push_str(line);
         out.push(',');
-        out.push_str(if i == 0 { "kind,calibration,band_pct" } else { &extra });
+        out.push_str(if i == 0 { "kind,calibration,band_pct,ttft_band_pct" } else { &extra });
         out.push('\n');
     }
     out

@@ -183,9 +183,9 @@ fn a_predicted_csv_says_so_on_every_row() {
     let csv = "scenario,load\n1000:50,8\n1000:50,16\n";
     assert_eq!(
         crate::mark_csv(csv, &p),
-        "scenario,load,kind,calibration,band_pct\n\
-         1000:50,8,predicted,vllm-v1 defaults,75\n\
-         1000:50,16,predicted,vllm-v1 defaults,75\n"
+        "scenario,load,kind,calibration,band_pct,ttft_band_pct\n\
+         1000:50,8,predicted,vllm-v1 defaults,75,112\n\
+         1000:50,16,predicted,vllm-v1 defaults,75,112\n"
             .replace("vllm-v1 defaults", "\"vllm-v1 defaults, not fitted\"")
     );
 }
