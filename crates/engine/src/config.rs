@@ -22,6 +22,10 @@ pub enum Router {
     /// The replica with the fewest requests in its API server, waiting, running or in the
     /// step it is computing (lowest index on ties).
     LeastLoaded,
+    /// A replica drawn uniformly for each request, from the calibration's `seed`: what a
+    /// Kubernetes Service does under kube-proxy's iptables mode, and SGLang's router with its
+    /// `random` policy.
+    Random,
 }
 
 /// A pool of identical workers in a P/D deployment. In the file, scheduler keys may be given

@@ -10,7 +10,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use crate::config::{EngineConfig, Router, WorkerSpec};
 use crate::error::{EngineError, Result};
-use crate::replica::{RequestId, Worker, WorkerCounters};
+use crate::replica::{RequestId, SplitMix64, Worker, WorkerCounters};
 
 /// What the engine knows about a request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -140,6 +140,8 @@ pub struct Engine {
     router: Router,
     /// Next worker per role for round robin: [plain/prefill, decode].
     rr: [usize; 2],
+    /// Draws of the random router.
+    rng: SplitMix64,
     transfer: Option<Transfer>,
     /// (ready_ns, sequence, request) of KV transfers in flight.
     in_flight: BinaryHeap<Reverse<(u64, u64, RequestId)>>,
@@ -210,6 +212,8 @@ impl Engine {
             slots,
             router: cfg.router,
             rr: [0, 0],
+            // Its own stream: the workers' step jitter draws from theirs.
+            rng: SplitMix64(cfg.calibration.seed ^ 0x00D1_5EED_0F0F_0A7E),
             transfer,
             in_flight: BinaryHeap::new(),
             seq: 0,
@@ -240,6 +244,7 @@ impl Engine {
             Router::LeastLoaded => {
                 *idx.iter().min_by_key(|&&i| (self.slots[i].load(now_ns), i)).unwrap_or(&idx[0])
             }
+            Router::Random => idx[self.rng.below(idx.len())],
         }
     }
 
@@ -474,6 +479,26 @@ mod tests {
         e.add_request(2, shape(100, 1), 0).unwrap();
         assert!(e.step(0).is_none(), "both busy; request 2 enters worker 0's queue");
         assert_eq!(e.worker_counters(0).unwrap().waiting, 1);
+    }
+
+    #[test]
+    fn random_spreads_requests_evenly_and_repeatably() {
+        let yaml = "model: qwen3-8b\ngpu: h100\nreplicas: 4\nrouter: random\n";
+        let picks = |yaml: &str| -> Vec<usize> {
+            let mut e = engine(yaml);
+            (0..4000).map(|_| e.route(Role::Both, 0)).collect()
+        };
+        let a = picks(yaml);
+        let mut counts = [0usize; 4];
+        for &w in &a {
+            counts[w] += 1;
+        }
+        // 1,000 expected each; a binomial's standard deviation is 27, so ±100 is 3.6 sigma.
+        assert!(counts.iter().all(|&n| n.abs_diff(1000) <= 100), "{counts:?}");
+        assert_eq!(a, picks(yaml), "the same seed routes the same way");
+        let other = picks(&format!("{yaml}calibration: {{seed: 7}}\n"));
+        assert_ne!(a, other, "another seed, another draw");
+        assert_ne!(&a[..8], &[0, 1, 2, 3, 0, 1, 2, 3], "not round robin");
     }
 
     #[test]

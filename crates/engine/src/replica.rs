@@ -121,10 +121,10 @@ pub struct Worker {
 
 /// SplitMix64: a tiny, seeded, portable generator (deterministic across platforms).
 #[derive(Debug, Clone)]
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -135,6 +135,12 @@ impl SplitMix64 {
     /// Uniform in [−1, 1).
     fn signed_unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+
+    /// Uniform in `0..n` (`n` ≥ 1): the high half of a 128-bit product, no modulo bias to
+    /// speak of.
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
     }
 }
 
