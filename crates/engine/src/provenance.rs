@@ -190,8 +190,8 @@ pub fn provenance(cfg: &EngineConfig) -> Provenance {
     let fit = f.error_pct.unwrap_or(FITTED_PCT);
     let (mut band, mut ttft) = (fit, fit * TTFT_FACTOR);
     // Any way out of the domain but P/D: what the public tables measured for this kind of
-    // model, carried out of the same fit (they differ in engine, version, GPU, TP and model
-    // at once, so no one difference has a figure of its own).
+    // model, carried out of the same fit (each differs from it in several ways at once, so no
+    // one difference has a figure of its own).
     let measured = (!outside.is_empty()).then(|| {
         if cfg.model.moe.is_some() {
             MEASURED_MOE
