@@ -13,6 +13,7 @@ use serde_yaml_ng::Mapping;
 use servelab_engine::calibrate::{carry_calibration, pct_error};
 use servelab_engine::provenance::{MeasuredError, MEASURED_DENSE, MEASURED_MOE};
 use servelab_engine::{load_engine_file, predict_point, EngineConfig, EngineFile, Scenario};
+use servelab_metrics::bootstrap::percentile_unsorted;
 
 /// The calibration every table is predicted with: the shipped fit of the reference deployment.
 const CALIBRATION_FILE: &str = "examples/engines/qwen3-32b-h20-tp4.yaml";
@@ -204,28 +205,23 @@ fn medians(rows: &[RowResult]) -> [Option<f64>; 3] {
     })
 }
 
-/// The `q` quantile of `v`, linear between ranks (what the provenance's 80th percentile is).
-fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let k = (v.len() - 1) as f64 * q;
-    let (lo, hi) = (k.floor() as usize, k.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (k - lo as f64)
-}
-
-/// What the provenance states of a kind of model, recomputed from its tables' rows.
+/// What the provenance states of a kind of model, recomputed from its tables' rows (the 80th
+/// percentile numpy-linear, as the project's percentiles are).
 fn measured(tables: &[&[RowResult]]) -> MeasuredError {
-    let errs = |k: usize| -> Vec<f64> {
+    let errs: [Vec<f64>; 3] = std::array::from_fn(|k| {
         tables
             .iter()
             .flat_map(|rows| rows.iter().filter_map(|r| r[k].map(|(m, p)| pct_error(m, p).abs())))
             .collect()
-    };
+    });
     let round = |x: f64| (x * 10.0).round() / 10.0;
     MeasuredError {
         tables: tables.len(),
-        cells: std::array::from_fn(|k| errs(k).len()),
-        median: std::array::from_fn(|k| round(median(errs(k)).unwrap_or(f64::NAN))),
-        p80: std::array::from_fn(|k| round(quantile(errs(k), 0.8))),
+        cells: std::array::from_fn(|k| errs[k].len()),
+        median: std::array::from_fn(|k| round(median(errs[k].clone()).unwrap_or(f64::NAN))),
+        p80: std::array::from_fn(|k| {
+            round(percentile_unsorted(&mut errs[k].clone(), 80.0).unwrap_or(f64::NAN))
+        }),
     }
 }
 
@@ -298,8 +294,7 @@ const QUICK_TOKENS: usize = 2_000_000;
 #[allow(clippy::print_stderr)]
 fn check(pick: impl Fn(&Table) -> bool, every: bool) {
     let mut summary = Vec::new();
-    let mut cells: Vec<RowResult> = Vec::new();
-    // Each table's rows, MoE or dense, for the provenance's measured bands.
+    // Each table's rows, MoE or not (the provenance's measured bands split them).
     let mut by_kind: Vec<(bool, Vec<RowResult>)> = Vec::new();
     for (name, t) in tables() {
         assert!(!t.rows.is_empty(), "{name}: no rows");
@@ -332,8 +327,6 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
             );
         }
         let med = medians(&rows);
-        cells.extend_from_slice(&rows);
-        by_kind.push((cfg.model.moe.is_some(), rows.clone()));
         eprintln!(
             "| `{name}` | {} | {} | {} | {} |\n",
             t.rows.len(),
@@ -342,7 +335,9 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
             fmt(med[2])
         );
         summary.push((name, med));
+        by_kind.push((cfg.model.moe.is_some(), rows));
     }
+    let cells: Vec<RowResult> = by_kind.iter().flat_map(|(_, r)| r.iter().copied()).collect();
     let all = medians(&cells);
     let n = |k: usize| cells.iter().filter(|r| r[k].is_some()).count();
     eprintln!(
