@@ -69,6 +69,7 @@ const PRESETS: &[(&str, &str)] = &[
     ("gpt-oss-20b", include_str!("../presets/gpt-oss-20b.json")),
     ("gpt-oss-120b", include_str!("../presets/gpt-oss-120b.json")),
     ("glm-4.6", include_str!("../presets/glm-4.6.json")),
+    ("glm-4.5-air", include_str!("../presets/glm-4.5-air.json")),
 ];
 
 /// Names of the model presets.
@@ -416,6 +417,9 @@ mod tests {
             ("gpt-oss-120b", 116.8, 5.1, false),
             // GLM-4.6's 355 B includes its MTP layer (~3.9 B), which is not modelled here.
             ("glm-4.6", 355.0 - 3.9, 32.0, false),
+            // GLM-4.5-Air: 106 B total and 12 B active as published (without its MTP layer);
+            // its 12 B count no output head (151,552 × 4,096 = 0.62 B), which a step runs.
+            ("glm-4.5-air", 106.0, 12.0 + 0.62, false),
         ];
         for (name, total, active, with_emb) in cases {
             let m = ModelSpec::preset(name).unwrap();
