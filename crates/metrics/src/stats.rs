@@ -6,7 +6,7 @@
 //! vLLM's `np.mean(x or 0)` does, and [`Distribution::count`] tells that the sample was empty.
 
 use serde::{Deserialize, Serialize};
-pub use servelab_records::stats::{mean, pairwise_sum, percentile};
+pub use servelab_records::stats::{mean, pairwise_sum, percentile, percentile_ranks};
 
 /// Nanoseconds to milliseconds.
 pub fn ms(ns: u64) -> f64 {
@@ -47,6 +47,32 @@ pub fn max(sorted: &[f64]) -> f64 {
     sorted.last().copied().unwrap_or(0.0)
 }
 
+/// Puts at each position that [`min`], [`max`], [`median`] and [`percentile`] read for
+/// `percentiles` the value a sort would put there, by selection in O(n) instead of sorting in
+/// O(n log n): a predicted sweep summarizes millions of per-token gaps. Order statistics do
+/// not depend on how they are found, and values equal under `total_cmp` are bitwise equal, so
+/// every statistic is the sorted sample's to the last bit.
+fn select_order_statistics(xs: &mut [f64], percentiles: &[f64]) {
+    let n = xs.len();
+    if n == 0 {
+        return;
+    }
+    let mut ranks = vec![0, n - 1, (n - 1) / 2, n / 2];
+    for &p in percentiles {
+        let (lo, hi, _) = percentile_ranks(n, p);
+        ranks.extend([lo, hi]);
+    }
+    ranks.sort_unstable();
+    ranks.dedup();
+    // Each selection leaves everything before its rank no larger and everything after no
+    // smaller, so the next rank is found in the part after it, and earlier ranks stay put.
+    let mut start = 0;
+    for r in ranks {
+        xs[start..].select_nth_unstable_by(r - start, f64::total_cmp);
+        start = r + 1;
+    }
+}
+
 /// Summary statistics of one sample (milliseconds for latencies).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Distribution {
@@ -71,17 +97,22 @@ impl Distribution {
     /// vLLM sums in request order), then one sort for the order statistics.
     pub fn from_unsorted(mut xs: Vec<f64>, percentiles: &[f64]) -> Distribution {
         let (m, sd) = (mean(&xs), std(&xs));
-        xs.sort_by(f64::total_cmp);
-        Distribution { mean: m, std: sd, ..Distribution::from_sorted(&xs, percentiles) }
+        select_order_statistics(&mut xs, percentiles);
+        Distribution::order_statistics(&xs, percentiles, m, sd)
     }
 
     /// Computes every statistic from a sample already sorted ascending.
     pub fn from_sorted(sorted: &[f64], percentiles: &[f64]) -> Distribution {
+        Distribution::order_statistics(sorted, percentiles, mean(sorted), std(sorted))
+    }
+
+    /// The order statistics of `sorted`, with its mean and std computed by the caller.
+    fn order_statistics(sorted: &[f64], percentiles: &[f64], mean: f64, std: f64) -> Distribution {
         Distribution {
             count: sorted.len() as u64,
-            mean: mean(sorted),
+            mean,
             median: median(sorted),
-            std: std(sorted),
+            std,
             min: min(sorted),
             max: max(sorted),
             percentiles: percentiles.iter().map(|&p| (p, percentile(sorted, p))).collect(),
@@ -203,5 +234,47 @@ mod tests {
         let e = Distribution::from_unsorted(vec![], &[99.0]);
         assert!(e.is_empty());
         assert_eq!(e.percentiles, vec![(99.0, 0.0)]);
+    }
+
+    #[test]
+    fn selected_order_statistics_are_the_sorted_samples_to_the_bit() {
+        // Samples of every small size and a few large ones, from a handful of values (ties,
+        // both zeros, a NaN) or spread out; each summarized by selection and by a full sort.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            state >> 11
+        };
+        let few = [0.0, -0.0, 1.5, 2.0, 7.25, 1e9, f64::NAN];
+        let pct = [0.0, 50.0, 90.0, 95.0, 99.0, 99.9, 100.0, 33.3];
+        let bits = |d: &Distribution| {
+            let mut v = vec![d.count, d.mean.to_bits(), d.median.to_bits(), d.std.to_bits()];
+            v.extend([d.min.to_bits(), d.max.to_bits()]);
+            v.extend(d.percentiles.iter().map(|(_, x)| x.to_bits()));
+            v
+        };
+        for n in (0..70).chain([511, 1000, 4097]) {
+            for spread in [false, true] {
+                let xs: Vec<f64> = (0..n)
+                    .map(|_| {
+                        let r = next();
+                        if spread {
+                            (r % 1_000_000) as f64 / 7.0
+                        } else {
+                            few[(r % 6) as usize + usize::from(n == 13)]
+                        }
+                    })
+                    .collect();
+                let mut sorted = xs.clone();
+                sorted.sort_by(f64::total_cmp);
+                let by_sort = Distribution {
+                    mean: mean(&xs),
+                    std: std(&xs),
+                    ..Distribution::from_sorted(&sorted, &pct)
+                };
+                let by_select = Distribution::from_unsorted(xs, &pct);
+                assert_eq!(bits(&by_select), bits(&by_sort), "n {n}, spread {spread}");
+            }
+        }
     }
 }

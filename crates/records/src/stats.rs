@@ -46,16 +46,22 @@ pub fn mean(xs: &[f64]) -> f64 {
 /// interpolates from the upper end when the fraction is ≥ 0.5). `p` outside `[0, 100]` is
 /// clamped; 0 for an empty sample.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let n = sorted.len();
-    if n == 0 {
+    if sorted.is_empty() {
         return 0.0;
     }
-    let q = if p.is_nan() { 0.0 } else { p.clamp(0.0, 100.0) / 100.0 };
-    let rank = q * (n - 1) as f64;
-    let lo = (rank.floor() as usize).min(n - 1);
-    let hi = (lo + 1).min(n - 1);
-    let t = rank - lo as f64;
+    let (lo, hi, t) = percentile_ranks(sorted.len(), p);
     lerp(sorted[lo], sorted[hi], t)
+}
+
+/// The two sorted positions [`percentile`] reads for `p` in a sample of `n ≥ 1`, and the
+/// fraction between them: a caller that selects only those order statistics instead of
+/// sorting gets the same value.
+pub fn percentile_ranks(n: usize, p: f64) -> (usize, usize, f64) {
+    let q = if p.is_nan() { 0.0 } else { p.clamp(0.0, 100.0) / 100.0 };
+    let rank = q * (n.max(1) - 1) as f64;
+    let lo = (rank.floor() as usize).min(n.max(1) - 1);
+    let hi = (lo + 1).min(n.max(1) - 1);
+    (lo, hi, rank - lo as f64)
 }
 
 fn lerp(a: f64, b: f64, t: f64) -> f64 {
