@@ -311,7 +311,6 @@ fn stored_tables(
 
 /// `servelab predict calibrate`: fit, print the report, write the fitted engine file.
 pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
-    let opts = resolve::fit_options(&a.params, a.max_evals).map_err(Failure::usage)?;
     let original = servelab_engine::read_engine_file(&a.engine)
         .map_err(|e| Failure::usage(format!("--engine: {e}")))?;
     let hub = servelab_workload::hub::model_config_json;
@@ -320,6 +319,9 @@ pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
     if a.defaults {
         cfg.calibration = servelab_engine::Calibration::default();
     }
+    let base = servelab_engine::FitOptions::for_engine(&cfg);
+    let opts =
+        resolve::fit_options(a.params.as_deref(), a.max_evals, base).map_err(Failure::usage)?;
     let mut tables = Vec::new();
     for t in &a.tables {
         if t.is_file() {

@@ -9,7 +9,8 @@
 //! instead of the engine file's. (params: eta_gemm, eta_attn, eta_mem, eta_link,
 //! step_overhead_us, layer_overhead_us, piecewise_layer_us, per_seq_overhead_us, frontend_us,
 //! allreduce_base_us,
-//! allreduce_hop_us; default eta_gemm,layer_overhead_us,per_seq_overhead_us,frontend_us).
+//! allreduce_hop_us; default eta_gemm,layer_overhead_us,per_seq_overhead_us,frontend_us, with
+//! piecewise_layer_us for layer_overhead_us on a vLLM V1 before 0.11: `FitOptions::for_engine`).
 #![allow(clippy::print_stdout)]
 
 use servelab_engine::{calibrate, load_engine_file, parse_sweep_tables, FitOptions, FitParam};
@@ -22,7 +23,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let table = args
         .get(1)
         .map_or("crates/engine/testdata/calibration-qwen3-32b-h20-vllm-v1.md", String::as_str);
-    let mut opts = FitOptions::default();
+    let mut cfg = load_engine_file(engine)?;
+    if defaults {
+        cfg.calibration = servelab_engine::Calibration::default();
+    }
+    let mut opts = FitOptions::for_engine(&cfg);
     if let Some(list) = args.get(2) {
         opts.params = list
             .split(',')
@@ -31,10 +36,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(n) = args.get(3) {
         opts.max_evals = n.parse()?;
-    }
-    let mut cfg = load_engine_file(engine)?;
-    if defaults {
-        cfg.calibration = servelab_engine::Calibration::default();
     }
     let tables = parse_sweep_tables(&std::fs::read_to_string(table)?)?;
     let t0 = std::time::Instant::now();

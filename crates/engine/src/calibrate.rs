@@ -186,6 +186,28 @@ impl Default for FitOptions {
     }
 }
 
+impl FitOptions {
+    /// The default options for `cfg`: where every graphed step of the engine runs as
+    /// piecewise CUDA graphs (vLLM V1 before 0.11), the per-layer time a table shows is that
+    /// host time, so `piecewise_layer_us` is fitted in place of `layer_overhead_us` (they are
+    /// the same time on that table, but carry differently: host time to other GPUs, kernel
+    /// latency only to the same one).
+    pub fn for_engine(cfg: &EngineConfig) -> Self {
+        let mut o = Self::default();
+        let piecewise = !cfg.scheduler.full_decode_graphs
+            && !cfg.scheduler.enforce_eager
+            && cfg.calibration.piecewise_layer_us > 0.0;
+        if piecewise {
+            for p in &mut o.params {
+                if *p == FitParam::LayerOverheadUs {
+                    *p = FitParam::PiecewiseLayerUs;
+                }
+            }
+        }
+        o
+    }
+}
+
 /// A measured cell next to its prediction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CellError {
@@ -734,6 +756,30 @@ mod tests {
     const SYNC_H100: &str = "model: qwen3-8b\ngpu: h100\nscheduler: {async_scheduling: false}\n";
     use crate::config::EngineFile;
     use crate::table::parse_sweep_tables;
+
+    #[test]
+    fn piecewise_engines_fit_piecewise_time_by_default() {
+        let fitted = |head: &str| {
+            let cfg = EngineFile::parse(&format!("{head}model: qwen3-8b\ngpu: h100\n"))
+                .unwrap()
+                .build(None)
+                .unwrap();
+            FitOptions::for_engine(&cfg).params
+        };
+        let with = |p: FitParam| {
+            vec![FitParam::EtaGemm, p, FitParam::PerSeqOverheadUs, FitParam::FrontendUs]
+        };
+        // vLLM V1 before 0.11 runs every graphed step as piecewise graphs; 0.11 decodes in
+        // full graphs; the other families capture whole steps; eager mode has no graphs.
+        let piecewise = "engine: vllm-v1\nengine_version: \"0.9.0.1\"\n";
+        assert_eq!(fitted(piecewise), with(FitParam::PiecewiseLayerUs));
+        let eager = format!("{piecewise}scheduler: {{enforce_eager: true}}\n");
+        assert_eq!(fitted(&eager), with(FitParam::LayerOverheadUs));
+        for other in ["engine: vllm-v1\nengine_version: \"0.11.0\"\n", "engine: sglang\n", ""] {
+            assert_eq!(fitted(other), with(FitParam::LayerOverheadUs), "{other}");
+        }
+        assert_eq!(FitOptions::default().params, with(FitParam::LayerOverheadUs));
+    }
 
     #[test]
     fn the_report_renders_parameters_errors_and_cells() {

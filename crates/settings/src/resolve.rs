@@ -587,8 +587,19 @@ pub fn predict_plan(a: &SweepArgs) -> Result<SweepPlan, String> {
     Ok(plan)
 }
 
-/// The fit options of `servelab predict calibrate --params LIST --max-evals N`.
-pub fn fit_options(params: &str, max_evals: usize) -> Result<FitOptions, String> {
+/// The fit options of `servelab predict calibrate [--params LIST] --max-evals N`: `base` (the
+/// engine's defaults, `FitOptions::for_engine`) with the parameters `--params` names, if any.
+pub fn fit_options(
+    params: Option<&str>,
+    max_evals: usize,
+    base: FitOptions,
+) -> Result<FitOptions, String> {
+    if max_evals == 0 {
+        return Err("--max-evals: must be at least 1".into());
+    }
+    let Some(params) = params else {
+        return Ok(FitOptions { max_evals, ..base });
+    };
     let params = params
         .split(',')
         .map(str::trim)
@@ -603,10 +614,7 @@ pub fn fit_options(params: &str, max_evals: usize) -> Result<FitOptions, String>
     if params.is_empty() {
         return Err("--params: name at least one parameter to fit".into());
     }
-    if max_evals == 0 {
-        return Err("--max-evals: must be at least 1".into());
-    }
-    Ok(FitOptions { params, max_evals, ..FitOptions::default() })
+    Ok(FitOptions { params, max_evals, ..base })
 }
 
 /// `--shard` (else the scheduler's environment), `--start-at`, `--clock-reference` and
@@ -742,11 +750,16 @@ mod tests {
         assert_eq!(p.base.limits.gpu.hourly_cost_usd, Some(2.0));
         let e = predict(&["--gpu-metrics", "nvml"]).unwrap_err();
         assert!(e.starts_with("--gpu-metrics: predict reads no GPUs"), "{e}");
-        let o = fit_options("eta_gemm, frontend_us", 5).unwrap();
-        assert_eq!(o.params, vec![FitParam::EtaGemm, FitParam::FrontendUs]);
-        let e = fit_options("eta_gem", 5).unwrap_err();
+        let base = FitOptions::default;
+        let o = fit_options(Some("eta_gemm, frontend_us"), 5, base()).unwrap();
+        assert_eq!((o.params, o.max_evals), (vec![FitParam::EtaGemm, FitParam::FrontendUs], 5));
+        let o = fit_options(None, 7, base()).unwrap();
+        assert_eq!((o.params, o.max_evals), (base().params, 7));
+        let e = fit_options(Some("eta_gem"), 5, base()).unwrap_err();
         assert!(e.starts_with("--params: unknown parameter 'eta_gem'; use eta_gemm"), "{e}");
-        assert!(fit_options("eta_gemm", 0).is_err());
+        assert!(fit_options(Some("eta_gemm"), 0, base()).is_err());
+        assert!(fit_options(None, 0, base()).is_err());
+        assert!(fit_options(Some(" , "), 5, base()).is_err());
     }
 
     #[test]
