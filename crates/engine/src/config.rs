@@ -390,6 +390,11 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
         }
         m.insert(key.into(), Value::Mapping(defaults.clone()));
     }
+    if given_top.contains_key("max_num_seqs") && !given_top.contains_key("max_num_seqs_from_kv") {
+        // A cap the file states is the engine's `--max-running-requests`: not derived.
+        sched.insert("max_num_seqs_from_kv".into(), Value::from(false));
+        m.insert("scheduler".into(), Value::Mapping(sched.clone()));
+    }
     let sglang_gpu = gpu.as_ref().filter(|_| family == EngineFamily::Sglang);
     if let Some(g) = sglang_gpu {
         let tp = m.get("tp").and_then(Value::as_u64).unwrap_or(1);
@@ -413,6 +418,9 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
                 if let Some(v) = p.remove(k) {
                     own.insert(k.clone(), v);
                 }
+            }
+            if own.contains_key("max_num_seqs") && !own.contains_key("max_num_seqs_from_kv") {
+                own.insert("max_num_seqs_from_kv".into(), Value::from(false));
             }
             if !own.is_empty() || sglang_gpu.is_some() {
                 let mut pool = overlay(&sched, &own);
@@ -883,6 +891,26 @@ scheduler:
         }
     }
 
+    /// SGLang's running cap is derived from its KV pool unless the file, or a P/D pool, states
+    /// `max_num_seqs` (its `--max-running-requests`).
+    #[test]
+    fn sglang_derives_its_cap_unless_a_pool_or_the_file_states_one() {
+        let cfg = EngineFile::parse(
+            "engine: sglang\nmodel: qwen3-8b\ngpu: h100\n\
+             pd: {prefill: {workers: 1, tp: 1, max_num_seqs: 32}, decode: {workers: 1, tp: 1}}\n",
+        )
+        .unwrap()
+        .build(None)
+        .unwrap();
+        assert!(cfg.scheduler.max_num_seqs_from_kv);
+        let pd = cfg.pd.as_ref().unwrap();
+        let (p, d) = (cfg.pool_worker(&pd.prefill), cfg.pool_worker(&pd.decode));
+        assert_eq!((p.scheduler.max_num_seqs, p.scheduler.max_num_seqs_from_kv), (32, false));
+        assert!(d.scheduler.max_num_seqs_from_kv);
+        let vllm = EngineFile::parse("model: qwen3-8b\ngpu: h100\n").unwrap().build(None).unwrap();
+        assert!(!vllm.scheduler.max_num_seqs_from_kv);
+    }
+
     /// The family's defaults fill what the file leaves out; the file's keys win; a P/D pool's
     /// own scheduler keys and calibration replace the top-level ones for that pool only.
     #[test]
@@ -909,6 +937,7 @@ scheduler:
         let p = cfg.pool_worker(&pd.prefill);
         assert_eq!(p.scheduler.max_num_batched_tokens, 16384);
         assert_eq!(p.scheduler.max_num_seqs, 64, "the rest from the top level");
+        assert!(!s.max_num_seqs_from_kv && !p.scheduler.max_num_seqs_from_kv, "a stated cap");
         assert_eq!((p.calibration.step_overhead_us, p.calibration.eta_gemm), (50.0, 0.8));
         let d = cfg.pool_worker(&pd.decode);
         assert_eq!(

@@ -94,8 +94,10 @@ impl EngineFamily {
                 ..v1
             },
             EngineFamily::Sglang => SchedulerConfig {
-                // `--max-running-requests` is derived from memory; KV capacity limits first.
+                // `--max-running-requests` is derived from the KV pool at start
+                // (`max_num_seqs_from_kv`); 1,024 only sizes the memory reserves.
                 max_num_seqs: 1024,
+                max_num_seqs_from_kv: true,
                 mixed_batches: false,
                 cuda_graph_max_batch: 160,
                 ..v1

@@ -197,7 +197,14 @@ impl Worker {
             cost: CostModel::new(w),
             pool: BlockPool::new(blocks),
             block_size: s.block_size,
-            max_seqs: s.max_num_seqs as usize,
+            max_seqs: if s.max_num_seqs_from_kv {
+                let context = s.max_model_len.or(w.model.max_position_embeddings);
+                let tokens = u64::from(blocks).saturating_mul(u64::from(s.block_size));
+                usize::try_from(crate::settings::sglang_max_running_requests(tokens, context))
+                    .unwrap_or(usize::MAX)
+            } else {
+                s.max_num_seqs as usize
+            },
             budget: s.max_num_batched_tokens,
             chunked: s.chunked_prefill,
             caching: s.prefix_caching,
@@ -772,6 +779,29 @@ mod tests {
             w.add(3, 500, 1, (&[], 0), 0),
             Err(Reject::TooLong { needed: 126, capacity: 100 })
         );
+    }
+
+    /// SGLang without a stated cap derives it from its KV pool and context length
+    /// (`model_runner.py`); a stated `max_num_seqs` is the cap, in SGLang and in vLLM.
+    #[test]
+    fn sglang_derives_its_running_cap_from_the_kv_pool() {
+        let cap = |sched: &str, blocks: u64| {
+            let yaml = format!("model: qwen3-8b\ngpu: h100\n{sched}");
+            let cfg = EngineFile::parse(&yaml).unwrap().build(None).unwrap();
+            Worker::new(&cfg.worker(1), blocks, 0).max_seqs
+        };
+        let sglang = "engine: sglang\nscheduler: {block_size: 16}\n";
+        // 300,000 tokens over Qwen3-8B's 40,960: 3,750; a million tokens: the 4,096 ceiling.
+        assert_eq!(cap(sglang, 18_750), 3750);
+        assert_eq!(cap(sglang, 62_500), 4096);
+        // A long context or a small pool: the 2,048 floor, then half the pool.
+        let long = "engine: sglang\nscheduler: {block_size: 16, max_model_len: 202752}\n";
+        assert_eq!(cap(long, 18_750), 2048);
+        assert_eq!(cap(sglang, 100), 800);
+        assert_eq!(cap("engine: sglang\nscheduler: {max_num_seqs: 64}\n", 18_750), 64);
+        assert_eq!(cap("engine: vllm-v1\n", 18_750), 1024, "vLLM 0.11 on an H100: its default");
+        assert_eq!(crate::settings::sglang_max_running_requests(10, None), 5);
+        assert_eq!(crate::settings::sglang_max_running_requests(0, Some(40_960)), 1);
     }
 
     /// A decoding request aborted by its client frees its slot and blocks at once: the

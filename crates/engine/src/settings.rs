@@ -200,6 +200,21 @@ pub struct SchedulerConfig {
     /// and its CPU time (`step_overhead_us` and `per_seq_overhead_us`) instead of their sum,
     /// and a request that reaches the scheduler during a step joins the step after next.
     pub async_scheduling: bool,
+    /// SGLang without `--max-running-requests`: the cap on running requests is derived from
+    /// the KV pool at start (`model_runner.py`): `tokens / context × 512` clamped to
+    /// 2,048–4,096, and at most `tokens / 2`, where `tokens` is the pool's size and `context`
+    /// the model's context length; `max_num_seqs` is then only the sizing estimate of the
+    /// memory reserves. On by default for `engine: sglang` unless the file sets
+    /// `max_num_seqs`.
+    pub max_num_seqs_from_kv: bool,
+}
+
+/// SGLang's derived cap on running requests for a KV pool of `tokens` and a context of
+/// `context` tokens (`None`: unknown, the 2,048 floor): see
+/// [`SchedulerConfig::max_num_seqs_from_kv`].
+pub fn sglang_max_running_requests(tokens: u64, context: Option<u32>) -> u64 {
+    let estimated = context.map_or(2048, |c| (tokens as f64 / f64::from(c.max(1)) * 512.0) as u64);
+    estimated.clamp(2048, 4096).min(tokens / 2).max(1)
 }
 
 impl Default for SchedulerConfig {
@@ -220,6 +235,7 @@ impl Default for SchedulerConfig {
             mixed_batches: true,
             full_decode_graphs: true,
             async_scheduling: false,
+            max_num_seqs_from_kv: false,
         }
     }
 }
