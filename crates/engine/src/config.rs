@@ -390,8 +390,7 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
         }
         m.insert(key.into(), Value::Mapping(defaults.clone()));
     }
-    if given_top.contains_key("max_num_seqs") && !given_top.contains_key("max_num_seqs_from_kv") {
-        // A cap the file states is the engine's `--max-running-requests`: not derived.
+    if states_its_cap(&given_top) {
         sched.insert("max_num_seqs_from_kv".into(), Value::from(false));
         m.insert("scheduler".into(), Value::Mapping(sched.clone()));
     }
@@ -419,7 +418,7 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
                     own.insert(k.clone(), v);
                 }
             }
-            if own.contains_key("max_num_seqs") && !own.contains_key("max_num_seqs_from_kv") {
+            if states_its_cap(&own) {
                 own.insert("max_num_seqs_from_kv".into(), Value::from(false));
             }
             if !own.is_empty() || sglang_gpu.is_some() {
@@ -488,6 +487,12 @@ fn v0_model_defaults(m: &Mapping, sched: &mut Mapping) {
     sched.insert("chunked_prefill".into(), Value::from(chunked));
     sched.insert("mixed_batches".into(), Value::from(chunked));
     sched.insert("max_num_batched_tokens".into(), Value::from(budget));
+}
+
+/// Whether the scheduler keys `given` state a running cap (`max_num_seqs`, SGLang's
+/// `--max-running-requests`) without saying whether to derive it: a stated cap is not derived.
+fn states_its_cap(given: &Mapping) -> bool {
+    given.contains_key("max_num_seqs") && !given.contains_key("max_num_seqs_from_kv")
 }
 
 fn check_count(key: &str, n: u32) -> Result<()> {

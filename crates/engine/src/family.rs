@@ -255,6 +255,14 @@ pub fn vllm_v1_batch_defaults(gpu: &GpuSpec, version: Option<&str>) -> (u32, u32
     }
 }
 
+/// SGLang's derived cap on running requests for a KV pool of `tokens` and a context of
+/// `context` tokens (`None`: unknown, the 2,048 floor): see
+/// [`crate::SchedulerConfig::max_num_seqs_from_kv`].
+pub fn sglang_max_running_requests(tokens: u64, context: Option<u32>) -> u64 {
+    let estimated = context.map_or(2048, |c| (tokens as f64 / f64::from(c.max(1)) * 512.0) as u64);
+    estimated.clamp(2048, 4096).min(tokens / 2).max(1)
+}
+
 /// `(mem_fraction_static, cuda_graph_max_bs)` that SGLang derives on `gpu` at `tp` when the
 /// command sets neither, for a chunked-prefill size of `chunk` tokens and the graph size
 /// `graph` if the command sets that one, at `version` (`None` or unreadable: current).

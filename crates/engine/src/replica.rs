@@ -200,7 +200,7 @@ impl Worker {
             max_seqs: if s.max_num_seqs_from_kv {
                 let context = s.max_model_len.or(w.model.max_position_embeddings);
                 let tokens = u64::from(blocks).saturating_mul(u64::from(s.block_size));
-                usize::try_from(crate::settings::sglang_max_running_requests(tokens, context))
+                usize::try_from(crate::family::sglang_max_running_requests(tokens, context))
                     .unwrap_or(usize::MAX)
             } else {
                 s.max_num_seqs as usize
@@ -800,8 +800,8 @@ mod tests {
         assert_eq!(cap(sglang, 100), 800);
         assert_eq!(cap("engine: sglang\nscheduler: {max_num_seqs: 64}\n", 18_750), 64);
         assert_eq!(cap("engine: vllm-v1\n", 18_750), 1024, "vLLM 0.11 on an H100: its default");
-        assert_eq!(crate::settings::sglang_max_running_requests(10, None), 5);
-        assert_eq!(crate::settings::sglang_max_running_requests(0, Some(40_960)), 1);
+        assert_eq!(crate::family::sglang_max_running_requests(10, None), 5);
+        assert_eq!(crate::family::sglang_max_running_requests(0, Some(40_960)), 1);
     }
 
     /// A decoding request aborted by its client frees its slot and blocks at once: the

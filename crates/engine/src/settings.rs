@@ -209,14 +209,6 @@ pub struct SchedulerConfig {
     pub max_num_seqs_from_kv: bool,
 }
 
-/// SGLang's derived cap on running requests for a KV pool of `tokens` and a context of
-/// `context` tokens (`None`: unknown, the 2,048 floor): see
-/// [`SchedulerConfig::max_num_seqs_from_kv`].
-pub fn sglang_max_running_requests(tokens: u64, context: Option<u32>) -> u64 {
-    let estimated = context.map_or(2048, |c| (tokens as f64 / f64::from(c.max(1)) * 512.0) as u64);
-    estimated.clamp(2048, 4096).min(tokens / 2).max(1)
-}
-
 impl Default for SchedulerConfig {
     /// vLLM V1 defaults for the OpenAI server on a data-centre GPU.
     fn default() -> Self {
