@@ -93,6 +93,19 @@ fn preset_table() -> Vec<GpuSpec> {
             link(450.0, NVLINK_HOP_US),
             link(50.0, RDMA_US),
         ),
+        // H800 SXM5 datasheet: the H100 SXM5's tensor cores and memory (BF16 989 / FP8 1,979
+        // TFLOPS dense, HBM3 3.35 TB/s, 80 GB, 700 W), its NVLink cut to 400 GB/s total (200 per
+        // direction) and its FP64 to 1 TFLOPS; ConnectX-7 400 Gb/s per GPU, as HGX H100.
+        g(
+            "h800",
+            989.0,
+            Some(1979.0),
+            None,
+            3350.0,
+            80.0,
+            link(200.0, NVLINK_HOP_US),
+            link(50.0, RDMA_US),
+        ),
         // H100 NVL datasheet: BF16 835 / FP8 1,671 TFLOPS dense (half the sparse figures), at
         // 350–400 W; HBM3 3.9 TB/s, 94 GB; PCIe cards joined in pairs by an NVLink bridge of
         // 600 GB/s total; 400 Gb/s NIC assumed.
@@ -209,7 +222,9 @@ fn preset_table() -> Vec<GpuSpec> {
 fn measured_matmul_tflops(name: &str) -> (Option<f64>, Option<f64>, Option<f64>) {
     match name {
         "a100" => (Some(271.2), None, None),
-        "h100" => (Some(794.5), Some(1402.6), None),
+        // The H800 is the H100 SXM's die at its clocks and power limit (only NVLink and FP64
+        // differ), and no matmul sweep of its own is published: the H100 SXM's figures.
+        "h100" | "h800" => (Some(794.5), Some(1402.6), None),
         "h200" => (Some(794.5), Some(1453.4), None),
         "b200" => (Some(1745.0), Some(3432.5), Some(5589.8)),
         "h20" => (Some(142.25), None, None),
@@ -225,7 +240,7 @@ pub fn gpu_preset_names() -> Vec<String> {
 }
 
 impl GpuSpec {
-    /// A preset by name (`a100`, `h100`, `h100-nvl`, `h100-pcie`, `h200`, `h20`, `l40s`, `b200`, `gb10`).
+    /// A preset by name (`a100`, `h100`, `h800`, `h100-nvl`, `h100-pcie`, `h200`, `h20`, `l40s`, `b200`, `gb10`).
     pub fn preset(name: &str) -> Result<Self> {
         let key = name.trim().to_ascii_lowercase();
         preset_table().into_iter().find(|g| g.name == key).ok_or_else(|| {
@@ -317,7 +332,15 @@ mod tests {
 
     #[test]
     fn presets_and_fallbacks() {
-        assert_eq!(gpu_preset_names().len(), 9);
+        assert_eq!(gpu_preset_names().len(), 10);
+        // An H800 is an H100 SXM with 400 GB/s of NVLink instead of 900: same rates.
+        let (h800, h100) = (GpuSpec::preset("h800").unwrap(), GpuSpec::preset("h100").unwrap());
+        assert_eq!(
+            h800.sustained_flops(ComputeClass::Half),
+            h100.sustained_flops(ComputeClass::Half)
+        );
+        assert_eq!((h800.mem_bw(), h800.intra.bandwidth_gb_s), (h100.mem_bw(), 200.0));
+        assert!(h800.intra_switched);
         let pcie = GpuSpec::preset("h100-pcie").unwrap();
         assert_eq!((pcie.flops(ComputeClass::Half), pcie.mem_bw()), (756e12, 2.0e12));
         assert!(!pcie.intra_switched);
