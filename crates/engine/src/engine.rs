@@ -133,6 +133,10 @@ struct Transfer {
     ns_per_token: f64,
 }
 
+/// A KV transfer in flight: (ready_ns, sequence, request, decode worker), the worker being
+/// the one whose API server the request passed, `None` when it is routed on arrival.
+type InFlight = (u64, u64, RequestId, Option<usize>);
+
 /// A deployment's workers and their router.
 #[derive(Debug, Clone)]
 pub struct Engine {
@@ -143,8 +147,12 @@ pub struct Engine {
     /// Draws of the random router.
     rng: SplitMix64,
     transfer: Option<Transfer>,
-    /// (ready_ns, sequence, request) of KV transfers in flight.
-    in_flight: BinaryHeap<Reverse<(u64, u64, RequestId)>>,
+    /// KV transfers in flight, the earliest first.
+    in_flight: BinaryHeap<Reverse<InFlight>>,
+    /// P/D: the decode pool's API-server time (fixed, per prompt token, ns) where the family
+    /// sends the request through the decode server after the prefill
+    /// ([`crate::family::FamilyTraits::pd_decode_server_after_prefill`]).
+    decode_frontend_ns: Option<(f64, f64)>,
     seq: u64,
     /// Shapes of requests between prefill and decode (P/D only).
     parked: HashMap<RequestId, RequestShape>,
@@ -208,6 +216,13 @@ impl Engine {
             Some(pd) => cfg.pool_worker(&pd.prefill).calibration,
             None => cfg.calibration,
         };
+        let decode_frontend_ns =
+            cfg.pd.as_ref().filter(|_| cfg.engine.traits().pd_decode_server_after_prefill).map(
+                |pd| {
+                    let c = cfg.pool_worker(&pd.decode).calibration;
+                    (c.frontend_us * 1e3, c.frontend_per_token_us * 1e3)
+                },
+            );
         Ok(Self {
             slots,
             router: cfg.router,
@@ -216,6 +231,7 @@ impl Engine {
             rng: SplitMix64(cfg.calibration.seed ^ 0x00D1_5EED_0F0F_0A7E),
             transfer,
             in_flight: BinaryHeap::new(),
+            decode_frontend_ns,
             seq: 0,
             parked: HashMap::new(),
             frontend: BinaryHeap::new(),
@@ -301,13 +317,16 @@ impl Engine {
 
     /// Moves KV transfers that completed by `now_ns` to decode workers.
     fn deliver(&mut self, now_ns: u64) {
-        while let Some(&Reverse((t, _, id))) = self.in_flight.peek() {
+        while let Some(&Reverse((t, _, id, chosen))) = self.in_flight.peek() {
             if t > now_ns {
                 break;
             }
             self.in_flight.pop();
+            if let Some(w) = chosen {
+                self.slots[w].in_frontend -= 1;
+            }
             let Some(shape) = self.parked.remove(&id) else { continue };
-            let w = self.route(Role::Decode, now_ns);
+            let w = chosen.unwrap_or_else(|| self.route(Role::Decode, now_ns));
             let pre = shape.prompt_tokens.saturating_sub(1);
             self.slots[w].queue(t, id, &shape, shape.output_tokens, pre);
         }
@@ -378,12 +397,27 @@ impl Engine {
         }
     }
 
+    /// A prefill ended at `end_ns`: the KV of request `id` travels to a decode worker, after
+    /// that worker's API server has taken the request where the family's proxy sends it there
+    /// only now (its connector then pulls the KV; a connector that pushes during the prefill
+    /// would overlap the two, which this charges in full).
     fn hand_off(&mut self, id: RequestId, end_ns: u64) {
         let Some(t) = self.transfer else { return };
         let prompt = self.parked.get(&id).map_or(0, |s| s.prompt_tokens);
-        let dt = t.latency_ns + f64::from(prompt) * t.ns_per_token;
+        let dt = (t.latency_ns + f64::from(prompt) * t.ns_per_token).round() as u64;
+        let (start, chosen) = match self.decode_frontend_ns {
+            Some((fixed, per_token)) => {
+                let w = self.route(Role::Decode, end_ns);
+                let slot = &mut self.slots[w];
+                let serial = (per_token * f64::from(prompt)).round() as u64;
+                slot.frontend_free = slot.frontend_free.max(end_ns) + serial;
+                slot.in_frontend += 1;
+                (slot.frontend_free + fixed.round() as u64, Some(w))
+            }
+            None => (end_ns, None),
+        };
         self.seq += 1;
-        self.in_flight.push(Reverse((end_ns + dt.round() as u64, self.seq, id)));
+        self.in_flight.push(Reverse((start + dt, self.seq, id, chosen)));
     }
 
     /// The earliest time a call to [`Engine::step`] may start something: a busy worker with
@@ -391,7 +425,7 @@ impl Engine {
     /// engine is idle.
     pub fn next_event_ns(&self) -> Option<u64> {
         let busy = self.slots.iter().filter(|s| s.worker.has_work()).map(|s| s.busy_until);
-        let transfer = self.in_flight.peek().map(|Reverse((t, _, _))| *t);
+        let transfer = self.in_flight.peek().map(|Reverse((t, _, _, _))| *t);
         let frontend = self.frontend.peek().map(|Reverse((t, _, _, _))| *t);
         busy.chain(transfer).chain(frontend).min()
     }
@@ -525,6 +559,66 @@ mod tests {
         assert_eq!(d3.finished, vec![7]);
         assert!(e.is_idle());
         assert_eq!(e.snapshot().generation_tokens_total, 3);
+    }
+
+    /// vLLM's proxy sends the request to the decode server once the prefill has answered:
+    /// that server's API server takes it (1 ms + 1 µs per prompt token), and only then does
+    /// the decode scheduler pull the KV. SGLang's router sent it there at arrival.
+    #[test]
+    fn pd_decode_server_takes_the_request_after_the_prefill() {
+        let delay = |engine: &str| {
+            let cfg = EngineFile::parse(&format!(
+                "engine: {engine}\nmodel: qwen3-8b\ngpu: h100\n\
+                 calibration: {{step_jitter: 0, frontend_us: 1000, frontend_per_token_us: 1}}\n\
+                 pd: {{prefill: {{workers: 1, tp: 1}}, decode: {{workers: 1, tp: 1}}, \
+                 link: {{bandwidth_gb_s: 10, latency_us: 100}}}}\n"
+            ))
+            .unwrap()
+            .build(None)
+            .unwrap();
+            let mut e = Engine::new(&cfg).unwrap();
+            e.add_request(0, shape(1000, 2), 0).unwrap();
+            // The prefill server: 1 ms + 1,000 × 1 µs.
+            assert_eq!(e.next_event_ns(), Some(2_000_000));
+            let p = e.step(2_000_000).unwrap();
+            assert_eq!(p.handed_off, vec![0]);
+            let ready = e.next_event_ns().unwrap();
+            assert!(e.step(ready - 1).is_none());
+            let d = e.step(ready).unwrap();
+            assert_eq!((d.worker, d.first_token.clone()), (1, vec![0]));
+            ready - p.end_ns
+        };
+        // Transfer: 100 µs + 147,456 B/token × 1000 / (10 GB/s × 0.7) = 21.165143 ms.
+        let transfer = 100_000 + 21_065_143;
+        assert_eq!(delay("vllm-v1"), 2_000_000 + transfer);
+        assert_eq!(delay("trtllm"), 2_000_000 + transfer);
+        assert_eq!(delay("sglang"), transfer);
+        assert_eq!(delay("dynamo"), transfer);
+    }
+
+    /// The KV transfer against one that was measured: Qwen3-8B from a TP-8 prefill instance
+    /// to a TP-8 decode instance on another node of H800s, over eight ConnectX-7 NICs of 25
+    /// GB/s each, took 31.65 ms for a 32,768-token prompt (4.50 GiB) and 8.84 ms for 8,192
+    /// tokens in the Mooncake team's run (testdata/public/mooncake-…-pd-1p1d-c1.yaml). The
+    /// model, at the default link efficiency, not fitted to them: 34.52 and 8.64 ms.
+    #[test]
+    fn pd_transfer_time_matches_a_measured_rdma_transfer() {
+        let transfer_ms = |prompt: u32| {
+            let mut e = engine(
+                "model: qwen3-8b\ngpu: h800\npd: {prefill: {workers: 1, tp: 8}, decode: \
+                 {workers: 1, tp: 8}, link: {bandwidth_gb_s: 25, latency_us: 10}}\n",
+            );
+            e.add_request(0, shape(prompt, 1), 0).unwrap();
+            loop {
+                let s = e.step(e.next_event_ns().unwrap()).unwrap();
+                if !s.handed_off.is_empty() {
+                    return (e.next_event_ns().unwrap() - s.end_ns) as f64 / 1e6;
+                }
+            }
+        };
+        let (long, short) = (transfer_ms(32_768), transfer_ms(8192));
+        assert!((long - 34.52).abs() < 0.01 && (short - 8.64).abs() < 0.01, "{long} {short}");
+        assert!((long / 31.65 - 1.0).abs() < 0.1 && (short / 8.84 - 1.0).abs() < 0.1);
     }
 
     /// With P/D, requests enter through the prefill workers' API servers: the prefill pool's

@@ -58,6 +58,15 @@ pub struct FamilyTraits {
     /// take, activations and CUDA graphs living in the rest: SGLang's `mem_fraction_static`.
     /// Otherwise (vLLM) the activations the engine profiles come out of it too.
     pub fraction_holds_weights_and_kv: bool,
+    /// With P/D, the decode server gets the request only once the prefill server has
+    /// answered, and its own API server renders and tokenises the prompt again before its
+    /// scheduler takes the request and pulls the KV: vLLM's P/D proxies (prefill with
+    /// `max_tokens: 1`, then the decode instance; the NIXL and Mooncake connectors pull once
+    /// the decode scheduler has the request) and TensorRT-LLM's disaggregated server (the
+    /// context server first, then the generation server with the original request).
+    /// SGLang's router sends the request to both servers at once, and Dynamo's frontend
+    /// tokenises once for both pools.
+    pub pd_decode_server_after_prefill: bool,
 }
 
 impl EngineFamily {
@@ -206,6 +215,10 @@ impl EngineFamily {
             reserve_full_kv: matches!(self, EngineFamily::Trtllm),
             kv_fraction_of_free_memory: matches!(self, EngineFamily::Trtllm),
             fraction_holds_weights_and_kv: matches!(self, EngineFamily::Sglang),
+            pd_decode_server_after_prefill: matches!(
+                self,
+                EngineFamily::VllmV1 | EngineFamily::VllmV0 | EngineFamily::Trtllm
+            ),
         }
     }
 }
