@@ -42,12 +42,13 @@ pub struct MeasuredError {
     pub p80: [f64; 3],
 }
 
-/// Dense models: every public table but the MoE ones (as of 2026-11-27, evening).
+/// Dense models: every public table but the MoE ones (as of 2026-11-27, late: with the P/D
+/// table, whose TTFT at one request in flight the model puts 24–76 % short).
 pub const MEASURED_DENSE: MeasuredError = MeasuredError {
-    tables: 19,
-    cells: [108, 38, 38],
-    median: [11.1, 16.6, 37.7],
-    p80: [30.6, 36.6, 57.3],
+    tables: 20,
+    cells: [108, 38, 47],
+    median: [11.1, 16.6, 39.9],
+    p80: [30.6, 36.6, 60.4],
 };
 
 /// MoE models (gpt-oss, Qwen3-30B-A3B, Qwen3-235B-A22B, GLM-4.5-Air, GLM-4.6; as of
@@ -263,15 +264,15 @@ mod tests {
         )));
         assert_eq!(dense.outside, ["version 0.11.0 ≠ 0.9.0.1", "TP1 ≠ TP4", "GPU a100 ≠ h20"]);
         assert_eq!(dense.band_pct, 16.6, "the larger of throughput's 11.1 and TPOT's 16.6");
-        assert_eq!(dense.ttft_band_pct, 37.7);
+        assert_eq!(dense.ttft_band_pct, 39.9);
         assert_eq!(
             dense.sentence(),
             "predicted, not measured: vllm-v1 0.11.0, qwen3-32b on a100, TP1 × 1; calibration \
              fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4 (carried: its efficiencies and CPU \
              times; kernel latencies at defaults); outside the calibration's domain (version \
              0.11.0 ≠ 0.9.0.1; TP1 ≠ TP4; GPU a100 ≠ h20): expect ±17 % on throughput and TPOT, \
-             ±38 % on TTFT (median errors of 19 public tables predicted outside the fit; one \
-             cell in five beyond ±31 / 37 / 57 %)"
+             ±40 % on TTFT (median errors of 20 public tables predicted outside the fit; one \
+             cell in five beyond ±31 / 37 / 60 %)"
         );
         // An MoE model: the MoE tables' medians.
         let moe = provenance(&cfg(&format!("model: gpt-oss-120b\ngpu: h100\ntp: 1\n{FIT}")));
@@ -301,7 +302,7 @@ mod tests {
             also_tp.outside,
             ["version 0.10.1 ≠ 0.9.0.1", "TP2 ≠ TP4", "P/D, fitted aggregated"]
         );
-        assert_eq!((also_tp.band_pct, also_tp.ttft_band_pct), (16.6 + 40.0, 37.7 + 60.0));
+        assert_eq!((also_tp.band_pct, also_tp.ttft_band_pct), (16.6 + 40.0, 39.9 + 60.0));
     }
 
     #[test]
@@ -313,7 +314,7 @@ mod tests {
             "engine: sglang\nmodel: qwen3-8b\ngpu: h100\n{FIT}pd: {{prefill: {{workers: 1, tp: \
              1}}, decode: {{workers: 1, tp: 1}}}}\n"
         )));
-        assert_eq!((far.band_pct, far.ttft_band_pct), (56.6, 97.7));
+        assert_eq!((far.band_pct, far.ttft_band_pct), (56.6, 99.9));
         assert_eq!(
             far.calibration,
             "fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4 (carried: its efficiencies; \
