@@ -42,13 +42,15 @@ pub struct MeasuredError {
     pub p80: [f64; 3],
 }
 
-/// Dense models: every public table but the MoE ones (as of 2026-11-27, late: with the P/D
-/// table, whose TTFT at one request in flight the model puts 24–76 % short).
+/// Dense models: every public table but the MoE ones (as of 2026-11-27, late: with
+/// Mooncake's P/D table, and the four Qwen3-32B tables on H20 of the page the shipped fit
+/// comes from, whose vLLM 0.8.4 and Dynamo 0.3 decode steps the carried fit puts at half
+/// their measured time).
 pub const MEASURED_DENSE: MeasuredError = MeasuredError {
-    tables: 20,
-    cells: [108, 38, 47],
-    median: [11.1, 16.6, 39.9],
-    p80: [30.6, 36.6, 60.4],
+    tables: 24,
+    cells: [236, 166, 175],
+    median: [41.3, 54.2, 21.4],
+    p80: [113.1, 58.9, 45.5],
 };
 
 /// MoE models (gpt-oss, Qwen3-30B-A3B, Qwen3-235B-A22B, GLM-4.5-Air, GLM-4.6; as of
@@ -263,25 +265,25 @@ mod tests {
             "engine: vllm-v1\nengine_version: 0.11.0\nmodel: qwen3-32b\ngpu: a100\ntp: 1\n{FIT}"
         )));
         assert_eq!(dense.outside, ["version 0.11.0 ≠ 0.9.0.1", "TP1 ≠ TP4", "GPU a100 ≠ h20"]);
-        assert_eq!(dense.band_pct, 16.6, "the larger of throughput's 11.1 and TPOT's 16.6");
-        assert_eq!(dense.ttft_band_pct, 39.9);
+        assert_eq!(dense.band_pct, 54.2, "the larger of throughput's 41.3 and TPOT's 54.2");
+        assert_eq!(dense.ttft_band_pct, 21.4);
         assert_eq!(
             dense.sentence(),
             "predicted, not measured: vllm-v1 0.11.0, qwen3-32b on a100, TP1 × 1; calibration \
              fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4 (carried: its efficiencies and CPU \
              times; kernel latencies at defaults); outside the calibration's domain (version \
-             0.11.0 ≠ 0.9.0.1; TP1 ≠ TP4; GPU a100 ≠ h20): expect ±17 % on throughput and TPOT, \
-             ±40 % on TTFT (median errors of 20 public tables predicted outside the fit; one \
-             cell in five beyond ±31 / 37 / 60 %)"
+             0.11.0 ≠ 0.9.0.1; TP1 ≠ TP4; GPU a100 ≠ h20): expect ±54 % on throughput and TPOT, \
+             ±21 % on TTFT (median errors of 24 public tables predicted outside the fit; one \
+             cell in five beyond ±113 / 59 / 46 %)"
         );
         // An MoE model: the MoE tables' medians.
         let moe = provenance(&cfg(&format!("model: gpt-oss-120b\ngpu: h100\ntp: 1\n{FIT}")));
         assert_eq!((moe.band_pct, moe.ttft_band_pct), (20.3, 19.4));
         assert_eq!(moe.measured, Some(MEASURED_MOE));
         // Never narrower than the fit's own error.
-        let loose = FIT.replace("error_pct: 12", "error_pct: 30");
+        let loose = FIT.replace("error_pct: 12", "error_pct: 60");
         let wide = provenance(&cfg(&format!("model: qwen3-32b\ngpu: h20\ntp: 4\n{loose}")));
-        assert_eq!((wide.band_pct, wide.ttft_band_pct), (30.0, 45.0));
+        assert_eq!((wide.band_pct, wide.ttft_band_pct), (60.0, 90.0));
         assert_eq!(wide.outside, ["no version (taken as current) ≠ 0.9.0.1"]);
     }
 
@@ -302,7 +304,7 @@ mod tests {
             also_tp.outside,
             ["version 0.10.1 ≠ 0.9.0.1", "TP2 ≠ TP4", "P/D, fitted aggregated"]
         );
-        assert_eq!((also_tp.band_pct, also_tp.ttft_band_pct), (16.6 + 40.0, 39.9 + 60.0));
+        assert_eq!((also_tp.band_pct, also_tp.ttft_band_pct), (54.2 + 40.0, 21.4 + 60.0));
     }
 
     #[test]
@@ -314,7 +316,7 @@ mod tests {
             "engine: sglang\nmodel: qwen3-8b\ngpu: h100\n{FIT}pd: {{prefill: {{workers: 1, tp: \
              1}}, decode: {{workers: 1, tp: 1}}}}\n"
         )));
-        assert_eq!((far.band_pct, far.ttft_band_pct), (56.6, 99.9));
+        assert_eq!((far.band_pct, far.ttft_band_pct), (94.2, 81.4));
         assert_eq!(
             far.calibration,
             "fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4 (carried: its efficiencies; \
