@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_yaml_ng::Mapping;
 use servelab_engine::calibrate::{carry_calibration, pct_error};
-use servelab_engine::provenance::{MeasuredError, MEASURED_DENSE, MEASURED_MOE};
+use servelab_engine::provenance::{measured_band, MeasuredError};
 use servelab_engine::{load_engine_file, predict_point, EngineConfig, EngineFile, Scenario};
 use servelab_metrics::bootstrap::percentile_unsorted;
 
@@ -207,7 +207,7 @@ fn medians(rows: &[RowResult]) -> [Option<f64>; 3] {
 
 /// What the provenance states of a kind of model, recomputed from its tables' rows (the 80th
 /// percentile numpy-linear, as the project's percentiles are).
-fn measured(tables: &[&[RowResult]]) -> MeasuredError {
+fn measured(tables: &[&[RowResult]], scope: &'static str) -> MeasuredError {
     let errs: [Vec<f64>; 3] = std::array::from_fn(|k| {
         tables
             .iter()
@@ -216,6 +216,7 @@ fn measured(tables: &[&[RowResult]]) -> MeasuredError {
     });
     let round = |x: f64| (x * 10.0).round() / 10.0;
     MeasuredError {
+        scope,
         tables: tables.len(),
         cells: std::array::from_fn(|k| errs[k].len()),
         median: std::array::from_fn(|k| round(median(errs[k].clone()).unwrap_or(f64::NAN))),
@@ -294,8 +295,9 @@ const QUICK_TOKENS: usize = 2_000_000;
 #[allow(clippy::print_stderr)]
 fn check(pick: impl Fn(&Table) -> bool, every: bool) {
     let mut summary = Vec::new();
-    // Each table's rows, MoE or not (the provenance's measured bands split them).
-    let mut by_kind: Vec<(bool, Vec<RowResult>)> = Vec::new();
+    // Each table's rows by (MoE, the fit's engine family): the provenance's measured bands
+    // split them so.
+    let mut by_kind: Vec<((bool, bool), Vec<RowResult>)> = Vec::new();
     for (name, t) in tables() {
         assert!(!t.rows.is_empty(), "{name}: no rows");
         for m in &t.metrics {
@@ -335,7 +337,8 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
             fmt(med[2])
         );
         summary.push((name, med));
-        by_kind.push((cfg.model.moe.is_some(), rows));
+        let same_engine = cfg.fitted_on.as_ref().is_some_and(|f| f.engine == cfg.engine);
+        by_kind.push(((cfg.model.moe.is_some(), same_engine), rows));
     }
     let cells: Vec<RowResult> = by_kind.iter().flat_map(|(_, r)| r.iter().copied()).collect();
     let all = medians(&cells);
@@ -376,11 +379,17 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         }
     }
     if every {
-        for (moe, stated) in [(false, MEASURED_DENSE), (true, MEASURED_MOE)] {
-            let kind: Vec<&[RowResult]> =
-                by_kind.iter().filter(|(m, _)| *m == moe).map(|(_, r)| r.as_slice()).collect();
-            let got = measured(&kind);
-            eprintln!("{} models: {got:?}", if moe { "MoE" } else { "dense" });
+        // MoE tables make one band whatever the engine (`measured_band`).
+        for (moe, same) in [(false, true), (false, false), (true, true)] {
+            let stated = measured_band(moe, same);
+            let kind: Vec<&[RowResult]> = by_kind
+                .iter()
+                .filter(|((m, s), _)| *m == moe && (moe || *s == same))
+                .map(|(_, r)| r.as_slice())
+                .collect();
+            let got = measured(&kind, stated.scope);
+            let name = stated.scope;
+            eprintln!("{name}: {got:?}");
             let close = |a: &[f64; 3], b: &[f64; 3]| {
                 a.iter().zip(b).all(|(x, y)| (x - y).abs() <= MARGIN_PP)
             };
@@ -390,8 +399,8 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
                 || !close(&got.p80, &stated.p80)
             {
                 stale.push(format!(
-                    "provenance's {} band: the tables give {got:?}, provenance.rs says {stated:?}",
-                    if moe { "MEASURED_MOE" } else { "MEASURED_DENSE" }
+                    "provenance's band of {name}: the tables give {got:?}, provenance.rs says \
+                     {stated:?}"
                 ));
             }
         }
