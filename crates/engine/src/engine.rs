@@ -117,6 +117,21 @@ impl Slot {
         }
     }
 
+    /// A request of `prompt` tokens enters this worker's API server at `now_ns` (`fixed`
+    /// and `per_token` ns: one request at a time, the per-token part serial); returns when
+    /// it reaches the scheduler.
+    fn enter_api_server(
+        &mut self,
+        now_ns: u64,
+        prompt: u32,
+        (fixed, per_token): (f64, f64),
+    ) -> u64 {
+        let serial = (per_token * f64::from(prompt)).round() as u64;
+        self.frontend_free = self.frontend_free.max(now_ns) + serial;
+        self.in_frontend += 1;
+        self.frontend_free + fixed.round() as u64
+    }
+
     /// The least-loaded router's measure at `now_ns`: requests in the API server, waiting,
     /// running, and those the step in flight still computes.
     fn load(&self, now_ns: u64) -> usize {
@@ -285,12 +300,7 @@ impl Engine {
             check(Role::Both, shape.output_tokens)?;
         }
         let w = self.route(role, now_ns);
-        let (fixed, per_token) = self.frontend_ns;
-        let serial = (per_token * f64::from(shape.prompt_tokens)).round() as u64;
-        let slot = &mut self.slots[w];
-        slot.frontend_free = slot.frontend_free.max(now_ns) + serial;
-        let ready = slot.frontend_free + fixed.round() as u64;
-        slot.in_frontend += 1;
+        let ready = self.slots[w].enter_api_server(now_ns, shape.prompt_tokens, self.frontend_ns);
         self.seq += 1;
         self.frontend.push(Reverse((ready, self.seq, w, id)));
         self.queued.insert(id, shape);
@@ -406,13 +416,9 @@ impl Engine {
         let prompt = self.parked.get(&id).map_or(0, |s| s.prompt_tokens);
         let dt = (t.latency_ns + f64::from(prompt) * t.ns_per_token).round() as u64;
         let (start, chosen) = match self.decode_frontend_ns {
-            Some((fixed, per_token)) => {
+            Some(api) => {
                 let w = self.route(Role::Decode, end_ns);
-                let slot = &mut self.slots[w];
-                let serial = (per_token * f64::from(prompt)).round() as u64;
-                slot.frontend_free = slot.frontend_free.max(end_ns) + serial;
-                slot.in_frontend += 1;
-                (slot.frontend_free + fixed.round() as u64, Some(w))
+                (self.slots[w].enter_api_server(end_ns, prompt, api), Some(w))
             }
             None => (end_ns, None),
         };
