@@ -320,8 +320,9 @@ pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
         cfg.calibration = servelab_engine::Calibration::default();
     }
     let base = servelab_engine::FitOptions::for_engine(&cfg);
-    let opts =
-        resolve::fit_options(a.params.as_deref(), a.max_evals, base).map_err(Failure::usage)?;
+    let opts = resolve::fit_options(a.params.as_deref(), a.max_evals, base)
+        .and_then(|o| resolve::fit_requests(o, a.requests_per_concurrency, a.min_requests))
+        .map_err(Failure::usage)?;
     let mut tables = Vec::new();
     for t in &a.tables {
         if t.is_file() {

@@ -204,6 +204,14 @@ pub struct CalibrateArgs {
     /// Loss evaluations at most (each simulates every kept cell).
     #[arg(long, default_value_t = 80)]
     pub max_evals: usize,
+    /// Requests each measured point ran, per unit of its concurrency (a sweep of `vllm bench
+    /// serve --num-prompts 10×C --max-concurrency C` ran 10): the fit simulates as many, at
+    /// least --min-requests. Mean TTFT at high load depends on it (the first wave queues).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub requests_per_concurrency: usize,
+    /// The fewest requests a point is simulated with (1: exactly N × concurrency).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub min_requests: usize,
     /// Start from the default calibration instead of the engine file's.
     #[arg(long)]
     pub defaults: bool,

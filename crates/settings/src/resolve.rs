@@ -617,6 +617,22 @@ pub fn fit_options(
     Ok(FitOptions { params, max_evals, ..base })
 }
 
+/// `opts` simulating `per_concurrency` × concurrency requests a point, at least `min`
+/// (`servelab predict calibrate --requests-per-concurrency N --min-requests M`).
+pub fn fit_requests(
+    opts: FitOptions,
+    per_concurrency: usize,
+    min: usize,
+) -> Result<FitOptions, String> {
+    if per_concurrency == 0 {
+        return Err("--requests-per-concurrency: must be at least 1".into());
+    }
+    if min == 0 {
+        return Err("--min-requests: must be at least 1".into());
+    }
+    Ok(FitOptions { requests_per_concurrency: per_concurrency, min_requests: min, ..opts })
+}
+
 /// `--shard` (else the scheduler's environment), `--start-at`, `--clock-reference` and
 /// `--shard-lead`.
 fn shard_spec(a: &crate::args::ShardArgs) -> Result<servelab_plan::ShardSpec, String> {
@@ -760,6 +776,10 @@ mod tests {
         assert!(fit_options(Some("eta_gemm"), 0, base()).is_err());
         assert!(fit_options(None, 0, base()).is_err());
         assert!(fit_options(Some(" , "), 5, base()).is_err());
+        let o = fit_requests(base(), 10, 1).unwrap();
+        assert_eq!((o.requests_per_concurrency, o.min_requests, o.params), (10, 1, base().params));
+        assert!(fit_requests(base(), 0, 1).unwrap_err().starts_with("--requests-per-concurrency"));
+        assert!(fit_requests(base(), 10, 0).unwrap_err().starts_with("--min-requests"));
     }
 
     #[test]

@@ -178,6 +178,13 @@ fn predict_errors_name_the_flag() {
         servelab(&db, &["predict", "calibrate", "--engine", &engine, table.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("t.md"));
+    let flag = "--requests-per-concurrency";
+    let out = servelab(
+        &db,
+        &["predict", "calibrate", "--engine", &engine, flag, "0", table.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(flag));
 }
 
 /// Calibrate reads measured sweeps from the store by label, and refuses predictions.
