@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_yaml_ng::Mapping;
 use servelab_engine::calibrate::{carry_calibration, pct_error};
-use servelab_engine::provenance::{measured_band, MeasuredError};
+use servelab_engine::provenance::{
+    measured_band, MeasuredError, MEASURED_DENSE_OTHER_ENGINE, MEASURED_DENSE_SAME_ENGINE,
+    MEASURED_MOE,
+};
 use servelab_engine::{load_engine_file, predict_point, EngineConfig, EngineFile, Scenario};
 use servelab_metrics::bootstrap::percentile_unsorted;
 
@@ -295,9 +298,8 @@ const QUICK_TOKENS: usize = 2_000_000;
 #[allow(clippy::print_stderr)]
 fn check(pick: impl Fn(&Table) -> bool, every: bool) {
     let mut summary = Vec::new();
-    // Each table's rows by (MoE, the fit's engine family): the provenance's measured bands
-    // split them so.
-    let mut by_kind: Vec<((bool, bool), Vec<RowResult>)> = Vec::new();
+    // Each table's rows under the provenance's measured band it falls in (`measured_band`).
+    let mut by_kind: Vec<(&'static str, Vec<RowResult>)> = Vec::new();
     for (name, t) in tables() {
         assert!(!t.rows.is_empty(), "{name}: no rows");
         for m in &t.metrics {
@@ -338,7 +340,7 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         );
         summary.push((name, med));
         let same_engine = cfg.fitted_on.as_ref().is_some_and(|f| f.engine == cfg.engine);
-        by_kind.push(((cfg.model.moe.is_some(), same_engine), rows));
+        by_kind.push((measured_band(cfg.model.moe.is_some(), same_engine).scope, rows));
     }
     let cells: Vec<RowResult> = by_kind.iter().flat_map(|(_, r)| r.iter().copied()).collect();
     let all = medians(&cells);
@@ -379,12 +381,10 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         }
     }
     if every {
-        // MoE tables make one band whatever the engine (`measured_band`).
-        for (moe, same) in [(false, true), (false, false), (true, true)] {
-            let stated = measured_band(moe, same);
+        for stated in [MEASURED_DENSE_SAME_ENGINE, MEASURED_DENSE_OTHER_ENGINE, MEASURED_MOE] {
             let kind: Vec<&[RowResult]> = by_kind
                 .iter()
-                .filter(|((m, s), _)| *m == moe && (moe || *s == same))
+                .filter(|(scope, _)| *scope == stated.scope)
                 .map(|(_, r)| r.as_slice())
                 .collect();
             let got = measured(&kind, stated.scope);
