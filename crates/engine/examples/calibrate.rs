@@ -7,8 +7,8 @@
 //! `cargo run --release -p servelab-engine --example calibrate -- [--defaults] ENGINE.yaml
 //! TABLE.md [param,param,...] [max_evals]`; `--defaults` starts from the default calibration
 //! instead of the engine file's. (params: eta_gemm, eta_attn, eta_mem, eta_link,
-//! step_overhead_us, layer_overhead_us, piecewise_layer_us, per_seq_overhead_us, frontend_us,
-//! allreduce_base_us,
+//! step_overhead_us, layer_overhead_us, piecewise_layer_us, per_seq_overhead_us,
+//! tp_step_overhead_us, tp_per_seq_overhead_us, frontend_us, allreduce_base_us,
 //! allreduce_hop_us; default eta_gemm,layer_overhead_us,per_seq_overhead_us,frontend_us, with
 //! piecewise_layer_us for layer_overhead_us on a vLLM V1 before 0.11: `FitOptions::for_engine`).
 #![allow(clippy::print_stdout)]

@@ -40,6 +40,10 @@ pub enum FitParam {
     PiecewiseLayerUs,
     /// [`Calibration::per_seq_overhead_us`], bounds 1–500 µs.
     PerSeqOverheadUs,
+    /// [`Calibration::tp_step_overhead_us`], bounds 1–20,000 µs.
+    TpStepOverheadUs,
+    /// [`Calibration::tp_per_seq_overhead_us`], bounds 1–2,000 µs.
+    TpPerSeqOverheadUs,
     /// [`Calibration::frontend_us`], bounds 10–200,000 µs.
     FrontendUs,
     /// [`Calibration::allreduce_base_us`], bounds 0.5–200 µs.
@@ -62,6 +66,8 @@ impl FitParam {
             FitParam::LayerOverheadUs => (0.5, 200.0),
             FitParam::PiecewiseLayerUs => (1.0, 1000.0),
             FitParam::PerSeqOverheadUs => (1.0, 500.0),
+            FitParam::TpStepOverheadUs => (1.0, 20_000.0),
+            FitParam::TpPerSeqOverheadUs => (1.0, 2000.0),
             FitParam::FrontendUs => (10.0, 200_000.0),
             FitParam::AllreduceBaseUs => (0.5, 200.0),
             FitParam::AllreduceHopUs => (0.1, 100.0),
@@ -69,7 +75,7 @@ impl FitParam {
     }
 
     /// Every parameter, in the order the docs list them.
-    pub const ALL: [FitParam; 12] = [
+    pub const ALL: [FitParam; 14] = [
         FitParam::EtaGemm,
         FitParam::EtaAttn,
         FitParam::EtaMoe,
@@ -79,6 +85,8 @@ impl FitParam {
         FitParam::LayerOverheadUs,
         FitParam::PiecewiseLayerUs,
         FitParam::PerSeqOverheadUs,
+        FitParam::TpStepOverheadUs,
+        FitParam::TpPerSeqOverheadUs,
         FitParam::FrontendUs,
         FitParam::AllreduceBaseUs,
         FitParam::AllreduceHopUs,
@@ -101,6 +109,8 @@ impl FitParam {
             FitParam::LayerOverheadUs => "layer_overhead_us",
             FitParam::PiecewiseLayerUs => "piecewise_layer_us",
             FitParam::PerSeqOverheadUs => "per_seq_overhead_us",
+            FitParam::TpStepOverheadUs => "tp_step_overhead_us",
+            FitParam::TpPerSeqOverheadUs => "tp_per_seq_overhead_us",
             FitParam::FrontendUs => "frontend_us",
             FitParam::AllreduceBaseUs => "allreduce_base_us",
             FitParam::AllreduceHopUs => "allreduce_hop_us",
@@ -120,6 +130,9 @@ impl FitParam {
             // A family without piecewise graphs has 0: a fit starts from the lower bound.
             FitParam::PiecewiseLayerUs => c.piecewise_layer_us.max(1.0),
             FitParam::PerSeqOverheadUs => c.per_seq_overhead_us,
+            // 0 in most families: a fit starts from the lower bound.
+            FitParam::TpStepOverheadUs => c.tp_step_overhead_us.max(1.0),
+            FitParam::TpPerSeqOverheadUs => c.tp_per_seq_overhead_us.max(1.0),
             FitParam::FrontendUs => c.frontend_us,
             FitParam::AllreduceBaseUs => c.allreduce_base_us,
             // The NVLink hop latency of the GPU presets when not set.
@@ -141,6 +154,8 @@ impl FitParam {
             FitParam::LayerOverheadUs => c.layer_overhead_us = v,
             FitParam::PiecewiseLayerUs => c.piecewise_layer_us = v,
             FitParam::PerSeqOverheadUs => c.per_seq_overhead_us = v,
+            FitParam::TpStepOverheadUs => c.tp_step_overhead_us = v,
+            FitParam::TpPerSeqOverheadUs => c.tp_per_seq_overhead_us = v,
             FitParam::FrontendUs => c.frontend_us = v,
             FitParam::AllreduceBaseUs => c.allreduce_base_us = v,
             FitParam::AllreduceHopUs => c.allreduce_hop_us = Some(v),

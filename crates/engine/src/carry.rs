@@ -42,9 +42,10 @@ pub struct FittedOn {
 /// - The kernel and collective latencies (`layer_overhead_us`, `allreduce_base_us`,
 ///   `allreduce_hop_us`, `eager_layer_us`) are GPU-side times of one engine's kernels on one
 ///   GPU (its SM count, clocks, links): they carry only to the same engine on the same GPU.
-/// - The CPU times (`step_overhead_us`, `piecewise_layer_us`, `per_seq_overhead_us`,
-///   `frontend_us`, `frontend_per_token_us`) are the engine's own scheduler, graph launches,
-///   sampling and API server: they carry to the same engine family only.
+/// - The CPU times (`step_overhead_us`, `tp_step_overhead_us`, `piecewise_layer_us`,
+///   `per_seq_overhead_us`, `tp_per_seq_overhead_us`, `frontend_us`, `frontend_per_token_us`)
+///   are the engine's own scheduler, graph launches, sampling and API server: they carry to
+///   the same engine family only.
 ///
 /// What does not carry takes the target family's defaults. Issue 24's cross-checks: the
 /// reference fit's 113.7 µs per layer (H20, vLLM V1, TP 4) made a TP-1 H100 decode 40–50 %
@@ -75,6 +76,8 @@ pub fn carry_calibration(
         c.step_overhead_us = fitted.step_overhead_us;
         c.piecewise_layer_us = fitted.piecewise_layer_us;
         c.per_seq_overhead_us = fitted.per_seq_overhead_us;
+        c.tp_step_overhead_us = fitted.tp_step_overhead_us;
+        c.tp_per_seq_overhead_us = fitted.tp_per_seq_overhead_us;
         c.frontend_us = fitted.frontend_us;
         c.frontend_per_token_us = fitted.frontend_per_token_us;
     }

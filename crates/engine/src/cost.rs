@@ -233,6 +233,10 @@ impl CostModel {
             .as_ref()
             .map_or((0.0, 0.0), |x| (f64::from(x.experts), f64::from(x.experts_per_token)));
         let lm_params = m.embedding_params() as f64;
+        // What a TP group adds to the per-step and per-sequence CPU time (`1 + log2 TP`).
+        let tp_factor = if w.tp > 1 { 1.0 + tp.log2() } else { 0.0 };
+        let step_us = c.step_overhead_us + tp_factor * c.tp_step_overhead_us;
+        let per_seq_us = c.per_seq_overhead_us + tp_factor * c.tp_per_seq_overhead_us;
         Self {
             tp,
             half_flops: g.sustained_flops(ComputeClass::Half) * c.eta_gemm,
@@ -274,13 +278,13 @@ impl CostModel {
             ar_bytes_per_token: f64::from(m.hidden) * ACTIVATION_BYTES * bus_factor(w.tp),
             ar_link_bw: g.intra.bandwidth_gb_s * 1e9 * c.eta_link,
             ar_latency: allreduce_latency_us(w.tp, g.intra_switched, g.intra.latency_us, c) * 1e-6,
-            overhead: (c.step_overhead_us + layers * c.layer_overhead_us) * 1e-6,
-            step_cpu: c.step_overhead_us * 1e-6,
+            overhead: (step_us + layers * c.layer_overhead_us) * 1e-6,
+            step_cpu: step_us * 1e-6,
             async_scheduling: w.scheduler.async_scheduling,
             layer_overhead: layers * c.layer_overhead_us * 1e-6,
             piecewise: layers * c.piecewise_layer_us * 1e-6,
             full_decode: w.scheduler.full_decode_graphs,
-            per_seq: c.per_seq_overhead_us * 1e-6,
+            per_seq: per_seq_us * 1e-6,
             window: m.sliding_window.map(u64::from),
             eager_launch: layers * c.eager_layer_us * 1e-6,
             graph_max: (!w.scheduler.enforce_eager && w.scheduler.cuda_graph_max_batch > 0)
@@ -559,6 +563,33 @@ mod tests {
             1,
         ));
         assert_eq!(sglang.piecewise, 0.0);
+    }
+
+    /// vLLM V0's TP terms: `(1 + log2 TP)` × 1,658 µs a step and × 79.6 µs a sequence on top
+    /// of its 2,500 µs and 20 µs, none at TP 1 (family.rs, `V0_TP_STEP_US`).
+    #[test]
+    fn vllm_v0_tp_terms_scale_with_log2_tp() {
+        let mut b = BatchShape::default();
+        for _ in 0..2 {
+            b.add(1, 100, true, None);
+        }
+        let overhead = |tp: u32| {
+            let w = worker(&format!("engine: vllm-v0\nmodel: qwen3-32b\ngpu: h20\ntp: {tp}\n"), tp);
+            CostModel::new(&w).breakdown(&b).overhead
+        };
+        let layers = 64.0 * 10e-6;
+        close(overhead(1), 2500e-6 + layers + 2.0 * 20e-6);
+        close(
+            overhead(2),
+            (2500.0 + 2.0 * 1658.0) * 1e-6 + layers + 2.0 * (20.0 + 2.0 * 79.6) * 1e-6,
+        );
+        close(
+            overhead(8),
+            (2500.0 + 4.0 * 1658.0) * 1e-6 + layers + 2.0 * (20.0 + 4.0 * 79.6) * 1e-6,
+        );
+        // Another family has none.
+        let w = worker("engine: sglang\nmodel: qwen3-32b\ngpu: h20\ntp: 8\n", 8);
+        close(CostModel::new(&w).breakdown(&b).overhead, 400e-6 + layers + 2.0 * 20e-6);
     }
 
     /// Without a CUDA graph the GPU waits for launches when its work is shorter: a batch-1

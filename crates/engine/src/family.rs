@@ -23,7 +23,8 @@ pub enum EngineFamily {
     VllmV1,
     /// vLLM's V0 engine: prefill-first steps (a step is all prefill or all decode) without
     /// chunked prefill, prefix caching off, CUDA graphs of decode batches up to 256; its
-    /// Python scheduler and input preparation run between steps.
+    /// Python scheduler and input preparation run between steps, and at TP above 1 it hands
+    /// each step's inputs to the other ranks ([`V0_TP_STEP_US`]).
     VllmV0,
     /// SGLang: chunked prefill of 8,192 tokens (by GPU memory: 2,048–16,384), radix (prefix)
     /// cache on, prefill batches run apart from decode batches (`--enable-mixed-chunk` off),
@@ -166,10 +167,16 @@ impl EngineFamily {
         match self {
             EngineFamily::VllmV1 => c,
             // The V0 scheduler, input preparation and output processing run in Python between
-            // GPU steps; V1 moved them to a separate process overlapping the GPU.
-            EngineFamily::VllmV0 => {
-                Calibration { step_overhead_us: 2500.0, piecewise_layer_us: 0.0, ..c }
-            }
+            // GPU steps; V1 moved them to a separate process overlapping the GPU. With TP above
+            // 1 the driver also hands every step's inputs to the other ranks: the TP terms,
+            // from a published V0 latency sweep (`V0_TP_STEP_US`).
+            EngineFamily::VllmV0 => Calibration {
+                step_overhead_us: 2500.0,
+                tp_step_overhead_us: V0_TP_STEP_US,
+                tp_per_seq_overhead_us: V0_TP_PER_SEQ_US,
+                piecewise_layer_us: 0.0,
+                ..c
+            },
             // The overlap scheduler prepares step n + 1 while step n runs.
             EngineFamily::Sglang => {
                 Calibration { step_overhead_us: 400.0, piecewise_layer_us: 0.0, ..c }
@@ -222,6 +229,23 @@ impl EngineFamily {
         }
     }
 }
+
+/// vLLM V0's per-step CPU time with TP above 1, µs per unit of `1 + log2(TP)`
+/// ([`Calibration::tp_step_overhead_us`]), and per sequence ([`V0_TP_PER_SEQ_US`]). From
+/// vLLM issue 16300 (2025-04-09): vLLM 0.7.2 (V0), QwQ-32B in BF16 on A100 80 GB,
+/// `benchmark_latency` of 1 prompt token and 200 output tokens, batch 1 and 16 at TP 2, 4
+/// and 8: 27.50, 19.55 and 15.75 ms a step at batch 1, 30.35, 23.85 and 21.25 at batch 16.
+/// The model without these terms (the shipped calibration carried to V0) makes them 23.82,
+/// 14.02 and 9.14 ms and 24.57, 14.68 and 9.77: short by 140, 243 and 325 µs a sequence
+/// (the batch-16 gap less the batch-1 gap, over 15) and 3.5, 5.3 and 6.3 ms a step beside
+/// that, each growing about half its TP-2 figure at each doubling. Least squares over the
+/// three TPs of `x × (1 + log2 TP)`: 1,658 µs and 79.6 µs. The issue does
+/// not say how the A100s are linked (the a100 preset: NVSwitch); test
+/// `vllm_v0_reproduces_a_published_tp_latency_sweep`.
+pub const V0_TP_STEP_US: f64 = 1658.0;
+
+/// See [`V0_TP_STEP_US`].
+pub const V0_TP_PER_SEQ_US: f64 = 79.6;
 
 /// `(max_num_seqs, max_num_batched_tokens)` that vLLM V1's OpenAI API server takes on `gpu`
 /// when the command sets neither (`EngineArgs._set_default_args_v1`, later

@@ -55,14 +55,14 @@ pub const MEASURED_DENSE_SAME_ENGINE: MeasuredError = MeasuredError {
 };
 
 /// Dense models on another engine family than the fit's (TensorRT-LLM, SGLang, vLLM V0 and
-/// Dynamo 0.3's V0 workers; as of 2026-11-27, late): whose CPU times and kernel latencies the
-/// fit does not carry, so TPOT at low load is the widest.
+/// Dynamo 0.3's V0 workers; as of 2026-11-27, night, with vLLM V0's TP terms): whose CPU
+/// times and kernel latencies the fit does not carry, so TPOT at low load is the widest.
 pub const MEASURED_DENSE_OTHER_ENGINE: MeasuredError = MeasuredError {
     scope: "dense models on other engine families",
     tables: 17,
     cells: [216, 146, 146],
-    median: [46.2, 57.5, 19.7],
-    p80: [114.6, 59.5, 37.8],
+    median: [19.5, 27.2, 17.9],
+    p80: [39.1, 31.6, 32.4],
 };
 
 /// MoE models (gpt-oss, Qwen3-30B-A3B, Qwen3-235B-A22B, GLM-4.5-Air, GLM-4.6; as of
@@ -337,7 +337,7 @@ mod tests {
             "engine: sglang\nmodel: qwen3-8b\ngpu: h100\n{FIT}pd: {{prefill: {{workers: 1, tp: \
              1}}, decode: {{workers: 1, tp: 1}}}}\n"
         )));
-        assert_eq!((far.band_pct, far.ttft_band_pct), (57.5 + 40.0, 19.7 + 60.0));
+        assert_eq!((far.band_pct, far.ttft_band_pct), (27.2 + 40.0, 18.0 + 60.0));
         assert_eq!(
             far.calibration,
             "fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4 (carried: its efficiencies; \

@@ -53,6 +53,12 @@ pub struct Calibration {
     pub allreduce_us: Option<f64>,
     /// CPU time per sequence per step: input preparation, sampling, detokenisation (µs).
     pub per_seq_overhead_us: f64,
+    /// CPU time per step that a TP group above 1 adds, µs per unit of `1 + log2(TP)` (2, 3, 4
+    /// at TP 2, 4, 8; none at TP 1): the driver handing each step's inputs to the other ranks.
+    /// 0 but for `vllm-v0` (see [`crate::EngineFamily::calibration_defaults`]).
+    pub tp_step_overhead_us: f64,
+    /// The same per sequence in the step, µs per unit of `1 + log2(TP)`.
+    pub tp_per_seq_overhead_us: f64,
     /// CPU time to launch one layer's kernels when a step runs without a CUDA graph, µs: the
     /// GPU waits for the CPU when its kernels are shorter than their launches (small decode
     /// batches with `enforce_eager`, or batches above the largest captured size).
@@ -86,6 +92,8 @@ impl Default for Calibration {
             allreduce_hop_us: None,
             allreduce_us: None,
             per_seq_overhead_us: 20.0,
+            tp_step_overhead_us: 0.0,
+            tp_per_seq_overhead_us: 0.0,
             // About fifteen operators per layer at ~13 µs of PyTorch dispatch and launch each
             // (an estimate; fit it on an eager table).
             eager_layer_us: 200.0,
@@ -116,6 +124,8 @@ impl Calibration {
             ("calibration.layer_overhead_us", self.layer_overhead_us),
             ("calibration.piecewise_layer_us", self.piecewise_layer_us),
             ("calibration.per_seq_overhead_us", self.per_seq_overhead_us),
+            ("calibration.tp_step_overhead_us", self.tp_step_overhead_us),
+            ("calibration.tp_per_seq_overhead_us", self.tp_per_seq_overhead_us),
             ("calibration.eager_layer_us", self.eager_layer_us),
             ("calibration.frontend_us", self.frontend_us),
             ("calibration.frontend_per_token_us", self.frontend_per_token_us),

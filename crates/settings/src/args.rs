@@ -195,8 +195,8 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub leave_one_out: bool,
     /// Parameters to fit: eta_gemm, eta_attn, eta_moe, eta_mem, eta_link, step_overhead_us,
-    /// layer_overhead_us, piecewise_layer_us, per_seq_overhead_us, frontend_us, allreduce_base_us,
-    /// allreduce_hop_us [default: eta_gemm,layer_overhead_us,per_seq_overhead_us,frontend_us;
+    /// layer_overhead_us, piecewise_layer_us, per_seq_overhead_us, tp_step_overhead_us,
+    /// tp_per_seq_overhead_us, frontend_us, allreduce_base_us, allreduce_hop_us [default: eta_gemm,layer_overhead_us,per_seq_overhead_us,frontend_us;
     /// piecewise_layer_us in place of layer_overhead_us for an engine whose graphed steps are
     /// all piecewise CUDA graphs, vLLM V1 before 0.11].
     #[arg(long)]
