@@ -13,7 +13,7 @@ use serde_yaml_ng::Mapping;
 use servelab_engine::calibrate::{carry_calibration, pct_error};
 use servelab_engine::provenance::{
     measured_band, MeasuredError, MEASURED_DENSE_OTHER_ENGINE, MEASURED_DENSE_SAME_ENGINE,
-    MEASURED_MOE,
+    MEASURED_MOE, MEASURED_PD,
 };
 use servelab_engine::{load_engine_file, predict_point, EngineConfig, EngineFile, Scenario};
 use servelab_metrics::bootstrap::percentile_unsorted;
@@ -300,6 +300,8 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
     let mut summary = Vec::new();
     // Each table's rows under the provenance's measured band it falls in (`measured_band`).
     let mut by_kind: Vec<(&'static str, Vec<RowResult>)> = Vec::new();
+    // And, apart, the rows of each disaggregated table (`MEASURED_PD`).
+    let mut pd: Vec<Vec<RowResult>> = Vec::new();
     for (name, t) in tables() {
         assert!(!t.rows.is_empty(), "{name}: no rows");
         for m in &t.metrics {
@@ -340,6 +342,9 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         );
         summary.push((name, med));
         let same_engine = cfg.fitted_on.as_ref().is_some_and(|f| f.engine == cfg.engine);
+        if cfg.pd.is_some() {
+            pd.push(rows.clone());
+        }
         by_kind.push((measured_band(cfg.model.moe.is_some(), same_engine).scope, rows));
     }
     let cells: Vec<RowResult> = by_kind.iter().flat_map(|(_, r)| r.iter().copied()).collect();
@@ -381,12 +386,20 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         }
     }
     if every {
-        for stated in [MEASURED_DENSE_SAME_ENGINE, MEASURED_DENSE_OTHER_ENGINE, MEASURED_MOE] {
-            let kind: Vec<&[RowResult]> = by_kind
-                .iter()
-                .filter(|(scope, _)| *scope == stated.scope)
-                .map(|(_, r)| r.as_slice())
-                .collect();
+        let bands = [MEASURED_DENSE_SAME_ENGINE, MEASURED_DENSE_OTHER_ENGINE, MEASURED_MOE];
+        let mut kinds: Vec<(MeasuredError, Vec<&[RowResult]>)> = bands
+            .into_iter()
+            .map(|stated| {
+                let rows = by_kind
+                    .iter()
+                    .filter(|(scope, _)| *scope == stated.scope)
+                    .map(|(_, r)| r.as_slice())
+                    .collect();
+                (stated, rows)
+            })
+            .collect();
+        kinds.push((MEASURED_PD, pd.iter().map(Vec::as_slice).collect()));
+        for (stated, kind) in kinds {
             let got = measured(&kind, stated.scope);
             let name = stated.scope;
             eprintln!("{name}: {got:?}");
