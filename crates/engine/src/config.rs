@@ -372,6 +372,15 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
     let gpu = m.get("gpu").and_then(Value::as_str).and_then(|g| GpuSpec::preset(g).ok());
     let version = m.get("engine_version").and_then(Value::as_str).map(str::to_string);
     let version = version.as_deref();
+    if family.dynamo_with_v0_workers(version) {
+        return Err(EngineError::invalid(
+            "engine_version",
+            "Dynamo before 0.4 ran its own patch of vLLM 0.8.4 on the V0 engine, which `engine: \
+             dynamo` (vLLM V1 workers) does not model: write its workers as `engine: vllm-v0` \
+             with `engine_version: \"0.8.4\"` and `pd:` pools (as the tke-dynamo-* tables in \
+             crates/engine/testdata/public do), or give Dynamo 0.4 or later",
+        ));
+    }
     let mut sched = mapping_of(&family.scheduler_defaults_for(gpu.as_ref(), version))?;
     if family == EngineFamily::VllmV0 {
         v0_model_defaults(m, &mut sched);
@@ -989,6 +998,10 @@ scheduler:
                 "pd.decode.calibration.frontend_us: not read for decode workers",
             ),
             ("engine_version: 0.10\nmodel: qwen3-8b\ngpu: h100\n", "engine_version: write it quoted"),
+            (
+                "engine: dynamo\nengine_version: \"0.3.0\"\nmodel: qwen3-8b\ngpu: h100\n",
+                "engine_version: Dynamo before 0.4 ran its own patch of vLLM 0.8.4",
+            ),
             (
                 "model: qwen3-8b\ngpu: h100\nscheduler: {cuda_graph_size: 8}\n",
                 "unknown field `cuda_graph_size`",

@@ -215,6 +215,14 @@ impl EngineFamily {
         }
     }
 
+    /// Whether `version` of Dynamo ran its own patch of vLLM 0.8.4 on the V0 engine, which
+    /// this family (Dynamo in front of vLLM V1 workers) does not model: Dynamo 0.2.0 to 0.3.2
+    /// (`container/deps/vllm/vllm_v0.8.4-dynamo-kv-disagg-patch.patch`; 0.4.0 moved to an
+    /// unpatched vLLM 0.10 on V1). False for the other families and for an unreadable version.
+    pub fn dynamo_with_v0_workers(self, version: Option<&str>) -> bool {
+        self == EngineFamily::Dynamo && version.and_then(major_minor).is_some_and(|v| v < (0, 4))
+    }
+
     /// What the family fixes beyond its defaults.
     pub fn traits(self) -> FamilyTraits {
         FamilyTraits {
