@@ -89,9 +89,21 @@ fn gpu_as(name: &str) -> Option<String> {
     (name.starts_with("gpustack-") && name.ends_with("-random")).then_some(v)
 }
 
-fn config_named(name: &str, t: &Table) -> EngineConfig {
+/// `cfg` with the shipped calibration: `whole` as fitted, else carried by
+/// [`carry_calibration`]; and its `fitted_on`.
+fn with_shipped_calibration(mut cfg: EngineConfig, whole: bool) -> EngineConfig {
     let reference = load_engine_file(root().join(CALIBRATION_FILE)).unwrap();
     let fitted_on = reference.fitted_on.clone().expect("the shipped file says what it fits");
+    cfg.calibration = if whole {
+        reference.calibration
+    } else {
+        carry_calibration(&reference.calibration, &fitted_on, cfg.engine, &cfg.gpu.name)
+    };
+    cfg.fitted_on = Some(fitted_on);
+    cfg
+}
+
+fn config_named(name: &str, t: &Table) -> EngineConfig {
     let mut m = t.deployment.clone();
     m.insert("engine".into(), t.engine.clone().into());
     m.insert("engine_version".into(), t.engine_version.clone().into());
@@ -99,14 +111,7 @@ fn config_named(name: &str, t: &Table) -> EngineConfig {
         m.insert("gpu".into(), gpu.into());
     }
     let yaml = serde_yaml_ng::to_string(&m).unwrap();
-    let mut cfg = EngineFile::parse(&yaml).unwrap().build(None).unwrap();
-    cfg.calibration = if whole() {
-        reference.calibration
-    } else {
-        carry_calibration(&reference.calibration, &fitted_on, cfg.engine, &cfg.gpu.name)
-    };
-    cfg.fitted_on = Some(fitted_on);
-    cfg
+    with_shipped_calibration(EngineFile::parse(&yaml).unwrap().build(None).unwrap(), whole())
 }
 
 fn config(t: &Table) -> EngineConfig {
@@ -298,10 +303,9 @@ const QUICK_TOKENS: usize = 2_000_000;
 #[allow(clippy::print_stderr)]
 fn check(pick: impl Fn(&Table) -> bool, every: bool) {
     let mut summary = Vec::new();
-    // Each table's rows under the provenance's measured band it falls in (`measured_band`).
-    let mut by_kind: Vec<(&'static str, Vec<RowResult>)> = Vec::new();
-    // And, apart, the rows of each disaggregated table (`MEASURED_PD`).
-    let mut pd: Vec<Vec<RowResult>> = Vec::new();
+    // Each table's rows under the provenance's measured bands it falls in (`measured_band`,
+    // and `MEASURED_PD` for a disaggregated one).
+    let mut by_kind: Vec<(Vec<&'static str>, Vec<RowResult>)> = Vec::new();
     for (name, t) in tables() {
         assert!(!t.rows.is_empty(), "{name}: no rows");
         for m in &t.metrics {
@@ -342,10 +346,11 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         );
         summary.push((name, med));
         let same_engine = cfg.fitted_on.as_ref().is_some_and(|f| f.engine == cfg.engine);
+        let mut scopes = vec![measured_band(cfg.model.moe.is_some(), same_engine).scope];
         if cfg.pd.is_some() {
-            pd.push(rows.clone());
+            scopes.push(MEASURED_PD.scope);
         }
-        by_kind.push((measured_band(cfg.model.moe.is_some(), same_engine).scope, rows));
+        by_kind.push((scopes, rows));
     }
     let cells: Vec<RowResult> = by_kind.iter().flat_map(|(_, r)| r.iter().copied()).collect();
     let all = medians(&cells);
@@ -386,20 +391,14 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         }
     }
     if every {
-        let bands = [MEASURED_DENSE_SAME_ENGINE, MEASURED_DENSE_OTHER_ENGINE, MEASURED_MOE];
-        let mut kinds: Vec<(MeasuredError, Vec<&[RowResult]>)> = bands
-            .into_iter()
-            .map(|stated| {
-                let rows = by_kind
-                    .iter()
-                    .filter(|(scope, _)| *scope == stated.scope)
-                    .map(|(_, r)| r.as_slice())
-                    .collect();
-                (stated, rows)
-            })
-            .collect();
-        kinds.push((MEASURED_PD, pd.iter().map(Vec::as_slice).collect()));
-        for (stated, kind) in kinds {
+        let bands =
+            [MEASURED_DENSE_SAME_ENGINE, MEASURED_DENSE_OTHER_ENGINE, MEASURED_MOE, MEASURED_PD];
+        for stated in bands {
+            let kind: Vec<&[RowResult]> = by_kind
+                .iter()
+                .filter(|(scopes, _)| scopes.contains(&stated.scope))
+                .map(|(_, r)| r.as_slice())
+                .collect();
             let got = measured(&kind, stated.scope);
             let name = stated.scope;
             eprintln!("{name}: {got:?}");
@@ -518,8 +517,6 @@ fn fitted_cross_check() {
 /// 9.14 at TP 8 against 15.75).
 #[test]
 fn vllm_v0_reproduces_a_published_tp_latency_sweep() {
-    let reference = load_engine_file(root().join(CALIBRATION_FILE)).unwrap();
-    let fitted_on = reference.fitted_on.clone().unwrap();
     let qwq =
         std::fs::read_to_string(root().join("crates/engine/testdata/qwq-32b-config.json")).unwrap();
     // (TP, batch, measured seconds for the batch)
@@ -530,9 +527,8 @@ fn vllm_v0_reproduces_a_published_tp_latency_sweep() {
             "engine: vllm-v0\nengine_version: \"0.7.2\"\nmodel_config: qwq-32b-config.json\n\
              gpu: a100\ntp: {tp}\n"
         );
-        let mut cfg = EngineFile::parse(&yaml).unwrap().build(Some(&qwq)).unwrap();
-        cfg.calibration =
-            carry_calibration(&reference.calibration, &fitted_on, cfg.engine, &cfg.gpu.name);
+        let cfg = EngineFile::parse(&yaml).unwrap().build(Some(&qwq)).unwrap();
+        let cfg = with_shipped_calibration(cfg, false);
         let p = predict_point(&cfg, Scenario { isl: 1, osl: 200 }, batch, batch as usize).unwrap();
         let predicted = p.mean_e2e_ms / 1000.0;
         let err = pct_error(seconds, predicted);
