@@ -372,18 +372,15 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
     let gpu = m.get("gpu").and_then(Value::as_str).and_then(|g| GpuSpec::preset(g).ok());
     let version = m.get("engine_version").and_then(Value::as_str).map(str::to_string);
     let version = version.as_deref();
-    if family.dynamo_with_v0_workers(version) {
-        return Err(EngineError::invalid(
-            "engine_version",
-            "Dynamo before 0.4 ran its own patch of vLLM 0.8.4 on the V0 engine, which `engine: \
-             dynamo` (vLLM V1 workers) does not model: write its workers as `engine: vllm-v0` \
-             with `engine_version: \"0.8.4\"` and `pd:` pools (as the tke-dynamo-* tables in \
-             crates/engine/testdata/public do), or give Dynamo 0.4 or later",
-        ));
+    // Dynamo before 0.4 ran vLLM V0 workers: its own family, named in what the file says.
+    let family = family.at_version(version);
+    if family == EngineFamily::DynamoV0 {
+        m.insert("engine".into(), Value::from(family.name()));
+        dynamo_v0_checks(m)?;
     }
     let mut sched = mapping_of(&family.scheduler_defaults_for(gpu.as_ref(), version))?;
-    if family == EngineFamily::VllmV0 {
-        v0_model_defaults(m, &mut sched);
+    if matches!(family, EngineFamily::VllmV0 | EngineFamily::DynamoV0) {
+        v0_model_defaults(m, &mut sched, family == EngineFamily::DynamoV0);
     }
     let mut calib = mapping_of(&family.calibration_defaults())?;
     let given_top: Mapping = match m.get("scheduler") {
@@ -429,6 +426,15 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
             }
             if states_its_cap(&own) {
                 own.insert("max_num_seqs_from_kv".into(), Value::from(false));
+            }
+            if family == EngineFamily::DynamoV0 && pool == "prefill" {
+                // PrefillWorker.prefill_queue_handler dequeues one request and runs it to its
+                // one token before the next; prefill_worker.py sets enforce_eager.
+                for (k, v) in [("max_num_seqs", Value::from(1)), ("enforce_eager", true.into())] {
+                    if !own.contains_key(k) {
+                        own.insert(k.into(), v);
+                    }
+                }
             }
             if !own.is_empty() || sglang_gpu.is_some() {
                 let mut pool = overlay(&sched, &own);
@@ -479,8 +485,9 @@ fn sglang_memory(
 /// prompt chunks; without it a prompt is scheduled whole and the budget is max(max_model_len,
 /// 2,048). The context is the file's `max_model_len`, else the preset model's
 /// `max_position_embeddings` (a `model_config` file is not read here: give `max_model_len`).
-/// Keys the file sets win over these, as over every default.
-fn v0_model_defaults(m: &Mapping, sched: &mut Mapping) {
+/// Keys the file sets win over these, as over every default. Dynamo's V0 workers (`no_chunk`)
+/// turn chunked prefill off whatever the context.
+fn v0_model_defaults(m: &Mapping, sched: &mut Mapping, no_chunk: bool) {
     let given = m.get("scheduler").and_then(Value::as_mapping);
     let model = m.get("model").and_then(Value::as_str).and_then(|n| ModelSpec::preset(n).ok());
     let len = given
@@ -490,12 +497,43 @@ fn v0_model_defaults(m: &Mapping, sched: &mut Mapping) {
     let Some(len) = len else { return };
     let chunked = match given.and_then(|s| s.get("chunked_prefill")).and_then(Value::as_bool) {
         Some(c) => c,
-        None => len > 32_768 && model.as_ref().is_none_or(|m| m.sliding_window.is_none()),
+        None => {
+            !no_chunk && len > 32_768 && model.as_ref().is_none_or(|m| m.sliding_window.is_none())
+        }
     };
     let budget = if chunked { 2048 } else { len.max(2048) };
     sched.insert("chunked_prefill".into(), Value::from(chunked));
     sched.insert("mixed_batches".into(), Value::from(chunked));
     sched.insert("max_num_batched_tokens".into(), Value::from(budget));
+}
+
+/// What Dynamo 0.1-0.3 refuses or forces: its patch raises an error when remote prefill meets
+/// chunked prefill, and `worker.py` / `prefill_worker.py` set `enable_chunked_prefill =
+/// False` whatever the command says, so a file that asks for it is told so.
+fn dynamo_v0_checks(m: &Mapping) -> Result<()> {
+    let asks = |s: Option<&Value>| {
+        s.and_then(Value::as_mapping)
+            .and_then(|s| s.get("chunked_prefill"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    let pd = m.get("pd").and_then(Value::as_mapping);
+    let pools = ["prefill", "decode"].map(|p| pd.and_then(|pd| pd.get(p)));
+    let in_pool = pools.iter().any(|p| {
+        p.and_then(Value::as_mapping).is_some_and(|p| {
+            asks(p.get("scheduler"))
+                || p.get("chunked_prefill").and_then(Value::as_bool) == Some(true)
+        })
+    });
+    if asks(m.get("scheduler")) || in_pool {
+        return Err(EngineError::invalid(
+            "scheduler.chunked_prefill",
+            "Dynamo before 0.4 runs its vLLM V0 workers without chunked prefill (its workers \
+             turn it off, and its patch refuses it with remote prefill): leave it out or set it \
+             false",
+        ));
+    }
+    Ok(())
 }
 
 /// Whether the scheduler keys `given` state a running cap (`max_num_seqs`, SGLang's
@@ -643,8 +681,13 @@ impl WorkerSpec {
         let inter = self.token_intermediate();
         let t = f64::from(self.scheduler.max_num_batched_tokens);
         let seqs = f64::from(self.scheduler.max_num_seqs);
-        if matches!(self.engine, EngineFamily::VllmV1 | EngineFamily::VllmV0 | EngineFamily::Dynamo)
-        {
+        if matches!(
+            self.engine,
+            EngineFamily::VllmV1
+                | EngineFamily::VllmV0
+                | EngineFamily::Dynamo
+                | EngineFamily::DynamoV0
+        ) {
             return vllm_profile_reserve_bytes(
                 t,
                 seqs,
@@ -999,8 +1042,12 @@ scheduler:
             ),
             ("engine_version: 0.10\nmodel: qwen3-8b\ngpu: h100\n", "engine_version: write it quoted"),
             (
-                "engine: dynamo\nengine_version: \"0.3.0\"\nmodel: qwen3-8b\ngpu: h100\n",
-                "engine_version: Dynamo before 0.4 ran its own patch of vLLM 0.8.4",
+                "engine: dynamo\nengine_version: \"0.3.0\"\nmodel: qwen3-8b\ngpu: h100\nscheduler: {chunked_prefill: true}\n",
+                "scheduler.chunked_prefill: Dynamo before 0.4 runs its vLLM V0 workers without",
+            ),
+            (
+                "engine: dynamo-v0\nmodel: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1, chunked_prefill: true}, decode: {workers: 1, tp: 1}}\n",
+                "scheduler.chunked_prefill: Dynamo before 0.4",
             ),
             (
                 "model: qwen3-8b\ngpu: h100\nscheduler: {cuda_graph_size: 8}\n",
@@ -1011,6 +1058,38 @@ scheduler:
             let e = EngineFile::parse(yaml).and_then(|f| f.build(None)).unwrap_err().to_string();
             assert!(e.contains(want), "{yaml}: {e}");
         }
+    }
+
+    /// Dynamo before 0.4 is its V0 family whichever name the file uses: V0's scheduler and CPU
+    /// times, chunked prefill off even where V0 would turn it on (a 40,960-token context),
+    /// prefill workers one prompt at a time in eager mode unless the file says otherwise, the
+    /// decode workers untouched; Dynamo 0.4 stays `dynamo`.
+    #[test]
+    fn dynamo_before_0_4_runs_v0_workers() {
+        let pd = "pd: {prefill: {workers: 4, tp: 1}, decode: {workers: 1, tp: 4}}\n";
+        for head in ["engine: dynamo\nengine_version: \"0.3.0\"\n", "engine: dynamo-v0\n"] {
+            let yaml = format!("{head}model: qwen3-8b\ngpu: h100\n{pd}");
+            let c = EngineFile::parse(&yaml).unwrap().build(None).unwrap();
+            assert_eq!(c.engine, EngineFamily::DynamoV0, "{yaml}");
+            assert!(!c.scheduler.chunked_prefill && !c.scheduler.mixed_batches);
+            assert_eq!(c.scheduler.max_num_batched_tokens, 40_960);
+            assert_eq!(c.calibration.tp_step_overhead_us, crate::family::V0_TP_STEP_US);
+            let p = c.pd.as_ref().unwrap();
+            let (prefill, decode) = (c.pool_worker(&p.prefill), c.pool_worker(&p.decode));
+            assert_eq!(
+                (prefill.scheduler.max_num_seqs, prefill.scheduler.enforce_eager),
+                (1, true)
+            );
+            assert_eq!(decode.scheduler, c.scheduler);
+        }
+        let own = "engine: dynamo\nengine_version: \"0.3.2\"\nmodel: qwen3-8b\ngpu: h100\npd: \
+                   {prefill: {workers: 1, tp: 1, scheduler: {max_num_seqs: 2}}, decode: {workers: \
+                   1, tp: 1}}\n";
+        let c = EngineFile::parse(own).unwrap().build(None).unwrap();
+        assert_eq!(c.pool_worker(&c.pd.as_ref().unwrap().prefill).scheduler.max_num_seqs, 2);
+        let v04 = "engine: dynamo\nengine_version: \"0.4.0\"\nmodel: qwen3-8b\ngpu: h100\n";
+        let c = EngineFile::parse(v04).unwrap().build(None).unwrap();
+        assert_eq!(c.engine, EngineFamily::Dynamo);
     }
 
     #[test]

@@ -35,8 +35,16 @@ pub enum EngineFamily {
     /// requests, `max_num_tokens` 8,192, `max_batch_size` 2,048, chunked context off, KV
     /// block reuse on, a C++ runtime.
     Trtllm,
-    /// NVIDIA Dynamo's Rust frontend and router in front of vLLM V1 workers.
+    /// NVIDIA Dynamo's Rust frontend and router in front of vLLM V1 workers (Dynamo 0.4 and
+    /// later).
     Dynamo,
+    /// NVIDIA Dynamo 0.1 to 0.3: its Python Processor (tokenises once) in front of its own
+    /// patch of vLLM on the V0 engine (0.7.2 in Dynamo 0.1, 0.8.4 in 0.2 to 0.3.2): V0's
+    /// steps and CPU times, chunked prefill off (the patch refuses it with remote prefill),
+    /// prefill workers taking one prompt at a time from a shared queue in eager mode, and a
+    /// finished remote prefill joining the decode worker's next decode step. `engine: dynamo`
+    /// with an `engine_version` below 0.4 is this family.
+    DynamoV0,
 }
 
 /// What a family fixes beyond its scheduler defaults.
@@ -72,12 +80,13 @@ pub struct FamilyTraits {
 
 impl EngineFamily {
     /// Every family, in the order the docs list them.
-    pub const ALL: [EngineFamily; 5] = [
+    pub const ALL: [EngineFamily; 6] = [
         EngineFamily::VllmV1,
         EngineFamily::VllmV0,
         EngineFamily::Sglang,
         EngineFamily::Trtllm,
         EngineFamily::Dynamo,
+        EngineFamily::DynamoV0,
     ];
 
     /// The name an engine file uses (`vllm-v1`, ...).
@@ -88,6 +97,7 @@ impl EngineFamily {
             EngineFamily::Sglang => "sglang",
             EngineFamily::Trtllm => "trtllm",
             EngineFamily::Dynamo => "dynamo",
+            EngineFamily::DynamoV0 => "dynamo-v0",
         }
     }
 
@@ -96,7 +106,7 @@ impl EngineFamily {
         let v1 = SchedulerConfig::default();
         match self {
             EngineFamily::VllmV1 | EngineFamily::Dynamo => v1,
-            EngineFamily::VllmV0 => SchedulerConfig {
+            EngineFamily::VllmV0 | EngineFamily::DynamoV0 => SchedulerConfig {
                 chunked_prefill: false,
                 prefix_caching: false,
                 mixed_batches: false,
@@ -155,7 +165,7 @@ impl EngineFamily {
                     _ => 16384,
                 };
             }
-            EngineFamily::VllmV0 | EngineFamily::Trtllm => {}
+            EngineFamily::VllmV0 | EngineFamily::Trtllm | EngineFamily::DynamoV0 => {}
         }
         s
     }
@@ -170,7 +180,9 @@ impl EngineFamily {
             // GPU steps; V1 moved them to a separate process overlapping the GPU. With TP above
             // 1 the driver also hands every step's inputs to the other ranks: the TP terms,
             // from a published V0 latency sweep (`V0_TP_STEP_US`).
-            EngineFamily::VllmV0 => Calibration {
+            // Dynamo 0.1-0.3's workers are this V0 (its Python Processor: the default API
+            // server time).
+            EngineFamily::VllmV0 | EngineFamily::DynamoV0 => Calibration {
                 step_overhead_us: 2500.0,
                 tp_step_overhead_us: V0_TP_STEP_US,
                 tp_per_seq_overhead_us: V0_TP_PER_SEQ_US,
@@ -215,12 +227,23 @@ impl EngineFamily {
         }
     }
 
-    /// Whether `version` of Dynamo ran its own patch of vLLM 0.8.4 on the V0 engine, which
-    /// this family (Dynamo in front of vLLM V1 workers) does not model: Dynamo 0.2.0 to 0.3.2
-    /// (`container/deps/vllm/vllm_v0.8.4-dynamo-kv-disagg-patch.patch`; 0.4.0 moved to an
-    /// unpatched vLLM 0.10 on V1). False for the other families and for an unreadable version.
+    /// Whether `version` of Dynamo ran its own patch of vLLM on the V0 engine: Dynamo 0.1.0 to
+    /// 0.3.2 (`container/deps/vllm/vllm_v0.7.2-dynamo-kv-disagg-patch.patch`, then
+    /// `vllm_v0.8.4-…` from 0.2.0; 0.4.0 moved to an unpatched vLLM 0.10 on V1), which
+    /// [`EngineFamily::DynamoV0`] models. False for the other families and for an unreadable
+    /// version.
     pub fn dynamo_with_v0_workers(self, version: Option<&str>) -> bool {
         self == EngineFamily::Dynamo && version.and_then(major_minor).is_some_and(|v| v < (0, 4))
+    }
+
+    /// The family an engine file at `version` is: [`EngineFamily::DynamoV0`] for `dynamo`
+    /// before 0.4 ([`Self::dynamo_with_v0_workers`]), itself otherwise.
+    pub fn at_version(self, version: Option<&str>) -> EngineFamily {
+        if self.dynamo_with_v0_workers(version) {
+            EngineFamily::DynamoV0
+        } else {
+            self
+        }
     }
 
     /// What the family fixes beyond its defaults.
@@ -230,6 +253,8 @@ impl EngineFamily {
             reserve_full_kv: matches!(self, EngineFamily::Trtllm),
             kv_fraction_of_free_memory: matches!(self, EngineFamily::Trtllm),
             fraction_holds_weights_and_kv: matches!(self, EngineFamily::Sglang),
+            // Dynamo 0.1-0.3: the decode worker takes the request first and queues its prompt
+            // for the prefill workers.
             pd_decode_server_after_prefill: matches!(
                 self,
                 EngineFamily::VllmV1 | EngineFamily::VllmV0 | EngineFamily::Trtllm

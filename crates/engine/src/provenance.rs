@@ -53,14 +53,15 @@ pub const MEASURED_DENSE_SAME_ENGINE: MeasuredError = MeasuredError {
 };
 
 /// Dense models on another engine family than the fit's (TensorRT-LLM, SGLang, vLLM V0 and
-/// Dynamo 0.3's V0 workers; as of 2026-11-27, night, with vLLM V0's TP terms): whose CPU
-/// times and kernel latencies the fit does not carry, so TPOT at low load is the widest.
+/// Dynamo 0.1-0.3 on V0 workers; as of 2026-11-28, with the `dynamo-v0` family and Dynamo
+/// issue 402's table): whose CPU times and kernel latencies the fit does not carry, so TPOT
+/// at low load is the widest.
 pub const MEASURED_DENSE_OTHER_ENGINE: MeasuredError = MeasuredError {
     scope: "dense models on other engine families",
-    tables: 17,
-    cells: [216, 146, 146],
-    median: [19.5, 27.2, 17.9],
-    p80: [39.1, 31.6, 32.4],
+    tables: 18,
+    cells: [217, 147, 147],
+    median: [19.5, 28.9, 19.7],
+    p80: [39.6, 33.3, 33.4],
 };
 
 /// MoE models (gpt-oss, Qwen3-30B-A3B, Qwen3-235B-A22B, GLM-4.5-Air, GLM-4.6; as of
@@ -75,16 +76,17 @@ pub const MEASURED_MOE: MeasuredError = MeasuredError {
     p80: [45.0, 50.8, 39.5],
 };
 
-/// Disaggregated (P/D) deployments, every engine family (as of 2026-11-27, night: Mooncake's
-/// vLLM 0.11.2 run, TTFT only, and Dynamo 0.3.0's three layouts on the reference page).
-/// Until then a judged 40 points (60 on TTFT) were added, from issue 24's 36–48 % at filing,
-/// when no public table was disaggregated.
+/// Disaggregated (P/D) deployments, every engine family (as of 2026-11-28: Mooncake's vLLM
+/// 0.11.2 run, TTFT only, Dynamo 0.3.0's three layouts on the reference page and Dynamo
+/// 0.1.1's 4 × TP 1 + TP 4 run in its issue 402). Until 2026-11-27, night, a judged 40
+/// points (60 on TTFT) were added, from issue 24's 36–48 % at filing, when no public table was
+/// disaggregated.
 pub const MEASURED_PD: MeasuredError = MeasuredError {
     scope: "disaggregated (P/D) deployments",
-    tables: 4,
-    cells: [96, 96, 105],
-    median: [29.2, 28.3, 20.2],
-    p80: [46.4, 31.6, 32.9],
+    tables: 5,
+    cells: [97, 97, 106],
+    median: [33.1, 31.0, 22.0],
+    p80: [46.0, 32.7, 35.4],
 };
 
 /// The measured band of a kind of model (`moe`) on the fit's engine family (`same_engine`) or
@@ -330,8 +332,8 @@ mod tests {
              pd: {{prefill: {{workers: 2, tp: 4}}, decode: {{workers: 1, tp: 4}}}}\n"
         )));
         assert_eq!(p.outside, ["P/D, fitted aggregated"]);
-        // The disaggregated tables' medians: 29.2 on throughput, 20.2 on TTFT.
-        assert_eq!((p.band_pct, p.ttft_band_pct), (29.2, 20.2));
+        // The disaggregated tables' medians: 33.1 on throughput, 22.0 on TTFT.
+        assert_eq!((p.band_pct, p.ttft_band_pct), (33.1, 22.0));
         assert_eq!(p.measured, Some(MEASURED_PD));
         let also_tp = provenance(&cfg(&format!(
             "engine: vllm-v1\nengine_version: 0.10.1\nmodel: qwen3-32b\ngpu: h20\n{FIT}\
@@ -342,7 +344,7 @@ mod tests {
             ["version 0.10.1 ≠ 0.9.0.1", "TP2 ≠ TP4", "P/D, fitted aggregated"]
         );
         // The wider of the two measured bands sets the figure and is named; TTFT's from both.
-        assert_eq!((also_tp.band_pct, also_tp.ttft_band_pct), (29.2, 43.9));
+        assert_eq!((also_tp.band_pct, also_tp.ttft_band_pct), (33.1, 43.9));
         assert_eq!(also_tp.measured, Some(MEASURED_PD));
     }
 
@@ -355,7 +357,7 @@ mod tests {
             "engine: sglang\nmodel: qwen3-8b\ngpu: h100\n{FIT}pd: {{prefill: {{workers: 1, tp: \
              1}}, decode: {{workers: 1, tp: 1}}}}\n"
         )));
-        assert_eq!((far.band_pct, far.ttft_band_pct), (29.2, 20.2));
+        assert_eq!((far.band_pct, far.ttft_band_pct), (33.1, 22.0));
         assert_eq!(
             far.calibration,
             "fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4 (carried: its efficiencies; \

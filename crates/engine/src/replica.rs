@@ -394,10 +394,16 @@ impl Worker {
         budget
     }
 
-    /// Admits waiting requests in FIFO order.
-    fn schedule_waiting(&mut self, mut budget: u32) {
+    /// Admits waiting requests in FIFO order: those of `phase` (a request whose KV arrived from a
+    /// prefill worker, one token left, is a decode; [`Phase::All`] takes both).
+    fn schedule_waiting(&mut self, mut budget: u32, phase: Phase) {
         while let Some(&slot) = self.waiting.front() {
             if self.running.len() >= self.max_seqs || budget == 0 {
+                break;
+            }
+            let r = self.req(slot);
+            let delivered = r.computed > 0 && r.len - r.computed == 1;
+            if (phase == Phase::Prefill && delivered) || (phase == Phase::Decode && !delivered) {
                 break;
             }
             // The rest came after this step was chosen: FIFO stops here.
@@ -497,17 +503,23 @@ impl Worker {
         if self.mixed {
             let budget = self.schedule_running(out, Phase::All);
             if out.preempted.is_empty() {
-                self.schedule_waiting(budget);
+                self.schedule_waiting(budget, Phase::All);
             }
         } else {
             // Prefill-first (vLLM V0, SGLang): prompts (continued chunks, then admissions)
-            // get a step of their own; decodes run when no prompt work can be scheduled.
+            // get a step of their own; decodes run when no prompt work can be scheduled. A
+            // request whose KV a prefill worker sent joins the decodes (Dynamo 0.1-0.3's patch
+            // puts it at the front of V0's running queue as a decode; SGLang's decode server
+            // merges it into the running batch), not a step of its own.
             let budget = self.schedule_running(out, Phase::Prefill);
             if out.preempted.is_empty() {
-                self.schedule_waiting(budget);
+                self.schedule_waiting(budget, Phase::Prefill);
             }
             if self.scratch.is_empty() {
-                self.schedule_running(out, Phase::Decode);
+                let budget = self.schedule_running(out, Phase::Decode);
+                if out.preempted.is_empty() {
+                    self.schedule_waiting(budget, Phase::Decode);
+                }
             }
         }
     }
@@ -656,6 +668,27 @@ mod tests {
         v1.step().unwrap();
         v1.add(2, 5, 2, (&[], 0), 0).unwrap();
         assert_eq!(batch(&v1.step().unwrap()), vec![(1, 1), (2, 5)]);
+    }
+
+    /// P/D on a prefill-first engine: a request whose KV arrived from a prefill worker (all
+    /// but its last prompt token computed) joins the running decodes in one step, as Dynamo
+    /// 0.1-0.3's patch and SGLang's decode server take it, not a step of its own; a new prompt
+    /// still gets its own step first.
+    #[test]
+    fn a_transferred_request_joins_the_decodes() {
+        let yaml = "engine: dynamo-v0\nmodel: qwen3-8b\ngpu: h100\nscheduler: \
+                    {num_gpu_blocks: 100, block_size: 4}\n";
+        let cfg = EngineFile::parse(yaml).unwrap().build(None).unwrap();
+        let mut w = Worker::new(&cfg.worker(1), 100, 0);
+        w.add(1, 6, 3, (&[], 0), 5).unwrap();
+        let first = w.step().unwrap();
+        assert_eq!((batch(&first), first.first_token.clone()), (vec![(1, 1)], vec![1]));
+        w.add(2, 9, 2, (&[], 0), 8).unwrap();
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 1), (2, 1)], "one decode step");
+        w.add(3, 5, 2, (&[], 0), 0).unwrap();
+        w.add(4, 7, 2, (&[], 0), 6).unwrap();
+        assert_eq!(batch(&w.step().unwrap()), vec![(3, 5)], "a prompt first, alone");
+        assert_eq!(batch(&w.step().unwrap()), vec![(1, 1), (2, 1), (3, 1), (4, 1)]);
     }
 
     /// Without chunked prefill, B (prompt 5) does not fit the 2 tokens left after A's 6 and
