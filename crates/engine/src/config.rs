@@ -377,6 +377,11 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
     if family == EngineFamily::DynamoV0 {
         m.insert("engine".into(), Value::from(family.name()));
         dynamo_v0_checks(m)?;
+        // Its prefill workers pull from one shared queue, each taking the next prompt when it
+        // is free: the least-loaded worker stands for that unless the file routes otherwise.
+        if m.contains_key("pd") && !m.contains_key("router") {
+            m.insert("router".into(), Value::from("least-loaded"));
+        }
     }
     let mut sched = mapping_of(&family.scheduler_defaults_for(gpu.as_ref(), version))?;
     if matches!(family, EngineFamily::VllmV0 | EngineFamily::DynamoV0) {
@@ -1081,12 +1086,15 @@ scheduler:
                 (1, true)
             );
             assert_eq!(decode.scheduler, c.scheduler);
+            assert_eq!(c.router, Router::LeastLoaded);
         }
         let own = "engine: dynamo\nengine_version: \"0.3.2\"\nmodel: qwen3-8b\ngpu: h100\npd: \
                    {prefill: {workers: 1, tp: 1, scheduler: {max_num_seqs: 2}}, decode: {workers: \
                    1, tp: 1}}\n";
-        let c = EngineFile::parse(own).unwrap().build(None).unwrap();
+        let own = format!("{own}router: random\n");
+        let c = EngineFile::parse(&own).unwrap().build(None).unwrap();
         assert_eq!(c.pool_worker(&c.pd.as_ref().unwrap().prefill).scheduler.max_num_seqs, 2);
+        assert_eq!(c.router, Router::Random, "a router the file names");
         let v04 = "engine: dynamo\nengine_version: \"0.4.0\"\nmodel: qwen3-8b\ngpu: h100\n";
         let c = EngineFile::parse(v04).unwrap().build(None).unwrap();
         assert_eq!(c.engine, EngineFamily::Dynamo);
