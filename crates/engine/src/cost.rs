@@ -386,6 +386,12 @@ impl CostModel {
         self.graph_max.is_some_and(|max| b.tokens <= max && (decode_only || self.graph_mixed))
     }
 
+    /// A step that schedules and runs nothing on the GPU: the per-step CPU time alone (a
+    /// V0 step that only admits remote prefills), ns (at least 1).
+    pub fn cpu_step_ns(&self) -> u64 {
+        ((self.step_cpu * 1e9).round() as u64).max(1)
+    }
+
     /// The step's duration in ns (at least 1).
     pub fn step_ns(&self, b: &BatchShape) -> u64 {
         let s = self.breakdown(b).total();

@@ -175,6 +175,14 @@ pub struct Engine {
     frontend: BinaryHeap<Reverse<(u64, u64, usize, RequestId)>>,
     /// Shapes of requests in an API server.
     queued: HashMap<RequestId, RequestShape>,
+    /// P/D where the decode worker takes a request first
+    /// ([`crate::family::FamilyTraits::pd_decode_admits_first`]).
+    decode_first: bool,
+    /// Shapes of requests waiting on their decode worker to be admitted for the prefill.
+    awaiting: HashMap<RequestId, RequestShape>,
+    /// The decode worker each of those requests belongs to, until its KV leaves the prefill
+    /// worker.
+    home: HashMap<RequestId, usize>,
     frontend_ns: (f64, f64),
     generation_tokens: u64,
 }
@@ -251,6 +259,9 @@ impl Engine {
             parked: HashMap::new(),
             frontend: BinaryHeap::new(),
             queued: HashMap::new(),
+            decode_first: cfg.pd.is_some() && cfg.engine.traits().pd_decode_admits_first,
+            awaiting: HashMap::new(),
+            home: HashMap::new(),
             frontend_ns: (entry.frontend_us * 1e3, entry.frontend_per_token_us * 1e3),
             generation_tokens: 0,
         })
@@ -283,7 +294,7 @@ impl Engine {
     /// at a time) and then waits for the scheduler. Rejected at once (with the reason) if it
     /// could never run.
     pub fn add_request(&mut self, id: RequestId, shape: RequestShape, now_ns: u64) -> Result<()> {
-        let role = if self.transfer.is_some() { Role::Prefill } else { Role::Both };
+        let role = if self.transfer.is_none() { Role::Both } else { Role::Prefill };
         let check = |role: Role, output: u32| -> Result<()> {
             match self.slots.iter().find(|s| s.role == role) {
                 Some(s) => s
@@ -299,7 +310,9 @@ impl Engine {
         } else {
             check(Role::Both, shape.output_tokens)?;
         }
-        let w = self.route(role, now_ns);
+        // Where the decode worker takes it first, its API server (the Processor) is the entry.
+        let entry = if self.decode_first { Role::Decode } else { role };
+        let w = self.route(entry, now_ns);
         let ready = self.slots[w].enter_api_server(now_ns, shape.prompt_tokens, self.frontend_ns);
         self.seq += 1;
         self.frontend.push(Reverse((ready, self.seq, w, id)));
@@ -317,6 +330,13 @@ impl Engine {
             let Some(shape) = self.queued.remove(&id) else { continue };
             let slot = &mut self.slots[w];
             slot.in_frontend -= 1;
+            if slot.role == Role::Decode {
+                // Only where the decode worker takes requests first: admitted for the prefill.
+                slot.worker.admit_remote(id, shape.prompt_tokens);
+                self.awaiting.insert(id, shape);
+                self.home.insert(id, w);
+                continue;
+            }
             let output = if slot.role == Role::Prefill { 1 } else { shape.output_tokens };
             slot.queue(t, id, &shape, output, 0);
             if slot.role == Role::Prefill {
@@ -374,6 +394,18 @@ impl Engine {
                     self.hand_off(id, end);
                     out.handed_off.push(id);
                 }
+            } else if !ws.admitted.is_empty() {
+                // Admitted for a remote prefill: the prompts join the prefill queue at the
+                // step's end; they count on this worker until their KV arrives.
+                for id in ws.admitted {
+                    let Some(shape) = self.awaiting.remove(&id) else { continue };
+                    self.slots[i].in_frontend += 1;
+                    let p = self.route(Role::Prefill, end);
+                    self.slots[p].in_frontend += 1;
+                    self.seq += 1;
+                    self.frontend.push(Reverse((end, self.seq, p, id)));
+                    self.queued.insert(id, shape);
+                }
             } else {
                 out.emitted = ws.sampled.iter().map(|&id| (id, 1)).collect();
                 self.generation_tokens += ws.sampled.len() as u64;
@@ -390,6 +422,12 @@ impl Engine {
     /// blocks and sequence slot freed. Tokens of a step already started are still counted by
     /// that step; a later step no longer schedules it. Unknown ids are ignored.
     pub fn abort(&mut self, id: RequestId) {
+        // Admitted on its decode worker and not yet sent back to it: no longer counted there.
+        if let Some(d) = self.home.remove(&id) {
+            if self.awaiting.remove(&id).is_none() {
+                self.slots[d].in_frontend = self.slots[d].in_frontend.saturating_sub(1);
+            }
+        }
         if self.queued.remove(&id).is_some() {
             // Its API-server entry stays in the heap and is skipped by `admit`.
             let w = self.frontend.iter().find(|Reverse(e)| e.3 == id).map(|Reverse(e)| e.2);
@@ -420,7 +458,8 @@ impl Engine {
                 let w = self.route(Role::Decode, end_ns);
                 (self.slots[w].enter_api_server(end_ns, prompt, api), Some(w))
             }
-            None => (end_ns, None),
+            // The worker that admitted it (counted there since).
+            None => (end_ns, self.home.remove(&id)),
         };
         self.seq += 1;
         self.in_flight.push(Reverse((start + dt, self.seq, id, chosen)));
@@ -600,6 +639,52 @@ mod tests {
         assert_eq!(delay("trtllm"), 2_000_000 + transfer);
         assert_eq!(delay("sglang"), transfer);
         assert_eq!(delay("dynamo"), transfer);
+    }
+
+    /// Dynamo 0.1-0.3 (`dynamo-v0`): the Processor (1 ms + 1 µs a prompt token) hands the
+    /// request to the decode worker, whose V0 scheduler admits it in a step of its CPU time
+    /// alone (2.5 ms at TP 1: no forward, no decode), and only then does the prompt reach the
+    /// prefill worker; the KV comes back to that decode worker, which samples the first token
+    /// in its next step. A request aborted while it waits for the prefill worker leaves no
+    /// count behind.
+    #[test]
+    fn pd_dynamo_v0_decode_worker_admits_first() {
+        let cfg = EngineFile::parse(
+            "engine: dynamo\nengine_version: \"0.3.0\"\nmodel: qwen3-8b\ngpu: h100\n\
+             calibration: {step_jitter: 0, frontend_us: 1000, frontend_per_token_us: 1}\n\
+             pd: {prefill: {workers: 1, tp: 1}, decode: {workers: 1, tp: 1}, \
+             link: {bandwidth_gb_s: 10, latency_us: 100}}\n",
+        )
+        .unwrap()
+        .build(None)
+        .unwrap();
+        let mut e = Engine::new(&cfg).unwrap();
+        e.add_request(0, shape(1000, 2), 0).unwrap();
+        e.add_request(1, shape(1000, 2), 0).unwrap();
+        // The decode worker's API server: 2 ms each, one after the other.
+        assert_eq!(e.next_event_ns(), Some(2_000_000));
+        let a = e.step(2_000_000).unwrap();
+        assert_eq!((a.worker, a.end_ns, a.batch_seqs), (1, 4_500_000, 0));
+        assert!(a.emitted.is_empty() && a.handed_off.is_empty());
+        // Request 0's prefill starts at its end; the second left the API server during that
+        // step and gets an admission step of its own.
+        let p = e.step(4_500_000).unwrap();
+        assert_eq!((p.worker, p.handed_off.clone()), (0, vec![0]));
+        let b = e.step(4_500_000).unwrap();
+        assert_eq!((b.worker, b.end_ns), (1, 7_000_000));
+        e.abort(1);
+        assert_eq!(e.slots[1].load(p.end_ns), 1, "request 0 still counts on its decode worker");
+        // Request 1 would have reached the prefill worker at 7 ms: nothing is left to run then.
+        assert_eq!(e.next_event_ns(), Some(7_000_000));
+        assert!(e.step(7_000_000).is_none());
+        let ready = e.next_event_ns().unwrap();
+        assert_eq!(ready - p.end_ns, 100_000 + 21_065_143, "no second API server");
+        let d = e.step(ready).unwrap();
+        assert_eq!((d.worker, d.first_token.clone(), d.batch_tokens), (1, vec![0], 1));
+        let d2 = e.step(d.end_ns).unwrap();
+        assert_eq!(d2.finished, vec![0]);
+        assert!(e.step(d2.end_ns).is_none() && e.is_idle());
+        assert_eq!(e.slots.iter().map(|s| s.load(d2.end_ns)).sum::<usize>(), 0);
     }
 
     /// The KV transfer against one that was measured: Qwen3-8B from a TP-8 prefill instance

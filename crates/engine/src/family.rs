@@ -76,6 +76,12 @@ pub struct FamilyTraits {
     /// SGLang's router sends the request to both servers at once, and Dynamo's frontend
     /// tokenises once for both pools.
     pub pd_decode_server_after_prefill: bool,
+    /// With P/D, the decode worker takes the request first: its V0 scheduler admits it
+    /// through the prefill path in a step that runs no forward pass and no decode, and hands
+    /// the prompt to the prefill workers' queue at that step's end (Dynamo 0.1-0.3's patch:
+    /// `remote_prefilling`, the `RemotePrefillRequest` sent before model execution); the KV
+    /// comes back to that worker.
+    pub pd_decode_admits_first: bool,
 }
 
 impl EngineFamily {
@@ -259,6 +265,7 @@ impl EngineFamily {
                 self,
                 EngineFamily::VllmV1 | EngineFamily::VllmV0 | EngineFamily::Trtllm
             ),
+            pd_decode_admits_first: self == EngineFamily::DynamoV0,
         }
     }
 }

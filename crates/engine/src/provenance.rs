@@ -60,8 +60,8 @@ pub const MEASURED_DENSE_OTHER_ENGINE: MeasuredError = MeasuredError {
     scope: "dense models on other engine families",
     tables: 18,
     cells: [217, 147, 147],
-    median: [19.5, 28.9, 19.7],
-    p80: [39.6, 33.3, 33.4],
+    median: [19.4, 28.3, 16.8],
+    p80: [38.9, 32.1, 29.8],
 };
 
 /// MoE models (gpt-oss, Qwen3-30B-A3B, Qwen3-235B-A22B, GLM-4.5-Air, GLM-4.6; as of
@@ -85,8 +85,8 @@ pub const MEASURED_PD: MeasuredError = MeasuredError {
     scope: "disaggregated (P/D) deployments",
     tables: 5,
     cells: [97, 97, 106],
-    median: [33.1, 31.0, 22.0],
-    p80: [46.0, 32.7, 35.4],
+    median: [29.5, 28.7, 17.9],
+    p80: [45.4, 31.9, 29.9],
 };
 
 /// The measured band of a kind of model (`moe`) on the fit's engine family (`same_engine`) or
@@ -332,8 +332,9 @@ mod tests {
              pd: {{prefill: {{workers: 2, tp: 4}}, decode: {{workers: 1, tp: 4}}}}\n"
         )));
         assert_eq!(p.outside, ["P/D, fitted aggregated"]);
-        // The disaggregated tables' medians: 33.1 on throughput, 22.0 on TTFT.
-        assert_eq!((p.band_pct, p.ttft_band_pct), (33.1, 22.0));
+        // The disaggregated tables' median on throughput, 29.5; on TTFT theirs (17.9) is below
+        // 1.5 times the fit's own error, which holds.
+        assert_eq!((p.band_pct, p.ttft_band_pct), (29.5, 18.0));
         assert_eq!(p.measured, Some(MEASURED_PD));
         let also_tp = provenance(&cfg(&format!(
             "engine: vllm-v1\nengine_version: 0.10.1\nmodel: qwen3-32b\ngpu: h20\n{FIT}\
@@ -344,7 +345,7 @@ mod tests {
             ["version 0.10.1 ≠ 0.9.0.1", "TP2 ≠ TP4", "P/D, fitted aggregated"]
         );
         // The wider of the two measured bands sets the figure and is named; TTFT's from both.
-        assert_eq!((also_tp.band_pct, also_tp.ttft_band_pct), (33.1, 43.9));
+        assert_eq!((also_tp.band_pct, also_tp.ttft_band_pct), (29.5, 43.9));
         assert_eq!(also_tp.measured, Some(MEASURED_PD));
     }
 
@@ -357,7 +358,7 @@ mod tests {
             "engine: sglang\nmodel: qwen3-8b\ngpu: h100\n{FIT}pd: {{prefill: {{workers: 1, tp: \
              1}}, decode: {{workers: 1, tp: 1}}}}\n"
         )));
-        assert_eq!((far.band_pct, far.ttft_band_pct), (33.1, 22.0));
+        assert_eq!((far.band_pct, far.ttft_band_pct), (29.5, 18.0));
         assert_eq!(
             far.calibration,
             "fitted on vllm-v1 0.9.0.1, qwen3-32b on h20, TP4 (carried: its efficiencies; \

@@ -62,6 +62,9 @@ pub struct WorkerStep {
     pub preempted: Vec<RequestId>,
     /// (request, tokens computed) of the batch, in schedule order.
     pub batch: Vec<(RequestId, u32)>,
+    /// Requests admitted for a remote prefill in this step, which computes nothing else
+    /// ([`Worker::admit_remote`]).
+    pub admitted: Vec<RequestId>,
 }
 
 /// Counters a worker exposes (a real engine's `/metrics`).
@@ -115,6 +118,9 @@ pub struct Worker {
     waiting: VecDeque<usize>,
     counters: WorkerCounters,
     scratch: Vec<(usize, u32)>,
+    /// (request, prompt tokens) that reached this decode worker before their prefill, to be
+    /// admitted for a remote prefill ([`Worker::admit_remote`]).
+    remote: VecDeque<(RequestId, u32)>,
     jitter: f64,
     rng: SplitMix64,
 }
@@ -219,6 +225,7 @@ impl Worker {
             waiting: VecDeque::new(),
             counters: WorkerCounters { blocks_total: u64::from(blocks), ..Default::default() },
             scratch: Vec::new(),
+            remote: VecDeque::new(),
             jitter: w.calibration.step_jitter,
             rng: SplitMix64(w.calibration.seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F)),
         }
@@ -231,13 +238,22 @@ impl Worker {
 
     /// Whether it has requests running or waiting.
     pub fn has_work(&self) -> bool {
-        !self.running.is_empty() || !self.waiting.is_empty()
+        !self.running.is_empty() || !self.waiting.is_empty() || !self.remote.is_empty()
     }
 
     /// Running plus waiting requests; the engine adds those its step in flight still computes
     /// (the least-loaded router's measure).
     pub fn load(&self) -> usize {
-        self.running.len() + self.waiting.len()
+        self.running.len() + self.waiting.len() + self.remote.len()
+    }
+
+    /// A request whose prompt a prefill worker will compute reaches this decode worker first,
+    /// as in Dynamo 0.1-0.3: its V0 scheduler admits it through the prefill path (the prompt
+    /// counts against the token budget) in a step that runs no forward pass and no decode
+    /// (prefill-first), only the step's CPU time, and hands the prompt to the prefill queue
+    /// at that step's end ([`WorkerStep::admitted`]).
+    pub fn admit_remote(&mut self, id: RequestId, prompt: u32) {
+        self.remote.push_back((id, prompt));
     }
 
     /// Its counters now.
@@ -467,6 +483,20 @@ impl Worker {
             return None;
         }
         let mut out = WorkerStep::default();
+        if !self.remote.is_empty() {
+            // Whole prompts within the budget, at least one.
+            let mut tokens = 0u32;
+            while let Some(&(id, prompt)) = self.remote.front() {
+                if !out.admitted.is_empty() && tokens.saturating_add(prompt) > self.budget {
+                    break;
+                }
+                tokens = tokens.saturating_add(prompt);
+                out.admitted.push(id);
+                self.remote.pop_front();
+            }
+            out.duration_ns = self.jittered(self.cost.cpu_step_ns());
+            return Some(out);
+        }
         self.scratch.clear();
         self.schedule(&mut out);
         if self.scratch.is_empty() && self.held > 0 {
@@ -579,6 +609,10 @@ impl Worker {
     /// decoding): its KV blocks are freed (blocks registered in the prefix cache stay cached)
     /// and its sequence slot is free for the next step. False if it is not on this worker.
     pub fn abort(&mut self, id: RequestId) -> bool {
+        if let Some(i) = self.remote.iter().position(|&(r, _)| r == id) {
+            self.remote.remove(i);
+            return true;
+        }
         let Some(slot) = self.slab.iter().position(|r| r.as_ref().is_some_and(|r| r.id == id))
         else {
             return false;
@@ -689,6 +723,28 @@ mod tests {
         w.add(4, 7, 2, (&[], 0), 6).unwrap();
         assert_eq!(batch(&w.step().unwrap()), vec![(3, 5)], "a prompt first, alone");
         assert_eq!(batch(&w.step().unwrap()), vec![(1, 1), (2, 1), (3, 1), (4, 1)]);
+    }
+
+    /// Dynamo 0.1-0.3's decode worker admits remote prefills as V0 prefills: whole prompts
+    /// within the budget (8 here: 5 + 3, then 4), in steps that compute nothing and last the
+    /// step's CPU time (this worker's default 1 ms, within its ±5 % jitter), before any
+    /// decode.
+    #[test]
+    fn remote_prefills_are_admitted_in_steps_of_their_own() {
+        let mut w = worker(8, 4, 100, false, false);
+        w.add(9, 6, 3, (&[], 0), 5).unwrap();
+        for (id, prompt) in [(1, 5), (2, 3), (3, 4)] {
+            w.admit_remote(id, prompt);
+        }
+        assert_eq!(w.load(), 4);
+        let cpu = |w: &Worker| w.cost.cpu_step_ns();
+        let first = w.step().unwrap();
+        assert_eq!((first.admitted.clone(), first.batch.len()), (vec![1, 2], 0));
+        assert_eq!(cpu(&w), 1_000_000);
+        assert!(first.duration_ns.abs_diff(cpu(&w)) <= 50_000, "{}", first.duration_ns);
+        assert_eq!(w.step().unwrap().admitted, vec![3]);
+        assert_eq!(batch(&w.step().unwrap()), vec![(9, 1)], "then the decode");
+        assert!(w.abort(9) && !w.has_work());
     }
 
     /// Without chunked prefill, B (prompt 5) does not fit the 2 tokens left after A's 6 and
