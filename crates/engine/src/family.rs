@@ -435,7 +435,7 @@ mod tests {
     /// async scheduling).
     #[test]
     fn graph_and_async_defaults_by_version() {
-        use EngineFamily::{Dynamo, Sglang, VllmV0, VllmV1};
+        use EngineFamily::{Dynamo, DynamoV0, Sglang, VllmV0, VllmV1};
         let cases = [
             (VllmV1, Some("0.9.0.1"), false, false),
             (VllmV1, Some("v0.10.2"), false, false),
@@ -450,6 +450,7 @@ mod tests {
             (Sglang, Some("0.4.9"), true, false),
             (Sglang, None, true, false),
             (VllmV0, None, true, false),
+            (DynamoV0, Some("0.3.0"), true, false),
         ];
         for (f, v, full, async_on) in cases {
             assert_eq!(
@@ -459,6 +460,16 @@ mod tests {
             );
         }
         assert_eq!(major_minor("0.10.1rc1"), Some((0, 10)));
+        // Dynamo by its own version: V0 workers before 0.4.
+        for (v, f) in
+            [(Some("0.1.1"), DynamoV0), (Some("0.3.2"), DynamoV0), (Some("0.4.0"), Dynamo)]
+        {
+            assert_eq!(Dynamo.at_version(v), f, "{v:?}");
+        }
+        assert_eq!((Dynamo.at_version(None), VllmV0.at_version(Some("0.3.0"))), (Dynamo, VllmV0));
+        let t = DynamoV0.traits();
+        assert!(t.pd_decode_admits_first && !t.pd_decode_server_after_prefill);
+        assert!(!t.graphs_mixed_steps);
     }
 
     /// vLLM V1's batch defaults by version and GPU, each step of the rule's history.
