@@ -317,7 +317,9 @@ pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
     let mut cfg = servelab_engine::load_engine_file_via(&a.engine, |_| {}, hub)
         .map_err(|e| Failure::usage(format!("--engine {}: {e}", a.engine.display())))?;
     if a.defaults {
-        cfg.calibration = servelab_engine::Calibration::default();
+        // The family's, not vLLM V1's: V0, SGLang and TensorRT-LLM start from their own CPU
+        // times.
+        cfg.calibration = cfg.engine.calibration_defaults();
     }
     let base = servelab_engine::FitOptions::for_engine(&cfg);
     let opts = resolve::fit_options(a.params.as_deref(), a.max_evals, base)

@@ -5,8 +5,8 @@
 //! per-cell errors and median absolute % errors before and after.
 //!
 //! `cargo run --release -p servelab-engine --example calibrate -- [--defaults] ENGINE.yaml
-//! TABLE.md [param,param,...] [max_evals]`; `--defaults` starts from the default calibration
-//! instead of the engine file's. (params: eta_gemm, eta_attn, eta_mem, eta_link,
+//! TABLE.md [param,param,...] [max_evals]`; `--defaults` starts from the engine family's default
+//! calibration instead of the engine file's. (params: eta_gemm, eta_attn, eta_mem, eta_link,
 //! step_overhead_us, layer_overhead_us, piecewise_layer_us, per_seq_overhead_us,
 //! tp_step_overhead_us, tp_per_seq_overhead_us, frontend_us, allreduce_base_us,
 //! allreduce_hop_us; default eta_gemm,layer_overhead_us,per_seq_overhead_us,frontend_us, with
@@ -25,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map_or("crates/engine/testdata/calibration-qwen3-32b-h20-vllm-v1.md", String::as_str);
     let mut cfg = load_engine_file(engine)?;
     if defaults {
-        cfg.calibration = servelab_engine::Calibration::default();
+        cfg.calibration = cfg.engine.calibration_defaults();
     }
     let mut opts = FitOptions::for_engine(&cfg);
     if let Some(list) = args.get(2) {

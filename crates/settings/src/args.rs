@@ -212,7 +212,8 @@ pub struct CalibrateArgs {
     /// The fewest requests a point is simulated with (1: exactly N × concurrency).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub min_requests: usize,
-    /// Start from the default calibration instead of the engine file's.
+    /// Start from the engine family's default calibration (`vllm-v0`'s CPU times for a V0
+    /// file, ...) instead of the engine file's.
     #[arg(long)]
     pub defaults: bool,
     /// Where the fitted engine file goes (default: FILE with `.fitted.yaml`).

@@ -187,6 +187,45 @@ fn predict_errors_name_the_flag() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(flag));
 }
 
+/// `predict calibrate --defaults` starts from the engine family's calibration: a V0 file's
+/// own CPU times (9,999 µs here) give way to V0's (2,500 µs a step and the TP terms), not to
+/// vLLM V1's, and what is not fitted is written as it started.
+#[test]
+fn calibrate_defaults_are_the_engine_familys() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let engine = dir.path().join("v0.yaml");
+    std::fs::write(
+        &engine,
+        "engine: vllm-v0\nengine_version: \"0.8.4\"\nmodel: qwen3-8b\ngpu: h100\ntp: 2\n\
+         calibration: {step_overhead_us: 9999}\n",
+    )
+    .unwrap();
+    let table = dir.path().join("t.md");
+    std::fs::write(
+        &table,
+        "## Benchmark Result (ISL:OSL=32:8)\n\n| Concurrency | Output Token Throughput (tok/s) \
+         | Mean TPOT (ms) |\n|---|---|---|\n| 1 | 60 | 12 |\n",
+    )
+    .unwrap();
+    let fitted = dir.path().join("fitted.yaml");
+    let run = |defaults: bool| {
+        let mut args = vec!["predict", "calibrate", "--engine", engine.to_str().unwrap()];
+        args.extend([table.to_str().unwrap(), "--params", "eta_gemm", "--max-evals", "1"]);
+        args.extend(["--output", fitted.to_str().unwrap()]);
+        if defaults {
+            args.push("--defaults");
+        }
+        ok(&servelab(&db, &args));
+        std::fs::read_to_string(&fitted).unwrap()
+    };
+    let own = run(false);
+    assert!(own.contains("step_overhead_us: 9999"), "{own}");
+    let family = run(true);
+    assert!(family.contains("step_overhead_us: 2500"), "{family}");
+    assert!(family.contains("tp_step_overhead_us: 1658"), "{family}");
+}
+
 /// Calibrate reads measured sweeps from the store by label, and refuses predictions.
 #[test]
 fn calibrate_reads_stored_sweeps_and_refuses_predictions() {
