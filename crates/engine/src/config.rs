@@ -385,7 +385,9 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
     }
     let mut sched = mapping_of(&family.scheduler_defaults_for(gpu.as_ref(), version))?;
     if matches!(family, EngineFamily::VllmV0 | EngineFamily::DynamoV0) {
-        v0_model_defaults(m, &mut sched, family == EngineFamily::DynamoV0);
+        // Dynamo's disaggregated workers turn chunked prefill off.
+        let no_chunk = family == EngineFamily::DynamoV0 && m.contains_key("pd");
+        v0_model_defaults(m, &mut sched, no_chunk);
     }
     let mut calib = mapping_of(&family.calibration_defaults())?;
     let given_top: Mapping = match m.get("scheduler") {
@@ -512,9 +514,10 @@ fn v0_model_defaults(m: &Mapping, sched: &mut Mapping, no_chunk: bool) {
     sched.insert("max_num_batched_tokens".into(), Value::from(budget));
 }
 
-/// What Dynamo 0.1-0.3 refuses or forces: its patch raises an error when remote prefill meets
-/// chunked prefill, and `worker.py` / `prefill_worker.py` set `enable_chunked_prefill =
-/// False` whatever the command says, so a file that asks for it is told so.
+/// What Dynamo 0.1-0.3 refuses or forces with P/D (remote prefill): its patch raises an error
+/// when remote prefill meets chunked prefill, and `worker.py` / `prefill_worker.py` set
+/// `enable_chunked_prefill = False` whatever the command says, so a file that asks for it is
+/// told so. Its aggregated workers (no remote prefill) take the command's setting.
 fn dynamo_v0_checks(m: &Mapping) -> Result<()> {
     let asks = |s: Option<&Value>| {
         s.and_then(Value::as_mapping)
@@ -522,7 +525,8 @@ fn dynamo_v0_checks(m: &Mapping) -> Result<()> {
             .and_then(Value::as_bool)
             .unwrap_or(false)
     };
-    let pd = m.get("pd").and_then(Value::as_mapping);
+    let Some(pd) = m.get("pd").and_then(Value::as_mapping) else { return Ok(()) };
+    let pd = Some(pd);
     let pools = ["prefill", "decode"].map(|p| pd.and_then(|pd| pd.get(p)));
     let in_pool = pools.iter().any(|p| {
         p.and_then(Value::as_mapping).is_some_and(|p| {
@@ -533,9 +537,9 @@ fn dynamo_v0_checks(m: &Mapping) -> Result<()> {
     if asks(m.get("scheduler")) || in_pool {
         return Err(EngineError::invalid(
             "scheduler.chunked_prefill",
-            "Dynamo before 0.4 runs its vLLM V0 workers without chunked prefill (its workers \
-             turn it off, and its patch refuses it with remote prefill): leave it out or set it \
-             false",
+            "Dynamo before 0.4 runs its disaggregated vLLM V0 workers without chunked prefill \
+             (its workers turn it off, and its patch refuses it with remote prefill): leave it \
+             out or set it false",
         ));
     }
     Ok(())
@@ -1047,8 +1051,8 @@ scheduler:
             ),
             ("engine_version: 0.10\nmodel: qwen3-8b\ngpu: h100\n", "engine_version: write it quoted"),
             (
-                "engine: dynamo\nengine_version: \"0.3.0\"\nmodel: qwen3-8b\ngpu: h100\nscheduler: {chunked_prefill: true}\n",
-                "scheduler.chunked_prefill: Dynamo before 0.4 runs its vLLM V0 workers without",
+                "engine: dynamo\nengine_version: \"0.3.0\"\nmodel: qwen3-8b\ngpu: h100\nscheduler: {chunked_prefill: true}\npd: {prefill: {workers: 1, tp: 1}, decode: {workers: 1, tp: 1}}\n",
+                "scheduler.chunked_prefill: Dynamo before 0.4 runs its disaggregated vLLM V0",
             ),
             (
                 "engine: dynamo-v0\nmodel: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1, chunked_prefill: true}, decode: {workers: 1, tp: 1}}\n",
@@ -1095,6 +1099,13 @@ scheduler:
         let c = EngineFile::parse(&own).unwrap().build(None).unwrap();
         assert_eq!(c.pool_worker(&c.pd.as_ref().unwrap().prefill).scheduler.max_num_seqs, 2);
         assert_eq!(c.router, Router::Random, "a router the file names");
+        // Aggregated (no remote prefill), its workers take V0's own rule: chunked for the
+        // 40,960-token context, or whatever the file says.
+        let agg = "engine: dynamo-v0\nmodel: qwen3-8b\ngpu: h100\n";
+        let c = EngineFile::parse(agg).unwrap().build(None).unwrap();
+        assert_eq!((c.scheduler.chunked_prefill, c.scheduler.max_num_batched_tokens), (true, 2048));
+        let off = format!("{agg}scheduler: {{chunked_prefill: false}}\n");
+        assert!(!EngineFile::parse(&off).unwrap().build(None).unwrap().scheduler.chunked_prefill);
         let v04 = "engine: dynamo\nengine_version: \"0.4.0\"\nmodel: qwen3-8b\ngpu: h100\n";
         let c = EngineFile::parse(v04).unwrap().build(None).unwrap();
         assert_eq!(c.engine, EngineFamily::Dynamo);

@@ -40,7 +40,8 @@ pub enum EngineFamily {
     Dynamo,
     /// NVIDIA Dynamo 0.1 to 0.3: its Python Processor (tokenises once) in front of its own
     /// patch of vLLM on the V0 engine (0.7.2 in Dynamo 0.1, 0.8.4 in 0.2 to 0.3.2): V0's
-    /// steps and CPU times, chunked prefill off (the patch refuses it with remote prefill),
+    /// steps and CPU times; with P/D, chunked prefill off (the patch refuses it with remote
+    /// prefill), the decode worker admitting each request in a step of its own first,
     /// prefill workers taking one prompt at a time from a shared queue in eager mode, and a
     /// finished remote prefill joining the decode worker's next decode step. `engine: dynamo`
     /// with an `engine_version` below 0.4 is this family.
