@@ -710,8 +710,9 @@ mod tests {
     /// still gets its own step first.
     #[test]
     fn a_transferred_request_joins_the_decodes() {
+        // A decode worker of Dynamo's P/D: prefill-first, chunked prefill off.
         let yaml = "engine: dynamo-v0\nmodel: qwen3-8b\ngpu: h100\nscheduler: \
-                    {num_gpu_blocks: 100, block_size: 4}\n";
+                    {num_gpu_blocks: 100, block_size: 4, chunked_prefill: false}\n";
         let cfg = EngineFile::parse(yaml).unwrap().build(None).unwrap();
         let mut w = Worker::new(&cfg.worker(1), 100, 0);
         w.add(1, 6, 3, (&[], 0), 5).unwrap();
