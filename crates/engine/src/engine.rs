@@ -687,6 +687,54 @@ mod tests {
         assert_eq!(e.slots.iter().map(|s| s.load(d2.end_ns)).sum::<usize>(), 0);
     }
 
+    /// Dynamo 0.1-0.3 with a request aborted at every point of its path in turn (its
+    /// decode worker's API server, waiting for admission, in the prefill queue, prefilling, in
+    /// transfer, decoding): the others finish with all their tokens and no worker keeps a
+    /// count of it.
+    #[test]
+    fn pd_dynamo_v0_aborts_leave_nothing_behind() {
+        let yaml = "engine: dynamo-v0\nmodel: qwen3-8b\ngpu: h100\n\
+                    pd: {prefill: {workers: 2, tp: 1}, decode: {workers: 2, tp: 1}}\n";
+        let run = |victim: RequestId, at_event: usize| -> (Vec<u32>, usize) {
+            let mut e = engine(yaml);
+            for id in 0..4 {
+                e.add_request(id, shape(500 + 100 * id as u32, 3), 0).unwrap();
+            }
+            let mut tokens = vec![0u32; 4];
+            let (mut now, mut events) = (0, 0);
+            while let Some(t) = e.next_event_ns() {
+                now = now.max(t);
+                if events == at_event {
+                    e.abort(victim);
+                }
+                events += 1;
+                while let Some(s) = e.step(now) {
+                    for (id, n) in s.emitted {
+                        tokens[id as usize] += n;
+                    }
+                }
+                assert!(events < 1000, "the engine never idles");
+            }
+            assert!(e.is_idle());
+            // Once the last step is over.
+            let loads: Vec<usize> = e.slots.iter().map(|s| s.load(u64::MAX)).collect();
+            assert_eq!(loads, vec![0; 4], "{victim} aborted at event {at_event}");
+            (tokens, events)
+        };
+        let (all, events) = run(99, 0);
+        assert_eq!(all, vec![3; 4]);
+        for victim in 0..4 {
+            for at in 0..events {
+                let (tokens, _) = run(victim, at);
+                for (id, &n) in tokens.iter().enumerate() {
+                    if id as RequestId != victim {
+                        assert_eq!(n, 3, "request {id} with {victim} aborted at event {at}");
+                    }
+                }
+            }
+        }
+    }
+
     /// The KV transfer against one that was measured: Qwen3-8B from a TP-8 prefill instance
     /// to a TP-8 decode instance on another node of H800s, over eight ConnectX-7 NICs of 25
     /// GB/s each, took 31.65 ms for a 32,768-token prompt (4.50 GiB) and 8.84 ms for 8,192
