@@ -526,14 +526,11 @@ fn dynamo_v0_checks(m: &Mapping) -> Result<()> {
             .unwrap_or(false)
     };
     let Some(pd) = m.get("pd").and_then(Value::as_mapping) else { return Ok(()) };
-    let pd = Some(pd);
-    let pools = ["prefill", "decode"].map(|p| pd.and_then(|pd| pd.get(p)));
-    let in_pool = pools.iter().any(|p| {
-        p.and_then(Value::as_mapping).is_some_and(|p| {
-            asks(p.get("scheduler"))
-                || p.get("chunked_prefill").and_then(Value::as_bool) == Some(true)
-        })
-    });
+    // A pool states scheduler keys in itself or under its own `scheduler:`.
+    let in_pool = ["prefill", "decode"]
+        .into_iter()
+        .filter_map(|p| pd.get(p))
+        .any(|p| asks(Some(p)) || asks(p.get("scheduler")));
     if asks(m.get("scheduler")) || in_pool {
         return Err(EngineError::invalid(
             "scheduler.chunked_prefill",

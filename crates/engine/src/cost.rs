@@ -38,6 +38,11 @@ pub struct BatchShape {
     pub uniform_decode: bool,
 }
 
+/// Seconds as whole ns, at least 1 (a step always takes time).
+fn whole_ns(seconds: f64) -> u64 {
+    ((seconds * 1e9).round() as u64).max(1)
+}
+
 /// Σ_{j=p+1}^{p+q} min(j, w): causal pairs of a chunk of `q` tokens after `p` cached ones,
 /// each token seeing at most `w` keys (`w = u64::MAX`: no window).
 fn pairs(p: u64, q: u64, w: u64) -> f64 {
@@ -389,13 +394,12 @@ impl CostModel {
     /// A step that schedules and runs nothing on the GPU: the per-step CPU time alone (a
     /// V0 step that only admits remote prefills), ns (at least 1).
     pub fn cpu_step_ns(&self) -> u64 {
-        ((self.step_cpu * 1e9).round() as u64).max(1)
+        whole_ns(self.step_cpu)
     }
 
     /// The step's duration in ns (at least 1).
     pub fn step_ns(&self, b: &BatchShape) -> u64 {
-        let s = self.breakdown(b).total();
-        ((s * 1e9).round() as u64).max(1)
+        whole_ns(self.breakdown(b).total())
     }
 }
 

@@ -92,7 +92,8 @@ struct Slot {
     step_start: u64,
     /// When this worker's API server is free to take the next request.
     frontend_free: u64,
-    /// Requests in its API server, not yet in the scheduler.
+    /// Requests in its API server, not yet in the scheduler, and those it is held for while
+    /// they are elsewhere (P/D: on their way back to it).
     in_frontend: usize,
     /// Requests of the step in flight that finished in it (a prefill-only request always
     /// does): the scheduler has dropped them, but the GPU computes them until `busy_until`.
@@ -173,14 +174,13 @@ pub struct Engine {
     parked: HashMap<RequestId, RequestShape>,
     /// (ready_ns, sequence, worker, request) of requests in an API server.
     frontend: BinaryHeap<Reverse<(u64, u64, usize, RequestId)>>,
-    /// Shapes of requests in an API server.
+    /// Shapes of requests not yet in a scheduler: in an API server, or (where the decode
+    /// worker takes them first) waiting for it to admit them or for a prefill worker.
     queued: HashMap<RequestId, RequestShape>,
     /// P/D where the decode worker takes a request first
     /// ([`crate::family::FamilyTraits::pd_decode_admits_first`]).
     decode_first: bool,
-    /// Shapes of requests waiting on their decode worker to be admitted for the prefill.
-    awaiting: HashMap<RequestId, RequestShape>,
-    /// The decode worker each of those requests belongs to, until its KV leaves the prefill
+    /// The decode worker each such request belongs to, until its KV leaves the prefill
     /// worker.
     home: HashMap<RequestId, usize>,
     frontend_ns: (f64, f64),
@@ -260,7 +260,6 @@ impl Engine {
             frontend: BinaryHeap::new(),
             queued: HashMap::new(),
             decode_first: cfg.pd.is_some() && cfg.engine.traits().pd_decode_admits_first,
-            awaiting: HashMap::new(),
             home: HashMap::new(),
             frontend_ns: (entry.frontend_us * 1e3, entry.frontend_per_token_us * 1e3),
             generation_tokens: 0,
@@ -294,7 +293,7 @@ impl Engine {
     /// at a time) and then waits for the scheduler. Rejected at once (with the reason) if it
     /// could never run.
     pub fn add_request(&mut self, id: RequestId, shape: RequestShape, now_ns: u64) -> Result<()> {
-        let role = if self.transfer.is_none() { Role::Both } else { Role::Prefill };
+        let role = if self.transfer.is_some() { Role::Prefill } else { Role::Both };
         let check = |role: Role, output: u32| -> Result<()> {
             match self.slots.iter().find(|s| s.role == role) {
                 Some(s) => s
@@ -331,9 +330,10 @@ impl Engine {
             let slot = &mut self.slots[w];
             slot.in_frontend -= 1;
             if slot.role == Role::Decode {
-                // Only where the decode worker takes requests first: admitted for the prefill.
+                // Only where the decode worker takes requests first: admitted for the prefill;
+                // it stays queued until a prefill worker takes it.
                 slot.worker.admit_remote(id, shape.prompt_tokens);
-                self.awaiting.insert(id, shape);
+                self.queued.insert(id, shape);
                 self.home.insert(id, w);
                 continue;
             }
@@ -398,13 +398,11 @@ impl Engine {
                 // Admitted for a remote prefill: the prompts join the prefill queue at the
                 // step's end; they count on this worker until their KV arrives.
                 for id in ws.admitted {
-                    let Some(shape) = self.awaiting.remove(&id) else { continue };
                     self.slots[i].in_frontend += 1;
                     let p = self.route(Role::Prefill, end);
                     self.slots[p].in_frontend += 1;
                     self.seq += 1;
                     self.frontend.push(Reverse((end, self.seq, p, id)));
-                    self.queued.insert(id, shape);
                 }
             } else {
                 out.emitted = ws.sampled.iter().map(|&id| (id, 1)).collect();
@@ -422,9 +420,10 @@ impl Engine {
     /// blocks and sequence slot freed. Tokens of a step already started are still counted by
     /// that step; a later step no longer schedules it. Unknown ids are ignored.
     pub fn abort(&mut self, id: RequestId) {
-        // Admitted on its decode worker and not yet sent back to it: no longer counted there.
+        // Waiting for its decode worker's admission: dropped there. Admitted and not yet sent
+        // back to it: no longer counted there.
         if let Some(d) = self.home.remove(&id) {
-            if self.awaiting.remove(&id).is_none() {
+            if !self.slots[d].worker.abort(id) {
                 self.slots[d].in_frontend = self.slots[d].in_frontend.saturating_sub(1);
             }
         }

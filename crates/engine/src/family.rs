@@ -234,19 +234,14 @@ impl EngineFamily {
         }
     }
 
-    /// Whether `version` of Dynamo ran its own patch of vLLM on the V0 engine: Dynamo 0.1.0 to
-    /// 0.3.2 (`container/deps/vllm/vllm_v0.7.2-dynamo-kv-disagg-patch.patch`, then
-    /// `vllm_v0.8.4-…` from 0.2.0; 0.4.0 moved to an unpatched vLLM 0.10 on V1), which
-    /// [`EngineFamily::DynamoV0`] models. False for the other families and for an unreadable
-    /// version.
-    pub fn dynamo_with_v0_workers(self, version: Option<&str>) -> bool {
-        self == EngineFamily::Dynamo && version.and_then(major_minor).is_some_and(|v| v < (0, 4))
-    }
-
     /// The family an engine file at `version` is: [`EngineFamily::DynamoV0`] for `dynamo`
-    /// before 0.4 ([`Self::dynamo_with_v0_workers`]), itself otherwise.
+    /// before 0.4, which ran its own patch of vLLM on the V0 engine (Dynamo 0.1.0 to 0.3.2:
+    /// `container/deps/vllm/vllm_v0.7.2-dynamo-kv-disagg-patch.patch`, then `vllm_v0.8.4-…`
+    /// from 0.2.0; 0.4.0 moved to an unpatched vLLM 0.10 on V1); itself otherwise, and for an
+    /// unreadable version.
     pub fn at_version(self, version: Option<&str>) -> EngineFamily {
-        if self.dynamo_with_v0_workers(version) {
+        let v0_workers = version.and_then(major_minor).is_some_and(|v| v < (0, 4));
+        if self == EngineFamily::Dynamo && v0_workers {
             EngineFamily::DynamoV0
         } else {
             self
@@ -260,12 +255,12 @@ impl EngineFamily {
             reserve_full_kv: matches!(self, EngineFamily::Trtllm),
             kv_fraction_of_free_memory: matches!(self, EngineFamily::Trtllm),
             fraction_holds_weights_and_kv: matches!(self, EngineFamily::Sglang),
-            // Dynamo 0.1-0.3: the decode worker takes the request first and queues its prompt
-            // for the prefill workers.
             pd_decode_server_after_prefill: matches!(
                 self,
                 EngineFamily::VllmV1 | EngineFamily::VllmV0 | EngineFamily::Trtllm
             ),
+            // Dynamo 0.1-0.3: the decode worker takes the request first and queues its prompt
+            // for the prefill workers.
             pd_decode_admits_first: self == EngineFamily::DynamoV0,
         }
     }
