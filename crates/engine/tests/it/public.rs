@@ -80,13 +80,17 @@ fn whole() -> bool {
     std::env::var("SERVELAB_PUBLIC_CARRY").is_ok_and(|v| v == "whole")
 }
 
-/// A sensitivity run: `SERVELAB_PUBLIC_H100_AS=h100-pcie` (or `h100-nvl`) predicts GPUStack's
-/// throughput pages (`-random`: Qwen3-32B and gpt-oss-20b, every request at once) on that GPU
-/// instead of the H100 SXM their source names (figures printed, not checked): how much the
-/// variant would matter. Its latency page (Qwen3-8B at concurrency 4) is left as it is.
-fn gpu_as(name: &str) -> Option<String> {
-    let v = std::env::var("SERVELAB_PUBLIC_H100_AS").ok()?;
-    (name.starts_with("gpustack-") && name.ends_with("-random")).then_some(v)
+/// A sensitivity run: `SERVELAB_PUBLIC_H100_AS=h100-pcie` (or `h100-nvl`) predicts every
+/// GPUStack table whose GPU is the H100 SXM its source names on that part instead (figures
+/// printed, not checked): how much the variant would matter, page by page. Tables on other GPUs
+/// (the same lab's A100 and H200 pages) keep theirs.
+fn sensitivity_gpu() -> Option<String> {
+    std::env::var("SERVELAB_PUBLIC_H100_AS").ok()
+}
+
+fn gpu_as(name: &str, t: &Table) -> Option<String> {
+    let on_h100 = t.deployment.get("gpu").and_then(|g| g.as_str()) == Some("h100");
+    (name.starts_with("gpustack-") && on_h100).then(sensitivity_gpu).flatten()
 }
 
 /// `cfg` with the shipped calibration: `whole` as fitted, else carried by
@@ -107,7 +111,7 @@ fn config_named(name: &str, t: &Table) -> EngineConfig {
     let mut m = t.deployment.clone();
     m.insert("engine".into(), t.engine.clone().into());
     m.insert("engine_version".into(), t.engine_version.clone().into());
-    if let Some(gpu) = gpu_as(name) {
+    if let Some(gpu) = gpu_as(name, t) {
         m.insert("gpu".into(), gpu.into());
     }
     let yaml = serde_yaml_ng::to_string(&m).unwrap();
@@ -364,7 +368,7 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         fmt(all[2]),
         n(2)
     );
-    if whole() || gpu_as("gpustack--random").is_some() {
+    if whole() || sensitivity_gpu().is_some() {
         return;
     }
     let docs = stated();
