@@ -10,12 +10,15 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_yaml_ng::Mapping;
-use servelab_engine::calibrate::{carry_calibration, pct_error};
+use servelab_engine::calibrate::{calibrate, carry_calibration, pct_error, FitOptions};
 use servelab_engine::provenance::{
     measured_band, MeasuredError, MEASURED_DENSE_OTHER_ENGINE, MEASURED_DENSE_SAME_ENGINE,
     MEASURED_MOE, MEASURED_PD,
 };
-use servelab_engine::{load_engine_file, predict_point, EngineConfig, EngineFile, Scenario};
+use servelab_engine::{
+    load_engine_file, predict_point, EngineConfig, EngineFile, IslOsl, PointSummary, Scenario,
+    SweepTable,
+};
 use servelab_metrics::bootstrap::percentile_unsorted;
 
 /// The calibration every table is predicted with: the shipped fit of the reference deployment.
@@ -508,6 +511,106 @@ fn fitted_cross_check() {
         "unseen TensorRT-LLM cells: output throughput {} ({} cells), TPOT {}, TTFT {}",
         fmt(m[0]),
         cells.iter().filter(|r| r[0].is_some()).count(),
+        fmt(m[1]),
+        fmt(m[2])
+    );
+}
+
+/// The rows of `t` at one scenario as the sweep table `predict calibrate` reads (the figures
+/// a row lacks are missing, NaN).
+fn sweep_of(t: &Table, isl: u32, osl: u32) -> SweepTable {
+    let rows = t
+        .rows
+        .iter()
+        .filter(|r| (r.isl, r.osl) == (isl, osl))
+        .map(|r| {
+            let mut p = PointSummary::missing(r.concurrency.expect("a sweep row's concurrency"));
+            p.output_throughput = r.output_tok_s.unwrap_or(f64::NAN);
+            p.mean_tpot_ms = r.mean_tpot_ms.unwrap_or(f64::NAN);
+            p.mean_ttft_ms = r.mean_ttft_ms.unwrap_or(f64::NAN);
+            p
+        })
+        .collect();
+    SweepTable { name: format!("{isl}:{osl}"), scenario: Some(IslOsl { isl, osl }), rows }
+}
+
+/// What one short sweep of the deployment buys: for every public table that is a
+/// concurrency sweep of several scenarios (the reference page's four: vLLM 0.8.4 and the
+/// three Dynamo 0.3.0 layouts, 4 scenarios × 8 concurrencies), `predict calibrate`'s own fit
+/// (`calibrate` with the engine's default parameters, 10 × concurrency requests a point as
+/// the page ran) on one scenario's rows, starting from the carried calibration; the table's
+/// other three scenarios are then predicted with it. Every scenario takes its turn as the
+/// measured one, so no choice of the "good" scenario enters the figures. Prints per table
+/// and fold, then the medians over every unseen cell; checks nothing but that it runs. About
+/// four minutes in a release build: `cargo nextest run --cargo-profile release -p
+/// servelab-engine --test it self_calibration --run-ignored all --no-capture`.
+#[test]
+#[ignore = "minutes in a release build; run with --run-ignored all"]
+#[allow(clippy::print_stderr)]
+fn self_calibration_on_one_scenario_predicts_the_others() {
+    let mut unseen: Vec<RowResult> = Vec::new();
+    for (name, t) in tables() {
+        let mut scenarios: Vec<(u32, u32)> = Vec::new();
+        for r in &t.rows {
+            if !scenarios.contains(&(r.isl, r.osl)) {
+                scenarios.push((r.isl, r.osl));
+            }
+        }
+        let sweep = t.bench.load == "concurrency"
+            && scenarios.len() > 1
+            && scenarios
+                .iter()
+                .all(|&(i, o)| t.rows.iter().filter(|r| (r.isl, r.osl) == (i, o)).count() >= 4);
+        if !sweep {
+            continue;
+        }
+        let carried = config(&t);
+        let mut table_cells = Vec::new();
+        for &(isl, osl) in &scenarios {
+            let opts = FitOptions { min_requests: 1, ..FitOptions::for_engine(&carried) };
+            let report = calibrate(&carried, &[sweep_of(&t, isl, osl)], &opts)
+                .unwrap_or_else(|e| panic!("{name} {isl}:{osl}: {e}"));
+            let mut fitted = carried.clone();
+            fitted.calibration = report.after;
+            let rows: Vec<RowResult> = t
+                .rows
+                .iter()
+                .filter(|r| (r.isl, r.osl) != (isl, osl))
+                .map(|r| predict_row(&fitted, &t, r))
+                .collect();
+            let med = medians(&rows);
+            let params: Vec<String> = opts
+                .params
+                .iter()
+                .map(|p| format!("{} {:.4}", p.key(), p.get(&report.after)))
+                .collect();
+            eprintln!(
+                "{name}, fitted on {isl}:{osl} ({} evaluations: {}): the other {} rows {} / {} / {}",
+                report.evals,
+                params.join(", "),
+                rows.len(),
+                fmt(med[0]),
+                fmt(med[1]),
+                fmt(med[2])
+            );
+            table_cells.extend_from_slice(&rows);
+        }
+        let med = medians(&table_cells);
+        eprintln!(
+            "| `{name}` | {} | {} | {} | {} |",
+            table_cells.len(),
+            fmt(med[0]),
+            fmt(med[1]),
+            fmt(med[2])
+        );
+        unseen.extend(table_cells);
+    }
+    let m = medians(&unseen);
+    eprintln!(
+        "unseen cells, fitted on one scenario of their table: output throughput {} ({} cells), \
+         TPOT {}, TTFT {}",
+        fmt(m[0]),
+        unseen.iter().filter(|r| r[0].is_some()).count(),
         fmt(m[1]),
         fmt(m[2])
     );
