@@ -10,14 +10,16 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_yaml_ng::Mapping;
-use servelab_engine::calibrate::{calibrate, carry_calibration, pct_error, FitOptions};
+use servelab_engine::calibrate::{
+    calibrate, carry_calibration, compare, pct_error, CellError, FitOptions,
+};
 use servelab_engine::provenance::{
     measured_band, MeasuredError, MEASURED_DENSE_OTHER_ENGINE, MEASURED_DENSE_SAME_ENGINE,
     MEASURED_MOE, MEASURED_PD,
 };
 use servelab_engine::{
-    load_engine_file, predict_point, EngineConfig, EngineFile, IslOsl, PointSummary, Scenario,
-    SweepTable,
+    load_engine_file, parse_sweep_tables, predict_point, EngineConfig, EngineFile, IslOsl,
+    PointSummary, Scenario, SweepTable,
 };
 use servelab_metrics::bootstrap::percentile_unsorted;
 
@@ -534,21 +536,52 @@ fn sweep_of(t: &Table, isl: u32, osl: u32) -> SweepTable {
     SweepTable { name: format!("{isl}:{osl}"), scenario: Some(IslOsl { isl, osl }), rows }
 }
 
-/// What one short sweep of the deployment buys: for every public table that is a
-/// concurrency sweep of several scenarios (the reference page's four: vLLM 0.8.4 and the
-/// three Dynamo 0.3.0 layouts, 4 scenarios × 8 concurrencies), `predict calibrate`'s own fit
-/// (`calibrate` with the engine's default parameters, 10 × concurrency requests a point as
-/// the page ran) on one scenario's rows, starting from the carried calibration; the table's
-/// other three scenarios are then predicted with it. Every scenario takes its turn as the
-/// measured one, so no choice of the "good" scenario enters the figures. Prints per table
-/// and fold, then the medians over every unseen cell; checks nothing but that it runs. About
-/// four minutes in a release build: `cargo nextest run --cargo-profile release -p
-/// servelab-engine --test it self_calibration --run-ignored all --no-capture`.
+/// The reference deployment as its page states it ran (`--max-num-batched-tokens 4096
+/// --max-model-len 4096 --block-size 128 --no-enable-prefix-caching`, CUDA graphs of batches up
+/// to 128, four pods behind a Kubernetes Service), with no calibration: the family's defaults.
+const REFERENCE_AS_RUN: &str = "engine: vllm-v1\nengine_version: \"0.9.0.1\"\nmodel: qwen3-32b\n\
+    gpu: h20\ntp: 4\nreplicas: 4\nrouter: random\nscheduler: {max_num_batched_tokens: 4096, \
+    max_model_len: 4096, chunked_prefill: true, block_size: 128, prefix_caching: false, \
+    cuda_graph_max_batch: 128}\n";
+
+/// Median absolute % errors (throughput, TPOT, TTFT) of `cells`, every cell counted.
+fn cell_medians(cells: &[CellError]) -> [Option<f64>; 3] {
+    std::array::from_fn(|k| {
+        median(cells.iter().map(|c| c.errors()[k].abs()).filter(|e| e.is_finite()).collect())
+    })
+}
+
+/// What one short sweep of the deployment buys: for every measured sweep of several
+/// scenarios (the reference page's four public tables, vLLM 0.8.4 V0 and the three Dynamo
+/// 0.3.0 layouts, and the reference table itself, 4 scenarios × 8 concurrencies each),
+/// `predict calibrate`'s own fit (`calibrate`, the engine's default parameters, 10 ×
+/// concurrency requests a point as the page ran) on one scenario's rows, and the other three
+/// scenarios predicted with it (`compare`). Every scenario takes its turn as the measured one,
+/// so no choice of a "good" scenario enters the figures; and the fit starts once from the
+/// shipped calibration carried to the deployment and once from the family's defaults (what a
+/// user without any calibration has; the reference table, the shipped fit's own, only so).
+/// Prints per table, start and fold, then the medians over every unseen cell; checks nothing
+/// but that it runs. About three minutes in a release build: `cargo nextest run
+/// --cargo-profile release -p servelab-engine --test it self_calibration --run-ignored all
+/// --no-capture`.
 #[test]
 #[ignore = "minutes in a release build; run with --run-ignored all"]
 #[allow(clippy::print_stderr)]
 fn self_calibration_on_one_scenario_predicts_the_others() {
-    let mut unseen: Vec<RowResult> = Vec::new();
+    // (name, the deployment carried from the shipped fit if it is not the fit's own, the
+    // deployment from the family's defaults, one sweep table per scenario)
+    let mut sweeps: Vec<(String, Option<EngineConfig>, EngineConfig, Vec<SweepTable>)> = Vec::new();
+    let reference = EngineFile::parse(REFERENCE_AS_RUN).unwrap().build(None).unwrap();
+    let text = std::fs::read_to_string(
+        root().join("crates/engine/testdata/calibration-qwen3-32b-h20-vllm-v1.md"),
+    )
+    .unwrap();
+    sweeps.push((
+        "reference: vLLM 0.9.0.1 V1, 4 × TP 4 on H20".into(),
+        None,
+        reference,
+        parse_sweep_tables(&text).unwrap(),
+    ));
     for (name, t) in tables() {
         let mut scenarios: Vec<(u32, u32)> = Vec::new();
         for r in &t.rows {
@@ -556,64 +589,80 @@ fn self_calibration_on_one_scenario_predicts_the_others() {
                 scenarios.push((r.isl, r.osl));
             }
         }
-        let sweep = t.bench.load == "concurrency"
-            && scenarios.len() > 1
-            && scenarios
-                .iter()
-                .all(|&(i, o)| t.rows.iter().filter(|r| (r.isl, r.osl) == (i, o)).count() >= 4);
-        if !sweep {
+        let rows_of =
+            |&(i, o): &(u32, u32)| t.rows.iter().filter(|r| (r.isl, r.osl) == (i, o)).count();
+        if t.bench.load != "concurrency"
+            || scenarios.len() < 2
+            || scenarios.iter().any(|s| rows_of(s) < 4)
+        {
             continue;
         }
         let carried = config(&t);
-        let mut table_cells = Vec::new();
-        for &(isl, osl) in &scenarios {
-            let opts = FitOptions { min_requests: 1, ..FitOptions::for_engine(&carried) };
-            let report = calibrate(&carried, &[sweep_of(&t, isl, osl)], &opts)
-                .unwrap_or_else(|e| panic!("{name} {isl}:{osl}: {e}"));
-            let mut fitted = carried.clone();
-            fitted.calibration = report.after;
-            let rows: Vec<RowResult> = t
-                .rows
-                .iter()
-                .filter(|r| (r.isl, r.osl) != (isl, osl))
-                .map(|r| predict_row(&fitted, &t, r))
-                .collect();
-            let med = medians(&rows);
-            let params: Vec<String> = opts
-                .params
-                .iter()
-                .map(|p| format!("{} {:.4}", p.key(), p.get(&report.after)))
-                .collect();
+        let mut defaults = carried.clone();
+        defaults.calibration = defaults.engine.calibration_defaults();
+        let sweep = scenarios.iter().map(|&(i, o)| sweep_of(&t, i, o)).collect();
+        sweeps.push((name, Some(carried), defaults, sweep));
+    }
+    let mut unseen: [Vec<CellError>; 2] = [Vec::new(), Vec::new()];
+    for (name, carried, defaults, sweep) in &sweeps {
+        let starts = [(0, "carried", carried.as_ref()), (1, "defaults", Some(defaults))];
+        for (k, start, cfg) in starts {
+            let Some(cfg) = cfg else { continue };
+            let opts = FitOptions { min_requests: 1, ..FitOptions::for_engine(cfg) };
+            let mut cells = Vec::new();
+            for (i, measured) in sweep.iter().enumerate() {
+                let report = calibrate(cfg, std::slice::from_ref(measured), &opts)
+                    .unwrap_or_else(|e| panic!("{name} {}: {e}", measured.name));
+                let mut fitted = cfg.clone();
+                fitted.calibration = report.after;
+                let others: Vec<SweepTable> = sweep
+                    .iter()
+                    .enumerate()
+                    .filter(|&(j, _)| j != i)
+                    .map(|(_, t)| t.clone())
+                    .collect();
+                let fold = compare(&fitted, &others, &opts).unwrap();
+                let med = cell_medians(&fold);
+                let params: Vec<String> = opts
+                    .params
+                    .iter()
+                    .map(|p| format!("{} {:.4}", p.key(), p.get(&report.after)))
+                    .collect();
+                eprintln!(
+                    "{name}, from {start}, fitted on {} ({} evaluations: {}): the other {} \
+                     rows {} / {} / {}",
+                    measured.name,
+                    report.evals,
+                    params.join(", "),
+                    fold.len(),
+                    fmt(med[0]),
+                    fmt(med[1]),
+                    fmt(med[2])
+                );
+                cells.extend(fold);
+            }
+            let med = cell_medians(&cells);
             eprintln!(
-                "{name}, fitted on {isl}:{osl} ({} evaluations: {}): the other {} rows {} / {} / {}",
-                report.evals,
-                params.join(", "),
-                rows.len(),
+                "| {name} | {start} | {} | {} | {} | {} |",
+                cells.len(),
                 fmt(med[0]),
                 fmt(med[1]),
                 fmt(med[2])
             );
-            table_cells.extend_from_slice(&rows);
+            unseen[k].extend(cells);
         }
-        let med = medians(&table_cells);
-        eprintln!(
-            "| `{name}` | {} | {} | {} | {} |",
-            table_cells.len(),
-            fmt(med[0]),
-            fmt(med[1]),
-            fmt(med[2])
-        );
-        unseen.extend(table_cells);
     }
-    let m = medians(&unseen);
-    eprintln!(
-        "unseen cells, fitted on one scenario of their table: output throughput {} ({} cells), \
-         TPOT {}, TTFT {}",
-        fmt(m[0]),
-        unseen.iter().filter(|r| r[0].is_some()).count(),
-        fmt(m[1]),
-        fmt(m[2])
-    );
+    for (k, start) in ["carried", "defaults"].iter().enumerate() {
+        let m = cell_medians(&unseen[k]);
+        eprintln!(
+            "unseen cells, fitted on one scenario of their sweep from {start}: output \
+             throughput {} ({} cells), TPOT {}, TTFT {}",
+            fmt(m[0]),
+            unseen[k].len(),
+            fmt(m[1]),
+            fmt(m[2])
+        );
+    }
 }
 
 /// vLLM V0's TP terms reproduce the latency sweep they come from (vLLM issue 16300: vLLM
