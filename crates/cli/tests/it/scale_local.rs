@@ -197,9 +197,12 @@ async fn local_shards_merged_from_digests_ship_no_records() {
     // less, however loaded this machine is.
     assert!(s.ttft_ms.min >= 10.0, "{:?}", s.ttft_ms);
     // The merge against what each shard measured itself (its result file): extremes exact,
-    // the mean count-weighted, the median between the shards' (within the sketch's 0.5 %).
-    // Timing-free, so it holds on a loaded machine (the simulator's timing is asserted in
-    // tests/timing).
+    // the mean count-weighted. Timing-free, so it holds on a loaded machine (the simulator's
+    // timing is asserted in tests/timing). No bound on the median: the merged sketch answers
+    // the union's lower middle value (rank ⌊(n − 1) / 2⌋, within 0.5 %), the shards' files
+    // the midpoints of their own two middle values, and with a few dozen values the first can
+    // sit below both (a CI run had ITL 1.9445 against 1.9567 and 1.9547); the sketch's
+    // quantiles are checked against exact ones in the metrics crate.
     let shard = |k: u32| -> serde_json::Value {
         let text = std::fs::read_to_string(results.join(format!("run-shard-{k}-of-2.json")));
         serde_json::from_str(&text.unwrap()).unwrap()
@@ -210,18 +213,14 @@ async fn local_shards_merged_from_digests_ship_no_records() {
             v["servelab"]["distributions"][key][field].as_f64().unwrap()
         };
         let each = |field| shards.iter().map(|v| of(v, field)).collect::<Vec<f64>>();
-        let (mins, maxs, medians) = (each("min"), each("max"), each("median"));
+        let (mins, maxs) = (each("min"), each("max"));
         let (counts, means) = (each("count"), each("mean"));
+        assert_eq!(merged.count as f64, counts[0] + counts[1], "{key}");
         assert_eq!(merged.min, mins[0].min(mins[1]), "{key}");
         assert_eq!(merged.max, maxs[0].max(maxs[1]), "{key}");
         let mean = (counts[0] * means[0] + counts[1] * means[1]) / (counts[0] + counts[1]);
         assert!((merged.mean - mean).abs() < 1e-9 * mean, "{key}: {} vs {mean}", merged.mean);
-        let (lo, hi) = (medians[0].min(medians[1]), medians[0].max(medians[1]));
-        assert!(
-            merged.median >= lo * 0.995 && merged.median <= hi * 1.005,
-            "{key}: {} outside the shards' medians {medians:?}",
-            merged.median
-        );
+        assert!(merged.min <= merged.median && merged.median <= merged.max, "{key}: {merged:?}");
     }
     drop(store);
     // Without records, the exact merge says what it needs.

@@ -243,6 +243,11 @@ fn measured(tables: &[&[RowResult]], scope: &'static str) -> MeasuredError {
     }
 }
 
+/// One Markdown row: the label's cells, the count, and the three medians.
+fn table_row(label: &str, n: usize, med: [Option<f64>; 3]) -> String {
+    format!("| {label} | {n} | {} | {} | {} |", fmt(med[0]), fmt(med[1]), fmt(med[2]))
+}
+
 fn fmt(x: Option<f64>) -> String {
     x.map_or("–".to_string(), |v| format!("{v:.1}"))
 }
@@ -346,13 +351,7 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
             );
         }
         let med = medians(&rows);
-        eprintln!(
-            "| `{name}` | {} | {} | {} | {} |\n",
-            t.rows.len(),
-            fmt(med[0]),
-            fmt(med[1]),
-            fmt(med[2])
-        );
+        eprintln!("{}\n", table_row(&format!("`{name}`"), t.rows.len(), med));
         summary.push((name, med));
         let same_engine = cfg.fitted_on.as_ref().is_some_and(|f| f.engine == cfg.engine);
         let mut scopes = vec![measured_band(cfg.model.moe.is_some(), same_engine).scope];
@@ -497,13 +496,7 @@ fn fitted_cross_check() {
         let rows: Vec<RowResult> = t.rows.iter().map(|r| predict_row(&cfg, t, r)).collect();
         let med = medians(&rows);
         let seen = if name == FIT_TABLE { " (fitted)" } else { "" };
-        eprintln!(
-            "| `{name}`{seen} | {} | {} | {} | {} |",
-            rows.len(),
-            fmt(med[0]),
-            fmt(med[1]),
-            fmt(med[2])
-        );
+        eprintln!("{}", table_row(&format!("`{name}`{seen}"), rows.len(), med));
         if name != FIT_TABLE {
             cells.extend_from_slice(&rows);
         }
@@ -642,13 +635,7 @@ fn self_calibration_on_one_scenario_predicts_the_others() {
                 cells.extend(fold);
             }
             let med = cell_medians(&cells);
-            eprintln!(
-                "| {name} | {start} | {} | {} | {} | {} |",
-                cells.len(),
-                fmt(med[0]),
-                fmt(med[1]),
-                fmt(med[2])
-            );
+            eprintln!("{}", table_row(&format!("{name} | {start}"), cells.len(), med));
             unseen[k].extend(cells);
         }
     }
