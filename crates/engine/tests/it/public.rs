@@ -88,14 +88,18 @@ fn whole() -> bool {
 /// A sensitivity run: `SERVELAB_PUBLIC_H100_AS=h100-pcie` (or `h100-nvl`) predicts every
 /// GPUStack table whose GPU is the H100 SXM its source names on that part instead (figures
 /// printed, not checked): how much the variant would matter, page by page. Tables on other GPUs
-/// (the same lab's A100 and H200 pages) keep theirs.
+/// (the same lab's A100 and H200 pages) keep theirs. `SERVELAB_PUBLIC_H100_PAGES=qwen3-14b,
+/// qwen3-32b` narrows it to the tables whose names hold one of those (the two pages whose
+/// H100 / A100 ratios read as a PCIe part, docs/predict.md "Which H100?").
 fn sensitivity_gpu() -> Option<String> {
     std::env::var("SERVELAB_PUBLIC_H100_AS").ok()
 }
 
 fn gpu_as(name: &str, t: &Table) -> Option<String> {
     let on_h100 = t.deployment.get("gpu").and_then(|g| g.as_str()) == Some("h100");
-    (name.starts_with("gpustack-") && on_h100).then(sensitivity_gpu).flatten()
+    let page = std::env::var("SERVELAB_PUBLIC_H100_PAGES")
+        .map_or(true, |pages| pages.split(',').any(|p| name.contains(p.trim())));
+    (name.starts_with("gpustack-") && on_h100 && page).then(sensitivity_gpu).flatten()
 }
 
 /// `cfg` with the shipped calibration: `whole` as fitted, else carried by
