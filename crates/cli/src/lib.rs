@@ -354,6 +354,9 @@ pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
         Vec::new()
     };
     term::stdout(&format!("\n{}", servelab_engine::calibrate::diagnostics_markdown(&id, &held)));
+    if let Some(note) = servelab_engine::calibrate::one_scenario_note(&tables) {
+        term::stdout(&format!("\n{note}\n"));
+    }
     let out = a.output.clone().unwrap_or_else(|| a.engine.with_extension("fitted.yaml"));
     let names: Vec<String> =
         a.tables.iter().map(|t| t.display().to_string()).chain(a.runs.iter().cloned()).collect();

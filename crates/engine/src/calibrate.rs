@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::carry::carry_calibration;
 use crate::config::{Calibration, EngineConfig, FittedOn};
 use crate::error::{EngineError, Result};
+use crate::provenance::MEASURED_ONE_SCENARIO_FIT;
 use crate::summary::PointSummary;
 use crate::sweep::{predict_point, Scenario};
 use crate::table::SweepTable;
@@ -459,6 +460,30 @@ pub fn calibrate(
         cells_after,
         evals,
     })
+}
+
+/// A note for a fit whose tables cover one scenario only: the others are extrapolated, and
+/// how far such fits held on the public sweeps ([`MEASURED_ONE_SCENARIO_FIT`]); `None` when
+/// the tables cover several.
+pub fn one_scenario_note(tables: &[SweepTable]) -> Option<String> {
+    let mut scenarios: Vec<Scenario> = Vec::new();
+    for s in tables.iter().filter_map(|t| t.scenario) {
+        if !scenarios.contains(&s) {
+            scenarios.push(s);
+        }
+    }
+    let [only] = scenarios[..] else {
+        return None;
+    };
+    let m = MEASURED_ONE_SCENARIO_FIT;
+    Some(format!(
+        "Fitted on one scenario ({only}): every other is extrapolated. On {} public sweeps, each \
+         fitted on one of its own scenarios in turn, the others came within {:.1} / {:.1} / \
+         {:.1} % (median output throughput / TPOT / TTFT error; one cell in five beyond {:.0} / \
+         {:.0} / {:.0} %). Measure a second scenario and add --leave-one-out to see this \
+         deployment's own.",
+        m.tables, m.median[0], m.median[1], m.median[2], m.p80[0], m.p80[1], m.p80[2]
+    ))
 }
 
 /// What a table says about each fitted parameter, read from the loss's curvature at the fit
@@ -935,5 +960,29 @@ mod tests {
         assert!(r.loss_after < r.loss_before);
         assert!(error_stats(&r.cells_after, true).tpot < 1.0);
         assert!(cells_markdown(&r.cells_after).contains("| 200:20 | 4 |"));
+    }
+
+    /// A fit on one scenario says that the others are extrapolated, with the measured band;
+    /// a fit on several (two tables of one scenario count once) says nothing.
+    #[test]
+    fn one_scenario_fits_are_told_what_extrapolating_cost_on_public_sweeps() {
+        let row = "| Concurrency | Output Token Throughput (tok/s) |\n|---|---|\n| 1 | 60 |\n";
+        let one = parse_sweep_tables(&format!("## 32:8\n\n{row}\n## 32:8\n\n{row}")).unwrap();
+        let note = one_scenario_note(&one).unwrap();
+        let m = MEASURED_ONE_SCENARIO_FIT;
+        let want = format!(
+            "Fitted on one scenario (32:8): every other is extrapolated. On {} public sweeps",
+            m.tables
+        );
+        assert!(note.starts_with(&want), "{note}");
+        assert!(
+            note.contains(&format!(
+                "within {:.1} / {:.1} / {:.1} %",
+                m.median[0], m.median[1], m.median[2]
+            )),
+            "{note}"
+        );
+        let two = parse_sweep_tables(&format!("## 32:8\n\n{row}\n## 64:8\n\n{row}")).unwrap();
+        assert_eq!(one_scenario_note(&two), None);
     }
 }

@@ -89,6 +89,21 @@ pub const MEASURED_PD: MeasuredError = MeasuredError {
     p80: [45.4, 31.9, 29.9],
 };
 
+/// Scenarios a calibration was not fitted on, of the very deployment it was fitted on, when it
+/// was fitted on one scenario only (as of 2026-11-28: the reference page's five concurrency
+/// sweeps, 4 scenarios × 8 concurrencies each, each scenario fitted in turn by `calibrate`
+/// from the family's defaults and the other three predicted; the test
+/// `self_calibration_on_one_scenario_predicts_the_others` recomputes it and fails when it
+/// drifts). What a short sweep of one's own deployment buys (docs/predict.md, "Calibrating on
+/// your own sweep").
+pub const MEASURED_ONE_SCENARIO_FIT: MeasuredError = MeasuredError {
+    scope: "unseen scenarios of sweeps fitted on one of their own scenarios",
+    tables: 5,
+    cells: [480, 480, 480],
+    median: [8.1, 6.5, 12.2],
+    p80: [22.8, 24.3, 24.5],
+};
+
 /// The measured band of a kind of model (`moe`) on the fit's engine family (`same_engine`) or
 /// another.
 pub fn measured_band(moe: bool, same_engine: bool) -> MeasuredError {

@@ -216,7 +216,12 @@ fn calibrate_defaults_are_the_engine_familys() {
         if defaults {
             args.push("--defaults");
         }
-        ok(&servelab(&db, &args));
+        let out = ok(&servelab(&db, &args));
+        // One scenario measured: the report says every other is extrapolated.
+        assert!(
+            out.contains("Fitted on one scenario (32:8): every other is extrapolated"),
+            "{out}"
+        );
         std::fs::read_to_string(&fitted).unwrap()
     };
     let own = run(false);

@@ -15,7 +15,7 @@ use servelab_engine::calibrate::{
 };
 use servelab_engine::provenance::{
     measured_band, MeasuredError, MEASURED_DENSE_OTHER_ENGINE, MEASURED_DENSE_SAME_ENGINE,
-    MEASURED_MOE, MEASURED_PD,
+    MEASURED_MOE, MEASURED_ONE_SCENARIO_FIT, MEASURED_PD,
 };
 use servelab_engine::{
     load_engine_file, parse_sweep_tables, predict_point, EngineConfig, EngineFile, IslOsl,
@@ -541,11 +541,15 @@ const REFERENCE_AS_RUN: &str = "engine: vllm-v1\nengine_version: \"0.9.0.1\"\nmo
     max_model_len: 4096, chunked_prefill: true, block_size: 128, prefix_caching: false, \
     cuda_graph_max_batch: 128}\n";
 
-/// Median absolute % errors (throughput, TPOT, TTFT) of `cells`, every cell counted.
-fn cell_medians(cells: &[CellError]) -> [Option<f64>; 3] {
-    std::array::from_fn(|k| {
-        median(cells.iter().map(|c| c.errors()[k].abs()).filter(|e| e.is_finite()).collect())
-    })
+/// A compared cell as a row of measured and predicted figures (a figure the row lacks: none).
+fn row_of(c: &CellError) -> RowResult {
+    let (m, p) = (&c.measured, &c.predicted);
+    let pair = |a: f64, b: f64| (a.is_finite() && a > 0.0).then_some((a, b));
+    [
+        pair(m.output_throughput, p.output_throughput),
+        pair(m.mean_tpot_ms, p.mean_tpot_ms),
+        pair(m.mean_ttft_ms, p.mean_ttft_ms),
+    ]
 }
 
 /// What one short sweep of the deployment buys: for every measured sweep of several
@@ -557,8 +561,10 @@ fn cell_medians(cells: &[CellError]) -> [Option<f64>; 3] {
 /// so no choice of a "good" scenario enters the figures; and the fit starts once from the
 /// shipped calibration carried to the deployment and once from the family's defaults (what a
 /// user without any calibration has; the reference table, the shipped fit's own, only so).
-/// Prints per table, start and fold, then the medians over every unseen cell; checks nothing
-/// but that it runs. About three minutes in a release build: `cargo nextest run
+/// Prints per table, start and fold, then the medians over every unseen cell, and fails when
+/// the from-defaults figures drift from provenance's [`MEASURED_ONE_SCENARIO_FIT`] (what
+/// `predict calibrate` tells a user who fits one scenario). About three minutes in a release
+/// build: `cargo nextest run
 /// --cargo-profile release -p servelab-engine --test it self_calibration --run-ignored all
 /// --no-capture`.
 #[test]
@@ -600,7 +606,8 @@ fn self_calibration_on_one_scenario_predicts_the_others() {
         let sweep = scenarios.iter().map(|&(i, o)| sweep_of(&t, i, o)).collect();
         sweeps.push((name, Some(carried), defaults, sweep));
     }
-    let mut unseen: [Vec<CellError>; 2] = [Vec::new(), Vec::new()];
+    let mut unseen: [Vec<RowResult>; 2] = [Vec::new(), Vec::new()];
+    let mut from_defaults: Vec<Vec<RowResult>> = Vec::new();
     for (name, carried, defaults, sweep) in &sweeps {
         let starts = [(0, "carried", carried.as_ref()), (1, "defaults", Some(defaults))];
         for (k, start, cfg) in starts {
@@ -618,8 +625,9 @@ fn self_calibration_on_one_scenario_predicts_the_others() {
                     .filter(|&(j, _)| j != i)
                     .map(|(_, t)| t.clone())
                     .collect();
-                let fold = compare(&fitted, &others, &opts).unwrap();
-                let med = cell_medians(&fold);
+                let fold: Vec<RowResult> =
+                    compare(&fitted, &others, &opts).unwrap().iter().map(row_of).collect();
+                let med = medians(&fold);
                 let params: Vec<String> = opts
                     .params
                     .iter()
@@ -638,13 +646,16 @@ fn self_calibration_on_one_scenario_predicts_the_others() {
                 );
                 cells.extend(fold);
             }
-            let med = cell_medians(&cells);
+            let med = medians(&cells);
             eprintln!("{}", table_row(&format!("{name} | {start}"), cells.len(), med));
-            unseen[k].extend(cells);
+            unseen[k].extend_from_slice(&cells);
+            if k == 1 {
+                from_defaults.push(cells);
+            }
         }
     }
     for (k, start) in ["carried", "defaults"].iter().enumerate() {
-        let m = cell_medians(&unseen[k]);
+        let m = medians(&unseen[k]);
         eprintln!(
             "unseen cells, fitted on one scenario of their sweep from {start}: output \
              throughput {} ({} cells), TPOT {}, TTFT {}",
@@ -654,6 +665,19 @@ fn self_calibration_on_one_scenario_predicts_the_others() {
             fmt(m[2])
         );
     }
+    let stated = MEASURED_ONE_SCENARIO_FIT;
+    let slices: Vec<&[RowResult]> = from_defaults.iter().map(Vec::as_slice).collect();
+    let got = measured(&slices, stated.scope);
+    eprintln!("{}: {got:?}", stated.scope);
+    let close =
+        |a: &[f64; 3], b: &[f64; 3]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= MARGIN_PP);
+    assert!(
+        got.tables == stated.tables
+            && got.cells == stated.cells
+            && close(&got.median, &stated.median)
+            && close(&got.p80, &stated.p80),
+        "provenance's MEASURED_ONE_SCENARIO_FIT says {stated:?}, the sweeps give {got:?}"
+    );
 }
 
 /// vLLM V0's TP terms reproduce the latency sweep they come from (vLLM issue 16300: vLLM
