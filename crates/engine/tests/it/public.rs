@@ -15,7 +15,7 @@ use servelab_engine::calibrate::{
 };
 use servelab_engine::provenance::{
     measured_band, MeasuredError, MEASURED_DENSE_OTHER_ENGINE, MEASURED_DENSE_SAME_ENGINE,
-    MEASURED_MOE, MEASURED_ONE_SCENARIO_FIT, MEASURED_PD,
+    MEASURED_MOE, MEASURED_ONE_SCENARIO_FIT, MEASURED_PD, MEASURED_UNFITTED,
 };
 use servelab_engine::{
     load_engine_file, parse_sweep_tables, predict_point, EngineConfig, EngineFile, IslOsl,
@@ -85,6 +85,13 @@ fn whole() -> bool {
     std::env::var("SERVELAB_PUBLIC_CARRY").is_ok_and(|v| v == "whole")
 }
 
+/// `SERVELAB_PUBLIC_CARRY=defaults`: every table predicted from its engine family's default
+/// calibration, nothing fitted (a file without `calibration:` and `fitted_on:`): what
+/// provenance's unfitted band is judged on (figures printed, not checked).
+fn unfitted() -> bool {
+    std::env::var("SERVELAB_PUBLIC_CARRY").is_ok_and(|v| v == "defaults")
+}
+
 /// A sensitivity run: `SERVELAB_PUBLIC_H100_AS=h100-pcie` (or `h100-nvl`) predicts every
 /// GPUStack table whose GPU is the H100 SXM its source names on that part instead (figures
 /// printed, not checked): how much the variant would matter, page by page. Tables on other GPUs
@@ -124,7 +131,12 @@ fn config_named(name: &str, t: &Table) -> EngineConfig {
         m.insert("gpu".into(), gpu.into());
     }
     let yaml = serde_yaml_ng::to_string(&m).unwrap();
-    with_shipped_calibration(EngineFile::parse(&yaml).unwrap().build(None).unwrap(), whole())
+    let cfg = EngineFile::parse(&yaml).unwrap().build(None).unwrap();
+    if unfitted() {
+        // As a file without a `calibration:` block: the family's defaults, nothing fitted.
+        return cfg;
+    }
+    with_shipped_calibration(cfg, whole())
 }
 
 fn config(t: &Table) -> EngineConfig {
@@ -245,6 +257,17 @@ fn measured(tables: &[&[RowResult]], scope: &'static str) -> MeasuredError {
             round(percentile_unsorted(&mut errs[k].clone(), 80.0).unwrap_or(f64::NAN))
         }),
     }
+}
+
+/// Whether a band recomputed from the tables agrees with the one provenance states: the same
+/// tables and cells, medians and 80th percentiles within [`MARGIN_PP`].
+fn bands_agree(got: &MeasuredError, stated: &MeasuredError) -> bool {
+    let close =
+        |a: &[f64; 3], b: &[f64; 3]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= MARGIN_PP);
+    got.tables == stated.tables
+        && got.cells == stated.cells
+        && close(&got.median, &stated.median)
+        && close(&got.p80, &stated.p80)
 }
 
 /// One Markdown row: the label's cells, the count, and the three medians.
@@ -376,7 +399,17 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         fmt(all[2]),
         n(2)
     );
-    if whole() || sensitivity_gpu().is_some() {
+    if unfitted() && every {
+        // Provenance's band of an unfitted file: every table, from its family's defaults.
+        let all: Vec<&[RowResult]> = by_kind.iter().map(|(_, r)| r.as_slice()).collect();
+        let got = measured(&all, MEASURED_UNFITTED.scope);
+        eprintln!("{}: {got:?}", MEASURED_UNFITTED.scope);
+        assert!(
+            bands_agree(&got, &MEASURED_UNFITTED),
+            "provenance's MEASURED_UNFITTED says {MEASURED_UNFITTED:?}, the tables give {got:?}"
+        );
+    }
+    if whole() || unfitted() || sensitivity_gpu().is_some() {
         return;
     }
     let docs = stated();
@@ -414,14 +447,7 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
             let got = measured(&kind, stated.scope);
             let name = stated.scope;
             eprintln!("{name}: {got:?}");
-            let close = |a: &[f64; 3], b: &[f64; 3]| {
-                a.iter().zip(b).all(|(x, y)| (x - y).abs() <= MARGIN_PP)
-            };
-            if got.tables != stated.tables
-                || got.cells != stated.cells
-                || !close(&got.median, &stated.median)
-                || !close(&got.p80, &stated.p80)
-            {
+            if !bands_agree(&got, &stated) {
                 stale.push(format!(
                     "provenance's band of {name}: the tables give {got:?}, provenance.rs says \
                      {stated:?}"
@@ -669,13 +695,8 @@ fn self_calibration_on_one_scenario_predicts_the_others() {
     let slices: Vec<&[RowResult]> = from_defaults.iter().map(Vec::as_slice).collect();
     let got = measured(&slices, stated.scope);
     eprintln!("{}: {got:?}", stated.scope);
-    let close =
-        |a: &[f64; 3], b: &[f64; 3]| a.iter().zip(b).all(|(x, y)| (x - y).abs() <= MARGIN_PP);
     assert!(
-        got.tables == stated.tables
-            && got.cells == stated.cells
-            && close(&got.median, &stated.median)
-            && close(&got.p80, &stated.p80),
+        bands_agree(&got, &stated),
         "provenance's MEASURED_ONE_SCENARIO_FIT says {stated:?}, the sweeps give {got:?}"
     );
 }
