@@ -257,13 +257,20 @@ pub async fn predict(a: &PredictArgs) -> Result<ExitStatus, Failure> {
     plan.base.record.tags.extend(prov.tags());
     let mut result = servelab_sweep::run_sweep(&plan, &mut p).await.map_err(Failure::runtime)?;
     result.warnings.insert(0, prov.sentence());
-    let csvs: Vec<std::path::PathBuf> = result
+    // Each scenario's CSV with its own scenario's provenance (a scenario the fit did not
+    // measure is outside its domain).
+    let csvs: Vec<(std::path::PathBuf, servelab_engine::Provenance)> = result
         .scenarios
         .iter()
-        .map(|s| plan.output_dir.join(format!("{}.csv", servelab_outputs::file_safe(&s.name))))
+        .map(|s| {
+            let path =
+                plan.output_dir.join(format!("{}.csv", servelab_outputs::file_safe(&s.name)));
+            let at = servelab_engine::IslOsl::of_label(&s.dataset);
+            (path, servelab_engine::provenance_at(p.config(), at))
+        })
         .collect();
     let status = sweep_outputs(&plan, result, "Predicted sweep results");
-    for path in csvs {
+    for (path, prov) in csvs {
         if let Ok(text) = std::fs::read_to_string(&path) {
             std::fs::write(&path, servelab_predict::mark_csv(&text, &prov))
                 .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;

@@ -344,6 +344,12 @@ impl CalibrationReport {
             pd: cfg.pd.is_some(),
             source: Some(source),
             error_pct: err.is_finite().then(|| (err * 10.0).round() / 10.0),
+            scenarios: self.cells_after.iter().fold(Vec::new(), |mut seen, c| {
+                if !seen.contains(&c.scenario) {
+                    seen.push(c.scenario);
+                }
+                seen
+            }),
         }
     }
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::family::EngineFamily;
 use crate::settings::Calibration;
+use crate::sweep::IslOsl;
 
 /// The deployment a calibration was fitted on: what a prediction of another deployment is
 /// extrapolating from. Written by `predict calibrate`.
@@ -33,6 +34,10 @@ pub struct FittedOn {
     /// throughput's and mean TPOT's. The band of a prediction inside the domain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_pct: Option<f64>,
+    /// The `ISL:OSL` scenarios of the measured tables (empty: not recorded). A prediction of
+    /// another scenario says so ([`crate::provenance::provenance_at`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scenarios: Vec<IslOsl>,
 }
 
 /// A fitted calibration as it carries to another deployment, by what each parameter is.

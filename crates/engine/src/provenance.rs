@@ -11,6 +11,7 @@
 //! disaggregated tables measured ([`MEASURED_PD`]).
 
 use crate::config::EngineConfig;
+use crate::sweep::IslOsl;
 
 /// Band of a fitted calibration that did not record its error.
 const FITTED_PCT: f64 = 15.0;
@@ -190,8 +191,22 @@ fn layout(cfg: &EngineConfig) -> String {
     }
 }
 
-/// The provenance of predictions of `cfg`.
+/// The provenance of predictions of `cfg`, whatever the scenario.
 pub fn provenance(cfg: &EngineConfig) -> Provenance {
+    provenance_at(cfg, None)
+}
+
+/// Whether two scenarios are one for the fit: prompt and output lengths each within 25 %.
+fn near(a: IslOsl, b: IslOsl) -> bool {
+    let ratio = |x: u32, y: u32| f64::from(x.max(y).max(1)) / f64::from(x.min(y).max(1));
+    ratio(a.isl, b.isl) <= 1.25 && ratio(a.osl, b.osl) <= 1.25
+}
+
+/// The provenance of predictions of `cfg` at `scenario` (mean prompt and output lengths):
+/// a scenario the fit did not measure (its `fitted_on.scenarios`, when recorded) is outside
+/// the domain, with at least the band one-scenario fits measured on the unseen scenarios of
+/// public sweeps ([`MEASURED_ONE_SCENARIO_FIT`]).
+pub fn provenance_at(cfg: &EngineConfig, scenario: Option<IslOsl>) -> Provenance {
     let engine = match &cfg.engine_version {
         Some(v) => format!("{} {v}", cfg.engine),
         None => cfg.engine.to_string(),
@@ -276,6 +291,20 @@ pub fn provenance(cfg: &EngineConfig) -> Provenance {
         // The sentence names the measured band that sets the figure.
         if measured.is_none_or(|m| wider(&MEASURED_PD) > wider(&m)) {
             measured = Some(MEASURED_PD);
+        }
+    }
+    // Another scenario of the same deployment is not another deployment: it adds its own band
+    // after the others, never theirs.
+    let unseen =
+        scenario.filter(|s| !f.scenarios.is_empty() && !f.scenarios.iter().any(|m| near(*m, *s)));
+    if let Some(s) = unseen {
+        let fitted: Vec<String> = f.scenarios.iter().map(ToString::to_string).collect();
+        outside.push(format!("scenario {s}, fitted on {}", fitted.join(", ")));
+        let m = MEASURED_ONE_SCENARIO_FIT;
+        band = band.max(wider(&m));
+        ttft = ttft.max(m.median[2]);
+        if measured.is_none_or(|x| wider(&m) > wider(&x)) {
+            measured = Some(m);
         }
     }
     Provenance {
@@ -403,5 +432,42 @@ mod tests {
             "{}",
             gpu.calibration
         );
+    }
+
+    /// A scenario the fit measured (or within 25 % of one) is inside the domain; another is
+    /// outside it, named, with at least the band one-scenario fits measured; a fit that did
+    /// not record its scenarios, or a prediction without one, is judged as before.
+    #[test]
+    fn a_scenario_the_fit_did_not_measure_is_outside_its_domain() {
+        let at = |isl, osl, error: u32| {
+            let yaml = format!(
+                "engine: vllm-v1\nengine_version: 0.9.0.1\nmodel: qwen3-32b\ngpu: h20\ntp: 4\n\
+                 fitted_on: {{engine: vllm-v1, engine_version: 0.9.0.1, gpu: h20, tp: 4, model: \
+                 qwen3-32b, error_pct: {error}, scenarios: [{{isl: 1000, osl: 1000}}]}}\n"
+            );
+            provenance_at(&cfg(&yaml), Some(IslOsl { isl, osl }))
+        };
+        let same = at(1000, 1000, 5);
+        assert!(same.outside.is_empty(), "{:?}", same.outside);
+        assert_eq!((same.band_pct, same.ttft_band_pct, same.measured), (5.0, 7.5, None));
+        assert!(at(1200, 850, 5).outside.is_empty(), "within 25 % is the fitted scenario");
+        let other = at(3000, 150, 5);
+        assert_eq!(other.outside, ["scenario 3000:150, fitted on 1000:1000"]);
+        let m = MEASURED_ONE_SCENARIO_FIT;
+        assert_eq!((other.band_pct, other.ttft_band_pct), (m.median[0], m.median[2]));
+        assert_eq!(other.measured, Some(m));
+        assert!(other.sentence().contains("outside the calibration's domain (scenario 3000:150"));
+        // A fit's own wider error stands.
+        assert_eq!((at(3000, 150, 20).band_pct, at(3000, 150, 20).ttft_band_pct), (20.0, 30.0));
+        // Nothing recorded, or no scenario given: as before.
+        let unrecorded = provenance_at(
+            &cfg(&format!("engine: vllm-v1\nengine_version: 0.9.0.1\nmodel: qwen3-32b\ngpu: h20\ntp: 4\n{FIT}")),
+            Some(IslOsl { isl: 3000, osl: 150 }),
+        );
+        assert!(unrecorded.outside.is_empty());
+        let yaml = "engine: vllm-v1\nengine_version: 0.9.0.1\nmodel: qwen3-32b\ngpu: h20\ntp: 4\n\
+                    fitted_on: {engine: vllm-v1, engine_version: 0.9.0.1, gpu: h20, tp: 4, model: \
+                    qwen3-32b, error_pct: 5, scenarios: [{isl: 1000, osl: 1000}]}\n";
+        assert!(provenance(&cfg(yaml)).outside.is_empty());
     }
 }

@@ -138,6 +138,7 @@ mod tests {
             pd: false,
             source: Some("t.md".into()),
             error_pct: Some(8.5),
+            scenarios: vec![servelab_engine::IslOsl { isl: 32, osl: 8 }],
         };
         let out = fitted_engine_yaml(yaml, c, on.clone(), "fitted by servelab\non t.md").unwrap();
         assert!(out.starts_with("# fitted by servelab\n# on t.md\n"), "{out}");

@@ -190,7 +190,16 @@ impl Predictor {
             "predicted by the engine model ({}), not measured: {} engine steps in virtual time",
             self.name, run.steps
         ));
-        summary.warnings.push(self.provenance().sentence());
+        // The provenance at this point's scenario: its mean prompt and output lengths.
+        let n = lengths.len().max(1) as u64;
+        let mean = |f: fn(&RequestLengths) -> u64| {
+            u32::try_from(lengths.iter().map(f).sum::<u64>() / n).unwrap_or(u32::MAX)
+        };
+        let at = servelab_engine::IslOsl {
+            isl: mean(|l| l.prompt_tokens),
+            osl: mean(|l| l.output_tokens.unwrap_or(0)),
+        };
+        summary.warnings.push(servelab_engine::provenance_at(&self.cfg, Some(at)).sentence());
         if w.num_warmups > 0 {
             summary.warnings.push(format!(
                 "{} warm-up requests were not predicted (the model has no cold start)",

@@ -229,6 +229,24 @@ fn calibrate_defaults_are_the_engine_familys() {
     let family = run(true);
     assert!(family.contains("step_overhead_us: 2500"), "{family}");
     assert!(family.contains("tp_step_overhead_us: 1658"), "{family}");
+    // The fitted file records the scenario it measured; a prediction of another says it is
+    // outside the calibration's domain, in its summary and its CSV, and of that one it does not.
+    assert!(family.contains("scenarios:") && family.contains("isl: 32"), "{family}");
+    let out = dir.path().join("pred");
+    let args = ["predict", "--engine", fitted.to_str().unwrap(), "--concurrency", "1"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--scenario", "32:8", "--scenario", "640:8", "--min-prompts", "4"]);
+    args.extend(["--max-prompts", "4", "--no-store", "--output-dir", out.to_str().unwrap()]);
+    ok(&servelab(&db, &args));
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("(scenario 640:8, fitted on 32:8)"), "{md}");
+    assert!(!md.contains("scenario 32:8, fitted on"), "{md}");
+    let band = |f: &str| {
+        let csv = std::fs::read_to_string(out.join(f)).unwrap();
+        csv.lines().nth(1).unwrap().rsplit(',').nth(1).unwrap().to_string()
+    };
+    let (own, other) = (band("32x8.csv"), band("640x8.csv"));
+    assert!(other.parse::<f64>().unwrap() >= own.parse::<f64>().unwrap(), "{own} vs {other}");
 }
 
 /// Calibrate reads measured sweeps from the store by label, and refuses predictions.
