@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::family::EngineFamily;
 use crate::settings::Calibration;
-use crate::sweep::IslOsl;
+use servelab_records::IslOsl;
 
 /// The deployment a calibration was fitted on: what a prediction of another deployment is
 /// extrapolating from. Written by `predict calibrate`.

@@ -11,7 +11,7 @@
 //! disaggregated tables measured ([`MEASURED_PD`]).
 
 use crate::config::EngineConfig;
-use crate::sweep::IslOsl;
+use servelab_records::IslOsl;
 
 /// Band of a fitted calibration that did not record its error.
 const FITTED_PCT: f64 = 15.0;
