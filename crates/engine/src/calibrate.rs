@@ -344,12 +344,7 @@ impl CalibrationReport {
             pd: cfg.pd.is_some(),
             source: Some(source),
             error_pct: err.is_finite().then(|| (err * 10.0).round() / 10.0),
-            scenarios: self.cells_after.iter().fold(Vec::new(), |mut seen, c| {
-                if !seen.contains(&c.scenario) {
-                    seen.push(c.scenario);
-                }
-                seen
-            }),
+            scenarios: distinct(self.cells_after.iter().map(|c| c.scenario)),
         }
     }
 }
@@ -468,16 +463,22 @@ pub fn calibrate(
     })
 }
 
+/// The scenarios of `all`, each once, in the order they first come.
+fn distinct(all: impl Iterator<Item = Scenario>) -> Vec<Scenario> {
+    let mut seen = Vec::new();
+    for s in all {
+        if !seen.contains(&s) {
+            seen.push(s);
+        }
+    }
+    seen
+}
+
 /// A note for a fit whose tables cover one scenario only: the others are extrapolated, and
 /// how far such fits held on the public sweeps ([`MEASURED_ONE_SCENARIO_FIT`]); `None` when
 /// the tables cover several.
 pub fn one_scenario_note(tables: &[SweepTable]) -> Option<String> {
-    let mut scenarios: Vec<Scenario> = Vec::new();
-    for s in tables.iter().filter_map(|t| t.scenario) {
-        if !scenarios.contains(&s) {
-            scenarios.push(s);
-        }
-    }
+    let scenarios = distinct(tables.iter().filter_map(|t| t.scenario));
     let [only] = scenarios[..] else {
         return None;
     };

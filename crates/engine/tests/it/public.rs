@@ -82,14 +82,19 @@ fn root() -> PathBuf {
 /// [`carry_calibration`]'s rule, `whole` (`SERVELAB_PUBLIC_CARRY=whole`) every parameter as
 /// fitted, as a file that copies the `calibration:` block would.
 fn whole() -> bool {
-    std::env::var("SERVELAB_PUBLIC_CARRY").is_ok_and(|v| v == "whole")
+    carry_is("whole")
+}
+
+/// Whether `SERVELAB_PUBLIC_CARRY` names `mode`.
+fn carry_is(mode: &str) -> bool {
+    std::env::var("SERVELAB_PUBLIC_CARRY").is_ok_and(|v| v == mode)
 }
 
 /// `SERVELAB_PUBLIC_CARRY=defaults`: every table predicted from its engine family's default
 /// calibration, nothing fitted (a file without `calibration:` and `fitted_on:`): what
 /// provenance's unfitted band is judged on (figures printed, not checked).
 fn unfitted() -> bool {
-    std::env::var("SERVELAB_PUBLIC_CARRY").is_ok_and(|v| v == "defaults")
+    carry_is("defaults")
 }
 
 /// A sensitivity run: `SERVELAB_PUBLIC_H100_AS=h100-pcie` (or `h100-nvl`) predicts every
