@@ -258,14 +258,16 @@ pub async fn predict(a: &PredictArgs) -> Result<ExitStatus, Failure> {
     let mut result = servelab_sweep::run_sweep(&plan, &mut p).await.map_err(Failure::runtime)?;
     result.warnings.insert(0, prov.sentence());
     // Each scenario's CSV with its own scenario's provenance (a scenario the fit did not
-    // measure is outside its domain).
+    // measure is outside its domain), judged by its requests' mean lengths as each point's
+    // sentence is; by its label only when no request completed.
     let csvs: Vec<(std::path::PathBuf, servelab_engine::Provenance)> = result
         .scenarios
         .iter()
         .map(|s| {
             let path =
                 plan.output_dir.join(format!("{}.csv", servelab_outputs::file_safe(&s.name)));
-            let at = servelab_engine::IslOsl::of_label(&s.dataset);
+            let at = servelab_predict::scenario_of(s.points.iter().map(|p| &p.summary))
+                .or_else(|| servelab_engine::IslOsl::of_label(&s.dataset));
             (path, servelab_engine::provenance_at(p.config(), at))
         })
         .collect();

@@ -34,7 +34,7 @@ use servelab_metrics::Summary;
 use servelab_outputs::term;
 use servelab_plan::{Plan, RecordSink, RecordSpec, Recording, RunError, Runner};
 use servelab_records::{
-    Chunk, ChunkKind, FailureKind, Outcome, RequestRecord, RunInfo, ServerScrape, Usage,
+    Chunk, ChunkKind, FailureKind, IslOsl, Outcome, RequestRecord, RunInfo, ServerScrape, Usage,
 };
 use servelab_workload::{DatasetError, RequestLengths, Tokenizer};
 
@@ -195,10 +195,8 @@ impl Predictor {
         let mean = |f: fn(&RequestLengths) -> u64| {
             u32::try_from(lengths.iter().map(f).sum::<u64>() / n).unwrap_or(u32::MAX)
         };
-        let at = servelab_engine::IslOsl {
-            isl: mean(|l| l.prompt_tokens),
-            osl: mean(|l| l.output_tokens.unwrap_or(0)),
-        };
+        let at =
+            IslOsl { isl: mean(|l| l.prompt_tokens), osl: mean(|l| l.output_tokens.unwrap_or(0)) };
         summary.warnings.push(servelab_engine::provenance_at(&self.cfg, Some(at)).sentence());
         if w.num_warmups > 0 {
             summary.warnings.push(format!(
@@ -313,6 +311,21 @@ fn record(r: &servelab_engine::VirtualRecord, scheduled_ns: u64) -> RequestRecor
         outcome,
         ..RequestRecord::due(r.index as u64, scheduled_ns.min(r.intended_ns), r.intended_ns)
     }
+}
+
+/// The scenario a predicted scenario's points ran, for its CSV's provenance: the mean prompt
+/// and output lengths of their completed requests, as each point's own sentence judges its
+/// point (a ShareGPT or JSONL scenario has no lengths in its label); `None` when none
+/// completed.
+pub fn scenario_of<'a>(summaries: impl IntoIterator<Item = &'a Summary>) -> Option<IslOsl> {
+    let (mut n, mut prompt, mut output) = (0u64, 0u64, 0u64);
+    for s in summaries {
+        n += s.completed;
+        prompt += s.total_input_tokens;
+        output += s.total_output_tokens;
+    }
+    let mean = |total: u64| u32::try_from(total / n).unwrap_or(u32::MAX);
+    (n > 0).then(|| IslOsl { isl: mean(prompt), osl: mean(output) })
 }
 
 /// A predicted sweep's CSV with the provenance in four more columns on every row (`kind`

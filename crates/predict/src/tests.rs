@@ -190,6 +190,24 @@ fn a_predicted_csv_says_so_on_every_row() {
     );
 }
 
+/// A scenario's CSV is judged at its requests' mean lengths: pooled over its points, whole
+/// tokens, and nothing when no request completed.
+#[test]
+fn a_scenario_is_its_completed_requests_mean_lengths() {
+    let pr = Predictor::new(cfg("model: qwen3-8b\ngpu: h100\n"), "e");
+    let a = pr.predict(&plan(1000, 50, 40, Some(8))).unwrap().summary;
+    let b = pr.predict(&plan(1000, 50, 24, Some(16))).unwrap().summary;
+    assert_eq!(crate::scenario_of([&a, &b]), Some(IslOsl { isl: 1000, osl: 50 }));
+    // Lengths that vary (a ShareGPT-like scenario): 64 requests, 70,000 prompt and 6,500
+    // output tokens in all.
+    let mut c = a.clone();
+    (c.completed, c.total_input_tokens, c.total_output_tokens) = (24, 30_000, 4_500);
+    assert_eq!(crate::scenario_of([&a, &c]), Some(IslOsl { isl: 1093, osl: 101 }));
+    c.completed = 0;
+    assert_eq!(crate::scenario_of([&c]), None);
+    assert_eq!(crate::scenario_of([]), None);
+}
+
 /// Issue 27: `--gpu-hourly-cost` prices a prediction as it prices a measured run, with the
 /// engine file's GPU count and the predicted duration; no energy is invented.
 #[test]

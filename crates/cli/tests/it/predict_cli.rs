@@ -232,6 +232,16 @@ fn calibrate_defaults_are_the_engine_familys() {
     // The fitted file records the scenario it measured; a prediction of another says it is
     // outside the calibration's domain, in its summary and its CSV, and of that one it does not.
     assert!(family.contains("scenarios:") && family.contains("isl: 32"), "{family}");
+    // A fit within 1 % of its table, so that the band of a scenario outside (at least the
+    // one-scenario fits' 8 %) differs from the fit's own.
+    let tight: String = family
+        .lines()
+        .map(|l| match l.split_once("error_pct:") {
+            Some((indent, _)) => format!("{indent}error_pct: 1\n"),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&fitted, tight).unwrap();
     let out = dir.path().join("pred");
     let args = ["predict", "--engine", fitted.to_str().unwrap(), "--concurrency", "1"];
     let mut args: Vec<&str> = args.to_vec();
@@ -246,7 +256,29 @@ fn calibrate_defaults_are_the_engine_familys() {
         csv.lines().nth(1).unwrap().rsplit(',').nth(1).unwrap().to_string()
     };
     let (own, other) = (band("32x8.csv"), band("640x8.csv"));
-    assert!(other.parse::<f64>().unwrap() >= own.parse::<f64>().unwrap(), "{own} vs {other}");
+    assert_eq!((own.as_str(), other.as_str()), ("1", "8"));
+    // A JSONL scenario's label has no lengths: its CSV is judged at its requests' mean
+    // lengths, as its points are, so it is outside too.
+    let jsonl = dir.path().join("long.jsonl");
+    let line = format!("{{\"prompt\": \"{}\", \"output_tokens\": 8}}\n", "word ".repeat(600));
+    std::fs::write(&jsonl, line.repeat(4)).unwrap();
+    let out = dir.path().join("pred-jsonl");
+    let args = ["predict", "--engine", fitted.to_str().unwrap(), "--concurrency", "1"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--dataset-name", "jsonl", "--dataset-path", jsonl.to_str().unwrap()]);
+    args.extend(["--min-prompts", "4", "--max-prompts", "4", "--no-store"]);
+    args.extend(["--output-dir", out.to_str().unwrap()]);
+    ok(&servelab(&db, &args));
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains(":8, fitted on 32:8)"), "{md}");
+    let csv = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "csv"))
+        .expect("the scenario's CSV");
+    let csv = std::fs::read_to_string(csv).unwrap();
+    let jsonl_band = csv.lines().nth(1).unwrap().rsplit(',').nth(1).unwrap().to_string();
+    assert_eq!(jsonl_band, other, "{csv}");
 }
 
 /// Calibrate reads measured sweeps from the store by label, and refuses predictions.
