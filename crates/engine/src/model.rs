@@ -20,6 +20,22 @@ pub struct MoeSpec {
     pub dense_layers: u32,
 }
 
+/// How a model with sliding-window and full-attention layers uses the KV pool, as vLLM's
+/// hybrid allocator does (since 0.10; `kv_cache_utils.py`, `single_type_kv_cache_manager.py`):
+/// the layers fall into groups of equal size, one block of the pool holds `block_size`
+/// tokens of one group, a full-attention group keeps every token's blocks and a sliding one
+/// only the blocks its window reaches (those that fall behind are freed when the request is
+/// next scheduled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hybrid {
+    /// The sliding window, tokens.
+    pub window: u32,
+    /// Groups of full-attention layers (the first one is a request's own blocks).
+    pub full_groups: u32,
+    /// Groups of sliding-window layers.
+    pub sliding_groups: u32,
+}
+
 /// What the cost model needs to know about a model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelSpec {
@@ -283,6 +299,27 @@ impl ModelSpec {
     /// Layers with a dense MLP (all of them for a dense model).
     pub fn dense_layers(&self) -> u32 {
         self.moe.as_ref().map_or(self.layers, |m| m.dense_layers.min(self.layers))
+    }
+
+    /// The hybrid allocator's grouping of the layers ([`Hybrid`]), `None` unless the model has
+    /// both kinds: groups as large as the smaller kind's layer count.
+    pub fn hybrid(&self) -> Option<Hybrid> {
+        let window = self.sliding_window?;
+        let full = self.layers.saturating_sub(self.sliding_layers);
+        let group = full.min(self.sliding_layers);
+        (group > 0).then(|| Hybrid {
+            window,
+            full_groups: full.div_ceil(group),
+            sliding_groups: self.sliding_layers.div_ceil(group),
+        })
+    }
+
+    /// Layers one KV block holds: one [`Hybrid`] group, or every layer.
+    pub fn block_group_layers(&self) -> u32 {
+        match self.hybrid() {
+            Some(_) => (self.layers - self.sliding_layers).min(self.sliding_layers),
+            None => self.layers,
+        }
     }
 
     /// Layers with a MoE block.

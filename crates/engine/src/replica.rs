@@ -15,6 +15,7 @@ use std::collections::VecDeque;
 use crate::config::WorkerSpec;
 use crate::cost::{BatchShape, CostModel};
 use crate::kv::{request_block_keys, BlockId, BlockPool};
+use crate::model::Hybrid;
 
 /// Which running requests a scheduling pass takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +43,9 @@ struct Req {
     computed: u32,
     generated: u32,
     blocks: Vec<BlockId>,
+    /// Blocks beyond one per `block_size` tokens: a hybrid model's sliding-window layers
+    /// ([`Hybrid`]).
+    extra: Vec<BlockId>,
     /// Leading blocks already registered in the prefix cache.
     registered: usize,
     preemptions: u32,
@@ -112,6 +116,7 @@ pub struct Worker {
     /// arrivals are queued in order and preempted requests go to the front.
     held: usize,
     max_model_len: Option<u32>,
+    hybrid: Option<Hybrid>,
     slab: Vec<Option<Req>>,
     free_slots: Vec<usize>,
     running: Vec<usize>,
@@ -219,6 +224,7 @@ impl Worker {
             async_scheduling: s.async_scheduling,
             held: 0,
             max_model_len: s.max_model_len,
+            hybrid: w.model.hybrid(),
             slab: Vec::new(),
             free_slots: Vec::new(),
             running: Vec::new(),
@@ -270,6 +276,27 @@ impl Worker {
         tokens.div_ceil(self.block_size) as usize
     }
 
+    /// Blocks a request holds beyond `blocks_for(upto)` once its KV reaches `upto` tokens,
+    /// `n` of them computed in this step: the other full-attention groups' blocks of every
+    /// token, and each sliding group's for the window behind the step's tokens plus the
+    /// step's own (one more for a window that does not start on a block boundary).
+    fn extra_blocks(&self, upto: u32, n: u32) -> usize {
+        let Some(h) = self.hybrid else { return 0 };
+        let full = self.blocks_for(upto);
+        let reach = upto.min(h.window.saturating_sub(1).saturating_add(n));
+        let sliding = (self.blocks_for(reach) + 1).min(full);
+        full * (h.full_groups as usize - 1) + sliding * h.sliding_groups as usize
+    }
+
+    /// Frees a request's extra blocks beyond `keep` (the window has moved past them).
+    fn trim_extra(&mut self, slot: usize, keep: usize) {
+        let r = self.slab[slot].as_mut().expect("live slot");
+        if r.extra.len() > keep {
+            self.pool.release(&r.extra[keep..]);
+            r.extra.truncate(keep);
+        }
+    }
+
     /// Checks a request could ever run here.
     pub fn check(&self, prompt: u32, output: u32) -> Result<(), Reject> {
         if let Some(max) = self.max_model_len {
@@ -278,7 +305,9 @@ impl Worker {
                 return Err(Reject::OverMaxModelLen { len, max });
             }
         }
-        let needed = self.blocks_for(prompt.saturating_add(output.max(1))) as u64;
+        let len = prompt.saturating_add(output.max(1));
+        let chunk = if self.chunked { prompt.min(self.budget) } else { prompt };
+        let needed = (self.blocks_for(len) + self.extra_blocks(len, chunk.max(1))) as u64;
         if needed > u64::from(self.pool.total()) {
             return Err(Reject::TooLong { needed, capacity: u64::from(self.pool.total()) });
         }
@@ -313,6 +342,7 @@ impl Worker {
             computed: precomputed.min(prompt.saturating_sub(1)),
             generated: 0,
             blocks: Vec::new(),
+            extra: Vec::new(),
             registered: 0,
             preemptions: 0,
         };
@@ -353,6 +383,7 @@ impl Worker {
     /// Frees the KV of the last running request and puts it at the front of the queue.
     fn preempt_last(&mut self) -> Option<(usize, RequestId)> {
         let slot = self.running.pop()?;
+        self.trim_extra(slot, 0);
         let mut blocks = std::mem::take(&mut self.req_mut(slot).blocks);
         self.pool.release(&blocks);
         blocks.clear();
@@ -380,9 +411,13 @@ impl Worker {
                 continue;
             }
             let n = (r.len - r.computed).min(budget);
-            let need = self.blocks_for(r.computed + n).saturating_sub(r.blocks.len());
+            let upto = r.computed + n;
+            let need = self.blocks_for(upto).saturating_sub(r.blocks.len());
+            let extra = self.extra_blocks(upto, n);
+            self.trim_extra(slot, extra);
+            let need_extra = extra - self.req(slot).extra.len();
             let mut self_preempted = false;
-            while self.pool.free() < need {
+            while self.pool.free() < need + need_extra {
                 match self.preempt_last() {
                     Some((victim, id)) => {
                         out.preempted.push(id);
@@ -400,6 +435,9 @@ impl Worker {
             let mut blocks = std::mem::take(&mut self.req_mut(slot).blocks);
             let ok = self.pool.allocate(need, &mut blocks);
             self.req_mut(slot).blocks = blocks;
+            let mut more = std::mem::take(&mut self.req_mut(slot).extra);
+            let ok = ok && self.pool.allocate(need_extra, &mut more);
+            self.req_mut(slot).extra = more;
             if !ok {
                 break;
             }
@@ -448,7 +486,8 @@ impl Worker {
             // Reserving the whole sequence (TensorRT-LLM) takes every block it will need now.
             let upto = if self.reserve_full { r.prompt + r.output } else { computed + n };
             let need = self.blocks_for(upto).saturating_sub(have);
-            if self.pool.free() < need + hit_free {
+            let need_extra = self.extra_blocks(upto, n).saturating_sub(r.extra.len());
+            if self.pool.free() < need + need_extra + hit_free {
                 break;
             }
             let prompt = r.prompt;
@@ -462,8 +501,11 @@ impl Worker {
                 r.registered = hit;
             }
             self.pool.allocate(need, &mut blocks);
+            let mut more = std::mem::take(&mut self.req_mut(slot).extra);
+            self.pool.allocate(need_extra, &mut more);
             let r = self.req_mut(slot);
             r.blocks = blocks;
+            r.extra = more;
             r.computed = computed;
             if first_try && !r.keys.is_empty() {
                 self.counters.prefix_cache_queries += u64::from(prompt);
@@ -588,7 +630,9 @@ impl Worker {
         }
         out.finished.push(r.id);
         self.pool.release(&r.blocks);
+        self.pool.release(&r.extra);
         r.blocks.clear();
+        r.extra.clear();
         true
     }
 
@@ -623,6 +667,7 @@ impl Worker {
             self.held -= 1;
         }
         self.pool.release(&r.blocks);
+        self.pool.release(&r.extra);
         self.running.retain(|&s| s != slot);
         self.waiting.retain(|&s| s != slot);
         self.free_slots.push(slot);
@@ -678,6 +723,46 @@ mod tests {
         assert!(w.step().is_none());
         let c = w.counters();
         assert_eq!((c.generation_tokens_total, c.prompt_tokens_total, c.blocks_used), (4, 11, 0));
+    }
+
+    /// A model with sliding-window layers (gpt-oss-20b: 12 of 24 slide over 128 tokens):
+    /// groups of 12 layers, one full and one sliding. A request holds a block per 16 tokens
+    /// of the full group and, of the sliding group, the window behind the tokens being
+    /// computed and those tokens (one more for a window that does not start on a block),
+    /// never more than the full group's: a prompt of 1,600 tokens prefilled 512 a step
+    /// (budget 512) holds ceil((127 + 512) / 16) + 1 = 41 sliding blocks while prefilling,
+    /// 12 + 1 for its last 64 tokens, 8 + 1 once decoding; the blocks left behind are freed
+    /// when it is next scheduled, all of them when it finishes. A dense model holds none
+    /// beside its own.
+    #[test]
+    fn a_sliding_window_holds_only_its_blocks() {
+        let yaml = "model: gpt-oss-20b\ngpu: h100\nscheduler: {max_num_batched_tokens: 512, \
+                    num_gpu_blocks: 1000, block_size: 16}\n";
+        let cfg = EngineFile::parse(yaml).unwrap().build(None).unwrap();
+        let hybrid = cfg.model.hybrid();
+        assert_eq!(hybrid, Some(Hybrid { window: 128, full_groups: 1, sliding_groups: 1 }));
+        assert_eq!(cfg.model.block_group_layers(), 12);
+        let mut w = Worker::new(&cfg.worker(1), 1000, 0);
+        w.add(1, 1600, 3, (&[], 0), 0).unwrap();
+        let used = |w: &Worker| w.counters().blocks_used;
+        w.step().unwrap();
+        assert_eq!(used(&w), 32 + 32, "512 tokens: all within reach, no more than the full");
+        w.step().unwrap();
+        assert_eq!(used(&w), 64 + 41);
+        w.step().unwrap();
+        w.step().unwrap();
+        assert_eq!(used(&w), 100 + 13, "the last 64 of the prompt, the window behind them");
+        w.step().unwrap();
+        assert_eq!(used(&w), 101 + 9, "decoding: the window, the new token");
+        let s = w.step().unwrap();
+        assert_eq!(s.finished, vec![1]);
+        assert_eq!(used(&w), 0);
+        // Too long for the pool with its window: its blocks and the 41 of a 512-token chunk.
+        assert!(matches!(w.add(2, 15_700, 1, (&[], 0), 0), Err(Reject::TooLong { .. })));
+        assert!(w.add(3, 15_300, 1, (&[], 0), 0).is_ok());
+        let dense = worker(64, 4, 100, true, false);
+        let qwen = crate::model::ModelSpec::preset("qwen3-8b").unwrap();
+        assert_eq!((dense.hybrid, qwen.block_group_layers()), (None, 36));
     }
 
     /// Prefill-first steps (vLLM V0, SGLang): B arrives while A decodes; B's prompt gets a
