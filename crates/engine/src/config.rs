@@ -687,13 +687,7 @@ impl WorkerSpec {
         let inter = self.token_intermediate();
         let t = f64::from(self.scheduler.max_num_batched_tokens);
         let seqs = f64::from(self.scheduler.max_num_seqs);
-        if matches!(
-            self.engine,
-            EngineFamily::VllmV1
-                | EngineFamily::VllmV0
-                | EngineFamily::Dynamo
-                | EngineFamily::DynamoV0
-        ) {
+        if self.engine.traits().vllm_workers {
             return vllm_profile_reserve_bytes(
                 t,
                 seqs,
@@ -733,14 +727,10 @@ impl WorkerSpec {
     pub fn loaded_weight_bytes(&self) -> f64 {
         let m = &self.model;
         let mut bytes = m.weight_bytes();
-        let vllm = matches!(
-            self.engine,
-            EngineFamily::VllmV1
-                | EngineFamily::VllmV0
-                | EngineFamily::Dynamo
-                | EngineFamily::DynamoV0
-        );
-        if vllm && m.expert_dtype == DType::Mxfp4 && self.gpu.fp4_tflops.is_none() {
+        if self.engine.traits().vllm_workers
+            && m.expert_dtype == DType::Mxfp4
+            && self.gpu.fp4_tflops.is_none()
+        {
             let experts = u64::from(m.moe.as_ref().map_or(0, |e| e.experts));
             bytes += f64::from(m.moe_layers()) * (experts * m.expert_params()) as f64 / 32.0;
         }

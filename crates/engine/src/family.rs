@@ -51,6 +51,10 @@ pub enum EngineFamily {
 /// What a family fixes beyond its scheduler defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FamilyTraits {
+    /// The workers are vLLM (V1, V0, or Dynamo's): they size the KV cache from a profiling
+    /// run and hold the weights as vLLM loads them (`WorkerSpec::activation_reserve_bytes`,
+    /// `WorkerSpec::loaded_weight_bytes`).
+    pub vllm_workers: bool,
     /// CUDA graphs also cover steps that compute prompt tokens (vLLM V1's piecewise graphs);
     /// otherwise only decode-only steps are graphed.
     pub graphs_mixed_steps: bool,
@@ -251,6 +255,13 @@ impl EngineFamily {
     /// What the family fixes beyond its defaults.
     pub fn traits(self) -> FamilyTraits {
         FamilyTraits {
+            vllm_workers: matches!(
+                self,
+                EngineFamily::VllmV1
+                    | EngineFamily::VllmV0
+                    | EngineFamily::Dynamo
+                    | EngineFamily::DynamoV0
+            ),
             graphs_mixed_steps: matches!(self, EngineFamily::VllmV1 | EngineFamily::Dynamo),
             reserve_full_kv: matches!(self, EngineFamily::Trtllm),
             kv_fraction_of_free_memory: matches!(self, EngineFamily::Trtllm),

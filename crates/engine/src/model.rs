@@ -304,22 +304,24 @@ impl ModelSpec {
     /// The hybrid allocator's grouping of the layers ([`Hybrid`]), `None` unless the model has
     /// both kinds: groups as large as the smaller kind's layer count.
     pub fn hybrid(&self) -> Option<Hybrid> {
-        let window = self.sliding_window?;
-        let full = self.layers.saturating_sub(self.sliding_layers);
-        let group = full.min(self.sliding_layers);
-        (group > 0).then(|| Hybrid {
-            window,
-            full_groups: full.div_ceil(group),
+        let group = self.hybrid_group()?;
+        Some(Hybrid {
+            window: self.sliding_window?,
+            full_groups: (self.layers - self.sliding_layers).div_ceil(group),
             sliding_groups: self.sliding_layers.div_ceil(group),
         })
     }
 
     /// Layers one KV block holds: one [`Hybrid`] group, or every layer.
     pub fn block_group_layers(&self) -> u32 {
-        match self.hybrid() {
-            Some(_) => (self.layers - self.sliding_layers).min(self.sliding_layers),
-            None => self.layers,
-        }
+        self.hybrid_group().unwrap_or(self.layers)
+    }
+
+    /// Layers of a [`Hybrid`] group, `None` without both kinds of layer.
+    fn hybrid_group(&self) -> Option<u32> {
+        self.sliding_window?;
+        let full = self.layers.saturating_sub(self.sliding_layers);
+        Some(full.min(self.sliding_layers)).filter(|&g| g > 0)
     }
 
     /// Layers with a MoE block.

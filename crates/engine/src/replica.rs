@@ -297,6 +297,15 @@ impl Worker {
         }
     }
 
+    /// Adds `n` blocks to a request's extra blocks; false if the pool has too few.
+    fn allocate_extra(&mut self, slot: usize, n: usize) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let r = self.slab[slot].as_mut().expect("live slot");
+        self.pool.allocate(n, &mut r.extra)
+    }
+
     /// Checks a request could ever run here.
     pub fn check(&self, prompt: u32, output: u32) -> Result<(), Reject> {
         if let Some(max) = self.max_model_len {
@@ -413,9 +422,13 @@ impl Worker {
             let n = (r.len - r.computed).min(budget);
             let upto = r.computed + n;
             let need = self.blocks_for(upto).saturating_sub(r.blocks.len());
-            let extra = self.extra_blocks(upto, n);
-            self.trim_extra(slot, extra);
-            let need_extra = extra - self.req(slot).extra.len();
+            let need_extra = if self.hybrid.is_some() {
+                let extra = self.extra_blocks(upto, n);
+                self.trim_extra(slot, extra);
+                extra - self.req(slot).extra.len()
+            } else {
+                0
+            };
             let mut self_preempted = false;
             while self.pool.free() < need + need_extra {
                 match self.preempt_last() {
@@ -435,10 +448,7 @@ impl Worker {
             let mut blocks = std::mem::take(&mut self.req_mut(slot).blocks);
             let ok = self.pool.allocate(need, &mut blocks);
             self.req_mut(slot).blocks = blocks;
-            let mut more = std::mem::take(&mut self.req_mut(slot).extra);
-            let ok = ok && self.pool.allocate(need_extra, &mut more);
-            self.req_mut(slot).extra = more;
-            if !ok {
+            if !(ok && self.allocate_extra(slot, need_extra)) {
                 break;
             }
             self.scratch.push((slot, n));
@@ -501,11 +511,9 @@ impl Worker {
                 r.registered = hit;
             }
             self.pool.allocate(need, &mut blocks);
-            let mut more = std::mem::take(&mut self.req_mut(slot).extra);
-            self.pool.allocate(need_extra, &mut more);
+            self.req_mut(slot).blocks = blocks;
+            self.allocate_extra(slot, need_extra);
             let r = self.req_mut(slot);
-            r.blocks = blocks;
-            r.extra = more;
             r.computed = computed;
             if first_try && !r.keys.is_empty() {
                 self.counters.prefix_cache_queries += u64::from(prompt);
