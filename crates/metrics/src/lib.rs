@@ -23,6 +23,7 @@ pub mod engine;
 pub mod fold;
 pub mod gpu;
 mod key;
+pub mod knee;
 pub mod load;
 pub mod merge;
 pub mod pareto;

@@ -12,7 +12,6 @@
 pub mod charts;
 mod error;
 pub mod grid;
-mod knee;
 mod point;
 pub mod render;
 mod result;
@@ -24,10 +23,10 @@ pub mod suite;
 
 pub use error::SweepError;
 pub use grid::{DatasetChoice, PromptPolicy, Scenario};
-pub use knee::{find_knee, gain_per_doubling, CurvePoint, Knee, KneeRule};
 pub use point::{default_scenario, grid_levels, scenario_dataset, DEFAULT_CONCURRENCY};
 pub use result::{PointResult, Role, ScenarioResult, SloOutcome, SweepResult};
 pub use run::{run_sweep, PointSpec, SweepPlan};
+pub use servelab_metrics::knee::{find_knee, gain_per_doubling, CurvePoint, Knee, KneeRule};
 pub use shards::check_sharded;
 pub use slo::{bracket, next_probe, Bracket};
 pub use store::{point_path, read_complete_point, write_atomic};

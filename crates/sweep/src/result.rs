@@ -3,9 +3,9 @@
 use serde::{Deserialize, Serialize};
 use servelab_metrics::Summary;
 
-use crate::knee::{Knee, KneeRule};
 use crate::slo::Bracket;
 use servelab_load::{Axis, Level};
+use servelab_metrics::knee::{Knee, KneeRule};
 use servelab_metrics::SloSpec;
 
 /// Why a point was run.

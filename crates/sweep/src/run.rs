@@ -11,11 +11,11 @@ use crate::error::SweepError;
 use servelab_load::{Axis, Level};
 
 use crate::grid::{point_seed, PromptPolicy, Scenario};
-use crate::knee::{find_knee, CurvePoint, KneeRule};
 use crate::render::{csv, summary_markdown, Column};
 use crate::result::{PointResult, Role, ScenarioResult, SloOutcome, SweepResult};
 use crate::slo::{bracket, next_probe, Bracket};
 use crate::store::{point_path, read_complete_point, write_atomic, write_point};
+use servelab_metrics::knee::{find_knee, CurvePoint, KneeRule};
 
 /// One bench run to make.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,6 +22,7 @@ use servelab_engine::{
     PointSummary, Scenario, SweepTable,
 };
 use servelab_metrics::bootstrap::percentile_unsorted;
+use servelab_metrics::knee::{find_knee, CurvePoint, KneeRule};
 
 /// The calibration every table is predicted with: the shipped fit of the reference deployment.
 const CALIBRATION_FILE: &str = "examples/engines/qwen3-32b-h20-tp4.yaml";
@@ -327,6 +328,77 @@ fn stated() -> Vec<(String, [Option<f64>; 3])> {
         .collect()
 }
 
+/// Where one scenario of a concurrency table saturates, measured and predicted: the index of
+/// the knee (`servelab sweep`'s rule, [`KneeRule::default`]) among its sorted levels.
+struct KneeCheck {
+    label: String,
+    levels: Vec<u32>,
+    measured: usize,
+    predicted: usize,
+}
+
+impl KneeCheck {
+    /// Grid steps between the measured and the predicted knee.
+    fn steps_apart(&self) -> usize {
+        self.measured.abs_diff(self.predicted)
+    }
+}
+
+/// The knees of every scenario of `t` measured at three or more distinct concurrencies with
+/// output throughput; `rows` are `t.rows`' predictions, in order.
+fn knees(name: &str, t: &Table, rows: &[RowResult]) -> Vec<KneeCheck> {
+    if t.bench.load != "concurrency" {
+        return Vec::new();
+    }
+    let mut scenarios: Vec<(u32, u32)> = t.rows.iter().map(|r| (r.isl, r.osl)).collect();
+    scenarios.sort_unstable();
+    scenarios.dedup();
+    let mut out = Vec::new();
+    for (isl, osl) in scenarios {
+        let mut pts: Vec<(u32, f64, f64)> = t
+            .rows
+            .iter()
+            .zip(rows)
+            .filter(|(r, _)| (r.isl, r.osl) == (isl, osl))
+            .filter_map(|(r, res)| Some((r.concurrency?, res[0]?.0, res[0]?.1)))
+            .collect();
+        pts.sort_by_key(|p| p.0);
+        let distinct = pts.windows(2).all(|w| w[0].0 < w[1].0);
+        if pts.len() < 3 || !distinct {
+            continue;
+        }
+        let knee = |k: usize| {
+            let curve: Vec<CurvePoint> = pts
+                .iter()
+                .map(|p| CurvePoint {
+                    load: f64::from(p.0),
+                    throughput: if k == 0 { p.1 } else { p.2 },
+                    ttft_p99_ms: 0.0,
+                })
+                .collect();
+            find_knee(&curve, &KneeRule::default()).map_or(0, |k| k.index)
+        };
+        out.push(KneeCheck {
+            label: format!("{name} {isl}:{osl}"),
+            levels: pts.iter().map(|p| p.0).collect(),
+            measured: knee(0),
+            predicted: knee(1),
+        });
+    }
+    out
+}
+
+/// The docs' sentence of the knee check over `checks`.
+fn knee_sentence(checks: &[KneeCheck]) -> String {
+    let within = checks.iter().filter(|c| c.steps_apart() <= 1).count();
+    let same = checks.iter().filter(|c| c.steps_apart() == 0).count();
+    format!(
+        "the predicted knee is within one grid step of the measured one in {within} of {} \
+         concurrency sweeps ({same} at the same level)",
+        checks.len()
+    )
+}
+
 /// Output tokens the harness simulates for a table, a measure of its run time (about 7
 /// million a second in a debug build).
 fn simulated_tokens(t: &Table) -> usize {
@@ -352,6 +424,7 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
     // Each table's rows under the provenance's measured bands it falls in (`measured_band`,
     // and `MEASURED_PD` for a disaggregated one).
     let mut by_kind: Vec<(Vec<&'static str>, Vec<RowResult>)> = Vec::new();
+    let mut knee_checks = Vec::new();
     for (name, t) in tables() {
         assert!(!t.rows.is_empty(), "{name}: no rows");
         for m in &t.metrics {
@@ -383,7 +456,19 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
             );
         }
         let med = medians(&rows);
-        eprintln!("{}\n", table_row(&format!("`{name}`"), t.rows.len(), med));
+        eprintln!("{}", table_row(&format!("`{name}`"), t.rows.len(), med));
+        for k in knees(&name, &t, &rows) {
+            let at = |i: usize| k.levels[i];
+            eprintln!(
+                "knee {}: measured {}, predicted {} ({} steps apart)",
+                k.label,
+                at(k.measured),
+                at(k.predicted),
+                k.steps_apart()
+            );
+            knee_checks.push(k);
+        }
+        eprintln!();
         summary.push((name, med));
         let same_engine = cfg.fitted_on.as_ref().is_some_and(|f| f.engine == cfg.engine);
         let mut scopes = vec![measured_band(cfg.model.moe.is_some(), same_engine).scope];
@@ -404,6 +489,7 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         fmt(all[2]),
         n(2)
     );
+    eprintln!("knees: {}", knee_sentence(&knee_checks));
     if unfitted() && every {
         // Provenance's band of an unfitted file: every table, from its family's defaults.
         let all: Vec<&[RowResult]> = by_kind.iter().map(|(_, r)| r.as_slice()).collect();
@@ -441,6 +527,12 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         }
     }
     if every {
+        let knee = knee_sentence(&knee_checks);
+        // Compared with the docs' words rejoined, so the sentence may wrap.
+        let doc = std::fs::read_to_string(root().join("docs/predict.md")).unwrap();
+        if !doc.split_whitespace().collect::<Vec<_>>().join(" ").contains(&knee) {
+            stale.push(format!("the knee check: docs/predict.md should say \"{knee}\""));
+        }
         let bands =
             [MEASURED_DENSE_SAME_ENGINE, MEASURED_DENSE_OTHER_ENGINE, MEASURED_MOE, MEASURED_PD];
         for stated in bands {

@@ -1,4 +1,4 @@
-//! Saturation: where the throughput curve bends.
+//! Saturation: where the throughput curve of a load sweep bends (measured or predicted).
 //!
 //! The knee is the highest load, walking up from the lowest, up to which every step still
 //! raised throughput by more than `min_gain_per_doubling` (scaled to one doubling of the
