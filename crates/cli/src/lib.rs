@@ -257,6 +257,14 @@ pub async fn predict(a: &PredictArgs) -> Result<ExitStatus, Failure> {
     plan.base.record.tags.extend(prov.tags());
     let mut result = servelab_sweep::run_sweep(&plan, &mut p).await.map_err(Failure::runtime)?;
     result.warnings.insert(0, prov.sentence());
+    // A knee read off a predicted concurrency curve, with how close such knees came on the
+    // public tables (where they were checked over three or more levels).
+    let curve = |s: &servelab_sweep::ScenarioResult| {
+        s.axis == servelab_load::Axis::Concurrency && s.points.len() >= 3
+    };
+    if result.scenarios.iter().any(curve) {
+        result.warnings.insert(1, servelab_engine::KNEE_AGREEMENT.sentence());
+    }
     // Each scenario's CSV with its own scenario's provenance (a scenario the fit did not
     // measure is outside its domain), judged by its requests' mean lengths as each point's
     // sentence is; by its label only when no request completed.

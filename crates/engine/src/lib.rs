@@ -52,7 +52,7 @@ pub use io::{
     read_engine_file,
 };
 pub use model::{model_preset_names, ModelSpec, MoeSpec};
-pub use provenance::{provenance, provenance_at, Provenance};
+pub use provenance::{provenance, provenance_at, KneeAgreement, Provenance, KNEE_AGREEMENT};
 pub use replica::RequestId;
 pub use summary::{summarize, PointSummary};
 pub use sweep::{predict_point, IslOsl, Scenario};

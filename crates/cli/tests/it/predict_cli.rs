@@ -66,6 +66,8 @@ fn predict_writes_what_sweep_writes_and_files_runs_as_predicted() {
     );
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(md.contains("kind: predicted") && md.contains("expect ±28 %"), "{md}");
+    // Two levels make no curve: no knee to qualify.
+    assert!(!md.contains("predicted knee:"), "{md}");
     let csv = std::fs::read_to_string(out.join("32x8.csv")).unwrap();
     assert!(
         csv.lines().next().unwrap().ends_with(",kind,calibration,band_pct,ttft_band_pct"),
@@ -647,4 +649,40 @@ fn a_priced_prediction_reports_its_cost_per_million_tokens() {
     assert!(!none.join("summary.md").exists());
     let err = String::from_utf8_lossy(&more.stderr);
     assert!(err.contains("--gpus 8: the engine file models 2 GPUs"), "{err}");
+}
+
+/// A predicted concurrency curve (three levels or more) says how close predicted knees came
+/// to measured ones on the public tables, in the printed summary and in summary.md; a rate
+/// sweep, whose knees were not checked, does not.
+#[test]
+fn a_predicted_curve_qualifies_its_knee() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let engine = engine();
+    let run = |axis: &str, levels: &str, name: &str| {
+        let out = dir.path().join(name);
+        let args = [
+            "predict",
+            "--engine",
+            &engine,
+            axis,
+            levels,
+            "--scenario",
+            "32:8",
+            "--min-prompts",
+            "12",
+            "--max-prompts",
+            "12",
+            "--no-store",
+            "--output-dir",
+            out.to_str().unwrap(),
+        ];
+        let printed = ok(&servelab(&db, &args));
+        (printed, std::fs::read_to_string(out.join("summary.md")).unwrap())
+    };
+    let want = servelab_engine::KNEE_AGREEMENT.sentence();
+    let (printed, md) = run("--concurrency", "1,2,4", "conc");
+    assert!(md.contains(&want) && printed.contains(&want), "{md}");
+    let (_, md) = run("--request-rate", "1,2,4", "rate");
+    assert!(!md.contains("predicted knee:"), "{md}");
 }

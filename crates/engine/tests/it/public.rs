@@ -14,8 +14,9 @@ use servelab_engine::calibrate::{
     calibrate, carry_calibration, compare, pct_error, CellError, FitOptions,
 };
 use servelab_engine::provenance::{
-    measured_band, MeasuredError, MEASURED_DENSE_OTHER_ENGINE, MEASURED_DENSE_SAME_ENGINE,
-    MEASURED_MOE, MEASURED_ONE_SCENARIO_FIT, MEASURED_PD, MEASURED_UNFITTED,
+    measured_band, KneeAgreement, MeasuredError, KNEE_AGREEMENT, MEASURED_DENSE_OTHER_ENGINE,
+    MEASURED_DENSE_SAME_ENGINE, MEASURED_MOE, MEASURED_ONE_SCENARIO_FIT, MEASURED_PD,
+    MEASURED_UNFITTED,
 };
 use servelab_engine::{
     load_engine_file, parse_sweep_tables, predict_point, EngineConfig, EngineFile, IslOsl,
@@ -388,14 +389,21 @@ fn knees(name: &str, t: &Table, rows: &[RowResult]) -> Vec<KneeCheck> {
     out
 }
 
-/// The docs' sentence of the knee check over `checks`.
-fn knee_sentence(checks: &[KneeCheck]) -> String {
-    let within = checks.iter().filter(|c| c.steps_apart() <= 1).count();
-    let same = checks.iter().filter(|c| c.steps_apart() == 0).count();
+/// The knee agreement of `checks`, as provenance states it.
+fn knee_agreement(checks: &[KneeCheck]) -> KneeAgreement {
+    KneeAgreement {
+        sweeps: checks.len(),
+        within_one_step: checks.iter().filter(|c| c.steps_apart() <= 1).count(),
+        same_level: checks.iter().filter(|c| c.steps_apart() == 0).count(),
+    }
+}
+
+/// The docs' sentence of a knee agreement.
+fn knee_sentence(k: &KneeAgreement) -> String {
     format!(
-        "the predicted knee is within one grid step of the measured one in {within} of {} \
-         concurrency sweeps ({same} at the same level)",
-        checks.len()
+        "the predicted knee is within one grid step of the measured one in {} of {} \
+         concurrency sweeps ({} at the same level)",
+        k.within_one_step, k.sweeps, k.same_level
     )
 }
 
@@ -489,7 +497,8 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         fmt(all[2]),
         n(2)
     );
-    eprintln!("knees: {}", knee_sentence(&knee_checks));
+    let knee_got = knee_agreement(&knee_checks);
+    eprintln!("knees: {}", knee_sentence(&knee_got));
     if unfitted() && every {
         // Provenance's band of an unfitted file: every table, from its family's defaults.
         let all: Vec<&[RowResult]> = by_kind.iter().map(|(_, r)| r.as_slice()).collect();
@@ -527,7 +536,13 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         }
     }
     if every {
-        let knee = knee_sentence(&knee_checks);
+        if knee_got != KNEE_AGREEMENT {
+            stale.push(format!(
+                "the knee check: the tables give {knee_got:?}, provenance.rs says \
+                 {KNEE_AGREEMENT:?}"
+            ));
+        }
+        let knee = knee_sentence(&knee_got);
         // Compared with the docs' words rejoined, so the sentence may wrap.
         let doc = std::fs::read_to_string(root().join("docs/predict.md")).unwrap();
         if !doc.split_whitespace().collect::<Vec<_>>().join(" ").contains(&knee) {
