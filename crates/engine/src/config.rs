@@ -57,6 +57,48 @@ pub struct PdFile {
     /// Link carrying KV from prefill to decode, per GPU; default: the GPU's network link.
     #[serde(default)]
     pub link: Option<LinkSpec>,
+    /// Dynamo 0.1-0.3's `remote-prefill` (its VllmWorker's flag): true, as every P/D file
+    /// of that family is; false is an aggregated deployment, written without `pd:`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_prefill: Option<bool>,
+    /// Dynamo 0.1-0.3's `conditional-disagg`: the decode worker prefills a prompt itself when
+    /// it is short or the prefill queue is long ([`ConditionalDisagg`]); off (its default,
+    /// and the published deployments'): every prompt goes to a prefill worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditional_disagg: Option<bool>,
+    /// Its `max-local-prefill-length` (default 1,000 tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_local_prefill_length: Option<u32>,
+    /// Its `max-prefill-queue-size` (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_prefill_queue_size: Option<u32>,
+}
+
+/// Dynamo 0.1-0.3's conditional disaggregation (`components/disagg_router.py`, read at
+/// ai-dynamo/dynamo commit 9d9a1d9, the 0.3.0 version bump): the decode worker sends a prompt
+/// to the prefill queue only when its length (less the KV router's prefix hits, which the
+/// model does not route by) exceeds `max_local_prefill_length` and fewer than
+/// `max_prefill_queue_size` prompts wait in the queue; otherwise it prefills the prompt
+/// itself, as a whole V0 prefill that pauses its decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConditionalDisagg {
+    /// `--max-local-prefill-length`: prompts of at most this many tokens stay local.
+    pub max_local_prefill_length: u32,
+    /// `--max-prefill-queue-size`: with this many prompts waiting for a prefill worker, a new
+    /// one stays local.
+    pub max_prefill_queue_size: u32,
+}
+
+impl ConditionalDisagg {
+    /// Dynamo's CLI defaults (`examples/llm/utils/vllm.py`).
+    pub const DEFAULT: ConditionalDisagg =
+        ConditionalDisagg { max_local_prefill_length: 1000, max_prefill_queue_size: 3 };
+
+    /// Whether a prompt of `prompt` tokens goes to a prefill worker while `queued` prompts
+    /// wait for one.
+    pub fn remote(&self, prompt: u32, queued: usize) -> bool {
+        prompt > self.max_local_prefill_length && queued < self.max_prefill_queue_size as usize
+    }
 }
 
 /// An engine file as written (YAML). [`EngineFile::build`] validates it.
@@ -116,6 +158,8 @@ pub struct PdConfig {
     pub decode: PoolFile,
     /// KV transfer link per GPU.
     pub link: LinkSpec,
+    /// Dynamo 0.1-0.3's conditional disaggregation, when on.
+    pub conditional: Option<ConditionalDisagg>,
 }
 
 /// A validated deployment.
@@ -295,7 +339,63 @@ impl EngineFile {
                 "expected bandwidth_gb_s > 0 and latency_us >= 0",
             ));
         }
-        Ok(PdConfig { prefill: p.prefill, decode: p.decode, link })
+        Ok(PdConfig {
+            prefill: p.prefill,
+            decode: p.decode,
+            link,
+            conditional: self.conditional_disagg(p)?,
+        })
+    }
+
+    /// Dynamo 0.1-0.3's disaggregation flags of `p`: `Some` when `conditional_disagg` is on;
+    /// refused on another family, and where they would not be read.
+    fn conditional_disagg(&self, p: &PdFile) -> Result<Option<ConditionalDisagg>> {
+        let stated = [
+            ("remote_prefill", p.remote_prefill.is_some()),
+            ("conditional_disagg", p.conditional_disagg.is_some()),
+            ("max_local_prefill_length", p.max_local_prefill_length.is_some()),
+            ("max_prefill_queue_size", p.max_prefill_queue_size.is_some()),
+        ];
+        let first = stated.iter().find(|(_, set)| *set).map(|(k, _)| *k);
+        if let (Some(key), false) = (first, self.engine == EngineFamily::DynamoV0) {
+            return Err(EngineError::invalid(
+                format!("pd.{key}"),
+                format!(
+                    "Dynamo 0.1-0.3's VllmWorker option (engine: dynamo with engine_version \
+                     below 0.4); engine {} prefills every prompt of a P/D deployment on its \
+                     prefill workers",
+                    self.engine
+                ),
+            ));
+        }
+        if p.remote_prefill == Some(false) {
+            return Err(EngineError::invalid(
+                "pd.remote_prefill",
+                "false is an aggregated deployment: write it without `pd:` (tp, replicas)",
+            ));
+        }
+        if p.conditional_disagg != Some(true) {
+            let unread = [
+                ("max_local_prefill_length", p.max_local_prefill_length.is_some()),
+                ("max_prefill_queue_size", p.max_prefill_queue_size.is_some()),
+            ];
+            if let Some((key, _)) = unread.iter().find(|(_, set)| *set) {
+                return Err(EngineError::invalid(
+                    format!("pd.{key}"),
+                    "read only with conditional_disagg: true (without it every prompt goes to \
+                     a prefill worker)",
+                ));
+            }
+            return Ok(None);
+        }
+        let d = ConditionalDisagg::DEFAULT;
+        let queue = p.max_prefill_queue_size.unwrap_or(d.max_prefill_queue_size);
+        Ok(Some(ConditionalDisagg {
+            max_local_prefill_length: p
+                .max_local_prefill_length
+                .unwrap_or(d.max_local_prefill_length),
+            max_prefill_queue_size: queue,
+        }))
     }
 }
 
@@ -316,13 +416,31 @@ fn overlay(base: &Mapping, over: &Mapping) -> Mapping {
     m
 }
 
-/// Fills the family's defaults into `scheduler:` and `calibration:` where the file left keys
-/// out, and merges each P/D pool's own keys over them.
-/// The engines' own names for the largest CUDA-graph capture: vLLM's `cuda_graph_sizes`
-/// (a list: its largest entry) and `max_cudagraph_capture_size`, SGLang's `cuda_graph_max_bs`,
-/// written as `cuda_graph_max_batch`.
-fn graph_aliases(s: &mut Mapping) {
-    if let Some(v) = s.remove("cuda_graph_sizes") {
+/// The engines' own names for the largest CUDA-graph capture: vLLM's `cuda_graph_sizes` and
+/// its `compilation_config`'s `cudagraph_capture_sizes` (lists: their largest entry) and
+/// `max_cudagraph_capture_size`, SGLang's `cuda_graph_max_bs`, written as
+/// `cuda_graph_max_batch`; and vLLM's `compilation_config:` mapping itself (`--compilation-config
+/// '{...}'` as YAML), whose graph keys are read so and whose others are refused by name
+/// (`at`: where the mapping is, for the message).
+fn graph_aliases(s: &mut Mapping, at: &str) -> Result<()> {
+    if let Some(Value::Mapping(cc)) = s.get("compilation_config").cloned() {
+        s.remove("compilation_config");
+        for (k, v) in cc {
+            let key = k.as_str().unwrap_or_default();
+            if !["cudagraph_capture_sizes", "cudagraph_mode", "max_cudagraph_capture_size"]
+                .contains(&key)
+            {
+                return Err(EngineError::invalid(
+                    format!("{at}compilation_config.{key}"),
+                    "not modelled: of vLLM's compilation config the model reads \
+                     cudagraph_capture_sizes, max_cudagraph_capture_size and cudagraph_mode",
+                ));
+            }
+            s.insert(k, v);
+        }
+    }
+    for list in ["cuda_graph_sizes", "cudagraph_capture_sizes"] {
+        let Some(v) = s.remove(list) else { continue };
         let max = match &v {
             Value::Sequence(items) => items.iter().filter_map(Value::as_u64).max(),
             other => other.as_u64(),
@@ -330,7 +448,7 @@ fn graph_aliases(s: &mut Mapping) {
         // Not a list of sizes: left in place for the typed parse to name.
         match max {
             Some(n) => s.insert("cuda_graph_max_batch".into(), Value::from(n)),
-            None => s.insert("cuda_graph_sizes".into(), v),
+            None => s.insert(list.into(), v),
         };
     }
     // vLLM's `cudagraph_mode`: whether decode-only steps are one full graph. NONE is
@@ -351,8 +469,11 @@ fn graph_aliases(s: &mut Mapping) {
             s.insert("cuda_graph_max_batch".into(), v);
         }
     }
+    Ok(())
 }
 
+/// Fills the family's defaults into `scheduler:` and `calibration:` where the file left keys
+/// out, and merges each P/D pool's own keys over them.
 fn fill_defaults(m: &mut Mapping) -> Result<()> {
     if let Some(Value::Number(_) | Value::Bool(_)) = m.get("engine_version") {
         // YAML reads 0.10 as the number 0.1: the version the user meant is already lost.
@@ -362,7 +483,7 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
         ));
     }
     if let Some(Value::Mapping(s)) = m.get_mut("scheduler") {
-        graph_aliases(s);
+        graph_aliases(s, "scheduler.")?;
     }
     let family = match m.get("engine") {
         Some(f) => serde_yaml_ng::from_value::<EngineFamily>(f.clone())
@@ -425,7 +546,8 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
                 }
                 None => Mapping::new(),
             };
-            graph_aliases(p);
+            graph_aliases(&mut own, &format!("pd.{pool}.scheduler."))?;
+            graph_aliases(p, &format!("pd.{pool}."))?;
             for k in &sched_keys {
                 if let Some(v) = p.remove(k) {
                     own.insert(k.clone(), v);
@@ -1035,6 +1157,8 @@ scheduler:
         // The engines' own spellings of the largest CUDA-graph capture.
         for (given, want) in [
             ("cuda_graph_sizes: [1, 2, 4, 96, 8]", 96),
+            ("cudagraph_capture_sizes: [1, 2, 4, 8, 16, 24, 32, 120, 128]", 128),
+            ("compilation_config: {cudagraph_capture_sizes: [1, 2, 4, 8, 48]}", 48),
             ("max_cudagraph_capture_size: 256", 256),
             ("cuda_graph_max_bs: 160", 160),
         ] {
@@ -1042,8 +1166,46 @@ scheduler:
                 EngineFile::parse(&format!("model: qwen3-8b\ngpu: h100\nscheduler: {{{given}}}\n"));
             assert_eq!(f.unwrap().scheduler.cuda_graph_max_batch, want, "{given}");
         }
+        // A P/D pool reads them beside its keys and in its own `scheduler:`, as the reference
+        // page's Dynamo decode worker states its capture (`compilation-config`).
+        let pd = EngineFile::parse(
+            "engine: dynamo\nengine_version: \"0.3.0\"\nmodel: qwen3-32b\ngpu: h20\npd: \
+             {prefill: {workers: 3, tp: 4, enforce_eager: true}, decode: {workers: 1, tp: 4, \
+             compilation_config: {cudagraph_capture_sizes: [1, 2, 4, 8, 16, 128]}}}\n",
+        )
+        .unwrap()
+        .build(None)
+        .unwrap();
+        let p = pd.pd.as_ref().unwrap();
+        let graphs = |pool: &PoolFile| pool.scheduler.map(|s| s.cuda_graph_max_batch);
+        assert_eq!(graphs(&p.decode), Some(128));
+        let own = EngineFile::parse(
+            "model: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1}, decode: {workers: 1, \
+             tp: 1, scheduler: {cudagraph_capture_sizes: [1, 2, 64]}}}\n",
+        )
+        .unwrap()
+        .build(None)
+        .unwrap();
+        assert_eq!(graphs(&own.pd.as_ref().unwrap().decode), Some(64));
         let bad = [
             ("engine: tgi\nmodel: qwen3-8b\ngpu: h100\n", "engine: unknown variant `tgi`"),
+            (
+                "model: qwen3-8b\ngpu: h100\nscheduler: {compilation_config: {level: 3}}\n",
+                "scheduler.compilation_config.level: not modelled",
+            ),
+            // Dynamo 0.1-0.3's disaggregation flags: that family only, and only where read.
+            (
+                "model: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1}, decode: {workers: 1, tp: 1}, conditional_disagg: true}\n",
+                "pd.conditional_disagg: Dynamo 0.1-0.3's VllmWorker option",
+            ),
+            (
+                "engine: dynamo-v0\nmodel: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1}, decode: {workers: 1, tp: 1}, max_prefill_queue_size: 2}\n",
+                "pd.max_prefill_queue_size: read only with conditional_disagg: true",
+            ),
+            (
+                "engine: dynamo-v0\nmodel: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1}, decode: {workers: 1, tp: 1}, remote_prefill: false}\n",
+                "pd.remote_prefill: false is an aggregated deployment",
+            ),
             (
                 "model: qwen3-8b\ngpu: h100\npd: {prefill: {workers: 1, tp: 1, bogus: 2}, decode: {workers: 1, tp: 1}}\n",
                 "unknown field `bogus`",

@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use crate::config::{EngineConfig, Router, WorkerSpec};
+use crate::config::{ConditionalDisagg, EngineConfig, Router, WorkerSpec};
 use crate::error::{EngineError, Result};
 use crate::replica::{RequestId, SplitMix64, Worker, WorkerCounters};
 
@@ -183,6 +183,8 @@ pub struct Engine {
     /// The decode worker each such request belongs to, until its KV leaves the prefill
     /// worker.
     home: HashMap<RequestId, usize>,
+    /// Dynamo 0.1-0.3's conditional disaggregation: which prompts the decode worker keeps.
+    conditional: Option<ConditionalDisagg>,
     frontend_ns: (f64, f64),
     generation_tokens: u64,
 }
@@ -261,6 +263,7 @@ impl Engine {
             queued: HashMap::new(),
             decode_first: cfg.pd.is_some() && cfg.engine.traits().pd_decode_admits_first,
             home: HashMap::new(),
+            conditional: cfg.pd.as_ref().and_then(|p| p.conditional),
             frontend_ns: (entry.frontend_us * 1e3, entry.frontend_per_token_us * 1e3),
             generation_tokens: 0,
         })
@@ -327,8 +330,19 @@ impl Engine {
             }
             self.frontend.pop();
             let Some(shape) = self.queued.remove(&id) else { continue };
+            // Dynamo's conditional disaggregation decides before the decode engine sees the
+            // request, from the prefill queue as it is then.
+            let local = self.slots[w].role == Role::Decode
+                && self
+                    .conditional
+                    .is_some_and(|c| !c.remote(shape.prompt_tokens, self.prefill_queue()));
             let slot = &mut self.slots[w];
             slot.in_frontend -= 1;
+            if local {
+                // Prefilled here, a whole V0 prefill, and decoded here.
+                slot.queue(t, id, &shape, shape.output_tokens, 0);
+                continue;
+            }
             if slot.role == Role::Decode {
                 // Only where the decode worker takes requests first: admitted for the prefill;
                 // it stays queued until a prefill worker takes it.
@@ -343,6 +357,16 @@ impl Engine {
                 self.parked.insert(id, shape);
             }
         }
+    }
+
+    /// Prompts waiting for a prefill worker: handed to the prefill queue and not yet started
+    /// (Dynamo's JetStream queue, whose length its conditional disaggregation reads).
+    fn prefill_queue(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.role == Role::Prefill)
+            .map(|s| s.in_frontend + s.worker.waiting())
+            .sum()
     }
 
     /// Moves KV transfers that completed by `now_ns` to decode workers.
@@ -684,6 +708,78 @@ mod tests {
         assert_eq!(d2.finished, vec![0]);
         assert!(e.step(d2.end_ns).is_none() && e.is_idle());
         assert_eq!(e.slots.iter().map(|s| s.load(d2.end_ns)).sum::<usize>(), 0);
+    }
+
+    /// Dynamo 0.1-0.3's conditional disaggregation: a prompt at or under
+    /// `max_local_prefill_length` is prefilled by the decode worker itself, and so is a long
+    /// one that arrives while `max_prefill_queue_size` prompts wait for a prefill worker; the
+    /// rest go to the prefill worker. Off, every prompt goes there.
+    #[test]
+    fn pd_dynamo_v0_conditional_disaggregation_keeps_short_prompts_and_overflow() {
+        // (request, prompt tokens, arrival ms): a short one, a long one that takes the prefill
+        // worker, one that waits for it, and one that finds that one waiting.
+        let requests = [(0, 50, 0), (1, 4000, 0), (2, 4000, 5), (3, 4000, 10)];
+        let run = |pd_flags: &str| {
+            let cfg = EngineFile::parse(&format!(
+                "engine: dynamo\nengine_version: \"0.3.0\"\nmodel: qwen3-8b\ngpu: h100\n\
+                 calibration: {{step_jitter: 0, frontend_us: 1000}}\n\
+                 pd: {{prefill: {{workers: 1, tp: 1}}, decode: {{workers: 1, tp: 1}}{pd_flags}}}\n"
+            ))
+            .unwrap()
+            .build(None)
+            .unwrap();
+            let mut e = Engine::new(&cfg).unwrap();
+            // Per request: handed off by a prefill worker, and the prompt tokens of the step
+            // that gave its first token.
+            let mut remote = [false; 4];
+            let mut first_step_tokens = [0u64; 4];
+            let mut pending = requests.iter().peekable();
+            let mut now = 0;
+            loop {
+                while let Some(&&(id, prompt, at)) = pending.peek() {
+                    if at * 1_000_000 > now {
+                        break;
+                    }
+                    e.add_request(id, shape(prompt, 2), now).unwrap();
+                    pending.next();
+                }
+                while let Some(s) = e.step(now) {
+                    for id in s.handed_off {
+                        remote[id as usize] = true;
+                    }
+                    for id in s.first_token {
+                        assert_eq!(s.worker, 1, "first tokens come from the decode worker");
+                        first_step_tokens[id as usize] = s.batch_tokens;
+                    }
+                }
+                let next_arrival = pending.peek().map(|r| r.2 * 1_000_000);
+                now = match (e.next_event_ns(), next_arrival) {
+                    (Some(a), Some(b)) => a.min(b),
+                    (a, b) => match a.or(b) {
+                        Some(t) => t,
+                        None => break,
+                    },
+                };
+            }
+            assert!(e.is_idle());
+            (remote, first_step_tokens)
+        };
+        let conditional = ", conditional_disagg: true, max_local_prefill_length: 100, \
+                           max_prefill_queue_size: 1";
+        let (remote, tokens) = run(conditional);
+        assert_eq!(remote, [false, true, true, false], "{tokens:?}");
+        // Local prompts are computed whole by the decode worker; a remote one's first token
+        // computes its last prompt token only (with whatever else decodes then).
+        assert!(tokens[0] >= 50 && tokens[3] >= 4000, "{tokens:?}");
+        assert!(tokens[1] < 50 && tokens[2] < 50, "{tokens:?}");
+        // The defaults (1,000 tokens, a queue of 3): the long ones all go remote.
+        let (remote, _) = run(", conditional_disagg: true");
+        assert_eq!(remote, [false, true, true, true]);
+        // Off (Dynamo's default, and written so): every prompt goes to the prefill worker.
+        for flags in ["", ", conditional_disagg: false, remote_prefill: true"] {
+            assert_eq!(run(flags).0, [true; 4], "{flags}");
+        }
+        assert_eq!(ConditionalDisagg::DEFAULT.max_local_prefill_length, 1000);
     }
 
     /// Dynamo 0.1-0.3 with a request aborted at every point of its path in turn (its

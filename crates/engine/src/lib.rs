@@ -35,8 +35,8 @@ pub use calibrate::{
     FitParam, Holdout, Identifiability,
 };
 pub use config::{
-    Calibration, EngineConfig, EngineFile, FittedOn, PdConfig, PdFile, PoolFile, Router,
-    SchedulerConfig, WorkerSpec,
+    Calibration, ConditionalDisagg, EngineConfig, EngineFile, FittedOn, PdConfig, PdFile, PoolFile,
+    Router, SchedulerConfig, WorkerSpec,
 };
 pub use cost::{BatchShape, CostModel, StepCost};
 pub use driver::{

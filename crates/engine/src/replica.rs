@@ -253,6 +253,11 @@ impl Worker {
         self.running.len() + self.waiting.len() + self.remote.len()
     }
 
+    /// Requests waiting for their first step (admitted for a remote prefill or not).
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
     /// A request whose prompt a prefill worker will compute reaches this decode worker first,
     /// as in Dynamo 0.1-0.3: its V0 scheduler admits it through the prefill path (the prompt
     /// counts against the token budget) in a step that runs no forward pass and no decode
