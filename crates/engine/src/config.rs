@@ -786,8 +786,12 @@ impl WorkerSpec {
         self.model.kv_heads.div_ceil(self.tp)
     }
 
-    /// KV bytes of one token on one GPU.
+    /// KV bytes of one token on one GPU: its share of the KV heads, or with MLA the whole
+    /// latent (every TP rank caches it).
     pub fn kv_bytes_per_token_per_gpu(&self) -> f64 {
+        if self.model.mla.is_some() {
+            return self.model.kv_bytes_per_token(self.kv_dtype);
+        }
         2.0 * f64::from(self.model.layers)
             * f64::from(self.kv_heads_per_gpu())
             * f64::from(self.model.head_dim)
@@ -1236,6 +1240,24 @@ scheduler:
             let e = EngineFile::parse(yaml).and_then(|f| f.build(None)).unwrap_err().to_string();
             assert!(e.contains(want), "{yaml}: {e}");
         }
+    }
+
+    /// An MLA latent is cached whole on every TP rank (vLLM and SGLang split the heads, not the
+    /// latent): DeepSeek-R1's 70,272 B a token in BF16 at TP 1 and at TP 8 alike, where a GQA
+    /// model's share falls with TP.
+    #[test]
+    fn an_mla_latent_is_whole_on_every_rank() {
+        let cfg = EngineFile::parse("model: deepseek-r1\ngpu: h200\ntp: 8\n")
+            .unwrap()
+            .build(None)
+            .unwrap();
+        assert_eq!(cfg.worker(1).kv_bytes_per_token_per_gpu(), 70_272.0);
+        assert_eq!(cfg.worker(8).kv_bytes_per_token_per_gpu(), 70_272.0);
+        let gqa = EngineFile::parse("model: qwen3-32b\ngpu: h200\n").unwrap().build(None).unwrap();
+        assert_eq!(
+            gqa.worker(8).kv_bytes_per_token_per_gpu() * 8.0,
+            gqa.worker(1).kv_bytes_per_token_per_gpu()
+        );
     }
 
     /// Dynamo before 0.4 is its V0 family whichever name the file uses: V0's scheduler and CPU

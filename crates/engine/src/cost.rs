@@ -187,8 +187,10 @@ pub struct CostModel {
     router_params: f64,
     lm_params: f64,
     lm_bytes: f64,
-    /// 4 × q_dim: attention FLOPs per (query, key) pair per layer.
+    /// Attention FLOPs per (query, key) pair per layer of a prompt and of a decode
+    /// ([`crate::ModelSpec::attn_pair_flops`]: `4 × q_dim` for both without MLA).
     attn_pair_flops: f64,
+    attn_pair_flops_decode: f64,
     full_layers: f64,
     win_layers: f64,
     /// KV bytes per token per layer on one GPU.
@@ -263,7 +265,8 @@ impl CostModel {
             router_params: m.router_params() as f64,
             lm_params,
             lm_bytes: lm_params * 2.0 / tp,
-            attn_pair_flops: 4.0 * m.q_dim() as f64,
+            attn_pair_flops: m.attn_pair_flops(false),
+            attn_pair_flops_decode: m.attn_pair_flops(true),
             full_layers: f64::from(m.layers - m.sliding_layers),
             win_layers: f64::from(m.sliding_layers),
             kv_layer_bytes: w.kv_bytes_per_token_per_gpu() / layers,
@@ -344,8 +347,11 @@ impl CostModel {
             pf_ctx * self.kv_layer_bytes,
         );
         let dc = b.decode_ctx * self.full_layers + b.decode_ctx_win * self.win_layers;
-        let attn_decode =
-            self.roof(self.attn_pair_flops * dc / tp, self.attn_flops, dc * self.kv_layer_bytes);
+        let attn_decode = self.roof(
+            self.attn_pair_flops_decode * dc / tp,
+            self.attn_flops,
+            dc * self.kv_layer_bytes,
+        );
         let all_reduce =
             self.ar_calls * (self.ar_latency + t * self.ar_bytes_per_token / self.ar_link_bw);
         let mut c = StepCost {

@@ -224,7 +224,12 @@ impl Engine {
                 push(cfg.pool_worker(p), p.workers, Role::Prefill, "pd.prefill.tp")?;
                 push(cfg.pool_worker(d), d.workers, Role::Decode, "pd.decode.tp")?;
                 // Each GPU sends its own KV shard over its own NIC; the smaller TP side limits.
-                let gpus = f64::from(pd.prefill.tp.min(pd.decode.tp));
+                // An MLA latent is whole on every rank: each GPU sends all of it, in parallel.
+                let gpus = if cfg.model.mla.is_some() {
+                    1.0
+                } else {
+                    f64::from(pd.prefill.tp.min(pd.decode.tp))
+                };
                 // The prefill workers send: their link efficiency.
                 let eta_link = cfg.pool_worker(p).calibration.eta_link;
                 let bw = pd.link.bandwidth_gb_s * 1e9 * eta_link * gpus;

@@ -20,6 +20,50 @@ pub struct MoeSpec {
     pub dense_layers: u32,
 }
 
+/// Multi-head latent attention (DeepSeek-V2 and V3, and the models built on them): keys and
+/// values are cached as one compressed latent per token and layer (`kv_lora_rank` wide, plus
+/// a rope key shared by the heads), which the engines keep whole on every TP rank (the heads
+/// are split, the latent is not). A prompt's attention decompresses the latent into per-head
+/// keys (`qk_nope_head_dim` + `qk_rope_head_dim`) and values (`v_head_dim`) and runs as
+/// ordinary attention; a decode folds the up-projections into the query and the output
+/// ("weight absorption": vLLM's and SGLang's MLA decode kernels) and attends over the latent
+/// itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlaSpec {
+    /// Rank of the query's low-rank projection (`None`: a full query projection).
+    pub q_lora_rank: Option<u32>,
+    /// Width of the compressed KV latent.
+    pub kv_lora_rank: u32,
+    /// Per-head query and key width without position encoding.
+    pub qk_nope_head_dim: u32,
+    /// Per-head (and shared key) rope width.
+    pub qk_rope_head_dim: u32,
+    /// Per-head value width.
+    pub v_head_dim: u32,
+}
+
+impl MlaSpec {
+    /// Elements one token caches per layer: the latent and the shared rope key.
+    pub fn latent(&self) -> u64 {
+        u64::from(self.kv_lora_rank) + u64::from(self.qk_rope_head_dim)
+    }
+
+    /// Attention weights of one layer with `heads` heads and a `hidden` residual: the query
+    /// (through its low rank when it has one), the joint KV down-projection with the rope key,
+    /// the KV up-projection into per-head keys and values, and the output projection.
+    fn params_per_layer(&self, hidden: u64, heads: u64) -> u64 {
+        let qk = u64::from(self.qk_nope_head_dim) + u64::from(self.qk_rope_head_dim);
+        let q = match self.q_lora_rank {
+            Some(r) => hidden * u64::from(r) + u64::from(r) * heads * qk,
+            None => hidden * heads * qk,
+        };
+        let kv_up = u64::from(self.kv_lora_rank)
+            * heads
+            * (u64::from(self.qk_nope_head_dim) + u64::from(self.v_head_dim));
+        q + hidden * self.latent() + kv_up + heads * u64::from(self.v_head_dim) * hidden
+    }
+}
+
 /// How a model with sliding-window and full-attention layers uses the KV pool, as vLLM's
 /// hybrid allocator does (since 0.10; `kv_cache_utils.py`, `single_type_kv_cache_manager.py`):
 /// the layers fall into groups of equal size, one block of the pool holds `block_size`
@@ -70,6 +114,8 @@ pub struct ModelSpec {
     /// Longest sequence the model was trained for (`max_position_embeddings`), if the config
     /// says: the engines' default `max_model_len`.
     pub max_position_embeddings: Option<u32>,
+    /// Multi-head latent attention, if the model has it (`kv_lora_rank` in its config).
+    pub mla: Option<MlaSpec>,
 }
 
 /// Models shipped with the crate: name, `config.json` text.
@@ -86,6 +132,7 @@ const PRESETS: &[(&str, &str)] = &[
     ("gpt-oss-120b", include_str!("../presets/gpt-oss-120b.json")),
     ("glm-4.6", include_str!("../presets/glm-4.6.json")),
     ("glm-4.5-air", include_str!("../presets/glm-4.5-air.json")),
+    ("deepseek-r1", include_str!("../presets/deepseek-r1.json")),
 ];
 
 /// Names of the model presets.
@@ -194,7 +241,13 @@ impl ModelSpec {
         let hidden = require_u32(v, &["hidden_size", "n_embd", "d_model"])?;
         let heads = require_u32(v, &["num_attention_heads", "n_head"])?;
         let kv_heads = get_u32(v, &["num_key_value_heads"])?.unwrap_or(heads);
-        let head_dim = get_u32(v, &["head_dim"])?.unwrap_or(hidden / heads);
+        let mla = Self::parse_mla(v)?;
+        // With MLA a head's query and key are `qk_nope + qk_rope` wide (DeepSeek's `head_dim`
+        // key, where present, is the rope part alone).
+        let head_dim = match mla {
+            Some(m) => m.qk_nope_head_dim + m.qk_rope_head_dim,
+            None => get_u32(v, &["head_dim"])?.unwrap_or(hidden / heads),
+        };
         let vocab = require_u32(v, &["vocab_size"])?;
         let experts = get_u32(v, &["num_experts", "num_local_experts", "n_routed_experts"])?;
         let intermediate = match get_u32(v, &["intermediate_size", "ffn_hidden_size"])? {
@@ -233,7 +286,20 @@ impl ModelSpec {
             sliding_window,
             sliding_layers,
             max_position_embeddings,
+            mla,
         })
+    }
+
+    fn parse_mla(v: &Value) -> Result<Option<MlaSpec>> {
+        let Some(kv_lora_rank) = get_u32(v, &["kv_lora_rank"])? else { return Ok(None) };
+        let spec = MlaSpec {
+            q_lora_rank: get_u32(v, &["q_lora_rank"])?,
+            kv_lora_rank,
+            qk_nope_head_dim: require_u32(v, &["qk_nope_head_dim"])?,
+            qk_rope_head_dim: require_u32(v, &["qk_rope_head_dim"])?,
+            v_head_dim: require_u32(v, &["v_head_dim"])?,
+        };
+        Ok(Some(spec))
     }
 
     fn parse_moe(v: &Value, experts: u32, intermediate: u32) -> Result<MoeSpec> {
@@ -285,10 +351,33 @@ impl ModelSpec {
         u64::from(self.kv_heads) * u64::from(self.head_dim)
     }
 
-    /// Q, K, V and O projection weights of one layer.
+    /// Q, K, V and O projection weights of one layer ([`MlaSpec`]'s own with MLA).
     pub fn attn_params_per_layer(&self) -> u64 {
         let h = u64::from(self.hidden);
-        2 * h * self.q_dim() + 2 * h * self.kv_dim()
+        match &self.mla {
+            Some(m) => m.params_per_layer(h, u64::from(self.heads)),
+            None => 2 * h * self.q_dim() + 2 * h * self.kv_dim(),
+        }
+    }
+
+    /// Elements of KV one token caches per layer on every GPU that holds its heads: with MLA
+    /// the whole latent on every rank, otherwise `2 × head_dim` per KV head (the caller
+    /// counts the heads a GPU holds).
+    pub fn mla_latent(&self) -> Option<u64> {
+        self.mla.map(|m| m.latent())
+    }
+
+    /// Attention FLOPs of one (query, key) pair over all heads and one layer: QK and AV.
+    /// With MLA, a prompt's (`decode` false) attends per head over decompressed keys and
+    /// values, `2 × heads × (qk + v)`; a decode attends over the latent with the
+    /// up-projections folded in, `2 × heads × (latent + kv_lora_rank)`. Otherwise `4 × q_dim`.
+    pub fn attn_pair_flops(&self, decode: bool) -> f64 {
+        let heads = f64::from(self.heads);
+        match &self.mla {
+            Some(m) if decode => 2.0 * heads * (m.latent() + u64::from(m.kv_lora_rank)) as f64,
+            Some(m) => 2.0 * heads * f64::from(self.head_dim + m.v_head_dim),
+            None => 4.0 * self.q_dim() as f64,
+        }
     }
 
     /// Gated (SwiGLU) MLP weights of one dense layer: gate, up and down.
@@ -384,9 +473,14 @@ impl ModelSpec {
     }
 
     /// KV-cache bytes of one token over all layers and KV heads: `2 × layers × kv_heads ×
-    /// head_dim × bytes` (sliding-window layers are counted in full: a conservative allocator).
+    /// head_dim × bytes` (sliding-window layers are counted in full: a conservative allocator);
+    /// with MLA, `layers × latent × bytes`.
     pub fn kv_bytes_per_token(&self, kv: DType) -> f64 {
-        2.0 * f64::from(self.layers) * self.kv_dim() as f64 * kv.bytes()
+        let per_layer = match self.mla_latent() {
+            Some(l) => l as f64,
+            None => 2.0 * self.kv_dim() as f64,
+        };
+        f64::from(self.layers) * per_layer * kv.bytes()
     }
 
     /// Bytes of all weights: 16-bit embedding and LM head (quantizers keep them so), attention
@@ -459,6 +553,9 @@ mod tests {
             // GLM-4.5-Air: 106 B total and 12 B active as published (without its MTP layer);
             // its 12 B count no output head (151,552 × 4,096 = 0.62 B), which a step runs.
             ("glm-4.5-air", 106.0, 12.0 + 0.62, false),
+            // DeepSeek-R1 (V3's architecture): 671 B total and 37 B activated as published
+            // (the 685 B of its checkpoint hold the 14 B multi-token-prediction module).
+            ("deepseek-r1", 671.0, 37.0, true),
         ];
         for (name, total, active, with_emb) in cases {
             let m = ModelSpec::preset(name).unwrap();
@@ -477,6 +574,33 @@ mod tests {
         assert_eq!((m.sliding_window, m.sliding_layers), (Some(128), 12));
         let moe = m.moe.unwrap();
         assert_eq!((moe.experts, moe.experts_per_token, moe.expert_intermediate), (32, 4, 2880));
+    }
+
+    /// DeepSeek-R1's multi-head latent attention, from its config.json: a query of rank
+    /// 1,536, a KV latent of 512 plus a 64-wide rope key cached per token and layer (61 × 576
+    /// × 2 B = 70,272 B a token in BF16, the "70 KB" DeepSeek-V3's KV cache is cited at), and
+    /// per-head keys of 128 + 64 and values of 128.
+    #[test]
+    fn deepseek_r1_has_multi_head_latent_attention() {
+        let m = ModelSpec::preset("deepseek-r1").unwrap();
+        let mla = m.mla.unwrap();
+        assert_eq!((mla.q_lora_rank, mla.kv_lora_rank, mla.latent()), (Some(1536), 512, 576));
+        assert_eq!((m.head_dim, m.q_dim()), (192, 128 * 192));
+        assert_eq!(m.kv_bytes_per_token(DType::Bf16), 70_272.0);
+        assert_eq!(m.kv_bytes_per_token(DType::Fp8), 35_136.0);
+        // q_a 7168×1536 + q_b 1536×128×192 + kv_a 7168×576 + kv_b 512×128×256 + o 128×128×7168.
+        let attn = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168;
+        assert_eq!(m.attn_params_per_layer(), attn);
+        // A prompt's attention per head over keys of 192 and values of 128; a decode's over the
+        // latent (576 for scores, 512 for values).
+        assert_eq!(m.attn_pair_flops(false), 2.0 * 128.0 * 320.0);
+        assert_eq!(m.attn_pair_flops(true), 2.0 * 128.0 * 1088.0);
+        assert_eq!((m.weight_dtype, m.expert_dtype), (DType::Fp8, DType::Fp8));
+        assert_eq!((m.dense_layers(), m.moe_layers()), (3, 58));
+        // Without MLA both kinds of pair cost 4 × q_dim.
+        let q = ModelSpec::preset("qwen3-8b").unwrap();
+        assert_eq!(q.attn_pair_flops(true), q.attn_pair_flops(false));
+        assert_eq!(q.attn_pair_flops(false), 4.0 * q.q_dim() as f64);
     }
 
     #[test]
