@@ -427,14 +427,26 @@ fn graph_aliases(s: &mut Mapping, at: &str) -> Result<()> {
         s.remove("compilation_config");
         for (k, v) in cc {
             let key = k.as_str().unwrap_or_default();
-            if !["cudagraph_capture_sizes", "cudagraph_mode", "max_cudagraph_capture_size"]
-                .contains(&key)
-            {
+            let known = [
+                "cudagraph_capture_sizes",
+                "cudagraph_mode",
+                "max_cudagraph_capture_size",
+                "full_cuda_graph",
+            ];
+            if !known.contains(&key) {
                 return Err(EngineError::invalid(
                     format!("{at}compilation_config.{key}"),
-                    "not modelled: of vLLM's compilation config the model reads \
-                     cudagraph_capture_sizes, max_cudagraph_capture_size and cudagraph_mode",
+                    "not modelled (remove it): of vLLM's compilation config the model reads \
+                     cudagraph_capture_sizes, max_cudagraph_capture_size, cudagraph_mode and \
+                     full_cuda_graph",
                 ));
+            }
+            // vLLM 0.9-0.10's `full_cuda_graph: true`: decode steps as one full graph.
+            if key == "full_cuda_graph" {
+                if let Some(full) = v.as_bool() {
+                    s.insert("full_decode_graphs".into(), Value::from(full));
+                    continue;
+                }
             }
             s.insert(k, v);
         }
@@ -1163,6 +1175,7 @@ scheduler:
             ("cuda_graph_sizes: [1, 2, 4, 96, 8]", 96),
             ("cudagraph_capture_sizes: [1, 2, 4, 8, 16, 24, 32, 120, 128]", 128),
             ("compilation_config: {cudagraph_capture_sizes: [1, 2, 4, 8, 48]}", 48),
+            ("compilation_config: {full_cuda_graph: true, cudagraph_capture_sizes: [1, 64]}", 64),
             ("max_cudagraph_capture_size: 256", 256),
             ("cuda_graph_max_bs: 160", 160),
         ] {
@@ -1170,6 +1183,11 @@ scheduler:
                 EngineFile::parse(&format!("model: qwen3-8b\ngpu: h100\nscheduler: {{{given}}}\n"));
             assert_eq!(f.unwrap().scheduler.cuda_graph_max_batch, want, "{given}");
         }
+        let full = EngineFile::parse(
+            "engine: vllm-v1\nengine_version: \"0.9.2\"\nmodel: qwen3-8b\ngpu: h100\n\
+             scheduler: {compilation_config: {full_cuda_graph: true}}\n",
+        );
+        assert!(full.unwrap().scheduler.full_decode_graphs, "vLLM 0.9's full_cuda_graph");
         // A P/D pool reads them beside its keys and in its own `scheduler:`, as the reference
         // page's Dynamo decode worker states its capture (`compilation-config`).
         let pd = EngineFile::parse(

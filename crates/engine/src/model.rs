@@ -360,9 +360,8 @@ impl ModelSpec {
         }
     }
 
-    /// Elements of KV one token caches per layer on every GPU that holds its heads: with MLA
-    /// the whole latent on every rank, otherwise `2 × head_dim` per KV head (the caller
-    /// counts the heads a GPU holds).
+    /// Elements one token caches per layer with MLA ([`MlaSpec::latent`], the same on every TP
+    /// rank); `None` without MLA.
     pub fn mla_latent(&self) -> Option<u64> {
         self.mla.map(|m| m.latent())
     }
