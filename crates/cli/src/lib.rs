@@ -258,9 +258,10 @@ pub async fn predict(a: &PredictArgs) -> Result<ExitStatus, Failure> {
     let mut result = servelab_sweep::run_sweep(&plan, &mut p).await.map_err(Failure::runtime)?;
     result.warnings.insert(0, prov.sentence());
     // A knee read off a predicted concurrency curve, with how close such knees came on the
-    // public tables (where they were checked over three or more levels).
+    // public tables (where they were checked over as many levels).
     let curve = |s: &servelab_sweep::ScenarioResult| {
-        s.axis == servelab_load::Axis::Concurrency && s.points.len() >= 3
+        s.axis == servelab_load::Axis::Concurrency
+            && s.points.len() >= servelab_engine::KneeAgreement::MIN_LEVELS
     };
     if result.scenarios.iter().any(curve) {
         result.warnings.insert(1, servelab_engine::KNEE_AGREEMENT.sentence());

@@ -350,14 +350,15 @@ impl EngineFile {
     /// Dynamo 0.1-0.3's disaggregation flags of `p`: `Some` when `conditional_disagg` is on;
     /// refused on another family, and where they would not be read.
     fn conditional_disagg(&self, p: &PdFile) -> Result<Option<ConditionalDisagg>> {
+        // The last two are read only with `conditional_disagg: true`.
         let stated = [
             ("remote_prefill", p.remote_prefill.is_some()),
             ("conditional_disagg", p.conditional_disagg.is_some()),
             ("max_local_prefill_length", p.max_local_prefill_length.is_some()),
             ("max_prefill_queue_size", p.max_prefill_queue_size.is_some()),
         ];
-        let first = stated.iter().find(|(_, set)| *set).map(|(k, _)| *k);
-        if let (Some(key), false) = (first, self.engine == EngineFamily::DynamoV0) {
+        let first = |flags: &[(&'static str, bool)]| flags.iter().find(|f| f.1).map(|f| f.0);
+        if let (Some(key), false) = (first(&stated), self.engine == EngineFamily::DynamoV0) {
             return Err(EngineError::invalid(
                 format!("pd.{key}"),
                 format!(
@@ -375,11 +376,7 @@ impl EngineFile {
             ));
         }
         if p.conditional_disagg != Some(true) {
-            let unread = [
-                ("max_local_prefill_length", p.max_local_prefill_length.is_some()),
-                ("max_prefill_queue_size", p.max_prefill_queue_size.is_some()),
-            ];
-            if let Some((key, _)) = unread.iter().find(|(_, set)| *set) {
+            if let Some(key) = first(&stated[2..]) {
                 return Err(EngineError::invalid(
                     format!("pd.{key}"),
                     "read only with conditional_disagg: true (without it every prompt goes to \
@@ -389,12 +386,11 @@ impl EngineFile {
             return Ok(None);
         }
         let d = ConditionalDisagg::DEFAULT;
-        let queue = p.max_prefill_queue_size.unwrap_or(d.max_prefill_queue_size);
         Ok(Some(ConditionalDisagg {
             max_local_prefill_length: p
                 .max_local_prefill_length
                 .unwrap_or(d.max_local_prefill_length),
-            max_prefill_queue_size: queue,
+            max_prefill_queue_size: p.max_prefill_queue_size.unwrap_or(d.max_prefill_queue_size),
         }))
     }
 }

@@ -223,17 +223,14 @@ impl Engine {
                 let (p, d) = (&pd.prefill, &pd.decode);
                 push(cfg.pool_worker(p), p.workers, Role::Prefill, "pd.prefill.tp")?;
                 push(cfg.pool_worker(d), d.workers, Role::Decode, "pd.decode.tp")?;
-                // Each GPU sends its own KV shard over its own NIC; the smaller TP side limits.
-                // An MLA latent is whole on every rank: each GPU sends all of it, in parallel.
-                let gpus = if cfg.model.mla.is_some() {
-                    1.0
-                } else {
-                    f64::from(pd.prefill.tp.min(pd.decode.tp))
-                };
+                // Each GPU sends the KV it holds over its own NIC, all at once: the pool with
+                // the smaller TP holds the larger share a GPU (an MLA latent is whole on every
+                // rank, `WorkerSpec::kv_bytes_per_token_per_gpu`).
+                let narrow = if p.tp <= d.tp { p } else { d };
+                let per_token = cfg.pool_worker(narrow).kv_bytes_per_token_per_gpu();
                 // The prefill workers send: their link efficiency.
                 let eta_link = cfg.pool_worker(p).calibration.eta_link;
-                let bw = pd.link.bandwidth_gb_s * 1e9 * eta_link * gpus;
-                let per_token = cfg.model.kv_bytes_per_token(cfg.kv_dtype);
+                let bw = pd.link.bandwidth_gb_s * 1e9 * eta_link;
                 Some(Transfer {
                     latency_ns: pd.link.latency_us * 1e3,
                     ns_per_token: per_token / bw * 1e9,

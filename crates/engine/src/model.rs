@@ -360,12 +360,6 @@ impl ModelSpec {
         }
     }
 
-    /// Elements one token caches per layer with MLA ([`MlaSpec::latent`], the same on every TP
-    /// rank); `None` without MLA.
-    pub fn mla_latent(&self) -> Option<u64> {
-        self.mla.map(|m| m.latent())
-    }
-
     /// Attention FLOPs of one (query, key) pair over all heads and one layer: QK and AV.
     /// With MLA, a prompt's (`decode` false) attends per head over decompressed keys and
     /// values, `2 × heads × (qk + v)`; a decode attends over the latent with the
@@ -475,8 +469,8 @@ impl ModelSpec {
     /// head_dim × bytes` (sliding-window layers are counted in full: a conservative allocator);
     /// with MLA, `layers × latent × bytes`.
     pub fn kv_bytes_per_token(&self, kv: DType) -> f64 {
-        let per_layer = match self.mla_latent() {
-            Some(l) => l as f64,
+        let per_layer = match &self.mla {
+            Some(m) => m.latent() as f64,
             None => 2.0 * self.kv_dim() as f64,
         };
         f64::from(self.layers) * per_layer * kv.bytes()

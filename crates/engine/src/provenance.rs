@@ -131,13 +131,24 @@ pub struct KneeAgreement {
 }
 
 impl KneeAgreement {
+    /// Levels a concurrency curve needs before its knee is compared (or qualified).
+    pub const MIN_LEVELS: usize = 3;
+
+    /// What was found, as docs/predict.md states it.
+    pub fn finding(&self) -> String {
+        format!(
+            "the predicted knee is within one grid step of the measured one in {} of {} \
+             concurrency sweeps ({} at the same level)",
+            self.within_one_step, self.sweeps, self.same_level
+        )
+    }
+
     /// One line for a predicted sweep's warnings.
     pub fn sentence(&self) -> String {
         format!(
-            "predicted knee: on the public tables the predicted knee is within one grid step of \
-             the measured one in {} of {} concurrency sweeps ({} at the same level): read a \
-             predicted knee as that close, not exact",
-            self.within_one_step, self.sweeps, self.same_level
+            "predicted knee: on the public tables {}: read a predicted knee as that close, not \
+             exact",
+            self.finding()
         )
     }
 }

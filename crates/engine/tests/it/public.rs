@@ -345,7 +345,8 @@ impl KneeCheck {
     }
 }
 
-/// The knees of every scenario of `t` measured at three or more distinct concurrencies with
+/// The knees of every scenario of `t` measured at [`KneeAgreement::MIN_LEVELS`] or more distinct
+/// concurrencies with
 /// output throughput; `rows` are `t.rows`' predictions, in order.
 fn knees(name: &str, t: &Table, rows: &[RowResult]) -> Vec<KneeCheck> {
     if t.bench.load != "concurrency" {
@@ -365,7 +366,7 @@ fn knees(name: &str, t: &Table, rows: &[RowResult]) -> Vec<KneeCheck> {
             .collect();
         pts.sort_by_key(|p| p.0);
         let distinct = pts.windows(2).all(|w| w[0].0 < w[1].0);
-        if pts.len() < 3 || !distinct {
+        if pts.len() < KneeAgreement::MIN_LEVELS || !distinct {
             continue;
         }
         let knee = |k: usize| {
@@ -396,15 +397,6 @@ fn knee_agreement(checks: &[KneeCheck]) -> KneeAgreement {
         within_one_step: checks.iter().filter(|c| c.steps_apart() <= 1).count(),
         same_level: checks.iter().filter(|c| c.steps_apart() == 0).count(),
     }
-}
-
-/// The docs' sentence of a knee agreement.
-fn knee_sentence(k: &KneeAgreement) -> String {
-    format!(
-        "the predicted knee is within one grid step of the measured one in {} of {} \
-         concurrency sweeps ({} at the same level)",
-        k.within_one_step, k.sweeps, k.same_level
-    )
 }
 
 /// Output tokens the harness simulates for a table, a measure of its run time (about 7
@@ -498,7 +490,7 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
         n(2)
     );
     let knee_got = knee_agreement(&knee_checks);
-    eprintln!("knees: {}", knee_sentence(&knee_got));
+    eprintln!("knees: {}", knee_got.finding());
     if unfitted() && every {
         // Provenance's band of an unfitted file: every table, from its family's defaults.
         let all: Vec<&[RowResult]> = by_kind.iter().map(|(_, r)| r.as_slice()).collect();
@@ -542,7 +534,7 @@ fn check(pick: impl Fn(&Table) -> bool, every: bool) {
                  {KNEE_AGREEMENT:?}"
             ));
         }
-        let knee = knee_sentence(&knee_got);
+        let knee = knee_got.finding();
         // Compared with the docs' words rejoined, so the sentence may wrap.
         let doc = std::fs::read_to_string(root().join("docs/predict.md")).unwrap();
         if !doc.split_whitespace().collect::<Vec<_>>().join(" ").contains(&knee) {
