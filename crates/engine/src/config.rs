@@ -258,6 +258,20 @@ impl EngineFile {
         let gpu = GpuSpec::preset(&self.gpu)?;
         self.calibration.validate()?;
         validate_scheduler(&self.scheduler)?;
+        let pools = self.pd.iter().flat_map(|p| [&p.prefill, &p.decode]);
+        let intervals = pools.filter_map(|f| f.scheduler.map(|s| s.recv_interval));
+        if self.engine != EngineFamily::Sglang
+            && intervals.chain([self.scheduler.recv_interval]).any(|n| n > 1)
+        {
+            return Err(EngineError::invalid(
+                "scheduler.recv_interval",
+                format!(
+                    "SGLang's --scheduler-recv-interval; the {} scheduler takes new requests \
+                     every step (remove it)",
+                    self.engine
+                ),
+            ));
+        }
         let pd = match &self.pd {
             Some(p) => Some(self.build_pd(p, &gpu, &model)?),
             None => None,
@@ -719,6 +733,7 @@ fn validate_scheduler(s: &SchedulerConfig) -> Result<()> {
     if s.max_model_len == Some(0) {
         return Err(EngineError::invalid("scheduler.max_model_len", "expected >= 1, got 0"));
     }
+    check_count("scheduler.recv_interval", s.recv_interval)?;
     Ok(())
 }
 

@@ -98,6 +98,16 @@ struct Slot {
     /// Requests of the step in flight that finished in it (a prefill-only request always
     /// does): the scheduler has dropped them, but the GPU computes them until `busy_until`.
     leaving: usize,
+    /// SGLang's `--scheduler-recv-interval` (`SchedulerConfig::recv_interval`).
+    recv_interval: u32,
+    /// Its `SchedulerRecvSkipper` counter: 1 for each decode step, 1,000 after a step with
+    /// prompt tokens; the scheduler takes its new requests when it reaches `recv_interval`.
+    recv_counter: u32,
+    /// Whether the last step had prompt tokens.
+    last_had_prompt: bool,
+    /// Requests past the API server that the scheduler has not yet taken (with a receive
+    /// interval): reached at `t_ns`, counted in `in_frontend` until taken.
+    held: Vec<(u64, RequestId, RequestShape)>,
 }
 
 impl Slot {
@@ -115,6 +125,36 @@ impl Slot {
         );
         if self.worker.async_scheduling() && t_ns > self.step_start && t_ns <= self.busy_until {
             self.worker.hold_newest();
+        }
+    }
+
+    /// The scheduler takes the requests held for it, as it does when its receive counter
+    /// fires or it is idle.
+    fn take_held(&mut self) {
+        for (t, id, shape) in std::mem::take(&mut self.held) {
+            self.in_frontend -= 1;
+            self.queue(t, id, &shape, shape.output_tokens, 0);
+        }
+    }
+
+    /// The top of a scheduler iteration about to run a step: with a receive interval, the
+    /// counter adds the last step's weight and, when it reaches the interval, the scheduler
+    /// takes what is held; an idle scheduler (no step to run without them) takes it at once.
+    fn receive(&mut self) {
+        if self.recv_interval <= 1 {
+            return;
+        }
+        if !self.worker.has_work() {
+            if !self.held.is_empty() {
+                self.take_held();
+                self.recv_counter = 0;
+            }
+            return;
+        }
+        self.recv_counter += if self.last_had_prompt { 1000 } else { 1 };
+        if self.recv_counter >= self.recv_interval {
+            self.recv_counter = 0;
+            self.take_held();
         }
     }
 
@@ -210,6 +250,10 @@ impl Engine {
                     frontend_free: 0,
                     in_frontend: 0,
                     leaving: 0,
+                    recv_interval: spec.scheduler.recv_interval,
+                    recv_counter: 0,
+                    last_had_prompt: false,
+                    held: Vec::new(),
                 });
             }
             Ok(())
@@ -339,6 +383,11 @@ impl Engine {
                     .conditional
                     .is_some_and(|c| !c.remote(shape.prompt_tokens, self.prefill_queue()));
             let slot = &mut self.slots[w];
+            if slot.recv_interval > 1 && slot.role == Role::Both {
+                // Taken at the scheduler's next receive (`Slot::receive`).
+                slot.held.push((t, id, shape));
+                continue;
+            }
             slot.in_frontend -= 1;
             if local {
                 // Prefilled here, a whole V0 prefill, and decoded here.
@@ -395,10 +444,15 @@ impl Engine {
         self.deliver(now_ns);
         for i in 0..self.slots.len() {
             let s = &mut self.slots[i];
-            if s.busy_until > now_ns || !s.worker.has_work() {
+            if s.busy_until > now_ns {
+                continue;
+            }
+            s.receive();
+            if !s.worker.has_work() {
                 continue;
             }
             let Some(ws) = s.worker.step() else { continue };
+            s.last_had_prompt = ws.batch.iter().any(|&(_, n)| n > 1);
             let end = now_ns + ws.duration_ns;
             s.step_start = now_ns;
             s.busy_until = end;
@@ -461,6 +515,14 @@ impl Engine {
             }
             return;
         }
+        // Past its API server, not yet taken by a scheduler with a receive interval.
+        for s in &mut self.slots {
+            if let Some(k) = s.held.iter().position(|h| h.1 == id) {
+                s.held.remove(k);
+                s.in_frontend -= 1;
+                return;
+            }
+        }
         // Between prefill and decode (P/D): the transfer lands for nobody.
         self.parked.remove(&id);
         for s in &mut self.slots {
@@ -494,7 +556,11 @@ impl Engine {
     /// work frees up, a request leaves an API server, or a KV transfer lands. `None` when the
     /// engine is idle.
     pub fn next_event_ns(&self) -> Option<u64> {
-        let busy = self.slots.iter().filter(|s| s.worker.has_work()).map(|s| s.busy_until);
+        let busy = self
+            .slots
+            .iter()
+            .filter(|s| s.worker.has_work() || !s.held.is_empty())
+            .map(|s| s.busy_until);
         let transfer = self.in_flight.peek().map(|Reverse((t, _, _, _))| *t);
         let frontend = self.frontend.peek().map(|Reverse((t, _, _, _))| *t);
         busy.chain(transfer).chain(frontend).min()
@@ -504,7 +570,7 @@ impl Engine {
     pub fn is_idle(&self) -> bool {
         self.in_flight.is_empty()
             && self.frontend.is_empty()
-            && self.slots.iter().all(|s| !s.worker.has_work())
+            && self.slots.iter().all(|s| !s.worker.has_work() && s.held.is_empty())
     }
 
     /// Counters of worker `i`.
@@ -524,7 +590,7 @@ impl Engine {
         for s in &self.slots {
             let c = s.worker.counters();
             g.running += c.running;
-            g.waiting += c.waiting;
+            g.waiting += c.waiting + s.held.len() as u32;
             used += c.blocks_used;
             total += c.blocks_total;
             g.preemptions_total += c.preemptions_total;
@@ -571,6 +637,65 @@ mod tests {
         assert_eq!(b.first_token, vec![1, 3]);
         assert_eq!(e.next_event_ns(), Some(a.end_ns.min(b.end_ns)));
         assert_eq!(e.snapshot().running, 4);
+    }
+
+    /// SGLang's `--scheduler-recv-interval 4`: a request that reaches a decoding scheduler
+    /// waits until its counter (1 a decode step, 1,000 after a prompt step) reaches 4; an
+    /// idle scheduler takes one at once.
+    #[test]
+    fn sglang_receives_new_requests_every_recv_interval_steps() {
+        let yaml = "engine: sglang\nmodel: qwen3-8b\ngpu: h100\nscheduler: {recv_interval: 4}\n";
+        let mut e = engine(yaml);
+        e.add_request(0, shape(100, 50), 0).unwrap();
+        let prefill = e.step(0).unwrap();
+        assert_eq!(prefill.first_token, vec![0], "idle: taken at once");
+        // After the prompt step the counter jumps to 1,000 and fires: nothing is held yet.
+        let mut t = prefill.end_ns;
+        let d1 = e.step(t).unwrap();
+        assert_eq!(d1.batch_seqs, 1);
+        // Request 1 reaches the scheduler during the first decode step.
+        e.add_request(1, shape(100, 5), t + 1).unwrap();
+        t = d1.end_ns;
+        // Counter 1, 2, 3 at the next three decode steps: request 1 held, counted waiting.
+        for _ in 0..3 {
+            assert_eq!(e.snapshot().waiting, 1);
+            let d = e.step(t).unwrap();
+            assert_eq!((d.batch_seqs, d.batch_tokens), (1, 1), "still decoding alone");
+            t = d.end_ns;
+        }
+        // Counter 4: taken, and SGLang's prefill-first step runs its prompt.
+        let p1 = e.step(t).unwrap();
+        assert_eq!(p1.first_token, vec![1]);
+        assert_eq!(p1.batch_tokens, 100);
+        // Without the interval it would have run right after the first decode step.
+        let mut every = engine(&yaml.replace("recv_interval: 4", "recv_interval: 1"));
+        every.add_request(0, shape(100, 50), 0).unwrap();
+        let p = every.step(0).unwrap();
+        let d = every.step(p.end_ns).unwrap();
+        every.add_request(1, shape(100, 5), p.end_ns + 1).unwrap();
+        assert_eq!(every.step(d.end_ns).unwrap().first_token, vec![1]);
+        // Aborted while held: gone, nothing left waiting.
+        let mut held = engine(yaml);
+        held.add_request(0, shape(100, 50), 0).unwrap();
+        let p = held.step(0).unwrap();
+        let d = held.step(p.end_ns).unwrap();
+        held.add_request(1, shape(100, 5), p.end_ns + 1).unwrap();
+        let _ = held.step(d.end_ns);
+        held.abort(1);
+        assert_eq!(held.snapshot().waiting, 0);
+    }
+
+    #[test]
+    fn recv_interval_is_sglangs_alone() {
+        let err = EngineFile::parse("model: qwen3-8b\ngpu: h100\nscheduler: {recv_interval: 4}\n")
+            .unwrap()
+            .build(None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("scheduler.recv_interval") && err.contains("remove it"), "{err}");
+        let zero = "engine: sglang\nmodel: qwen3-8b\ngpu: h100\nscheduler: {recv_interval: 0}\n";
+        let err = EngineFile::parse(zero).unwrap().build(None).unwrap_err().to_string();
+        assert!(err.contains("scheduler.recv_interval"), "{err}");
     }
 
     #[test]

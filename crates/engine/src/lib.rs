@@ -55,5 +55,5 @@ pub use model::{model_preset_names, ModelSpec, MoeSpec};
 pub use provenance::{provenance, provenance_at, KneeAgreement, Provenance, KNEE_AGREEMENT};
 pub use replica::RequestId;
 pub use summary::{summarize, PointSummary};
-pub use sweep::{predict_point, IslOsl, Scenario};
+pub use sweep::{predict_point, predict_shapes, IslOsl, Scenario};
 pub use table::{parse_sweep_tables, SweepTable};

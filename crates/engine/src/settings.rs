@@ -25,6 +25,14 @@ pub struct Calibration {
     /// tokens; ByteDance-Seed/VeOmni pull request 460), of the 794.5 the H100 sustains in a
     /// dense BF16 matmul.
     pub eta_moe: f64,
+    /// Fixed GPU time of an MoE layer's fused-expert call beyond its weight reads and FLOPs,
+    /// µs: the routing-alignment, activation and reduction kernels and the two grouped GEMMs'
+    /// own latency, which a small decode batch pays whole. Default 25: vLLM's
+    /// `benchmark_moe.py` on an H100 (pull request 24700) puts the fused MoE of
+    /// Qwen3-30B-A3B in FP8 at 40.4 µs for one token and 78.1 / 164.6 / 247.7 µs for 4 / 16 /
+    /// 128, 20-29 µs above its expert weights read at 0.8 of the bandwidth at every batch (25
+    /// puts all four within 3.3 %), and Mixtral's in BF16 (TP 2) 13 µs above at one token.
+    pub moe_layer_us: f64,
     /// Fraction of peak memory bandwidth reached streaming weights and KV (0–1].
     pub eta_mem: f64,
     /// Fraction of link bandwidth reached by all-reduce and KV transfer (0–1].
@@ -83,6 +91,7 @@ impl Default for Calibration {
             eta_gemm: 0.7,
             eta_attn: 0.5,
             eta_moe: 0.27,
+            moe_layer_us: 25.0,
             eta_mem: 0.8,
             eta_link: 0.7,
             step_overhead_us: 1000.0,
@@ -122,6 +131,7 @@ impl Calibration {
         for (key, v) in [
             ("calibration.step_overhead_us", self.step_overhead_us),
             ("calibration.layer_overhead_us", self.layer_overhead_us),
+            ("calibration.moe_layer_us", self.moe_layer_us),
             ("calibration.piecewise_layer_us", self.piecewise_layer_us),
             ("calibration.per_seq_overhead_us", self.per_seq_overhead_us),
             ("calibration.tp_step_overhead_us", self.tp_step_overhead_us),
@@ -217,6 +227,12 @@ pub struct SchedulerConfig {
     /// memory reserves. On by default for `engine: sglang` unless the file sets
     /// `max_num_seqs`.
     pub max_num_seqs_from_kv: bool,
+    /// SGLang's `--scheduler-recv-interval` (default 1): the scheduler takes new requests
+    /// from its tokenizer only once its counter reaches this, the counter adding 1 for each
+    /// decode step and 1,000 for a step with prompt tokens (`SchedulerRecvSkipper`), so while
+    /// it decodes a request that has reached it waits for up to this many steps. An idle
+    /// scheduler takes it at once. Other families receive every step: only 1.
+    pub recv_interval: u32,
 }
 
 impl Default for SchedulerConfig {
@@ -238,6 +254,7 @@ impl Default for SchedulerConfig {
             full_decode_graphs: true,
             async_scheduling: false,
             max_num_seqs_from_kv: false,
+            recv_interval: 1,
         }
     }
 }

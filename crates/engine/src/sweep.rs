@@ -20,15 +20,24 @@ pub fn predict_point(
     concurrency: u32,
     requests: usize,
 ) -> Result<PointSummary> {
-    let mut engine = Engine::new(cfg)?;
     let shape = RequestShape {
         prompt_tokens: scenario.isl,
         output_tokens: scenario.osl,
         ..Default::default()
     };
-    let shapes = vec![shape; requests];
+    predict_shapes(cfg, &vec![shape; requests], concurrency)
+}
+
+/// Runs `shapes` (requests of their own lengths, sent in order) at closed-loop `concurrency`
+/// on a fresh engine and summarises them: a point whose benchmark drew its lengths.
+pub fn predict_shapes(
+    cfg: &EngineConfig,
+    shapes: &[RequestShape],
+    concurrency: u32,
+) -> Result<PointSummary> {
+    let mut engine = Engine::new(cfg)?;
     let load = VirtualLoad::Closed { concurrency, arrivals_ns: None };
     let opts = RunOptions { network_ns: 0, gauges: GaugeSampling::Off };
-    let r = run(&mut engine, &shapes, &load, opts)?;
+    let r = run(&mut engine, shapes, &load, opts)?;
     Ok(summarize(&r, concurrency))
 }
