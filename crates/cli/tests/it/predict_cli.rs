@@ -76,7 +76,7 @@ fn predict_writes_what_sweep_writes_and_files_runs_as_predicted() {
     assert!(
         csv.lines()
             .skip(1)
-            .all(|l| l.ends_with(",predicted,\"vllm-v1 defaults, not fitted\",28,21")),
+            .all(|l| l.ends_with(",predicted,\"vllm-v1 defaults, not fitted\",28,22")),
         "{csv}"
     );
     let json = std::fs::read_to_string(out.join("sweep.json")).unwrap();
