@@ -429,7 +429,7 @@ fn overlay(base: &Mapping, over: &Mapping) -> Mapping {
 /// The engines' own names for the largest CUDA-graph capture: vLLM's `cuda_graph_sizes` and
 /// its `compilation_config`'s `cudagraph_capture_sizes` (lists: their largest entry) and
 /// `max_cudagraph_capture_size`, SGLang's `cuda_graph_max_bs`, written as
-/// `cuda_graph_max_batch`; and vLLM's `compilation_config:` mapping itself (`--compilation-config
+/// `cuda_graph_max_batch` (and SGLang's `scheduler_recv_interval` as `recv_interval`); and vLLM's `compilation_config:` mapping itself (`--compilation-config
 /// '{...}'` as YAML), whose graph keys are read so and whose others are refused by name
 /// (`at`: where the mapping is, for the message).
 fn graph_aliases(s: &mut Mapping, at: &str) -> Result<()> {
@@ -490,6 +490,9 @@ fn graph_aliases(s: &mut Mapping, at: &str) -> Result<()> {
         if let Some(v) = s.remove(alias) {
             s.insert("cuda_graph_max_batch".into(), v);
         }
+    }
+    if let Some(v) = s.remove("scheduler_recv_interval") {
+        s.insert("recv_interval".into(), v);
     }
     Ok(())
 }

@@ -687,6 +687,10 @@ mod tests {
 
     #[test]
     fn recv_interval_is_sglangs_alone() {
+        // SGLang's own flag name reads the same.
+        let own = "engine: sglang\nmodel: qwen3-8b\ngpu: h100\nscheduler: {scheduler_recv_interval: 30}\n";
+        let cfg = EngineFile::parse(own).unwrap().build(None).unwrap();
+        assert_eq!(cfg.scheduler.recv_interval, 30);
         let err = EngineFile::parse("model: qwen3-8b\ngpu: h100\nscheduler: {recv_interval: 4}\n")
             .unwrap()
             .build(None)
