@@ -260,17 +260,21 @@ impl EngineFile {
         validate_scheduler(&self.scheduler)?;
         let pools = self.pd.iter().flat_map(|p| [&p.prefill, &p.decode]);
         let intervals = pools.filter_map(|f| f.scheduler.map(|s| s.recv_interval));
-        if self.engine != EngineFamily::Sglang
-            && intervals.chain([self.scheduler.recv_interval]).any(|n| n > 1)
-        {
-            return Err(EngineError::invalid(
-                "scheduler.recv_interval",
+        if intervals.chain([self.scheduler.recv_interval]).any(|n| n > 1) {
+            let why = if self.engine != EngineFamily::Sglang {
                 format!(
                     "SGLang's --scheduler-recv-interval; the {} scheduler takes new requests \
                      every step (remove it)",
                     self.engine
-                ),
-            ));
+                )
+            } else if self.pd.is_some() {
+                "modelled for aggregated SGLang workers only, not P/D pools (remove it)".into()
+            } else {
+                String::new()
+            };
+            if !why.is_empty() {
+                return Err(EngineError::invalid("scheduler.recv_interval", why));
+            }
         }
         let pd = match &self.pd {
             Some(p) => Some(self.build_pd(p, &gpu, &model)?),

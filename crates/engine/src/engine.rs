@@ -697,6 +697,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("scheduler.recv_interval") && err.contains("remove it"), "{err}");
+        let pd = "engine: sglang\nmodel: qwen3-8b\ngpu: h100\nscheduler: {recv_interval: 4}\n\
+                  pd: {prefill: {workers: 1, tp: 1}, decode: {workers: 1, tp: 1}}\n";
+        let err = EngineFile::parse(pd).unwrap().build(None).unwrap_err().to_string();
+        assert!(err.contains("aggregated SGLang workers only"), "{err}");
         let zero = "engine: sglang\nmodel: qwen3-8b\ngpu: h100\nscheduler: {recv_interval: 0}\n";
         let err = EngineFile::parse(zero).unwrap().build(None).unwrap_err().to_string();
         assert!(err.contains("scheduler.recv_interval"), "{err}");
