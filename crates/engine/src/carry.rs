@@ -45,8 +45,9 @@ pub struct FittedOn {
 /// - The efficiencies (`eta_*`) are fractions of a GPU's own peaks, meant to carry to any
 ///   engine, GPU and model, and do.
 /// - The kernel and collective latencies (`layer_overhead_us`, `moe_layer_us`,
-///   `allreduce_base_us`, `allreduce_hop_us`, `eager_layer_us`) are GPU-side times of one engine's kernels on one
-///   GPU (its SM count, clocks, links): they carry only to the same engine on the same GPU.
+///   `allreduce_base_us`, `allreduce_hop_us`, `eager_layer_us`) are GPU-side times of one
+///   engine's kernels on one GPU (its SM count, clocks, links): they carry only to the same
+///   engine on the same GPU.
 /// - The CPU times (`step_overhead_us`, `tp_step_overhead_us`, `piecewise_layer_us`,
 ///   `per_seq_overhead_us`, `tp_per_seq_overhead_us`, `frontend_us`, `frontend_per_token_us`)
 ///   are the engine's own scheduler, graph launches, sampling and API server: they carry to

@@ -261,19 +261,21 @@ impl EngineFile {
         let pools = self.pd.iter().flat_map(|p| [&p.prefill, &p.decode]);
         let intervals = pools.filter_map(|f| f.scheduler.map(|s| s.recv_interval));
         if intervals.chain([self.scheduler.recv_interval]).any(|n| n > 1) {
-            let why = if self.engine != EngineFamily::Sglang {
-                format!(
-                    "SGLang's --scheduler-recv-interval; the {} scheduler takes new requests \
-                     every step (remove it)",
-                    self.engine
-                )
-            } else if self.pd.is_some() {
-                "modelled for aggregated SGLang workers only, not P/D pools (remove it)".into()
-            } else {
-                String::new()
-            };
-            if !why.is_empty() {
-                return Err(EngineError::invalid("scheduler.recv_interval", why));
+            if self.engine != EngineFamily::Sglang {
+                return Err(EngineError::invalid(
+                    "scheduler.recv_interval",
+                    format!(
+                        "SGLang's --scheduler-recv-interval; the {} scheduler takes new \
+                         requests every step (remove it)",
+                        self.engine
+                    ),
+                ));
+            }
+            if self.pd.is_some() {
+                return Err(EngineError::invalid(
+                    "scheduler.recv_interval",
+                    "modelled for aggregated SGLang workers only, not P/D pools (remove it)",
+                ));
             }
         }
         let pd = match &self.pd {
@@ -430,13 +432,14 @@ fn overlay(base: &Mapping, over: &Mapping) -> Mapping {
     m
 }
 
-/// The engines' own names for the largest CUDA-graph capture: vLLM's `cuda_graph_sizes` and
-/// its `compilation_config`'s `cudagraph_capture_sizes` (lists: their largest entry) and
-/// `max_cudagraph_capture_size`, SGLang's `cuda_graph_max_bs`, written as
-/// `cuda_graph_max_batch` (and SGLang's `scheduler_recv_interval` as `recv_interval`); and vLLM's `compilation_config:` mapping itself (`--compilation-config
+/// The engines' own names for scheduler keys. The largest CUDA-graph capture: vLLM's
+/// `cuda_graph_sizes` and its `compilation_config`'s `cudagraph_capture_sizes` (lists: their
+/// largest entry) and `max_cudagraph_capture_size`, SGLang's `cuda_graph_max_bs`, written as
+/// `cuda_graph_max_batch`; vLLM's `compilation_config:` mapping itself (`--compilation-config
 /// '{...}'` as YAML), whose graph keys are read so and whose others are refused by name
-/// (`at`: where the mapping is, for the message).
-fn graph_aliases(s: &mut Mapping, at: &str) -> Result<()> {
+/// (`at`: where the mapping is, for the message); SGLang's `scheduler_recv_interval`, written
+/// as `recv_interval`.
+fn scheduler_aliases(s: &mut Mapping, at: &str) -> Result<()> {
     if let Some(Value::Mapping(cc)) = s.get("compilation_config").cloned() {
         s.remove("compilation_config");
         for (k, v) in cc {
@@ -512,7 +515,7 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
         ));
     }
     if let Some(Value::Mapping(s)) = m.get_mut("scheduler") {
-        graph_aliases(s, "scheduler.")?;
+        scheduler_aliases(s, "scheduler.")?;
     }
     let family = match m.get("engine") {
         Some(f) => serde_yaml_ng::from_value::<EngineFamily>(f.clone())
@@ -575,8 +578,8 @@ fn fill_defaults(m: &mut Mapping) -> Result<()> {
                 }
                 None => Mapping::new(),
             };
-            graph_aliases(&mut own, &format!("pd.{pool}.scheduler."))?;
-            graph_aliases(p, &format!("pd.{pool}."))?;
+            scheduler_aliases(&mut own, &format!("pd.{pool}.scheduler."))?;
+            scheduler_aliases(p, &format!("pd.{pool}."))?;
             for k in &sched_keys {
                 if let Some(v) = p.remove(k) {
                     own.insert(k.clone(), v);

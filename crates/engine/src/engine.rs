@@ -103,7 +103,7 @@ struct Slot {
     /// Its `SchedulerRecvSkipper` counter: 1 for each decode step, 1,000 after a step with
     /// prompt tokens; the scheduler takes its new requests when it reaches `recv_interval`.
     recv_counter: u32,
-    /// Whether the last step had prompt tokens.
+    /// Whether the last step had prompt tokens (kept only with a receive interval).
     last_had_prompt: bool,
     /// Requests past the API server that the scheduler has not yet taken (with a receive
     /// interval): reached at `t_ns`, counted in `in_frontend` until taken.
@@ -452,7 +452,9 @@ impl Engine {
                 continue;
             }
             let Some(ws) = s.worker.step() else { continue };
-            s.last_had_prompt = ws.batch.iter().any(|&(_, n)| n > 1);
+            if s.recv_interval > 1 {
+                s.last_had_prompt = ws.batch.iter().any(|&(_, n)| n > 1);
+            }
             let end = now_ns + ws.duration_ns;
             s.step_start = now_ns;
             s.busy_until = end;

@@ -22,7 +22,7 @@ use servelab_engine::{
     load_engine_file, parse_sweep_tables, predict_point, predict_shapes, EngineConfig, EngineFile,
     IslOsl, PointSummary, RequestShape, Scenario, SweepTable,
 };
-use servelab_metrics::bootstrap::percentile_unsorted;
+use servelab_metrics::bootstrap::{percentile_unsorted, SplitMix64};
 use servelab_metrics::knee::{find_knee, CurvePoint, KneeRule};
 
 /// The calibration every table is predicted with: the shipped fit of the reference deployment.
@@ -268,19 +268,12 @@ fn predict_row(base: &EngineConfig, t: &Table, r: &Row) -> RowResult {
 /// `[floor(low × L), L]` ([`Bench::uniform_low`]), from a generator seeded by the row, so the
 /// check is the same every run.
 fn drawn_shapes(r: &Row, n: usize, low: f64) -> Vec<RequestShape> {
-    // splitmix64: a few lines for a reproducible draw, no dependency.
-    let mut state = u64::from(r.isl) << 40 ^ u64::from(r.osl) << 16 ^ r.requests as u64;
-    let mut next = move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
+    let mut rng =
+        SplitMix64::new(u64::from(r.isl) << 40 ^ u64::from(r.osl) << 16 ^ r.requests as u64);
     let mut draw = |len: u32| {
         let lo = (f64::from(len) * low).floor() as u64;
         let span = u64::from(len) - lo + 1;
-        (lo + next() % span).max(1) as u32
+        (lo + rng.next_u64() % span).max(1) as u32
     };
     (0..n)
         .map(|_| {
