@@ -248,7 +248,7 @@ mod tests {
                 dataset: DatasetSpec::Random {
                     input_len: 8,
                     output_len: 4,
-                    range_ratio: 0.0,
+                    range: servelab_plan::LengthRange::EXACT,
                     prefix_len: 0,
                 },
                 num_prompts: 4,

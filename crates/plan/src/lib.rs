@@ -23,7 +23,7 @@ pub use runner::{write_file, RunError, Runner};
 pub use servelab_load::{LoadSpec, Shard};
 pub use servelab_metrics::MetricsConfig;
 pub use servelab_records::{GpuSource, RunKind};
-pub use servelab_workload::{Api, DatasetSpec, SessionSource};
+pub use servelab_workload::{Api, DatasetSpec, LengthRange, SessionSource};
 pub use spec::{
     seconds, ClockReference, GpuSpec, Limits, OutputSpec, Plan, PlanError, RecordSpec, RequestSpec,
     ShardSpec, SimTarget, Target, WorkloadSpec, DEFAULT_SHARD_LEAD,

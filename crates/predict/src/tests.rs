@@ -21,7 +21,7 @@ fn plan(isl: u64, osl: u64, prompts: usize, concurrency: Option<u64>) -> Plan {
             dataset: DatasetSpec::Random {
                 input_len: isl,
                 output_len: osl,
-                range_ratio: 0.0,
+                range: servelab_plan::LengthRange::EXACT,
                 prefix_len: 0,
             },
             num_prompts: prompts,
@@ -96,8 +96,12 @@ fn a_rate_plan_sends_on_the_schedule() {
 fn a_shared_prefix_hits_the_prefix_cache() {
     let pr = Predictor::new(cfg("model: qwen3-8b\ngpu: h100\n"), "e");
     let mut p = plan(100, 10, 20, Some(1));
-    p.workload.dataset =
-        DatasetSpec::Random { input_len: 100, output_len: 10, range_ratio: 0.0, prefix_len: 512 };
+    p.workload.dataset = DatasetSpec::Random {
+        input_len: 100,
+        output_len: 10,
+        range: servelab_plan::LengthRange::EXACT,
+        prefix_len: 512,
+    };
     let e = pr.predict(&p).unwrap().summary.engine.unwrap();
     // 19 of 20 requests find the 32 blocks of the shared prefix cached.
     assert_eq!(e.cached_prompt_tokens, Some(19.0 * 512.0));

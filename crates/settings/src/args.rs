@@ -246,6 +246,16 @@ pub enum Backend {
     OpenaiChat,
 }
 
+/// Which client's convention `--random-range-ratio` follows (`--random-range-style`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RangeStyle {
+    /// `vllm bench serve`: lengths in [L × (1 − R), L × (1 + R)], R in [0, 1).
+    Vllm,
+    /// SGLang's `bench_serving` (and InferenceX's client): lengths in [L × R, L], R in
+    /// [0, 1]; its default R of 0 draws from 1 to L.
+    Sglang,
+}
+
 /// Where the prompts come from (`--dataset-name`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DatasetName {
@@ -482,9 +492,14 @@ pub struct BenchArgs {
     pub random_output_len: u64,
     /// Draw each input and output length uniformly from [len × (1 − R), len × (1 + R)]
     /// (random dataset; 0 = exact lengths). 1 also means exact lengths, as in SGLang's
-    /// bench_serving, whose range is [len × R, len].
+    /// bench_serving, whose range is [len × R, len] (`--random-range-style sglang`).
     #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
     pub random_range_ratio: f64,
+    /// Whose convention --random-range-ratio follows: vLLM's ± R around the length, or
+    /// SGLang's [len × R, len] (to reproduce a run of SGLang's or InferenceX's client; with
+    /// it, R = 0 draws from 1 to len, as SGLang's default does).
+    #[arg(long, value_enum, default_value_t = RangeStyle::Vllm, help_heading = "Workload")]
+    pub random_range_style: RangeStyle,
     /// Tokens of a prefix shared by every prompt, added before its random input tokens
     /// (random dataset).
     #[arg(long, default_value_t = 0, help_heading = "Workload")]

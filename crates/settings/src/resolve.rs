@@ -17,14 +17,14 @@ use servelab_store::StoreRecording;
 use servelab_sweep::render::parse_columns;
 use servelab_sweep::{default_scenario, grid_levels, KneeRule, PromptPolicy, SweepPlan};
 use servelab_workload::{
-    HfDatasetSpec, ImageFormat, ImageOptions, ImageSize, MaxTokensField, SessionSource,
-    SessionSpec, SyntheticSessions, ThinkTime, TraceFormat, TraceOptions, TraceSpec,
+    HfDatasetSpec, ImageFormat, ImageOptions, ImageSize, LengthRange, MaxTokensField,
+    SessionSource, SessionSpec, SyntheticSessions, ThinkTime, TraceFormat, TraceOptions, TraceSpec,
 };
 use std::time::Duration;
 
 use crate::args::{
     Backend, BenchArgs, ContinuousUsage, DatasetName, MaxTokensFieldArg, ProfileArgs, RampUp,
-    SweepArgs,
+    RangeStyle, SweepArgs,
 };
 
 /// Prompts of the zero-setup run.
@@ -211,7 +211,7 @@ fn dataset(a: &BenchArgs) -> Result<DatasetSpec, String> {
             DatasetSpec::Random {
                 input_len: a.random_input_len,
                 output_len: a.random_output_len,
-                range_ratio: range_ratio(a)?,
+                range: length_range(a)?,
                 prefix_len: a.random_prefix_len,
             }
         }
@@ -260,7 +260,7 @@ fn dataset(a: &BenchArgs) -> Result<DatasetSpec, String> {
             DatasetSpec::RandomMultimodal {
                 input_len: a.random_input_len,
                 output_len: a.random_output_len.max(1),
-                range_ratio: range_ratio(a)?,
+                range: length_range(a)?,
                 images: ImageOptions { per_prompt: a.random_mm_images, sizes, format },
             }
         }
@@ -301,17 +301,35 @@ fn ramp(a: &BenchArgs, rate: Option<f64>) -> Result<Option<Ramp>, String> {
     Ramp::new(strategy, start, end).map(Some)
 }
 
-/// `--random-range-ratio`, for every dataset drawing random lengths. SGLang's 1.0 is its
-/// exact-length setting (its range is [len × R, len]); vLLM's exact is 0. Both spellings mean
-/// exact here; other values are vLLM's ± ratio.
+/// `--random-range-ratio` under `--random-range-style`, for the random datasets. Under
+/// vLLM's style, SGLang's 1.0 (its exact-length setting) also means exact.
+fn length_range(a: &BenchArgs) -> Result<LengthRange, String> {
+    let r = a.random_range_ratio;
+    let range = match a.random_range_style {
+        RangeStyle::Vllm if r == 1.0 => LengthRange::EXACT,
+        RangeStyle::Vllm => LengthRange::Around(r),
+        RangeStyle::Sglang => LengthRange::Below(r),
+    };
+    range.check().map_err(|_| match a.random_range_style {
+        RangeStyle::Vllm => "--random-range-ratio: must be in [0, 1), or 1 for exact lengths \
+                             (SGLang's spelling; --random-range-style sglang reads R as \
+                             SGLang does)"
+            .to_string(),
+        RangeStyle::Sglang => {
+            "--random-range-ratio: must be in [0, 1] under --random-range-style sglang".into()
+        }
+    })?;
+    Ok(range)
+}
+
+/// `--random-range-ratio` for the synthetic sessions, which draw as vLLM does.
 fn range_ratio(a: &BenchArgs) -> Result<f64, String> {
-    match a.random_range_ratio {
-        1.0 => Ok(0.0),
-        r if (0.0..1.0).contains(&r) => Ok(r),
-        _ => Err("--random-range-ratio: must be in [0, 1), or 1 for exact lengths \
-                  (SGLang's spelling)"
-            .into()),
+    if a.random_range_style == RangeStyle::Sglang {
+        return Err("--random-range-style sglang: applies to the random datasets; synthetic \
+                    sessions spread lengths as vLLM does (omit it)"
+            .into());
     }
+    Ok(length_range(a)?.ratio())
 }
 
 /// The multi-turn sessions of `--dataset-name sessions`.
@@ -802,9 +820,18 @@ mod tests {
         let exact = bench(&["--random-range-ratio", "1.0"]).unwrap();
         assert!(matches!(
             exact.workload.dataset,
-            DatasetSpec::Random { range_ratio, .. } if range_ratio == 0.0
+            DatasetSpec::Random { range, .. } if range == LengthRange::EXACT
         ));
         assert!(bench(&["--random-range-ratio", "1.5"]).is_err());
+        let sglang = bench(&["--random-range-ratio", "0.8", "--random-range-style", "sglang"]);
+        assert!(matches!(
+            sglang.unwrap().workload.dataset,
+            DatasetSpec::Random { range, .. } if range == LengthRange::Below(0.8)
+        ));
+        let e = bench(&["--random-range-ratio", "1.5", "--random-range-style", "sglang"]);
+        assert!(e.unwrap_err().contains("[0, 1] under --random-range-style sglang"));
+        let e = bench(&["--dataset-name", "sessions", "--random-range-style", "sglang"]);
+        assert!(e.unwrap_err().starts_with("--random-range-style sglang: applies to the random"));
         let e = bench(&["--random-output-len", "0"]).unwrap_err();
         assert!(e.starts_with("--random-output-len: must be at least 1"), "{e}");
         let p = bench(&["--goodput", "ttft:500", "tpot:50"]).unwrap();

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use servelab_load::{parse_concurrency_list, parse_rate_list, Level};
 use servelab_metrics::Warning;
-use servelab_plan::{DatasetSpec, Plan, RunKind, SessionSource};
+use servelab_plan::{DatasetSpec, LengthRange, Plan, RunKind, SessionSource};
 
 use crate::error::{invalid, SweepError};
 use crate::grid::{DatasetChoice, Scenario};
@@ -54,10 +54,14 @@ pub fn default_scenario(dataset: &DatasetSpec) -> Scenario {
 }
 
 /// The dataset a scenario sends and whether it forces `ignore_eos`; `None` keeps the base
-/// plan's. File scenarios without a path of their own read `path` (`--dataset-path`).
+/// plan's. File scenarios without a path of their own read `path` (`--dataset-path`); an
+/// `ISL:OSL` scenario draws its lengths with `range` (`--random-range-ratio` and its style, as
+/// the base plan's random dataset would: a sweep of InferenceX's scenarios draws as its client
+/// did).
 pub fn scenario_dataset(
     sc: &Scenario,
     path: Option<&PathBuf>,
+    range: LengthRange,
 ) -> Result<Option<(DatasetSpec, bool)>, SweepError> {
     let need = |p: &Option<PathBuf>, what: &str| {
         p.clone().or_else(|| path.cloned()).ok_or_else(|| {
@@ -69,10 +73,9 @@ pub fn scenario_dataset(
     };
     Ok(match &sc.dataset {
         DatasetChoice::FromArgs => None,
-        &DatasetChoice::Random { input_len, output_len } => Some((
-            DatasetSpec::Random { input_len, output_len, range_ratio: 0.0, prefix_len: 0 },
-            true,
-        )),
+        &DatasetChoice::Random { input_len, output_len } => {
+            Some((DatasetSpec::Random { input_len, output_len, range, prefix_len: 0 }, true))
+        }
         DatasetChoice::Sharegpt { path: p, output_len } => Some((
             DatasetSpec::ShareGpt { path: need(p, "ShareGPT JSON")?, output_len: *output_len },
             false,
@@ -81,6 +84,14 @@ pub fn scenario_dataset(
             Some((DatasetSpec::Jsonl { path: need(p, "JSONL")? }, false))
         }
     })
+}
+
+/// How the base plan's random dataset spreads lengths; exact for any other dataset.
+fn range_of(d: &DatasetSpec) -> LengthRange {
+    match d {
+        DatasetSpec::Random { range, .. } | DatasetSpec::RandomMultimodal { range, .. } => *range,
+        _ => LengthRange::EXACT,
+    }
 }
 
 /// True when the base plan reads its prompts from a file.
@@ -95,6 +106,11 @@ fn reads_file(d: &DatasetSpec) -> bool {
 }
 
 impl SweepPlan {
+    /// The length range `ISL:OSL` scenarios draw with: the base plan's.
+    fn base_range(&self) -> LengthRange {
+        range_of(&self.base.workload.dataset)
+    }
+
     /// The plan of one point of scenario `sc`.
     pub fn point_plan(&self, sc: &Scenario, p: &PointSpec) -> Result<Plan, SweepError> {
         let mut plan = self.base.clone();
@@ -105,7 +121,9 @@ impl SweepPlan {
                 servelab_load::LoadSpec { max_concurrency: cap, ..plan.load.at(p.load) }
             }
         };
-        if let Some((dataset, ignore_eos)) = scenario_dataset(sc, self.dataset_path.as_ref())? {
+        if let Some((dataset, ignore_eos)) =
+            scenario_dataset(sc, self.dataset_path.as_ref(), self.base_range())?
+        {
             plan.workload.dataset = dataset;
             plan.request.ignore_eos |= ignore_eos;
         }
@@ -132,7 +150,7 @@ impl SweepPlan {
     pub fn check(&self) -> Result<Vec<Warning>, SweepError> {
         let mut warnings = Vec::new();
         for sc in &self.scenarios {
-            let own = scenario_dataset(sc, self.dataset_path.as_ref())?;
+            let own = scenario_dataset(sc, self.dataset_path.as_ref(), self.base_range())?;
             let from_file =
                 sc.dataset.is_file() || (own.is_none() && reads_file(&self.base.workload.dataset));
             // One level sends its prompts once: nothing for a later point to repeat.
@@ -170,10 +188,36 @@ mod tests {
         assert!(grid_levels(None, Some("1,0")).is_err());
     }
 
+    /// An ISL:OSL scenario draws with the base plan's range; ShareGPT is untouched by it.
+    #[test]
+    fn isl_osl_scenarios_draw_with_the_range_asked_for() {
+        let sc = crate::grid::parse_scenario("1024:1024").unwrap();
+        let below = LengthRange::Below(0.8);
+        let (d, ignore_eos) = scenario_dataset(&sc, None, below).unwrap().unwrap();
+        assert!(ignore_eos);
+        assert!(matches!(
+            d,
+            DatasetSpec::Random { input_len: 1024, output_len: 1024, range, prefix_len: 0 }
+                if range == below
+        ));
+        let base = DatasetSpec::Random {
+            input_len: 5,
+            output_len: 2,
+            range: LengthRange::Around(0.5),
+            prefix_len: 0,
+        };
+        assert_eq!(range_of(&base), LengthRange::Around(0.5));
+        assert_eq!(range_of(&DatasetSpec::Jsonl { path: "x".into() }), LengthRange::EXACT);
+    }
+
     #[test]
     fn default_scenarios_are_named_by_dataset() {
-        let d =
-            DatasetSpec::Random { input_len: 5, output_len: 2, range_ratio: 0.0, prefix_len: 0 };
+        let d = DatasetSpec::Random {
+            input_len: 5,
+            output_len: 2,
+            range: LengthRange::EXACT,
+            prefix_len: 0,
+        };
         assert_eq!(default_scenario(&d).name, "random-5x2");
         let j = DatasetSpec::Jsonl { path: "x".into() };
         assert_eq!(default_scenario(&j).name, "jsonl");

@@ -195,7 +195,7 @@ fn spec(arg: &str) -> Option<DatasetSpec> {
         "random" => DatasetSpec::Random {
             input_len: value.parse().ok()?,
             output_len: 128,
-            range_ratio: 0.0,
+            range: servelab_workload::LengthRange::EXACT,
             prefix_len: 0,
         },
         "prefix" => DatasetSpec::Prefix {

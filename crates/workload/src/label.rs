@@ -48,8 +48,12 @@ mod tests {
 
     #[test]
     fn labels() {
-        let r =
-            DatasetSpec::Random { input_len: 3, output_len: 2, range_ratio: 0.5, prefix_len: 1 };
+        let r = DatasetSpec::Random {
+            input_len: 3,
+            output_len: 2,
+            range: crate::LengthRange::Around(0.5),
+            prefix_len: 1,
+        };
         assert_eq!(r.label(), "random(3:2)");
         let j = DatasetSpec::Jsonl { path: "a/b.jsonl".into() };
         assert_eq!(j.label(), "jsonl(a/b.jsonl)");

@@ -25,6 +25,7 @@ mod label;
 mod multimodal;
 mod prompt;
 mod random;
+mod range;
 mod session;
 mod sharegpt;
 mod synth;
@@ -42,6 +43,7 @@ pub use hf::HfDatasetSpec;
 pub use image::{random_image_data_url, ImageFormat, ImageSize};
 pub use multimodal::ImageOptions;
 pub use prompt::{ChatMessage, ContentPart, ImageUrl, MessageContent, Prompt, PromptBody};
+pub use range::LengthRange;
 pub use session::{
     load_sessions, HistoryError, Session, SessionSource, SessionSpec, SessionWorkload,
     SyntheticSessions, SystemPrompt, ThinkTime, Turn,
@@ -55,16 +57,17 @@ pub use work::{RunTokenizer, Workload};
 /// Which prompts to generate or read.
 #[derive(Debug, Clone)]
 pub enum DatasetSpec {
-    /// Random text: a shared prefix of `prefix_len` tokens, then a number of tokens drawn in
-    /// `[input_len·(1−r), input_len·(1+r)]` (as `vllm bench serve`); output length drawn the
-    /// same way.
+    /// Random text: a shared prefix of `prefix_len` tokens, then a number of tokens drawn
+    /// from `range` around `input_len` (`vllm bench serve`'s or SGLang's convention); output
+    /// length drawn the same way.
     Random {
-        /// Mean prompt length after the prefix, tokens.
+        /// Prompt length after the prefix, tokens (the mean of vLLM's range, the top of
+        /// SGLang's).
         input_len: u64,
-        /// Mean requested output length, tokens (at least 1 is asked for).
+        /// Requested output length, tokens, drawn the same way (at least 1 is asked for).
         output_len: u64,
-        /// `r`: how far lengths spread around their means, in `[0, 1)`; 0 fixes them.
-        range_ratio: f64,
+        /// How lengths spread; [`LengthRange::EXACT`] fixes them.
+        range: LengthRange,
         /// Tokens of one prefix shared by every prompt; 0 for none.
         prefix_len: u64,
     },
@@ -95,12 +98,12 @@ pub enum DatasetSpec {
     /// `Random` text (no prefix) followed by random images, as one chat user message of
     /// content parts. `prompt_tokens` counts the text only.
     RandomMultimodal {
-        /// Mean text length, tokens.
+        /// Text length, tokens, as for `Random`.
         input_len: u64,
-        /// Mean requested output length, tokens.
+        /// Requested output length, tokens.
         output_len: u64,
-        /// How far lengths spread around their means, in `[0, 1)`.
-        range_ratio: f64,
+        /// How lengths spread, as for `Random`.
+        range: LengthRange,
         /// How many images, of what size and format.
         images: ImageOptions,
     },
@@ -124,8 +127,8 @@ pub fn load(
     seed: u64,
 ) -> Result<Vec<Prompt>, DatasetError> {
     match spec {
-        &DatasetSpec::Random { input_len, output_len, range_ratio, prefix_len } => {
-            let params = random::RandomParams { input_len, output_len, range_ratio, prefix_len };
+        &DatasetSpec::Random { input_len, output_len, range, prefix_len } => {
+            let params = random::RandomParams { input_len, output_len, range, prefix_len };
             random::random(&params, num_prompts, tokenizer, seed)
         }
         DatasetSpec::ShareGpt { path, output_len } => {
@@ -136,11 +139,11 @@ pub fn load(
             let params = random::PrefixParams { num_prefixes, prefix_len, suffix_len, output_len };
             random::prefix(&params, num_prompts, tokenizer, seed)
         }
-        DatasetSpec::RandomMultimodal { input_len, output_len, range_ratio, images } => {
+        DatasetSpec::RandomMultimodal { input_len, output_len, range, images } => {
             let params = random::RandomParams {
                 input_len: *input_len,
                 output_len: *output_len,
-                range_ratio: *range_ratio,
+                range: *range,
                 prefix_len: 0,
             };
             multimodal::random_multimodal(&params, images, num_prompts, tokenizer, seed)
@@ -182,8 +185,8 @@ pub fn lengths(
     seed: u64,
 ) -> Result<Vec<RequestLengths>, DatasetError> {
     match *spec {
-        DatasetSpec::Random { input_len, output_len, range_ratio, prefix_len } => {
-            let params = random::RandomParams { input_len, output_len, range_ratio, prefix_len };
+        DatasetSpec::Random { input_len, output_len, range, prefix_len } => {
+            let params = random::RandomParams { input_len, output_len, range, prefix_len };
             let shared = (prefix_len > 0).then_some((0, prefix_len));
             Ok(random::draw_lengths(&params, num_prompts, seed)?
                 .into_iter()
@@ -240,8 +243,12 @@ mod tests {
     #[test]
     fn lengths_match_the_prompts_load_gives() {
         let tok = Tokenizer::builtin(tokenizer::DEFAULT_ENCODING).unwrap();
-        let spec =
-            DatasetSpec::Random { input_len: 40, output_len: 8, range_ratio: 0.5, prefix_len: 6 };
+        let spec = DatasetSpec::Random {
+            input_len: 40,
+            output_len: 8,
+            range: crate::LengthRange::Around(0.5),
+            prefix_len: 6,
+        };
         let prompts = load(&spec, 12, &tok, 3).unwrap();
         let lens = lengths(&spec, 12, || unreachable!("synthetic: no tokenizer"), 3).unwrap();
         for (p, l) in prompts.iter().zip(&lens) {

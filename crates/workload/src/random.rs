@@ -5,7 +5,8 @@ use rayon::prelude::*;
 
 use crate::error::DatasetError;
 use crate::prompt::{Prompt, PromptBody};
-use crate::synth::{item_rng, length_bounds, Prefix, Synth};
+use crate::range::LengthRange;
+use crate::synth::{item_rng, Prefix, Synth};
 use crate::tokenizer::Tokenizer;
 
 /// Stream index reserved for shared prefixes (items use 0..num_prompts).
@@ -16,7 +17,7 @@ const PREFIX_STREAM: u64 = 1 << 62;
 pub(crate) struct RandomParams {
     pub input_len: u64,
     pub output_len: u64,
-    pub range_ratio: f64,
+    pub range: LengthRange,
     pub prefix_len: u64,
 }
 
@@ -26,21 +27,18 @@ pub(crate) fn draw_lengths(
     num: usize,
     seed: u64,
 ) -> Result<Vec<(u64, u64)>, DatasetError> {
-    if !(0.0..1.0).contains(&p.range_ratio) {
-        return Err(DatasetError::Spec(format!(
-            "range_ratio must be in [0, 1), got {}",
-            p.range_ratio
-        )));
-    }
-    let (in_lo, in_hi) = length_bounds(p.input_len, p.range_ratio);
-    let (out_lo, out_hi) = length_bounds(p.output_len, p.range_ratio);
+    p.range.check()?;
+    let (in_lo, in_hi) = p.range.bounds(p.input_len);
+    let (out_lo, out_hi) = p.range.bounds(p.output_len);
     // As vLLM: never ask for 0 output tokens.
     let (out_lo, out_hi) = (out_lo.max(1), out_hi.max(1));
     if in_lo.saturating_add(p.prefix_len) < 1 {
         return Err(DatasetError::Spec(format!(
             "the shortest prompt (prefix_len {} + floor(input_len {} × (1 − range_ratio {}))) \
              must have at least 1 token; raise input_len",
-            p.prefix_len, p.input_len, p.range_ratio
+            p.prefix_len,
+            p.input_len,
+            p.range.ratio()
         )));
     }
     let mut rng = item_rng(seed, PREFIX_STREAM + 1);

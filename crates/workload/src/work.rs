@@ -146,8 +146,12 @@ mod tests {
     #[test]
     fn seeded_datasets_draw_their_own_warmups() {
         let tok = Tokenizer::builtin(crate::tokenizer::DEFAULT_ENCODING).unwrap();
-        let spec =
-            DatasetSpec::Random { input_len: 30, output_len: 4, range_ratio: 0.5, prefix_len: 0 };
+        let spec = DatasetSpec::Random {
+            input_len: 30,
+            output_len: 4,
+            range: crate::LengthRange::Around(0.5),
+            prefix_len: 0,
+        };
         let Workload::Prompts { prompts, warmups } = Workload::load(&spec, 5, 2, &tok, 9).unwrap()
         else {
             panic!("random is single prompts")

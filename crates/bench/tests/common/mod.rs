@@ -33,7 +33,7 @@ pub fn plan(url: &str) -> Plan {
             dataset: DatasetSpec::Random {
                 input_len: 32,
                 output_len: 8,
-                range_ratio: 0.0,
+                range: servelab_plan::LengthRange::EXACT,
                 prefix_len: 0,
             },
             num_prompts: PROMPTS,

@@ -46,7 +46,7 @@ async fn bench(
             dataset: DatasetSpec::Random {
                 input_len: input,
                 output_len: output,
-                range_ratio: 0.0,
+                range: servelab_plan::LengthRange::EXACT,
                 prefix_len: 0,
             },
             num_prompts: prompts,

@@ -105,7 +105,7 @@ pub fn base_plan() -> Plan {
             dataset: DatasetSpec::Random {
                 input_len: 100,
                 output_len: 20,
-                range_ratio: 0.0,
+                range: servelab_plan::LengthRange::EXACT,
                 prefix_len: 0,
             },
             num_prompts: 10,

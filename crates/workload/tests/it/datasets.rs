@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use servelab_workload::{
-    load, ChatMessage, DatasetError, DatasetSpec, Prompt, PromptBody, Tokenizer,
+    load, ChatMessage, DatasetError, DatasetSpec, LengthRange, Prompt, PromptBody, Tokenizer,
 };
 
 fn smollm2() -> Tokenizer {
@@ -16,7 +16,12 @@ fn cl100k() -> Tokenizer {
 }
 
 fn random(input_len: u64, output_len: u64, range_ratio: f64, prefix_len: u64) -> DatasetSpec {
-    DatasetSpec::Random { input_len, output_len, range_ratio, prefix_len }
+    DatasetSpec::Random {
+        input_len,
+        output_len,
+        range: LengthRange::Around(range_ratio),
+        prefix_len,
+    }
 }
 
 /// A file in a fresh temp dir (the dir lives as long as the returned guard).
@@ -101,6 +106,33 @@ fn random_draws_are_fixed_by_the_seed() {
     assert_eq!(d_lengths, LENGTHS_SEED_42);
 }
 
+/// SGLang's convention: lengths from floor(L × ratio) to L, never 0; its ratio 0 (its
+/// default) draws from 1 to L.
+#[test]
+fn random_lengths_below_follow_sglangs_range() {
+    let tok = smollm2();
+    let below = |r: f64| DatasetSpec::Random {
+        input_len: 100,
+        output_len: 10,
+        range: LengthRange::Below(r),
+        prefix_len: 0,
+    };
+    let prompts = load(&below(0.8), 200, &tok, 3).unwrap();
+    let inputs: Vec<u64> = prompts.iter().map(|p| p.prompt_tokens).collect();
+    let outputs: Vec<u64> = prompts.iter().filter_map(|p| p.output_tokens).collect();
+    assert!(inputs.iter().all(|n| (80..=100).contains(n)), "{inputs:?}");
+    assert!(outputs.iter().all(|n| (8..=10).contains(n)), "{outputs:?}");
+    assert!(inputs.contains(&80) && inputs.contains(&100), "{inputs:?}");
+    assert_counts_exact(&tok, &prompts);
+    let wide = load(&below(0.0), 200, &tok, 3).unwrap();
+    let outputs: Vec<u64> = wide.iter().filter_map(|p| p.output_tokens).collect();
+    assert!(outputs.iter().all(|n| (1..=10).contains(n)) && outputs.contains(&1), "{outputs:?}");
+    let exact = load(&below(1.0), 5, &tok, 3).unwrap();
+    assert!(exact.iter().all(|p| p.prompt_tokens == 100 && p.output_tokens == Some(10)));
+    let err = load(&below(1.5), 1, &tok, 0).unwrap_err().to_string();
+    assert!(err.contains("[0, 1] (lengths from L × ratio to L), got 1.5"), "{err}");
+}
+
 /// Input in [50, 150], output in [5, 15], drawn from seed 42.
 const LENGTHS_SEED_42: &[(u64, Option<u64>)] =
     &[(77, Some(9)), (114, Some(10)), (54, Some(7)), (147, Some(12)), (90, Some(15))];
@@ -128,7 +160,11 @@ fn random_prefix_is_shared_and_added_to_the_drawn_length() {
 fn random_rejects_impossible_parameters() {
     let tok = cl100k();
     let err = load(&random(100, 10, 1.0, 0), 1, &tok, 0).unwrap_err().to_string();
-    assert_eq!(err, "invalid dataset parameter: range_ratio must be in [0, 1), got 1");
+    assert_eq!(
+        err,
+        "invalid dataset parameter: range_ratio must be in [0, 1) (lengths within L × (1 ± \
+         ratio)), got 1"
+    );
     let long_prefix = load(&random(100, 10, 0.5, 60), 1, &tok, 0).unwrap()[0].prompt_tokens;
     assert!((60 + 50..=60 + 150).contains(&long_prefix), "{long_prefix}");
     let err = load(&random(0, 10, 0.0, 0), 1, &tok, 0).unwrap_err().to_string();
@@ -140,7 +176,9 @@ fn random_rejects_impossible_parameters() {
         DatasetSpec::Prefix { num_prefixes: 1, prefix_len: u64::MAX, suffix_len: 9, output_len: 1 };
     assert!(load(&huge, 1, &tok, 0).unwrap_err().to_string().contains("too long"));
     let nan = load(&random(10, 10, f64::NAN, 0), 1, &tok, 0).unwrap_err().to_string();
-    assert_eq!(nan, "invalid dataset parameter: range_ratio must be in [0, 1), got NaN");
+    assert!(
+        nan.ends_with("range_ratio must be in [0, 1) (lengths within L × (1 ± ratio)), got NaN")
+    );
 }
 
 // ---------------------------------------------------------------- prefix

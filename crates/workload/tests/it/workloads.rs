@@ -415,7 +415,7 @@ fn random_images_decode_to_the_requested_sizes() {
         let spec = DatasetSpec::RandomMultimodal {
             input_len: 50,
             output_len: 10,
-            range_ratio: 0.0,
+            range: servelab_workload::LengthRange::EXACT,
             images: ImageOptions {
                 per_prompt: 2,
                 sizes: vec![
