@@ -290,8 +290,9 @@ pub async fn predict(a: &PredictArgs) -> Result<ExitStatus, Failure> {
     status
 }
 
-/// The measured runs a store label or id names, as sweep tables for a fit. Predicted runs
-/// are refused: fitting the model to its own output would measure nothing.
+/// The measured runs a store label or id names, as sweep tables for a fit, each point with
+/// its requests' lengths as sent. Predicted runs are refused: fitting the model to its own
+/// output would measure nothing.
 fn stored_tables(
     db: &args::DbArg,
     spec: &str,
@@ -308,17 +309,50 @@ fn stored_tables(
                 "run #{id} ('{spec}') is a prediction: calibrate fits measured runs"
             )));
         }
-        let Some((summary, _)) = store.summary_of(id).map_err(Failure::runtime)? else {
-            continue;
+        use servelab_predict::calibrate as cal;
+        // Each request's own lengths where known: a run with a range ratio or ShareGPT is
+        // not its mean.
+        let (dataset, cap, figures, drawn) = match store.summary_of(id).map_err(Failure::runtime)? {
+            Some((summary, records)) => (
+                summary.info.dataset.clone(),
+                summary.info.load.max_concurrency,
+                cal::figures_of(&summary),
+                cal::drawn_lengths(&records),
+            ),
+            // An imported result file (vllm bench serve, SGLang, ...): its headline, and its
+            // per-request lengths when it kept them. Points group by scenario: the label's, or
+            // the file's mean lengths.
+            None => {
+                let Some(raw) = run.raw.as_ref() else { continue };
+                let info = &run.config.info;
+                let dataset = match servelab_engine::IslOsl::of_label(&info.dataset) {
+                    Some(_) => info.dataset.clone(),
+                    None => {
+                        cal::imported_scenario(raw).map_or(info.dataset.clone(), |m| m.to_string())
+                    }
+                };
+                let headline = &run.row.headline;
+                (
+                    dataset,
+                    info.load.max_concurrency,
+                    cal::figures_by(|k| headline.get(k)),
+                    cal::imported_lengths(raw),
+                )
+            }
         };
-        let info = &summary.info;
-        let Some(c) = info.load.max_concurrency else {
+        let Some(c) = cap else {
             return Err(Failure::usage(format!(
                 "run #{id} ('{spec}') has no concurrency cap: calibrate fits concurrency sweeps"
             )));
         };
         let level = servelab_load::Level::Concurrency(usize::try_from(c).unwrap_or(usize::MAX));
-        points.push((info.dataset.clone(), info.dataset.clone(), level, summary));
+        points.push(cal::MeasuredPoint {
+            name: dataset.clone(),
+            dataset,
+            load: level,
+            figures,
+            drawn,
+        });
     }
     if points.is_empty() {
         return Err(Failure::usage(format!("'{spec}': no finished run to fit")));
@@ -354,10 +388,16 @@ pub fn predict_calibrate(a: &CalibrateArgs) -> Result<ExitStatus, Failure> {
     for label in &a.runs {
         tables.extend(stored_tables(&a.db, label)?);
     }
+    let cells = tables.iter().map(|t| t.rows.len()).sum::<usize>();
+    let drawn = tables.iter().map(|t| t.drawn.iter().filter(|d| !d.is_empty()).count()).sum();
+    let own = match drawn {
+        0 => String::new(),
+        n if n == cells => ", each at its requests' own lengths".to_string(),
+        n => format!(", {n} at their requests' own lengths"),
+    };
     term::note(&format!(
-        "Fitting {} parameters to {} measured cells (at most {} evaluations)...",
+        "Fitting {} parameters to {cells} measured cells{own} (at most {} evaluations)...",
         opts.params.len(),
-        tables.iter().map(|t| t.rows.len()).sum::<usize>(),
         opts.max_evals
     ));
     let report = servelab_engine::calibrate(&cfg, &tables, &opts).map_err(Failure::runtime)?;

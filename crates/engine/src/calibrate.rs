@@ -13,10 +13,11 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::carry::carry_calibration;
 use crate::config::{Calibration, EngineConfig, FittedOn};
+use crate::engine::RequestShape;
 use crate::error::{EngineError, Result};
 use crate::provenance::MEASURED_ONE_SCENARIO_FIT;
 use crate::summary::PointSummary;
-use crate::sweep::{predict_point, Scenario};
+use crate::sweep::{predict_point, predict_shapes, Scenario};
 use crate::table::SweepTable;
 
 /// A calibration parameter the fit may move.
@@ -378,6 +379,12 @@ fn requests_for(opts: &FitOptions, concurrency: u32) -> usize {
     opts.min_requests.max(opts.requests_per_concurrency * concurrency as usize)
 }
 
+/// The first `n` of `drawn`, repeated from its start when it is shorter: the same number of
+/// requests a point at fixed lengths runs, in the order the benchmark sent them.
+fn cycled(drawn: &[RequestShape], n: usize) -> Vec<RequestShape> {
+    drawn.iter().cycle().take(n).cloned().collect()
+}
+
 /// Predicts every cell of `tables` with `cfg` and pairs it with the measurement.
 pub fn compare(
     cfg: &EngineConfig,
@@ -393,9 +400,12 @@ pub fn compare(
             )
         })?;
         let noisy = noisy_rows(&t.rows);
-        for (row, &noisy) in t.rows.iter().zip(&noisy) {
+        for (i, (row, &noisy)) in t.rows.iter().zip(&noisy).enumerate() {
             let n = requests_for(opts, row.concurrency);
-            let predicted = predict_point(cfg, scenario, row.concurrency, n)?;
+            let predicted = match t.drawn_at(i) {
+                Some(drawn) => predict_shapes(cfg, &cycled(drawn, n), row.concurrency)?,
+                None => predict_point(cfg, scenario, row.concurrency, n)?,
+            };
             out.push(CellError { scenario, noisy, measured: *row, predicted });
         }
     }
@@ -536,15 +546,12 @@ fn kept_tables(tables: &[SweepTable], opts: &FitOptions) -> Vec<SweepTable> {
     tables
         .iter()
         .map(|t| {
-            let noisy = noisy_rows(&t.rows);
-            let rows = t
-                .rows
-                .iter()
-                .zip(noisy)
-                .filter(|(_, n)| !(opts.drop_noisy && *n))
-                .map(|(r, _)| *r)
-                .collect();
-            SweepTable { rows, ..t.clone() }
+            let keep: Vec<bool> =
+                noisy_rows(&t.rows).into_iter().map(|n| !(opts.drop_noisy && n)).collect();
+            let rows = t.rows.iter().zip(&keep).filter(|(_, k)| **k).map(|(r, _)| *r).collect();
+            let drawn =
+                t.drawn.iter().zip(&keep).filter(|(_, k)| **k).map(|(d, _)| d.clone()).collect();
+            SweepTable { name: t.name.clone(), scenario: t.scenario, rows, drawn }
         })
         .collect()
 }
@@ -747,6 +754,14 @@ pub fn report_markdown(r: &CalibrationReport) -> String {
             p.get(&r.after)
         ));
     }
+    for (p, side, v) in at_bounds(&r.fitted, &r.after) {
+        s.push_str(&format!(
+            "\n{} ended at its {side} bound ({v}): the data asks for a value outside what the \
+             model takes as physical, so the model lacks a cost this deployment pays (or the \
+             engine file does not describe it); read the other fitted values with care.\n",
+            p.key()
+        ));
+    }
     s.push_str(&format!(
         "\nloss (kept cells): before {:.4}, after {:.4} ({} evaluations)\n\n",
         r.loss_before, r.loss_after, r.evals
@@ -765,6 +780,24 @@ pub fn report_markdown(r: &CalibrationReport) -> String {
     s.push_str(&format!("\nBefore:\n\n{}", cells_markdown(&r.cells_before)));
     s.push_str(&format!("\nAfter:\n\n{}", cells_markdown(&r.cells_after)));
     s
+}
+
+/// The fitted parameters that ended within 0.5 % of a bound: which, the side, the bound.
+pub fn at_bounds(fitted: &[FitParam], c: &Calibration) -> Vec<(FitParam, &'static str, f64)> {
+    let near = |v: f64, b: f64| (v - b).abs() <= 0.005 * b;
+    fitted
+        .iter()
+        .filter_map(|&p| {
+            let ((lo, hi), v) = (p.bounds(), p.get(c));
+            if near(v, lo) {
+                Some((p, "lower", lo))
+            } else if near(v, hi) {
+                Some((p, "upper", hi))
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 /// A per-cell Markdown report of `cells`.
@@ -877,7 +910,7 @@ mod tests {
         let table = |isl, osl| {
             let sc = Scenario { isl, osl };
             let rows = [1, 4].iter().map(|&c| predict_point(&truth, sc, c, 8).unwrap()).collect();
-            SweepTable { name: sc.to_string(), scenario: Some(sc), rows }
+            SweepTable::new(sc.to_string(), Some(sc), rows)
         };
         let tables = vec![table(200, 20), table(400, 10)];
         let opts = FitOptions {
@@ -953,7 +986,7 @@ mod tests {
         let sc = Scenario { isl: 200, osl: 20 };
         let rows: Vec<PointSummary> =
             [1, 4].iter().map(|&c| predict_point(&truth, sc, c, 8).unwrap()).collect();
-        let tables = vec![SweepTable { name: "200:20".into(), scenario: Some(sc), rows }];
+        let tables = vec![SweepTable::new("200:20".into(), Some(sc), rows)];
         let opts = FitOptions {
             params: vec![FitParam::StepOverheadUs],
             min_requests: 8,
@@ -967,6 +1000,83 @@ mod tests {
         assert!(r.loss_after < r.loss_before);
         assert!(error_stats(&r.cells_after, true).tpot < 1.0);
         assert!(cells_markdown(&r.cells_after).contains("| 200:20 | 4 |"));
+    }
+
+    /// A sweep whose benchmark drew lengths per request is fitted on those lengths: the fit
+    /// recovers the truth, where the same cells read as mean-length points leave a residual
+    /// the parameter cannot absorb (requests of one length move in lock step).
+    #[test]
+    fn drawn_lengths_are_fitted_as_they_were_sent() {
+        let cfg = EngineFile::parse(SYNC_H100).unwrap().build(None).unwrap();
+        let mut truth = cfg.clone();
+        truth.calibration.step_overhead_us = 3000.0;
+        // Prompts 1,000–2,980 and outputs 10–38 tokens, mean 1,990:24 (rounded below).
+        let drawn: Vec<RequestShape> = (0..16u32)
+            .map(|i| RequestShape {
+                prompt_tokens: 1000 + (i * 733) % 1990,
+                output_tokens: 10 + (i * 11) % 29,
+                ..Default::default()
+            })
+            .collect();
+        let sc = Scenario { isl: 1990, osl: 24 };
+        let levels = [1, 4, 8];
+        let rows: Vec<PointSummary> =
+            levels.iter().map(|&c| predict_shapes(&truth, &drawn, c).unwrap()).collect();
+        let mean_only = SweepTable::new("1990:24".into(), Some(sc), rows);
+        let with_drawn =
+            SweepTable { drawn: vec![drawn.clone(); levels.len()], ..mean_only.clone() };
+        let opts = FitOptions {
+            params: vec![FitParam::StepOverheadUs],
+            min_requests: 16,
+            requests_per_concurrency: 1,
+            max_evals: 40,
+            drop_noisy: false,
+            ..Default::default()
+        };
+        let r = calibrate(&cfg, std::slice::from_ref(&with_drawn), &opts).unwrap();
+        assert!((r.after.step_overhead_us - 3000.0).abs() < 30.0, "{}", r.after.step_overhead_us);
+        let stats = error_stats(&r.cells_after, true);
+        assert!(stats.throughput < 0.5 && stats.tpot < 0.5 && stats.ttft < 0.5, "{stats:?}");
+        let m = calibrate(&cfg, &[mean_only], &opts).unwrap();
+        // Read at the mean, the same cells put the overhead at ~4,300 µs and still miss TTFT.
+        assert!(
+            m.loss_after > 10.0 * r.loss_after.max(1e-6),
+            "{} vs {}",
+            m.loss_after,
+            r.loss_after
+        );
+        assert!((m.after.step_overhead_us - 3000.0).abs() > 300.0, "{}", m.after.step_overhead_us);
+        // Kept cells keep their lengths: dropping a row drops its list.
+        let kept = kept_tables(&[with_drawn], &FitOptions { drop_noisy: true, ..opts });
+        assert_eq!(kept[0].drawn.len(), kept[0].rows.len());
+    }
+
+    /// A parameter the fit drove to a bound is named, with what that means.
+    #[test]
+    fn parameters_at_their_bounds_are_named() {
+        let c = Calibration {
+            eta_gemm: 0.2,
+            frontend_us: 199_500.0,
+            per_seq_overhead_us: 50.0,
+            ..Default::default()
+        };
+        let fitted = [FitParam::EtaGemm, FitParam::FrontendUs, FitParam::PerSeqOverheadUs];
+        assert_eq!(
+            at_bounds(&fitted, &c),
+            vec![(FitParam::EtaGemm, "lower", 0.2), (FitParam::FrontendUs, "upper", 200_000.0)]
+        );
+        let r = CalibrationReport {
+            before: Calibration::default(),
+            after: c,
+            fitted: vec![FitParam::EtaGemm],
+            loss_before: 0.5,
+            loss_after: 0.1,
+            cells_before: Vec::new(),
+            cells_after: Vec::new(),
+            evals: 3,
+        };
+        let md = report_markdown(&r);
+        assert!(md.contains("eta_gemm ended at its lower bound (0.2): the data asks"), "{md}");
     }
 
     /// A fit on one scenario says that the others are extrapolated, with the measured band;

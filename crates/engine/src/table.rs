@@ -5,6 +5,7 @@
 
 use servelab_records::{IslOsl, PointSummary, PublishedColumn};
 
+use crate::engine::RequestShape;
 use crate::error::{EngineError, Result};
 
 /// One table of a Markdown document.
@@ -16,6 +17,24 @@ pub struct SweepTable {
     pub scenario: Option<IslOsl>,
     /// Rows (NaN where a column is missing or a cell is not a number).
     pub rows: Vec<PointSummary>,
+    /// Per row, the lengths of the requests its benchmark sent, in send order, when they were
+    /// drawn per request (a range ratio, ShareGPT) and are known (a stored run's records):
+    /// empty, or one list per row. A row without a list ran every request at `scenario`'s
+    /// lengths, which a mean cannot stand in for where lengths vary: requests of one length
+    /// move in lock step and queue their prompts behind each other.
+    pub drawn: Vec<Vec<RequestShape>>,
+}
+
+impl SweepTable {
+    /// A table whose every request had the scenario's lengths.
+    pub fn new(name: String, scenario: Option<IslOsl>, rows: Vec<PointSummary>) -> SweepTable {
+        SweepTable { name, scenario, rows, drawn: Vec::new() }
+    }
+
+    /// The lengths row `i`'s requests were sent with, when known.
+    pub fn drawn_at(&self, i: usize) -> Option<&[RequestShape]> {
+        self.drawn.get(i).map(Vec::as_slice).filter(|d| !d.is_empty())
+    }
 }
 
 fn cells(line: &str) -> Vec<&str> {
@@ -72,7 +91,7 @@ pub fn parse_sweep_tables(markdown: &str) -> Result<Vec<SweepTable>> {
         }
         if cols.contains(&Some(PublishedColumn::Concurrency)) {
             let scenario = IslOsl::find_in(&heading);
-            out.push(SweepTable { scenario, name: heading.clone(), rows });
+            out.push(SweepTable::new(heading.clone(), scenario, rows));
         }
     }
     if out.is_empty() {

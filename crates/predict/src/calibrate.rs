@@ -4,10 +4,10 @@
 use std::path::Path;
 
 use serde::Deserialize;
-use servelab_engine::{EngineFile, SweepTable};
+use servelab_engine::{EngineFile, RequestShape, SweepTable};
 use servelab_load::Level;
 use servelab_metrics::{MetricKey, Summary};
-use servelab_records::{IslOsl, PointSummary, PUBLISHED_COLUMNS};
+use servelab_records::{IslOsl, PointSummary, RequestRecord, PUBLISHED_COLUMNS};
 
 /// The sweep tables of the file at `path`: a servelab `sweep.json` (a JSON object), else
 /// Markdown tables as published or as `servelab sweep` writes `summary.md`. Errors name the
@@ -52,55 +52,229 @@ struct PointFile {
 }
 
 /// The grid points of a servelab `sweep.json` as sweep tables: one per scenario, one row per
-/// concurrency level. Scenarios of fixed random lengths only (`--scenario ISL:OSL`).
+/// concurrency level. Scenarios of fixed random lengths only (`--scenario ISL:OSL`): the file
+/// keeps no request's lengths (a stored run does: `--runs`).
 pub fn sweep_json_tables(text: &str) -> Result<Vec<SweepTable>, String> {
     let f: SweepFile =
         serde_json::from_str(text).map_err(|e| format!("not a servelab sweep.json: {e}"))?;
     let points = f.scenarios.into_iter().flat_map(|sc| {
         let (name, dataset) = (sc.name, sc.dataset);
-        sc.points.into_iter().map(move |p| (name.clone(), dataset.clone(), p.load, p.summary))
+        sc.points.into_iter().map(move |p| MeasuredPoint {
+            name: name.clone(),
+            dataset: dataset.clone(),
+            load: p.load,
+            figures: figures_of(&p.summary),
+            drawn: Vec::new(),
+        })
     });
     tables_from_points(points)
 }
 
-/// Measured points `(scenario name, dataset label, load, summary)` as sweep tables: one per
-/// scenario in first-seen order, one row per concurrency level in the order given. Every
-/// point must be a fixed-length random scenario (`random(ISL:OSL)` or a name `ISL:OSL`) at a
-/// concurrency level; the error names the first that is not.
+/// One measured point a fit reads.
+#[derive(Debug, Clone)]
+pub struct MeasuredPoint {
+    /// The scenario's name; points of one name make one table.
+    pub name: String,
+    /// The dataset's label (`random(1024:128)`, `sharegpt(path)`).
+    pub dataset: String,
+    /// Its load level.
+    pub load: Level,
+    /// Its published figures ([`figures_of`] a summary; the concurrency is set from `load`).
+    pub figures: PointSummary,
+    /// Its requests' lengths in send order ([`drawn_lengths`]); empty when not known.
+    pub drawn: Vec<RequestShape>,
+}
+
+/// Measured points as sweep tables: one per scenario name in first-seen order, one row per
+/// point in the order given. Every point must be at a concurrency level, and either of fixed
+/// random lengths (`random(ISL:OSL)` or a name `ISL:OSL`) or carry its requests' lengths
+/// (then its scenario is their mean, unless its label names one); the error names the first
+/// point that is neither. Datasets whose prompts share prefixes or carry images are refused:
+/// their lengths do not say what the engine computed.
 pub fn tables_from_points(
-    points: impl IntoIterator<Item = (String, String, Level, Summary)>,
+    points: impl IntoIterator<Item = MeasuredPoint>,
 ) -> Result<Vec<SweepTable>, String> {
     let mut out: Vec<SweepTable> = Vec::new();
-    for (name, dataset, load, summary) in points {
-        let Some(scenario) = IslOsl::of_label(&dataset).or_else(|| IslOsl::of_label(&name)) else {
+    for p in points {
+        let name = &p.name;
+        let dataset = &p.dataset;
+        if let Some(kind) = ["prefix(", "sessions(", "trace(", "random-mm("]
+            .iter()
+            .find(|k| dataset.starts_with(**k))
+        {
             return Err(format!(
-                "scenario '{name}' ({dataset}) has no fixed ISL:OSL; calibrate reads \
-                 --scenario ISL:OSL sweeps"
+                "scenario '{name}' ({dataset}): calibrate reads datasets of independent text \
+                 prompts, and {}...) requests share prompt prefixes or carry images, which \
+                 their lengths do not show; fit on a random, ShareGPT or JSONL sweep",
+                kind.trim_end_matches('(')
+            ));
+        }
+        let fixed = IslOsl::of_label(dataset).or_else(|| IslOsl::of_label(name));
+        let Some(scenario) = fixed.or_else(|| mean_lengths(&p.drawn)) else {
+            return Err(format!(
+                "scenario '{name}' ({dataset}) has no fixed ISL:OSL and its requests' lengths \
+                 are not known; calibrate reads --scenario ISL:OSL sweeps, or stored runs \
+                 (--runs LABEL) of any text dataset"
             ));
         };
-        let Level::Concurrency(c) = load else {
+        let Level::Concurrency(c) = p.load else {
             return Err(format!(
                 "scenario '{name}' is a request-rate sweep; calibrate reads concurrency sweeps"
             ));
         };
-        let row = row(u32::try_from(c).unwrap_or(u32::MAX), &summary);
-        match out.iter_mut().find(|t| t.scenario == Some(scenario)) {
-            Some(t) => t.rows.push(row),
-            None => out.push(SweepTable { name, scenario: Some(scenario), rows: vec![row] }),
+        let row = PointSummary { concurrency: u32::try_from(c).unwrap_or(u32::MAX), ..p.figures };
+        let table = match out.iter_mut().position(|t| t.name == *name) {
+            Some(i) => &mut out[i],
+            None => {
+                out.push(SweepTable::new(name.clone(), Some(scenario), Vec::new()));
+                out.last_mut().expect("just pushed")
+            }
+        };
+        // Rows before this one ran at the scenario's lengths: their lists stay empty.
+        if !p.drawn.is_empty() {
+            table.drawn.resize(table.rows.len(), Vec::new());
+            table.drawn.push(p.drawn);
         }
+        table.rows.push(row);
     }
     Ok(out)
 }
 
-/// The nine published columns of a measured summary (NaN for a figure it lacks).
-fn row(concurrency: u32, s: &Summary) -> PointSummary {
-    let mut p = PointSummary::missing(concurrency);
+/// The lengths a run's requests were sent with, in send order: its completed, measured
+/// (not warm-up) requests, each with the prompt the server counted (template included) and
+/// the output it generated; the client's own counts where the server reported none. Empty
+/// when a request's lengths are unknown: a list with holes would misstate the load.
+pub fn drawn_lengths(records: &[RequestRecord]) -> Vec<RequestShape> {
+    let mut done: Vec<&RequestRecord> =
+        records.iter().filter(|r| !r.warmup && r.is_success()).collect();
+    done.sort_by_key(|r| r.index);
+    let shape = |r: &RequestRecord| {
+        let prompt = r.usage.map(|u| u.prompt_tokens).or(r.prompt_tokens)?;
+        let output = r.output_tokens().filter(|&o| o > 0)?;
+        Some(RequestShape {
+            prompt_tokens: u32::try_from(prompt).ok()?,
+            output_tokens: u32::try_from(output).ok()?,
+            ..Default::default()
+        })
+    };
+    done.into_iter().map(shape).collect::<Option<Vec<_>>>().unwrap_or_default()
+}
+
+/// The mean prompt and output lengths of `drawn`, rounded; `None` when it is empty.
+fn mean_lengths(drawn: &[RequestShape]) -> Option<IslOsl> {
+    let n = drawn.len() as f64;
+    let mean = |f: fn(&RequestShape) -> u32| {
+        (drawn.iter().map(|d| f64::from(f(d))).sum::<f64>() / n).round() as u32
+    };
+    (!drawn.is_empty())
+        .then(|| IslOsl { isl: mean(|d| d.prompt_tokens), osl: mean(|d| d.output_tokens) })
+}
+
+/// The published columns of a measured summary (NaN for a figure it lacks).
+pub fn figures_of(s: &Summary) -> PointSummary {
+    figures_by(|k| k.value(s))
+}
+
+/// The published columns `value` gives (NaN for a figure it lacks): a summary's, or an
+/// imported run's headline.
+pub fn figures_by(value: impl Fn(&MetricKey) -> Option<f64>) -> PointSummary {
+    let mut p = PointSummary::missing(0);
     for c in PUBLISHED_COLUMNS {
-        if let Some(v) = MetricKey::published(c).and_then(|k| k.value(s)) {
+        if let Some(v) = MetricKey::published(c).and_then(|k| value(&k)) {
             p.set(c, v);
         }
     }
     p
+}
+
+/// The lengths an imported result file gives per request (`input_lens` and `output_lens`, as
+/// `vllm bench serve --save-detailed` and SGLang's `bench_serving --output-details` write
+/// them), in the file's order: the requests that produced output (vLLM writes 0 for a failed
+/// one). Empty when the file has no such arrays or they disagree in length.
+pub fn imported_lengths(raw: &serde_json::Value) -> Vec<RequestShape> {
+    let lens = |k: &str| -> Option<Vec<u64>> {
+        raw.get(k)?.as_array()?.iter().map(serde_json::Value::as_u64).collect()
+    };
+    let (Some(inputs), Some(outputs)) = (lens("input_lens"), lens("output_lens")) else {
+        return sglang_random_draw(raw);
+    };
+    if inputs.len() != outputs.len() {
+        return Vec::new();
+    }
+    inputs
+        .into_iter()
+        .zip(outputs)
+        .filter(|&(i, o)| i > 0 && o > 0)
+        .filter_map(|(i, o)| {
+            Some(RequestShape {
+                prompt_tokens: u32::try_from(i).ok()?,
+                output_tokens: u32::try_from(o).ok()?,
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
+/// The lengths an SGLang `bench_serving` result of its random dataset drew, when the file
+/// names the draw (`random_input_len`, `random_output_len`, `random_range_ratio`: SGLang's
+/// convention, [L × R, L]) and its totals agree with it: `completed` requests drawn from that
+/// distribution with a fixed seed. The file does not keep its own draw; the distribution is
+/// what the fit needs (at their mean, requests move in lock step). Empty when a total is more
+/// than 10 % from the draw's mean (outputs that ended at EOS, prompts retokenised).
+fn sglang_random_draw(raw: &serde_json::Value) -> Vec<RequestShape> {
+    let num = |k: &str| raw.get(k).and_then(serde_json::Value::as_f64);
+    let (Some("random"), Some(isl), Some(osl), Some(r), Some(n)) = (
+        raw.get("dataset_name").and_then(serde_json::Value::as_str),
+        num("random_input_len"),
+        num("random_output_len"),
+        num("random_range_ratio"),
+        num("completed"),
+    ) else {
+        return Vec::new();
+    };
+    let range = servelab_workload::LengthRange::Below(r);
+    if range.check().is_err() || !(1.0..=1e6).contains(&n) || isl < 1.0 || osl < 1.0 {
+        return Vec::new();
+    }
+    let ((in_lo, in_hi), (out_lo, out_hi)) = (range.bounds(isl as u64), range.bounds(osl as u64));
+    let agrees = |total: Option<f64>, lo: u64, hi: u64| {
+        let mean = (lo + hi) as f64 / 2.0;
+        total.is_some_and(|t| (t / n - mean).abs() <= 0.1 * mean)
+    };
+    if !agrees(num("total_input_tokens"), in_lo, in_hi)
+        || !agrees(num("total_output_tokens"), out_lo, out_hi)
+    {
+        return Vec::new();
+    }
+    let mut rng = servelab_metrics::bootstrap::SplitMix64::new(0x5EED_5617);
+    let mut draw = |lo: u64, hi: u64| {
+        let v = lo + rng.next_u64() % (hi - lo + 1);
+        u32::try_from(v).unwrap_or(u32::MAX)
+    };
+    (0..n as usize)
+        .map(|_| {
+            let prompt_tokens = draw(in_lo, in_hi);
+            let output_tokens = draw(out_lo, out_hi);
+            RequestShape { prompt_tokens, output_tokens, ..Default::default() }
+        })
+        .collect()
+}
+
+/// The scenario an imported result file ran: its totals' mean lengths, else its per-request
+/// arrays' ([`imported_lengths`]).
+pub fn imported_scenario(raw: &serde_json::Value) -> Option<IslOsl> {
+    imported_mean_lengths(raw).or_else(|| mean_lengths(&imported_lengths(raw)))
+}
+
+/// The mean lengths an imported result file's totals give (`total_input_tokens` and
+/// `total_output_tokens` over `completed`, as vLLM and SGLang write them).
+pub fn imported_mean_lengths(raw: &serde_json::Value) -> Option<IslOsl> {
+    let n = raw.get("completed")?.as_f64().filter(|&n| n > 0.0)?;
+    let mean = |k: &str| -> Option<u32> {
+        let v = (raw.get(k)?.as_f64()? / n).round();
+        (v >= 1.0 && v <= f64::from(u32::MAX)).then_some(v as u32)
+    };
+    Some(IslOsl { isl: mean("total_input_tokens")?, osl: mean("total_output_tokens")? })
 }
 
 /// The engine file `original` (YAML text) with its calibration replaced by `fitted` and its
@@ -124,6 +298,128 @@ pub fn fitted_engine_yaml(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn record(index: u64, prompt: Option<u64>, usage: Option<(u64, u64)>) -> RequestRecord {
+        RequestRecord {
+            prompt_tokens: prompt,
+            usage: usage.map(|(p, c)| servelab_records::Usage {
+                prompt_tokens: p,
+                completion_tokens: c,
+                reasoning_tokens: None,
+            }),
+            ..RequestRecord::due(index, 0, 0)
+        }
+    }
+
+    fn shape(prompt_tokens: u32, output_tokens: u32) -> RequestShape {
+        RequestShape { prompt_tokens, output_tokens, ..Default::default() }
+    }
+
+    /// Send order, the server's counts first, warm-ups and failures out; a hole empties it.
+    #[test]
+    fn drawn_lengths_are_the_completed_requests_in_send_order() {
+        let mut warm = record(0, Some(7), Some((7, 7)));
+        warm.warmup = true;
+        let mut failed = record(4, Some(9), Some((9, 9)));
+        failed.outcome = servelab_records::Outcome::Failure {
+            kind: servelab_records::FailureKind::Reset,
+            message: "reset".into(),
+        };
+        // The server's prompt count includes the chat template: 130, not the client's 120.
+        let records = vec![
+            record(3, Some(50), Some((50, 4))),
+            warm,
+            failed,
+            record(1, Some(120), Some((130, 8))),
+        ];
+        assert_eq!(drawn_lengths(&records), vec![shape(130, 8), shape(50, 4)]);
+        // No usage: the client's prompt count and the chunks' token counts.
+        let mut client = record(2, Some(64), None);
+        client.chunks = [3u32, 2]
+            .iter()
+            .map(|&n| servelab_records::Chunk {
+                t_ns: 0,
+                kind: servelab_records::ChunkKind::Content,
+                text: "x".into(),
+                tokens: Some(n),
+            })
+            .collect();
+        assert_eq!(drawn_lengths(&[client.clone()]), vec![shape(64, 5)]);
+        assert_eq!(drawn_lengths(&[client, record(5, None, None)]), vec![]);
+    }
+
+    fn point(name: &str, dataset: &str, c: usize, drawn: Vec<RequestShape>) -> MeasuredPoint {
+        let info = servelab_records::RunInfo::default();
+        let figures = figures_of(&servelab_metrics::summarize(&[], &info, &Default::default()));
+        let load = Level::Concurrency(c);
+        MeasuredPoint { name: name.into(), dataset: dataset.into(), load, figures, drawn }
+    }
+
+    /// A label's ISL:OSL names the scenario; a dataset without one takes its requests' mean;
+    /// lengths stay with their rows; shared prefixes and unknown lengths are refused.
+    #[test]
+    fn points_become_tables_with_their_lengths() {
+        let sg = "sharegpt(sg.json)";
+        let drawn = vec![shape(100, 10), shape(301, 21)];
+        let t = tables_from_points([
+            point("r", "random(64:8)", 1, Vec::new()),
+            point("r", "random(64:8)", 2, vec![shape(60, 8)]),
+            point(sg, sg, 4, drawn.clone()),
+        ])
+        .unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].scenario, Some(IslOsl { isl: 64, osl: 8 }));
+        assert_eq!(t[0].drawn, vec![vec![], vec![shape(60, 8)]]);
+        assert_eq!((t[0].drawn_at(0), t[0].drawn_at(1)), (None, Some(&[shape(60, 8)][..])));
+        assert_eq!(t[1].scenario, Some(IslOsl { isl: 201, osl: 16 }));
+        assert_eq!((t[1].rows[0].concurrency, &t[1].drawn), (4, &vec![drawn]));
+        let e = tables_from_points([point(sg, sg, 1, Vec::new())]).unwrap_err();
+        assert!(e.contains("lengths are not known") && e.contains("--runs"), "{e}");
+        let e = tables_from_points([point("p", "prefix(4x512+128)", 1, vec![shape(640, 8)])])
+            .unwrap_err();
+        assert!(e.contains("prefix") && e.contains("share prompt prefixes"), "{e}");
+    }
+
+    /// vLLM's per-request arrays (a failed request's output 0 left out) and its totals.
+    #[test]
+    fn imported_files_give_their_lengths() {
+        let raw = serde_json::json!({
+            "completed": 3, "total_input_tokens": 3001, "total_output_tokens": 301,
+            "input_lens": [1000, 1001, 999, 1000], "output_lens": [100, 0, 100, 101],
+        });
+        assert_eq!(
+            imported_lengths(&raw),
+            vec![shape(1000, 100), shape(999, 100), shape(1000, 101)]
+        );
+        assert_eq!(imported_mean_lengths(&raw), Some(IslOsl { isl: 1000, osl: 100 }));
+        // SGLang's file names its draw: 819..=1,024 for 1,024 at 0.8; totals that agree.
+        let sglang = serde_json::json!({
+            "dataset_name": "random", "random_input_len": 1024, "random_output_len": 1024,
+            "random_range_ratio": 0.8, "completed": 400, "total_input_tokens": 368_600,
+            "total_output_tokens": 368_000,
+        });
+        let drawn = imported_lengths(&sglang);
+        assert_eq!(drawn.len(), 400);
+        assert!(drawn.iter().all(|d| (819..=1024).contains(&d.prompt_tokens)), "{drawn:?}");
+        assert!(drawn.iter().all(|d| (819..=1024).contains(&d.output_tokens)), "{drawn:?}");
+        let mean = drawn.iter().map(|d| f64::from(d.prompt_tokens)).sum::<f64>() / 400.0;
+        assert!((mean - 921.5).abs() < 10.0, "{mean}");
+        // Outputs that ended early (no --ignore-eos): the draw is not what ran.
+        let mut early = sglang.clone();
+        early["total_output_tokens"] = 200_000.into();
+        assert_eq!(imported_lengths(&early), vec![]);
+        assert_eq!(imported_scenario(&early), Some(IslOsl { isl: 922, osl: 500 }));
+        let short = serde_json::json!({"input_lens": [1, 2], "output_lens": [1]});
+        assert_eq!(imported_lengths(&short), vec![]);
+        assert_eq!(imported_mean_lengths(&serde_json::json!({"completed": 0})), None);
+        let arrays = serde_json::json!({"input_lens": [10, 21], "output_lens": [3, 4]});
+        assert_eq!(imported_scenario(&arrays), Some(IslOsl { isl: 16, osl: 4 }));
+        let h =
+            |k: &MetricKey| (k.metric == servelab_metrics::Metric::OutputThroughput).then_some(9.5);
+        let f = figures_by(h);
+        assert_eq!(f.output_throughput, 9.5);
+        assert!(f.mean_ttft_ms.is_nan());
+    }
 
     #[test]
     fn the_fitted_file_keeps_the_deployment_and_takes_the_fit() {

@@ -390,6 +390,133 @@ fn calibrate_reads_stored_sweeps_and_refuses_predictions() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A sweep of an ISL:OSL scenario drawn as SGLang's client draws (`--random-range-style
+/// sglang`: lengths in [L × R, L]) sends what it says, and a fit of its stored runs reads
+/// each request's own lengths, and says so; its scenario is still the one asked for.
+#[test]
+fn calibrate_fits_stored_runs_on_their_requests_lengths() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let out_dir = dir.path().join("m");
+    ok(&servelab(
+        &db,
+        &[
+            "sweep",
+            "--concurrency",
+            "1,2",
+            "--scenario",
+            "64:8",
+            "--random-range-ratio",
+            "0.5",
+            "--random-range-style",
+            "sglang",
+            "--min-prompts",
+            "6",
+            "--max-prompts",
+            "6",
+            "--ignore-eos",
+            "--no-progress",
+            "--settle-secs",
+            "0",
+            "--label",
+            "drawn",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ],
+    ));
+    let export = ok(&servelab(&db, &["runs", "export", "1", "--detailed"]));
+    let sent: serde_json::Value = serde_json::from_str(&export).unwrap();
+    let lens = |k: &str| -> Vec<u64> {
+        sent[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+    };
+    let (inputs, outputs) = (lens("input_lens"), lens("output_lens"));
+    assert!(inputs.iter().all(|n| (32..=64).contains(n)), "{inputs:?}");
+    assert!(outputs.iter().all(|n| (4..=8).contains(n)), "{outputs:?}");
+    assert!(inputs.iter().any(|&n| n != inputs[0]), "{inputs:?}");
+    let fitted = dir.path().join("fitted.yaml");
+    let engine = engine();
+    let out = servelab(
+        &db,
+        &[
+            "predict",
+            "calibrate",
+            "--engine",
+            &engine,
+            "--runs",
+            "drawn",
+            "--params",
+            "eta_gemm",
+            "--max-evals",
+            "3",
+            "--output",
+            fitted.to_str().unwrap(),
+        ],
+    );
+    let report = ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("to 2 measured cells, each at its requests' own lengths"), "{err}");
+    assert!(report.contains("| 64:8 | 1 |") && report.contains("| 64:8 | 2 |"), "{report}");
+}
+
+/// Result files of other clients, imported, are fitted too: `vllm bench serve`'s with its
+/// per-request lengths (`--save-detailed`), SGLang's at its totals' mean lengths; points of
+/// one scenario make one table.
+#[test]
+fn calibrate_fits_imported_result_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let vllm = |c: u32, tok_s: f64| {
+        serde_json::json!({
+            "backend": "vllm", "model_id": "Qwen/Qwen3-8B", "num_prompts": 4,
+            "request_rate": "inf", "max_concurrency": c, "duration": 1.0, "completed": 4,
+            "failed": 0, "total_input_tokens": 256, "total_output_tokens": 32,
+            "output_throughput": tok_s, "mean_ttft_ms": 20.0, "mean_tpot_ms": 7.0,
+            "mean_e2el_ms": 70.0, "input_lens": [60, 68, 56, 72], "output_lens": [8, 8, 7, 9],
+        })
+    };
+    let sglang = serde_json::json!({
+        "backend": "sglang-oai", "dataset_name": "random", "request_rate": "inf",
+        "max_concurrency": 4, "duration": 1.0, "completed": 10, "total_input_tokens": 640,
+        "total_output_tokens": 80, "request_throughput": 9.0, "output_throughput": 400.0,
+        "mean_e2e_latency_ms": 80.0, "mean_ttft_ms": 25.0, "mean_tpot_ms": 8.0,
+    });
+    let files = [("v1.json", vllm(1, 110.0)), ("v2.json", vllm(2, 200.0)), ("s4.jsonl", sglang)];
+    let mut args = vec!["runs".to_string(), "import".into(), "--label".into(), "theirs".into()];
+    for (name, v) in &files {
+        let path = dir.path().join(name);
+        std::fs::write(&path, v.to_string()).unwrap();
+        args.push(path.to_str().unwrap().into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&servelab(&db, &args));
+    let fitted = dir.path().join("fitted.yaml");
+    let engine = engine();
+    let out = servelab(
+        &db,
+        &[
+            "predict",
+            "calibrate",
+            "--engine",
+            &engine,
+            "--runs",
+            "theirs",
+            "--params",
+            "eta_gemm",
+            "--max-evals",
+            "3",
+            "--output",
+            fitted.to_str().unwrap(),
+        ],
+    );
+    let report = ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("to 3 measured cells, 2 at their requests' own lengths"), "{err}");
+    for c in [1, 2, 4] {
+        assert!(report.contains(&format!("| 64:8 | {c} |")), "{report}");
+    }
+    assert!(report.contains("| 110.0 |") && report.contains("| 400.0 |"), "{report}");
+}
+
 /// `servelab` with `args` and the Hugging Face settings `hf` (the user's own are removed), so
 /// the Hub tests never touch the user's cache or the network.
 fn servelab_hf(db: &Path, args: &[&str], hf: &[(&str, &str)]) -> Output {

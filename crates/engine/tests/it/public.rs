@@ -707,12 +707,12 @@ fn fitted_cross_check() {
 }
 
 /// The rows of `t` at one scenario as the sweep table `predict calibrate` reads (the figures
-/// a row lacks are missing, NaN).
+/// a row lacks are missing, NaN), each with its requests' lengths where its benchmark drew
+/// them, as `calibrate --runs` reads them from a stored run.
 fn sweep_of(t: &Table, isl: u32, osl: u32) -> SweepTable {
-    let rows = t
-        .rows
+    let rows: Vec<&Row> = t.rows.iter().filter(|r| (r.isl, r.osl) == (isl, osl)).collect();
+    let summaries = rows
         .iter()
-        .filter(|r| (r.isl, r.osl) == (isl, osl))
         .map(|r| {
             let mut p = PointSummary::missing(r.concurrency.expect("a sweep row's concurrency"));
             p.output_throughput = r.output_tok_s.unwrap_or(f64::NAN);
@@ -721,7 +721,14 @@ fn sweep_of(t: &Table, isl: u32, osl: u32) -> SweepTable {
             p
         })
         .collect();
-    SweepTable { name: format!("{isl}:{osl}"), scenario: Some(IslOsl { isl, osl }), rows }
+    let drawn = match t.bench.uniform_low {
+        Some(low) => rows.iter().map(|r| drawn_shapes(r, r.requests, low)).collect(),
+        None => Vec::new(),
+    };
+    SweepTable {
+        drawn,
+        ..SweepTable::new(format!("{isl}:{osl}"), Some(IslOsl { isl, osl }), summaries)
+    }
 }
 
 /// The reference deployment as its page states it ran (`--max-num-batched-tokens 4096
@@ -785,9 +792,9 @@ fn self_calibration_on_one_scenario_predicts_the_others() {
         }
         let rows_of =
             |&(i, o): &(u32, u32)| t.rows.iter().filter(|r| (r.isl, r.osl) == (i, o)).count();
-        // `calibrate` runs each point at its mean lengths on one server: a benchmark that drew
-        // its lengths per request or changed flags by concurrency is not what it can fit.
-        let per_row = t.bench.uniform_low.is_some() || t.rows.iter().any(|r| r.scheduler.is_some());
+        // `calibrate` fits one server's flags: a benchmark that changed them by concurrency
+        // is not what it can fit. Lengths drawn per request it fits as drawn (`sweep_of`).
+        let per_row = t.rows.iter().any(|r| r.scheduler.is_some());
         if t.bench.load != "concurrency"
             || scenarios.len() < 2
             || scenarios.iter().any(|s| rows_of(s) < 4)
