@@ -976,6 +976,18 @@ mod tests {
         );
     }
 
+    /// A fit of `step_overhead_us` alone, `min_requests` a point, every row kept.
+    fn step_overhead_fit(min_requests: usize) -> FitOptions {
+        FitOptions {
+            params: vec![FitParam::StepOverheadUs],
+            min_requests,
+            requests_per_concurrency: 1,
+            max_evals: 40,
+            drop_noisy: false,
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn fit_recovers_a_known_overhead() {
         // Measure a synthetic "truth" with step_overhead_us = 3000, then fit it from 1000.
@@ -987,15 +999,7 @@ mod tests {
         let rows: Vec<PointSummary> =
             [1, 4].iter().map(|&c| predict_point(&truth, sc, c, 8).unwrap()).collect();
         let tables = vec![SweepTable::new("200:20".into(), Some(sc), rows)];
-        let opts = FitOptions {
-            params: vec![FitParam::StepOverheadUs],
-            min_requests: 8,
-            requests_per_concurrency: 1,
-            max_evals: 40,
-            drop_noisy: false,
-            ..Default::default()
-        };
-        let r = calibrate(&cfg, &tables, &opts).unwrap();
+        let r = calibrate(&cfg, &tables, &step_overhead_fit(8)).unwrap();
         assert!((r.after.step_overhead_us - 3000.0).abs() < 60.0, "{}", r.after.step_overhead_us);
         assert!(r.loss_after < r.loss_before);
         assert!(error_stats(&r.cells_after, true).tpot < 1.0);
@@ -1025,14 +1029,7 @@ mod tests {
         let mean_only = SweepTable::new("1990:24".into(), Some(sc), rows);
         let with_drawn =
             SweepTable { drawn: vec![drawn.clone(); levels.len()], ..mean_only.clone() };
-        let opts = FitOptions {
-            params: vec![FitParam::StepOverheadUs],
-            min_requests: 16,
-            requests_per_concurrency: 1,
-            max_evals: 40,
-            drop_noisy: false,
-            ..Default::default()
-        };
+        let opts = step_overhead_fit(16);
         let r = calibrate(&cfg, std::slice::from_ref(&with_drawn), &opts).unwrap();
         assert!((r.after.step_overhead_us - 3000.0).abs() < 30.0, "{}", r.after.step_overhead_us);
         let stats = error_stats(&r.cells_after, true);

@@ -390,6 +390,14 @@ fn calibrate_reads_stored_sweeps_and_refuses_predictions() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `predict calibrate --runs LABEL` of `eta_gemm`, three evaluations, into `fitted`.
+fn calibrate_runs(db: &Path, engine: &str, label: &str, fitted: &Path) -> Output {
+    let fitted = fitted.to_str().unwrap();
+    let args = ["predict", "calibrate", "--engine", engine, "--runs", label];
+    let rest = ["--params", "eta_gemm", "--max-evals", "3", "--output", fitted];
+    servelab(db, &[&args[..], &rest[..]].concat())
+}
+
 /// A sweep of an ISL:OSL scenario drawn as SGLang's client draws (`--random-range-style
 /// sglang`: lengths in [L × R, L]) sends what it says, and a fit of its stored runs reads
 /// each request's own lengths, and says so; its scenario is still the one asked for.
@@ -435,23 +443,7 @@ fn calibrate_fits_stored_runs_on_their_requests_lengths() {
     assert!(inputs.iter().any(|&n| n != inputs[0]), "{inputs:?}");
     let fitted = dir.path().join("fitted.yaml");
     let engine = engine();
-    let out = servelab(
-        &db,
-        &[
-            "predict",
-            "calibrate",
-            "--engine",
-            &engine,
-            "--runs",
-            "drawn",
-            "--params",
-            "eta_gemm",
-            "--max-evals",
-            "3",
-            "--output",
-            fitted.to_str().unwrap(),
-        ],
-    );
+    let out = calibrate_runs(&db, &engine, "drawn", &fitted);
     let report = ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("to 2 measured cells, each at its requests' own lengths"), "{err}");
@@ -491,23 +483,7 @@ fn calibrate_fits_imported_result_files() {
     ok(&servelab(&db, &args));
     let fitted = dir.path().join("fitted.yaml");
     let engine = engine();
-    let out = servelab(
-        &db,
-        &[
-            "predict",
-            "calibrate",
-            "--engine",
-            &engine,
-            "--runs",
-            "theirs",
-            "--params",
-            "eta_gemm",
-            "--max-evals",
-            "3",
-            "--output",
-            fitted.to_str().unwrap(),
-        ],
-    );
+    let out = calibrate_runs(&db, &engine, "theirs", &fitted);
     let report = ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("to 3 measured cells, 2 at their requests' own lengths"), "{err}");
