@@ -648,6 +648,8 @@ pub fn diagnostics_markdown(id: &Identifiability, holdouts: &[Holdout]) -> Strin
     let un = id.unidentified();
     for (p, r) in &id.rise_pp {
         let ok = if un.contains(p) { "no" } else { "yes" };
+        // A flat loss can read −0.0 from rounding: printed as the 0 it is.
+        let r = if r.abs() < 0.05 { 0.0 } else { *r };
         s.push_str(&format!("| {} | {r:.1} points | {ok} |\n", p.key()));
     }
     for (a, b, c) in &id.confounded {
@@ -931,6 +933,9 @@ mod tests {
         let md = diagnostics_markdown(&id, &[]);
         assert!(md.contains("| eta_link | 0.0 points | no |"), "{md}");
         assert!(md.contains("Not identified by this data: eta_link."), "{md}");
+        let flat =
+            Identifiability { rise_pp: vec![(FitParam::EtaLink, -0.001)], confounded: vec![] };
+        assert!(diagnostics_markdown(&flat, &[]).contains("| eta_link | 0.0 points | no |"));
         let held = leave_one_scenario_out(&cfg, &tables, &opts).unwrap();
         assert_eq!(held.len(), 2);
         for h in &held {
