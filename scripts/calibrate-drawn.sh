@@ -3,8 +3,9 @@
 # simulator (the engine model of Qwen3-8B on one H100, vLLM V1, default calibration: the truth)
 # whose lengths are drawn as SGLang's client draws them ([0.1 L, L]), then `predict calibrate`
 # from a deliberately wrong engine file twice: on the stored runs (`--runs`: every point
-# replays its requests' lengths) and on the sweep's sweep.json (no lengths kept: every point
-# at its scenario's). Prints both fits' parameters (truth: eta_gemm 0.70, layer_overhead_us 10,
+# replays its requests' lengths), on the sweep's sweep.json (no lengths kept, but each point's
+# label, prompt count and seed draw them again) and on its summary.md (a Markdown table: every
+# point at its scenario's lengths, as a published table is fitted). Prints both fits' parameters (truth: eta_gemm 0.70, layer_overhead_us 10,
 # per_seq_overhead_us 20, frontend_us 1,000 plus whatever the wall-clock simulator and client
 # add), their errors after the fit and their leave-one-scenario-out errors. About two minutes.
 #   scripts/calibrate-drawn.sh            (builds servelab in release mode first)
@@ -33,8 +34,8 @@ replicas: 1
 scheduler: {max_num_seqs: 256, max_num_batched_tokens: 8192, chunked_prefill: true, prefix_caching: true}
 calibration: {eta_gemm: 0.4, layer_overhead_us: 40, per_seq_overhead_us: 60, frontend_us: 5000}
 YAML
-for how in runs sweep.json; do
-  if [ "$how" = runs ]; then src=(--runs drawn); else src=(out/sweep.json); fi
+for how in runs sweep.json summary.md; do
+  if [ "$how" = runs ]; then src=(--runs drawn); else src=("out/$how"); fi
   "$bin" predict calibrate --db ./s.db --engine wrong.yaml "${src[@]}" --leave-one-out \
     --output fit.yaml > fit.md 2> fit.err
   echo "== fitted on the ${how}: $(grep '^Fitting' fit.err)"

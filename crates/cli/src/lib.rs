@@ -317,7 +317,11 @@ fn stored_tables(
                 summary.info.dataset.clone(),
                 summary.info.load.max_concurrency,
                 cal::figures_of(&summary),
-                cal::drawn_lengths(&records),
+                // A run stored without its requests' counts: its recorded draw, if any.
+                match cal::drawn_lengths(&records) {
+                    d if d.is_empty() => cal::redrawn_lengths(&summary),
+                    d => d,
+                },
             ),
             // An imported result file (vllm bench serve, SGLang, ...): its headline, and its
             // per-request lengths when it kept them. Points group by scenario: the label's, or

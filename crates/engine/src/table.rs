@@ -89,7 +89,10 @@ pub fn parse_sweep_tables(markdown: &str) -> Result<Vec<SweepTable>> {
             }
             i += 1;
         }
-        if cols.contains(&Some(PublishedColumn::Concurrency)) {
+        // A table of concurrency and nothing a fit reads (servelab's throughput-per-GPU
+        // table under each sweep table) is not a sweep table.
+        let figures = cols.iter().flatten().any(|c| *c != PublishedColumn::Concurrency);
+        if cols.contains(&Some(PublishedColumn::Concurrency)) && figures {
             let scenario = IslOsl::find_in(&heading);
             out.push(SweepTable::new(heading.clone(), scenario, rows));
         }
@@ -159,6 +162,22 @@ Dataset: `random`
         let names: Vec<String> = t.iter().map(|t| t.scenario.unwrap().to_string()).collect();
         assert_eq!(names, ["3000:150", "1000:1000", "500:1000", "2500:100"]);
         assert!(t.iter().all(|t| t.rows.len() == 8));
+    }
+
+    /// servelab's own `summary.md`: the scenario named `ISLxOSL`, the sweep table, then a
+    /// throughput-per-GPU table with a concurrency column and nothing a fit reads.
+    #[test]
+    fn servelab_summaries_give_their_sweep_tables_only() {
+        let md = "# x\n\n## 64x8\n\nDataset: `random(64:8, ratio 0.1 sglang)`\n\n\
+            | Concurrency | Output Token Throughput (tok/s) | Mean TTFT (ms) |\n\
+            | :-: | :-: | :-: |\n| 1 | 137.39 | 12.59 |\n| 2 | 169.0 | 20.86 |\n\n\
+            | Concurrency | GPUs | Output tok/s per GPU | Pareto front |\n\
+            | --: | --: | --: | :-: |\n| 1 | - | - | yes |\n| 2 | - | - | yes |\n";
+        let t = parse_sweep_tables(md).unwrap();
+        assert_eq!(t.len(), 1, "{t:?}");
+        assert_eq!(t[0].scenario, Some(IslOsl { isl: 64, osl: 8 }));
+        assert_eq!(t[0].rows.len(), 2);
+        assert_eq!(t[0].rows[1].output_throughput, 169.0);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use servelab_engine::{EngineFile, RequestShape, SweepTable};
 use servelab_load::Level;
 use servelab_metrics::{MetricKey, Summary};
 use servelab_records::{IslOsl, PointSummary, RequestRecord, PUBLISHED_COLUMNS};
+use servelab_workload::DatasetSpec;
 
 /// The sweep tables of the file at `path`: a servelab `sweep.json` (a JSON object), else
 /// Markdown tables as published or as `servelab sweep` writes `summary.md`. Errors name the
@@ -52,8 +53,9 @@ struct PointFile {
 }
 
 /// The grid points of a servelab `sweep.json` as sweep tables: one per scenario, one row per
-/// concurrency level. Scenarios of fixed random lengths only (`--scenario ISL:OSL`): the file
-/// keeps no request's lengths (a stored run does: `--runs`).
+/// concurrency level. Scenarios of random lengths only (`--scenario ISL:OSL`); where they were
+/// drawn per request, each point's are drawn again from its label, seed and count
+/// ([`redrawn_lengths`]).
 pub fn sweep_json_tables(text: &str) -> Result<Vec<SweepTable>, String> {
     let f: SweepFile =
         serde_json::from_str(text).map_err(|e| format!("not a servelab sweep.json: {e}"))?;
@@ -64,7 +66,7 @@ pub fn sweep_json_tables(text: &str) -> Result<Vec<SweepTable>, String> {
             dataset: dataset.clone(),
             load: p.load,
             figures: figures_of(&p.summary),
-            drawn: Vec::new(),
+            drawn: redrawn_lengths(&p.summary),
         })
     });
     tables_from_points(points)
@@ -109,7 +111,22 @@ pub fn tables_from_points(
                 kind.trim_end_matches('(')
             ));
         }
-        let fixed = IslOsl::of_label(dataset).or_else(|| IslOsl::of_label(name));
+        let random = servelab_workload::random_spec_of_label(dataset);
+        if let Some(DatasetSpec::Random { prefix_len: 1.., .. }) = random {
+            return Err(format!(
+                "scenario '{name}' ({dataset}): its prompts share prompt prefixes, which their \
+                 lengths do not show; fit on a sweep without --random-prefix-len"
+            ));
+        }
+        let nominal = match random {
+            Some(DatasetSpec::Random { input_len, output_len, .. }) => Some(IslOsl {
+                isl: u32::try_from(input_len).unwrap_or(u32::MAX),
+                osl: u32::try_from(output_len).unwrap_or(u32::MAX),
+            }),
+            _ => None,
+        };
+        let fixed =
+            nominal.or_else(|| IslOsl::of_label(dataset)).or_else(|| IslOsl::of_label(name));
         let Some(scenario) = fixed.or_else(|| mean_lengths(&p.drawn)) else {
             return Err(format!(
                 "scenario '{name}' ({dataset}) has no fixed ISL:OSL and its requests' lengths \
@@ -138,6 +155,50 @@ pub fn tables_from_points(
         table.rows.push(row);
     }
     Ok(out)
+}
+
+/// The lengths a servelab run of the random dataset drew, drawn again from what its summary
+/// records (the label's lengths and range, its prompt count and seed: the same draw), when
+/// they were drawn per request and the totals agree (within 10 % of the draw's means: outputs
+/// that ended at EOS do not). Empty for exact lengths, other datasets, or a disagreement.
+pub fn redrawn_lengths(summary: &Summary) -> Vec<RequestShape> {
+    let info = &summary.info;
+    let Some(spec @ DatasetSpec::Random { range, prefix_len: 0, .. }) =
+        servelab_workload::random_spec_of_label(&info.dataset)
+    else {
+        return Vec::new();
+    };
+    if range.is_exact() || info.num_prompts == 0 || summary.completed == 0 {
+        return Vec::new();
+    }
+    let no_text = || Err(servelab_workload::DatasetError::Spec("lengths only".into()));
+    let Ok(drawn) =
+        servelab_workload::lengths(&spec, info.num_prompts as usize, no_text, info.seed)
+    else {
+        return Vec::new();
+    };
+    let shapes: Vec<RequestShape> = drawn
+        .iter()
+        .filter_map(|l| {
+            Some(RequestShape {
+                prompt_tokens: u32::try_from(l.prompt_tokens).ok()?,
+                output_tokens: u32::try_from(l.output_tokens?).ok()?,
+                ..Default::default()
+            })
+        })
+        .collect();
+    let n = shapes.len() as f64;
+    let agrees = |total: u64, f: fn(&RequestShape) -> u32| {
+        let mean = shapes.iter().map(|d| f64::from(f(d))).sum::<f64>() / n;
+        (total as f64 / summary.completed as f64 - mean).abs() <= 0.1 * mean
+    };
+    if shapes.len() != drawn.len()
+        || !agrees(summary.total_input_tokens, |d| d.prompt_tokens)
+        || !agrees(summary.total_output_tokens, |d| d.output_tokens)
+    {
+        return Vec::new();
+    }
+    shapes
 }
 
 /// The lengths a run's requests were sent with, in send order: its completed, measured
@@ -419,6 +480,35 @@ mod tests {
         let f = figures_by(h);
         assert_eq!(f.output_throughput, 9.5);
         assert!(f.mean_ttft_ms.is_nan());
+    }
+
+    /// A sweep point's summary draws its lengths again: the workload's own draw for its label,
+    /// count and seed; not when its totals say the outputs ended early.
+    #[test]
+    fn a_summary_redraws_its_runs_lengths() {
+        let info = servelab_records::RunInfo {
+            dataset: "random(100:10, ratio 0.5 vllm)".into(),
+            num_prompts: 20,
+            seed: 3,
+            ..Default::default()
+        };
+        let mut s = servelab_metrics::summarize(&[], &info, &Default::default());
+        let spec = servelab_workload::random_spec_of_label(&info.dataset).unwrap();
+        let want = servelab_workload::lengths(&spec, 20, || unreachable!(), 3).unwrap();
+        s.completed = 20;
+        s.total_input_tokens = want.iter().map(|l| l.prompt_tokens).sum();
+        s.total_output_tokens = want.iter().filter_map(|l| l.output_tokens).sum();
+        let got = redrawn_lengths(&s);
+        assert_eq!(got.len(), 20);
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(u64::from(g.prompt_tokens), w.prompt_tokens);
+            assert_eq!(Some(u64::from(g.output_tokens)), w.output_tokens);
+        }
+        assert!(got.iter().any(|g| g.prompt_tokens != got[0].prompt_tokens), "{got:?}");
+        s.total_output_tokens /= 2;
+        assert_eq!(redrawn_lengths(&s), vec![]);
+        s.info.dataset = "random(100:10)".into();
+        assert_eq!(redrawn_lengths(&s), vec![]);
     }
 
     #[test]

@@ -57,8 +57,20 @@ impl IslOsl {
     }
 
     /// The first `A:B` pair of integers in a heading, after `ISL:OSL=` when the heading says
-    /// so (`Benchmark Result (ISL:OSL=3000:150)`, `1000:1000`).
+    /// so (`Benchmark Result (ISL:OSL=3000:150)`, `1000:1000`); else a word `AxB` of two
+    /// integers, as `servelab sweep` names a `--scenario A:B` in its `summary.md` (`## 3000x150`).
     pub fn find_in(heading: &str) -> Option<IslOsl> {
+        IslOsl::find_colon_pair(heading).or_else(|| {
+            heading.split(|c: char| !c.is_ascii_alphanumeric()).find_map(|word| {
+                let (a, b) = word.split_once('x')?;
+                let digits = |t: &str| !t.is_empty() && t.bytes().all(|d| d.is_ascii_digit());
+                (digits(a) && digits(b))
+                    .then(|| Some(IslOsl { isl: a.parse().ok()?, osl: b.parse().ok()? }))?
+            })
+        })
+    }
+
+    fn find_colon_pair(heading: &str) -> Option<IslOsl> {
         let upper = heading.to_ascii_uppercase();
         let from = upper.find("ISL:OSL").map_or(0, |i| i + "ISL:OSL".len());
         let s = heading.get(from..)?;
@@ -102,5 +114,8 @@ mod tests {
         assert_eq!(IslOsl::find_in("Qwen3 at 12:00, ISL:OSL 3000:150"), Some(io(3000, 150)));
         assert_eq!(IslOsl::find_in("1000:1000"), Some(io(1000, 1000)));
         assert_eq!(IslOsl::find_in("chat"), None);
+        assert_eq!(IslOsl::find_in("3000x150"), Some(io(3000, 150)));
+        assert_eq!(IslOsl::find_in("random-1000x300 at c"), Some(io(1000, 300)));
+        assert_eq!(IslOsl::find_in("Mixtral 8x7B on 2x H100"), None);
     }
 }

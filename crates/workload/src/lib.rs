@@ -41,6 +41,7 @@ pub use api::{Api, MaxTokensField};
 pub use error::DatasetError;
 pub use hf::HfDatasetSpec;
 pub use image::{random_image_data_url, ImageFormat, ImageSize};
+pub use label::random_spec_of_label;
 pub use multimodal::ImageOptions;
 pub use prompt::{ChatMessage, ContentPart, ImageUrl, MessageContent, Prompt, PromptBody};
 pub use range::LengthRange;

@@ -390,12 +390,12 @@ fn calibrate_reads_stored_sweeps_and_refuses_predictions() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// `predict calibrate --runs LABEL` of `eta_gemm`, three evaluations, into `fitted`.
-fn calibrate_runs(db: &Path, engine: &str, label: &str, fitted: &Path) -> Output {
+/// `predict calibrate SOURCE...` of `eta_gemm`, three evaluations, into `fitted`.
+fn calibrate_runs(db: &Path, engine: &str, source: &[&str], fitted: &Path) -> Output {
     let fitted = fitted.to_str().unwrap();
-    let args = ["predict", "calibrate", "--engine", engine, "--runs", label];
+    let args = ["predict", "calibrate", "--engine", engine];
     let rest = ["--params", "eta_gemm", "--max-evals", "3", "--output", fitted];
-    servelab(db, &[&args[..], &rest[..]].concat())
+    servelab(db, &[&args[..], source, &rest[..]].concat())
 }
 
 /// A sweep of an ISL:OSL scenario drawn as SGLang's client draws (`--random-range-style
@@ -443,11 +443,17 @@ fn calibrate_fits_stored_runs_on_their_requests_lengths() {
     assert!(inputs.iter().any(|&n| n != inputs[0]), "{inputs:?}");
     let fitted = dir.path().join("fitted.yaml");
     let engine = engine();
-    let out = calibrate_runs(&db, &engine, "drawn", &fitted);
+    let out = calibrate_runs(&db, &engine, &["--runs", "drawn"], &fitted);
     let report = ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("to 2 measured cells, each at its requests' own lengths"), "{err}");
     assert!(report.contains("| 64:8 | 1 |") && report.contains("| 64:8 | 2 |"), "{report}");
+    // The sweep's own sweep.json keeps no lengths: its label, seed and count draw them again.
+    let json = out_dir.join("sweep.json");
+    let out = calibrate_runs(&db, &engine, &[json.to_str().unwrap()], &fitted);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("to 2 measured cells, each at its requests' own lengths"), "{err}");
+    assert!(ok(&out).contains("| 64:8 | 2 |"));
 }
 
 /// Result files of other clients, imported, are fitted too: `vllm bench serve`'s with its
@@ -483,7 +489,7 @@ fn calibrate_fits_imported_result_files() {
     ok(&servelab(&db, &args));
     let fitted = dir.path().join("fitted.yaml");
     let engine = engine();
-    let out = calibrate_runs(&db, &engine, "theirs", &fitted);
+    let out = calibrate_runs(&db, &engine, &["--runs", "theirs"], &fitted);
     let report = ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("to 3 measured cells, 2 at their requests' own lengths"), "{err}");
