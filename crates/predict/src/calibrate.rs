@@ -61,12 +61,15 @@ pub fn sweep_json_tables(text: &str) -> Result<Vec<SweepTable>, String> {
         serde_json::from_str(text).map_err(|e| format!("not a servelab sweep.json: {e}"))?;
     let points = f.scenarios.into_iter().flat_map(|sc| {
         let (name, dataset) = (sc.name, sc.dataset);
-        sc.points.into_iter().map(move |p| MeasuredPoint {
-            name: name.clone(),
-            dataset: dataset.clone(),
-            load: p.load,
-            figures: figures_of(&p.summary),
-            drawn: redrawn_lengths(&p.summary),
+        sc.points.into_iter().map(move |p| {
+            let drawn = redrawn_lengths(&p.summary);
+            MeasuredPoint {
+                name: name.clone(),
+                dataset: undrawn_label(&dataset, &drawn, &p.summary),
+                load: p.load,
+                figures: figures_of(&p.summary),
+                drawn,
+            }
         })
     });
     tables_from_points(points)
@@ -155,6 +158,22 @@ pub fn tables_from_points(
         table.rows.push(row);
     }
     Ok(out)
+}
+
+/// A point's dataset label for the fit: as it is, unless it names a range whose draw could
+/// not be had (`drawn` empty): then the mean lengths its totals give, which a point without
+/// its lengths runs at (the range's nominal lengths are not its mean under SGLang's
+/// convention, nor when outputs ended at EOS).
+fn undrawn_label(label: &str, drawn: &[RequestShape], s: &Summary) -> String {
+    let ranged = matches!(
+        servelab_workload::random_spec_of_label(label),
+        Some(DatasetSpec::Random { range, .. }) if !range.is_exact()
+    );
+    if !ranged || !drawn.is_empty() || s.completed == 0 {
+        return label.to_string();
+    }
+    let mean = |total: u64| (total as f64 / s.completed as f64).round().max(1.0) as u64;
+    format!("{}:{}", mean(s.total_input_tokens), mean(s.total_output_tokens))
 }
 
 /// The lengths a servelab run of the random dataset drew, drawn again from what its summary
@@ -505,8 +524,12 @@ mod tests {
             assert_eq!(Some(u64::from(g.output_tokens)), w.output_tokens);
         }
         assert!(got.iter().any(|g| g.prompt_tokens != got[0].prompt_tokens), "{got:?}");
+        assert_eq!(undrawn_label(&s.info.dataset, &got, &s), s.info.dataset);
         s.total_output_tokens /= 2;
         assert_eq!(redrawn_lengths(&s), vec![]);
+        let mean_in = (s.total_input_tokens as f64 / 20.0).round();
+        let mean_out = (s.total_output_tokens as f64 / 20.0).round();
+        assert_eq!(undrawn_label(&s.info.dataset, &[], &s), format!("{mean_in}:{mean_out}"));
         s.info.dataset = "random(100:10)".into();
         assert_eq!(redrawn_lengths(&s), vec![]);
     }

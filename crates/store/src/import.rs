@@ -321,11 +321,27 @@ fn vllm(v: Value, label: Option<String>) -> ImportedRun {
     finish(source, label, info, headline, v)
 }
 
+/// SGLang's dataset as servelab labels it: its random dataset with the lengths and range its
+/// file states (`random(1024:1024, ratio 0.8 sglang)`: its convention, [L × R, L], R 0 when
+/// absent, as its default), else the file's `dataset_name`.
+fn sglang_dataset(v: &Value) -> String {
+    let name = s(v, "dataset_name").unwrap_or_default();
+    let (Some(input_len), Some(output_len)) = (u(v, "random_input_len"), u(v, "random_output_len"))
+    else {
+        return name;
+    };
+    let range = servelab_plan::LengthRange::Below(f(v, "random_range_ratio").unwrap_or(0.0));
+    if name != "random" || input_len == 0 || output_len == 0 || range.check().is_err() {
+        return name;
+    }
+    servelab_plan::DatasetSpec::Random { input_len, output_len, range, prefix_len: 0 }.label()
+}
+
 fn sglang(v: Value, label: Option<String>) -> ImportedRun {
     let info = RunInfo {
         backend: s(&v, "backend").unwrap_or_default(),
         model: s(&v, "model_id").or_else(|| s(&v, "model")).unwrap_or_default(),
-        dataset: s(&v, "dataset_name").unwrap_or_default(),
+        dataset: sglang_dataset(&v),
         load: LoadSpec {
             request_rate: rate(&v, "request_rate"),
             max_concurrency: u(&v, "max_concurrency"),

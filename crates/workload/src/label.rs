@@ -87,26 +87,17 @@ mod tests {
 
     #[test]
     fn labels() {
-        let r = DatasetSpec::Random {
-            input_len: 3,
-            output_len: 2,
-            range: crate::LengthRange::Around(0.5),
-            prefix_len: 1,
+        let random = |input_len, output_len, range, prefix_len| DatasetSpec::Random {
+            input_len,
+            output_len,
+            range,
+            prefix_len,
         };
+        let r = random(3, 2, LengthRange::Around(0.5), 1);
         assert_eq!(r.label(), "random(3:2, ratio 0.5 vllm, prefix 1)");
-        let below = DatasetSpec::Random {
-            input_len: 1024,
-            output_len: 1024,
-            range: LengthRange::Below(0.8),
-            prefix_len: 0,
-        };
+        let below = random(1024, 1024, LengthRange::Below(0.8), 0);
         assert_eq!(below.label(), "random(1024:1024, ratio 0.8 sglang)");
-        let exact = DatasetSpec::Random {
-            input_len: 7,
-            output_len: 5,
-            range: LengthRange::Below(1.0),
-            prefix_len: 0,
-        };
+        let exact = random(7, 5, LengthRange::Below(1.0), 0);
         assert_eq!(exact.label(), "random(7:5)");
         for spec in [r, below, exact] {
             let back = random_spec_of_label(&spec.label()).unwrap();

@@ -457,8 +457,8 @@ fn calibrate_fits_stored_runs_on_their_requests_lengths() {
 }
 
 /// Result files of other clients, imported, are fitted too: `vllm bench serve`'s with its
-/// per-request lengths (`--save-detailed`), SGLang's at its totals' mean lengths; points of
-/// one scenario make one table.
+/// per-request lengths (`--save-detailed`), SGLang's on the draw its file states, else at its
+/// totals' mean lengths; points of one scenario make one table.
 #[test]
 fn calibrate_fits_imported_result_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -478,7 +478,20 @@ fn calibrate_fits_imported_result_files() {
         "total_output_tokens": 80, "request_throughput": 9.0, "output_throughput": 400.0,
         "mean_e2e_latency_ms": 80.0, "mean_ttft_ms": 25.0, "mean_tpot_ms": 8.0,
     });
-    let files = [("v1.json", vllm(1, 110.0)), ("v2.json", vllm(2, 200.0)), ("s4.jsonl", sglang)];
+    // SGLang's file stating its draw, [32, 64] and [4, 8]: fitted on that draw.
+    let drawn = serde_json::json!({
+        "backend": "sglang-oai", "dataset_name": "random", "random_input_len": 64,
+        "random_output_len": 8, "random_range_ratio": 0.5, "max_concurrency": 8,
+        "duration": 1.0, "completed": 10, "total_input_tokens": 480, "total_output_tokens": 60,
+        "request_throughput": 12.0, "output_throughput": 500.0, "mean_e2e_latency_ms": 90.0,
+        "mean_ttft_ms": 30.0, "mean_tpot_ms": 9.0,
+    });
+    let files = [
+        ("v1.json", vllm(1, 110.0)),
+        ("v2.json", vllm(2, 200.0)),
+        ("s4.jsonl", sglang),
+        ("s8.jsonl", drawn),
+    ];
     let mut args = vec!["runs".to_string(), "import".into(), "--label".into(), "theirs".into()];
     for (name, v) in &files {
         let path = dir.path().join(name);
@@ -492,8 +505,8 @@ fn calibrate_fits_imported_result_files() {
     let out = calibrate_runs(&db, &engine, &["--runs", "theirs"], &fitted);
     let report = ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("to 3 measured cells, 2 at their requests' own lengths"), "{err}");
-    for c in [1, 2, 4] {
+    assert!(err.contains("to 4 measured cells, 3 at their requests' own lengths"), "{err}");
+    for c in [1, 2, 4, 8] {
         assert!(report.contains(&format!("| 64:8 | {c} |")), "{report}");
     }
     assert!(report.contains("| 110.0 |") && report.contains("| 400.0 |"), "{report}");

@@ -294,6 +294,12 @@ fn sglang_jsonl_imports_one_run_per_line_and_marks_failures_unknown() {
     assert_eq!(r.missing, vec!["failed".to_string(), "records".to_string()]);
     assert_eq!(runs[1].config.info.load.request_rate, Some(4.0));
     assert!(!runs[1].missing.contains(&"tpot_mean_ms".to_string()));
+    // The draw the file states, in SGLang's convention (its ratio 0: lengths 1 to L); a line
+    // without it keeps SGLang's dataset name; its ratio 1 is exact lengths.
+    assert_eq!(r.config.info.dataset, "random(1024:1024, ratio 0 sglang)");
+    assert_eq!(runs[1].config.info.dataset, "random");
+    let exact = import_file(&fixture("sglang-inf.jsonl")).unwrap();
+    assert_eq!(exact[0].config.info.dataset, "random(512:128)");
 }
 
 #[test]
