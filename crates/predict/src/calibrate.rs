@@ -143,13 +143,14 @@ pub fn tables_from_points(
             ));
         };
         let row = PointSummary { concurrency: u32::try_from(c).unwrap_or(u32::MAX), ..p.figures };
-        let table = match out.iter_mut().position(|t| t.name == *name) {
-            Some(i) => &mut out[i],
+        let i = match out.iter().position(|t| t.name == *name) {
+            Some(i) => i,
             None => {
                 out.push(SweepTable::new(name.clone(), Some(scenario), Vec::new()));
-                out.last_mut().expect("just pushed")
+                out.len() - 1
             }
         };
+        let table = &mut out[i];
         // Rows before this one ran at the scenario's lengths: their lists stay empty.
         if !p.drawn.is_empty() {
             table.drawn.resize(table.rows.len(), Vec::new());
