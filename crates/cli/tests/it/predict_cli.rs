@@ -390,6 +390,16 @@ fn calibrate_reads_stored_sweeps_and_refuses_predictions() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// The prompt and output lengths run `id` sent, as `runs export --detailed` gives them.
+fn sent_lengths(db: &Path, id: &str) -> (Vec<u64>, Vec<u64>) {
+    let export = ok(&servelab(db, &["runs", "export", id, "--detailed"]));
+    let sent: serde_json::Value = serde_json::from_str(&export).unwrap();
+    let lens = |k: &str| -> Vec<u64> {
+        sent[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
+    };
+    (lens("input_lens"), lens("output_lens"))
+}
+
 /// `predict calibrate SOURCE...` of `eta_gemm`, three evaluations, into `fitted`.
 fn calibrate_runs(db: &Path, engine: &str, source: &[&str], fitted: &Path) -> Output {
     let fitted = fitted.to_str().unwrap();
@@ -432,12 +442,7 @@ fn calibrate_fits_stored_runs_on_their_requests_lengths() {
             out_dir.to_str().unwrap(),
         ],
     ));
-    let export = ok(&servelab(&db, &["runs", "export", "1", "--detailed"]));
-    let sent: serde_json::Value = serde_json::from_str(&export).unwrap();
-    let lens = |k: &str| -> Vec<u64> {
-        sent[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect()
-    };
-    let (inputs, outputs) = (lens("input_lens"), lens("output_lens"));
+    let (inputs, outputs) = sent_lengths(&db, "1");
     assert!(inputs.iter().all(|n| (32..=64).contains(n)), "{inputs:?}");
     assert!(outputs.iter().all(|n| (4..=8).contains(n)), "{outputs:?}");
     assert!(inputs.iter().any(|&n| n != inputs[0]), "{inputs:?}");
@@ -454,6 +459,28 @@ fn calibrate_fits_stored_runs_on_their_requests_lengths() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("to 2 measured cells, each at its requests' own lengths"), "{err}");
     assert!(ok(&out).contains("| 64:8 | 2 |"));
+}
+
+/// A prediction draws its requests' lengths as a measured run would (`--random-range-style
+/// sglang`: [L × R, L]) and labels its dataset with the draw.
+#[test]
+fn predict_draws_lengths_as_the_range_style_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("servelab.db");
+    let out_dir = dir.path().join("p");
+    let engine = engine();
+    let args = ["predict", "--engine", &engine, "--scenario", "64:8", "--concurrency", "2"];
+    let draw = ["--random-range-ratio", "0.5", "--random-range-style", "sglang"];
+    let rest =
+        ["--min-prompts", "8", "--max-prompts", "8", "--output-dir", out_dir.to_str().unwrap()];
+    ok(&servelab(&db, &[&args[..], &draw[..], &rest[..]].concat()));
+    let (inputs, outputs) = sent_lengths(&db, "1");
+    assert_eq!(inputs.len(), 8);
+    assert!(inputs.iter().all(|n| (32..=64).contains(n)), "{inputs:?}");
+    assert!(outputs.iter().all(|n| (4..=8).contains(n)), "{outputs:?}");
+    assert!(inputs.iter().any(|&n| n != inputs[0]), "{inputs:?}");
+    let summary = std::fs::read_to_string(out_dir.join("summary.md")).unwrap();
+    assert!(summary.contains("random(64:8, ratio 0.5 sglang)"), "{summary}");
 }
 
 /// Result files of other clients, imported, are fitted too: `vllm bench serve`'s with its
