@@ -329,15 +329,16 @@ fn stored_tables(
             None => {
                 let Some(raw) = run.raw.as_ref() else { continue };
                 let info = &run.config.info;
-                let drawn = cal::imported_lengths(raw);
-                // A label that names a range stands only with its draw: without it, the
-                // file's mean lengths (SGLang's range's mean is not its nominal length).
-                let exact = servelab_engine::IslOsl::of_label(&info.dataset).is_some();
-                let ranged = servelab_workload::random_spec_of_label(&info.dataset).is_some();
-                let dataset = if exact || (ranged && !drawn.is_empty()) {
-                    info.dataset.clone()
+                let drawn = cal::imported_lengths(raw, &info.dataset);
+                // A scenario label stands (a ranged one only with its draw); any other, the
+                // file's mean lengths.
+                let mean = cal::imported_scenario(raw);
+                let named = servelab_engine::IslOsl::of_label(&info.dataset).is_some()
+                    || servelab_workload::random_spec_of_label(&info.dataset).is_some();
+                let dataset = if named {
+                    cal::undrawn_label(&info.dataset, &drawn, mean)
                 } else {
-                    cal::imported_scenario(raw).map_or(info.dataset.clone(), |m| m.to_string())
+                    mean.map_or(info.dataset.clone(), |m| m.to_string())
                 };
                 let headline = &run.row.headline;
                 (dataset, info.load.max_concurrency, cal::figures_by(|k| headline.get(k)), drawn)

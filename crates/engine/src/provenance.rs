@@ -64,10 +64,9 @@ pub const MEASURED_DENSE_OTHER_ENGINE: MeasuredError = MeasuredError {
 /// MoE models (gpt-oss, Qwen3-30B-A3B, Qwen3-235B-A22B, GLM-4.5-Air, GLM-4.6, DeepSeek-R1; as
 /// of 2026-11-28, with vLLM's hybrid allocator for sliding-window layers and its MXFP4 weights
 /// as loaded, InferenceX's four DeepSeek-R1 runs under SGLang on H200 and B200 and TensorRT-LLM
-/// on B200, and the fused
-/// MoE call's fixed time, `moe_layer_us`), every engine family together:
-/// the tables on other families than the fit's are too few for a band of their own. One rate
-/// for every expert GEMM, so wider on TPOT.
+/// on B200, and the fused MoE call's fixed time, `moe_layer_us`), every engine family
+/// together: the tables on other families than the fit's are too few for a band of their own.
+/// One rate for every expert GEMM, so wider on TPOT.
 pub const MEASURED_MOE: MeasuredError = MeasuredError {
     scope: "MoE models predicted outside the fit",
     tables: 23,

@@ -65,7 +65,7 @@ pub fn sweep_json_tables(text: &str) -> Result<Vec<SweepTable>, String> {
             let drawn = redrawn_lengths(&p.summary);
             MeasuredPoint {
                 name: name.clone(),
-                dataset: undrawn_label(&dataset, &drawn, &p.summary),
+                dataset: undrawn_label(&dataset, &drawn, summary_mean(&p.summary)),
                 load: p.load,
                 figures: figures_of(&p.summary),
                 drawn,
@@ -162,63 +162,86 @@ pub fn tables_from_points(
 }
 
 /// A point's dataset label for the fit: as it is, unless it names a range whose draw could
-/// not be had (`drawn` empty): then the mean lengths its totals give, which a point without
-/// its lengths runs at (the range's nominal lengths are not its mean under SGLang's
+/// not be had (`drawn` empty): then `mean`, the mean lengths its totals give, which a point
+/// without its lengths runs at (the range's nominal lengths are not its mean under SGLang's
 /// convention, nor when outputs ended at EOS).
-fn undrawn_label(label: &str, drawn: &[RequestShape], s: &Summary) -> String {
+pub fn undrawn_label(label: &str, drawn: &[RequestShape], mean: Option<IslOsl>) -> String {
     let ranged = matches!(
         servelab_workload::random_spec_of_label(label),
         Some(DatasetSpec::Random { range, .. }) if !range.is_exact()
     );
-    if !ranged || !drawn.is_empty() || s.completed == 0 {
-        return label.to_string();
+    match mean {
+        Some(m) if ranged && drawn.is_empty() => m.to_string(),
+        _ => label.to_string(),
     }
-    let mean = |total: u64| (total as f64 / s.completed as f64).round().max(1.0) as u64;
-    format!("{}:{}", mean(s.total_input_tokens), mean(s.total_output_tokens))
+}
+
+/// A summary's mean prompt and output lengths (its totals over its completed requests).
+fn summary_mean(s: &Summary) -> Option<IslOsl> {
+    let mean = |total: u64| (total as f64 / s.completed as f64).round().max(1.0) as u32;
+    (s.completed > 0)
+        .then(|| IslOsl { isl: mean(s.total_input_tokens), osl: mean(s.total_output_tokens) })
+}
+
+/// The draw a random dataset's label names when its lengths vary (`random(1024:1024, ratio
+/// 0.8 sglang)`, no shared prefix): `n` requests as servelab's workload draws them from
+/// `seed`, when the measured mean lengths (`totals` of prompt and output tokens over
+/// `completed` requests) agree with the draw's within 10 % (outputs that ended at EOS,
+/// prompts retokenised, do not). Empty for exact lengths, any other label, or a
+/// disagreement.
+fn label_draw(
+    label: &str,
+    n: usize,
+    seed: u64,
+    completed: f64,
+    totals: [f64; 2],
+) -> Vec<RequestShape> {
+    let Some(spec @ DatasetSpec::Random { range, prefix_len: 0, .. }) =
+        servelab_workload::random_spec_of_label(label)
+    else {
+        return Vec::new();
+    };
+    if range.is_exact() || n == 0 || completed <= 0.0 {
+        return Vec::new();
+    }
+    let no_text = || Err(servelab_workload::DatasetError::Spec("lengths only".into()));
+    let Ok(drawn) = servelab_workload::lengths(&spec, n, no_text, seed) else {
+        return Vec::new();
+    };
+    let Some(shapes) = drawn
+        .iter()
+        .map(|l| shape_of(l.prompt_tokens, l.output_tokens?))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Vec::new();
+    };
+    let agrees = |total: f64, f: fn(&RequestShape) -> u32| {
+        let mean = shapes.iter().map(|d| f64::from(f(d))).sum::<f64>() / shapes.len() as f64;
+        (total / completed - mean).abs() <= 0.1 * mean
+    };
+    if !agrees(totals[0], |d| d.prompt_tokens) || !agrees(totals[1], |d| d.output_tokens) {
+        return Vec::new();
+    }
+    shapes
 }
 
 /// The lengths a servelab run of the random dataset drew, drawn again from what its summary
 /// records (the label's lengths and range, its prompt count and seed: the same draw), when
-/// they were drawn per request and the totals agree (within 10 % of the draw's means: outputs
-/// that ended at EOS do not). Empty for exact lengths, other datasets, or a disagreement.
+/// they were drawn per request and the totals agree ([`label_draw`]).
 pub fn redrawn_lengths(summary: &Summary) -> Vec<RequestShape> {
     let info = &summary.info;
-    let Some(spec @ DatasetSpec::Random { range, prefix_len: 0, .. }) =
-        servelab_workload::random_spec_of_label(&info.dataset)
-    else {
-        return Vec::new();
-    };
-    if range.is_exact() || info.num_prompts == 0 || summary.completed == 0 {
-        return Vec::new();
-    }
-    let no_text = || Err(servelab_workload::DatasetError::Spec("lengths only".into()));
-    let Ok(drawn) =
-        servelab_workload::lengths(&spec, info.num_prompts as usize, no_text, info.seed)
-    else {
-        return Vec::new();
-    };
-    let shapes: Vec<RequestShape> = drawn
-        .iter()
-        .filter_map(|l| {
-            Some(RequestShape {
-                prompt_tokens: u32::try_from(l.prompt_tokens).ok()?,
-                output_tokens: u32::try_from(l.output_tokens?).ok()?,
-                ..Default::default()
-            })
-        })
-        .collect();
-    let n = shapes.len() as f64;
-    let agrees = |total: u64, f: fn(&RequestShape) -> u32| {
-        let mean = shapes.iter().map(|d| f64::from(f(d))).sum::<f64>() / n;
-        (total as f64 / summary.completed as f64 - mean).abs() <= 0.1 * mean
-    };
-    if shapes.len() != drawn.len()
-        || !agrees(summary.total_input_tokens, |d| d.prompt_tokens)
-        || !agrees(summary.total_output_tokens, |d| d.output_tokens)
-    {
-        return Vec::new();
-    }
-    shapes
+    let totals = [summary.total_input_tokens as f64, summary.total_output_tokens as f64];
+    let n = usize::try_from(info.num_prompts).unwrap_or(0);
+    label_draw(&info.dataset, n, info.seed, summary.completed as f64, totals)
+}
+
+/// A request of `prompt` and `output` tokens, when both fit the engine's counts.
+fn shape_of(prompt: u64, output: u64) -> Option<RequestShape> {
+    Some(RequestShape {
+        prompt_tokens: u32::try_from(prompt).ok()?,
+        output_tokens: u32::try_from(output).ok()?,
+        ..Default::default()
+    })
 }
 
 /// The lengths a run's requests were sent with, in send order: its completed, measured
@@ -230,13 +253,8 @@ pub fn drawn_lengths(records: &[RequestRecord]) -> Vec<RequestShape> {
         records.iter().filter(|r| !r.warmup && r.is_success()).collect();
     done.sort_by_key(|r| r.index);
     let shape = |r: &RequestRecord| {
-        let prompt = r.usage.map(|u| u.prompt_tokens).or(r.prompt_tokens)?;
         let output = r.output_tokens().filter(|&o| o > 0)?;
-        Some(RequestShape {
-            prompt_tokens: u32::try_from(prompt).ok()?,
-            output_tokens: u32::try_from(output).ok()?,
-            ..Default::default()
-        })
+        shape_of(servelab_metrics::request::prompt_tokens(r)?, output)
     };
     done.into_iter().map(shape).collect::<Option<Vec<_>>>().unwrap_or_default()
 }
@@ -271,80 +289,40 @@ pub fn figures_by(value: impl Fn(&MetricKey) -> Option<f64>) -> PointSummary {
 /// The lengths an imported result file gives per request (`input_lens` and `output_lens`, as
 /// `vllm bench serve --save-detailed` and SGLang's `bench_serving --output-details` write
 /// them), in the file's order: the requests that produced output (vLLM writes 0 for a failed
-/// one). Empty when the file has no such arrays or they disagree in length.
-pub fn imported_lengths(raw: &serde_json::Value) -> Vec<RequestShape> {
+/// one). Else the draw its dataset's `label` names (an SGLang file states its draw, and the
+/// import labels it so: [`label_draw`], `completed` requests from a fixed seed; the file does
+/// not keep its own draw, and the distribution is what the fit needs). Empty when neither is
+/// had, or the arrays disagree in length.
+pub fn imported_lengths(raw: &serde_json::Value, label: &str) -> Vec<RequestShape> {
+    if let Some(arrays) = file_lengths(raw) {
+        return arrays;
+    }
+    let num = |k: &str| raw.get(k).and_then(serde_json::Value::as_f64);
+    let Some(completed) = num("completed").filter(|n| (1.0..=1e6).contains(n)) else {
+        return Vec::new();
+    };
+    let totals = [num("total_input_tokens"), num("total_output_tokens")];
+    let [Some(input), Some(output)] = totals else { return Vec::new() };
+    label_draw(label, completed as usize, 0x5EED_5617, completed, [input, output])
+}
+
+/// A file's per-request arrays as lengths (`None` without them; empty when they disagree).
+fn file_lengths(raw: &serde_json::Value) -> Option<Vec<RequestShape>> {
     let lens = |k: &str| -> Option<Vec<u64>> {
         raw.get(k)?.as_array()?.iter().map(serde_json::Value::as_u64).collect()
     };
-    let (Some(inputs), Some(outputs)) = (lens("input_lens"), lens("output_lens")) else {
-        return sglang_random_draw(raw);
-    };
+    let (inputs, outputs) = (lens("input_lens")?, lens("output_lens")?);
     if inputs.len() != outputs.len() {
-        return Vec::new();
+        return Some(Vec::new());
     }
-    inputs
-        .into_iter()
-        .zip(outputs)
-        .filter(|&(i, o)| i > 0 && o > 0)
-        .filter_map(|(i, o)| {
-            Some(RequestShape {
-                prompt_tokens: u32::try_from(i).ok()?,
-                output_tokens: u32::try_from(o).ok()?,
-                ..Default::default()
-            })
-        })
-        .collect()
-}
-
-/// The lengths an SGLang `bench_serving` result of its random dataset drew, when the file
-/// names the draw (`random_input_len`, `random_output_len`, `random_range_ratio`: SGLang's
-/// convention, [L × R, L]) and its totals agree with it: `completed` requests drawn from that
-/// distribution with a fixed seed. The file does not keep its own draw; the distribution is
-/// what the fit needs (at their mean, requests move in lock step). Empty when a total is more
-/// than 10 % from the draw's mean (outputs that ended at EOS, prompts retokenised).
-fn sglang_random_draw(raw: &serde_json::Value) -> Vec<RequestShape> {
-    let num = |k: &str| raw.get(k).and_then(serde_json::Value::as_f64);
-    let (Some("random"), Some(isl), Some(osl), Some(r), Some(n)) = (
-        raw.get("dataset_name").and_then(serde_json::Value::as_str),
-        num("random_input_len"),
-        num("random_output_len"),
-        num("random_range_ratio"),
-        num("completed"),
-    ) else {
-        return Vec::new();
-    };
-    let range = servelab_workload::LengthRange::Below(r);
-    if range.check().is_err() || !(1.0..=1e6).contains(&n) || isl < 1.0 || osl < 1.0 {
-        return Vec::new();
-    }
-    let ((in_lo, in_hi), (out_lo, out_hi)) = (range.bounds(isl as u64), range.bounds(osl as u64));
-    let agrees = |total: Option<f64>, lo: u64, hi: u64| {
-        let mean = (lo + hi) as f64 / 2.0;
-        total.is_some_and(|t| (t / n - mean).abs() <= 0.1 * mean)
-    };
-    if !agrees(num("total_input_tokens"), in_lo, in_hi)
-        || !agrees(num("total_output_tokens"), out_lo, out_hi)
-    {
-        return Vec::new();
-    }
-    let mut rng = servelab_metrics::bootstrap::SplitMix64::new(0x5EED_5617);
-    let mut draw = |lo: u64, hi: u64| {
-        let v = lo + rng.next_u64() % (hi - lo + 1);
-        u32::try_from(v).unwrap_or(u32::MAX)
-    };
-    (0..n as usize)
-        .map(|_| {
-            let prompt_tokens = draw(in_lo, in_hi);
-            let output_tokens = draw(out_lo, out_hi);
-            RequestShape { prompt_tokens, output_tokens, ..Default::default() }
-        })
-        .collect()
+    let pairs = inputs.into_iter().zip(outputs).filter(|&(i, o)| i > 0 && o > 0);
+    Some(pairs.filter_map(|(i, o)| shape_of(i, o)).collect())
 }
 
 /// The scenario an imported result file ran: its totals' mean lengths, else its per-request
-/// arrays' ([`imported_lengths`]).
+/// arrays'.
 pub fn imported_scenario(raw: &serde_json::Value) -> Option<IslOsl> {
-    imported_mean_lengths(raw).or_else(|| mean_lengths(&imported_lengths(raw)))
+    imported_mean_lengths(raw).or_else(|| mean_lengths(&file_lengths(raw)?))
 }
 
 /// The mean lengths an imported result file's totals give (`total_input_tokens` and
@@ -469,17 +447,19 @@ mod tests {
             "input_lens": [1000, 1001, 999, 1000], "output_lens": [100, 0, 100, 101],
         });
         assert_eq!(
-            imported_lengths(&raw),
+            imported_lengths(&raw, ""),
             vec![shape(1000, 100), shape(999, 100), shape(1000, 101)]
         );
         assert_eq!(imported_mean_lengths(&raw), Some(IslOsl { isl: 1000, osl: 100 }));
-        // SGLang's file names its draw: 819..=1,024 for 1,024 at 0.8; totals that agree.
+        // SGLang's file names its draw, labelled so by the import: 819..=1,024 for 1,024 at
+        // 0.8; totals that agree.
         let sglang = serde_json::json!({
             "dataset_name": "random", "random_input_len": 1024, "random_output_len": 1024,
             "random_range_ratio": 0.8, "completed": 400, "total_input_tokens": 368_600,
             "total_output_tokens": 368_000,
         });
-        let drawn = imported_lengths(&sglang);
+        let label = "random(1024:1024, ratio 0.8 sglang)";
+        let drawn = imported_lengths(&sglang, label);
         assert_eq!(drawn.len(), 400);
         assert!(drawn.iter().all(|d| (819..=1024).contains(&d.prompt_tokens)), "{drawn:?}");
         assert!(drawn.iter().all(|d| (819..=1024).contains(&d.output_tokens)), "{drawn:?}");
@@ -488,10 +468,10 @@ mod tests {
         // Outputs that ended early (no --ignore-eos): the draw is not what ran.
         let mut early = sglang.clone();
         early["total_output_tokens"] = 200_000.into();
-        assert_eq!(imported_lengths(&early), vec![]);
+        assert_eq!(imported_lengths(&early, label), vec![]);
         assert_eq!(imported_scenario(&early), Some(IslOsl { isl: 922, osl: 500 }));
         let short = serde_json::json!({"input_lens": [1, 2], "output_lens": [1]});
-        assert_eq!(imported_lengths(&short), vec![]);
+        assert_eq!(imported_lengths(&short, label), vec![]);
         assert_eq!(imported_mean_lengths(&serde_json::json!({"completed": 0})), None);
         let arrays = serde_json::json!({"input_lens": [10, 21], "output_lens": [3, 4]});
         assert_eq!(imported_scenario(&arrays), Some(IslOsl { isl: 16, osl: 4 }));
@@ -525,12 +505,13 @@ mod tests {
             assert_eq!(Some(u64::from(g.output_tokens)), w.output_tokens);
         }
         assert!(got.iter().any(|g| g.prompt_tokens != got[0].prompt_tokens), "{got:?}");
-        assert_eq!(undrawn_label(&s.info.dataset, &got, &s), s.info.dataset);
+        assert_eq!(undrawn_label(&s.info.dataset, &got, summary_mean(&s)), s.info.dataset);
         s.total_output_tokens /= 2;
         assert_eq!(redrawn_lengths(&s), vec![]);
         let mean_in = (s.total_input_tokens as f64 / 20.0).round();
         let mean_out = (s.total_output_tokens as f64 / 20.0).round();
-        assert_eq!(undrawn_label(&s.info.dataset, &[], &s), format!("{mean_in}:{mean_out}"));
+        let undrawn = undrawn_label(&s.info.dataset, &[], summary_mean(&s));
+        assert_eq!(undrawn, format!("{mean_in}:{mean_out}"));
         s.info.dataset = "random(100:10)".into();
         assert_eq!(redrawn_lengths(&s), vec![]);
     }

@@ -5,7 +5,8 @@ use rayon::prelude::*;
 
 use super::{Session, SessionWorkload, SystemPrompt, ThinkTime, Turn};
 use crate::error::DatasetError;
-use crate::synth::{item_rng, length_bounds};
+use crate::range::LengthRange;
+use crate::synth::item_rng;
 use crate::textgen::TextGen;
 use crate::tokenizer::Tokenizer;
 
@@ -41,10 +42,9 @@ impl SyntheticSessions {
                 self.turns_min, self.turns_max
             ));
         }
-        if !(0.0..1.0).contains(&self.range_ratio) {
-            return spec(format!("range_ratio must be in [0, 1), got {}", self.range_ratio));
-        }
-        if length_bounds(self.input_len, self.range_ratio).0 == 0 {
+        let range = LengthRange::Around(self.range_ratio);
+        range.check()?;
+        if range.bounds(self.input_len).0 == 0 {
             return spec(format!(
                 "the shortest user message (floor(input_len {} × (1 − range_ratio {}))) must \
                  have at least 1 token; raise input_len",
@@ -52,7 +52,7 @@ impl SyntheticSessions {
             ));
         }
         for (name, n) in [
-            ("input_len", length_bounds(self.input_len, self.range_ratio).1),
+            ("input_len", range.bounds(self.input_len).1),
             ("system_prompt_len", self.system_prompt_len),
         ] {
             if n > MAX_TOKENS {
@@ -83,8 +83,9 @@ pub(crate) fn generate(
             Some(SystemPrompt { text: text.into(), tokens: n })
         }
     };
-    let (in_lo, in_hi) = length_bounds(p.input_len, p.range_ratio);
-    let (out_lo, out_hi) = length_bounds(p.output_len, p.range_ratio);
+    let range = LengthRange::Around(p.range_ratio);
+    let (in_lo, in_hi) = range.bounds(p.input_len);
+    let (out_lo, out_hi) = range.bounds(p.output_len);
     let (out_lo, out_hi) = (out_lo.max(1), out_hi.max(1));
     let sessions = (0..num)
         .into_par_iter()
