@@ -227,7 +227,7 @@ fn label_draw(
 
 /// The lengths a servelab run of the random dataset drew, drawn again from what its summary
 /// records (the label's lengths and range, its prompt count and seed: the same draw), when
-/// they were drawn per request and the totals agree ([`label_draw`]).
+/// they were drawn per request and the totals agree within 10 % (`label_draw`).
 pub fn redrawn_lengths(summary: &Summary) -> Vec<RequestShape> {
     let info = &summary.info;
     let totals = [summary.total_input_tokens as f64, summary.total_output_tokens as f64];
@@ -290,7 +290,7 @@ pub fn figures_by(value: impl Fn(&MetricKey) -> Option<f64>) -> PointSummary {
 /// `vllm bench serve --save-detailed` and SGLang's `bench_serving --output-details` write
 /// them), in the file's order: the requests that produced output (vLLM writes 0 for a failed
 /// one). Else the draw its dataset's `label` names (an SGLang file states its draw, and the
-/// import labels it so: [`label_draw`], `completed` requests from a fixed seed; the file does
+/// import labels it so: `label_draw`, `completed` requests from a fixed seed; the file does
 /// not keep its own draw, and the distribution is what the fit needs). Empty when neither is
 /// had, or the arrays disagree in length.
 pub fn imported_lengths(raw: &serde_json::Value, label: &str) -> Vec<RequestShape> {
